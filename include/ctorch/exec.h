@@ -1,0 +1,106 @@
+/* The hybrid executor: devices, the priority chain, routing, fallback, trace.
+ *
+ * Environment (read at first use; ct_exec_reinit() reads it again):
+ *   CTORCH_DEVICES=cuda:0,cpu    chain override, order = priority
+ *   CTORCH_DISABLE_GPU=1         chain = cpu only
+ *   CTORCH_STRICT=1              any routing away from the chain head is an error
+ *   CTORCH_TRACE=1 | path.json   one line per op on stderr | a Chrome/Perfetto trace file
+ *   CTORCH_FAULT=dev:op:err[:n]  make `dev` fail `op` (or *) with err (oom|fault|unsupported) n times
+ *   CTORCH_SMALL_BYTES=N         ops whose operands are CPU-resident and smaller stay on the CPU
+ *   CTORCH_STATS=1               print the per-device summary at exit
+ *   CTORCH_THREADS=N             CPU worker threads */
+#ifndef CTORCH_EXEC_H
+#define CTORCH_EXEC_H
+
+#include "ctorch/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ct_device_kind {
+    CT_DEVICE_CPU, CT_DEVICE_CUDA, CT_DEVICE_OPENCL, CT_DEVICE_METAL, CT_DEVICE_COREML, CT_DEVICE_TEST,
+    CT_DEVICE_KIND_COUNT
+} ct_device_kind;
+
+CT_API const char *ct_device_kind_name(ct_device_kind k);
+
+#define CT_DEVICE_HOST_SHARED 1u /* device memory is host memory (zero-copy with the CPU) */
+#define CT_DEVICE_UNIFIED 2u     /* host-mapped / unified memory available */
+
+typedef struct ct_device_info {
+    char name[32];          /* "cpu", "cuda:0", "opencl:1" */
+    char description[128];  /* driver's device name */
+    ct_device_kind kind;
+    int index;              /* within its kind */
+    uint64_t memory_bytes;  /* total device memory (host RAM for the CPU) */
+    uint32_t dtype_mask;    /* bit (1u << ct_dtype) for each dtype its kernels accept */
+    uint32_t flags;         /* CT_DEVICE_* */
+    int chain_position;     /* 0 = head of the chain, -1 = not in the chain */
+} ct_device_info;
+
+/* Every discovered device (CPU first). */
+CT_API int ct_device_count(void);
+CT_API ct_status ct_device_get(int i, ct_device_info *info);
+/* The devices of the active chain, in priority order. */
+CT_API int ct_chain_length(void);
+CT_API ct_status ct_chain_get(int pos, ct_device_info *info);
+/* Does `device` support op `op_name` (ct_op_name spelling) on dtype? A coarse
+ * capability query for tooling; routing asks the backend with full shapes. */
+CT_API bool ct_device_supports(const char *device, const char *op_name, ct_dtype dtype);
+
+/* Replace the chain ("cuda:0,cpu"); NULL restores the platform default. */
+CT_API ct_status ct_exec_set_devices(const char *spec);
+CT_API void ct_exec_set_strict(bool strict);
+CT_API bool ct_exec_strict(void);
+/* Operands below this many bytes that live on the CPU keep an op on the CPU. */
+CT_API void ct_exec_set_small_bytes(size_t bytes);
+CT_API size_t ct_exec_small_bytes(void);
+/* Route every op of this thread to `device` (NULL to clear), reason "forced". */
+CT_API ct_status ct_exec_force_device(const char *device);
+/* "1"/"stderr": line trace; a path ending in .json: Chrome trace; NULL/"0": off. */
+CT_API ct_status ct_exec_set_trace(const char *spec);
+/* Fault injection, same syntax as CTORCH_FAULT; NULL clears. */
+CT_API ct_status ct_exec_set_fault(const char *spec);
+/* Re-read the environment and rediscover devices. Tensors must not be alive on devices that vanish. */
+CT_API ct_status ct_exec_reinit(void);
+/* Flushes the trace file and frees executor state. Optional. */
+CT_API void ct_exec_shutdown(void);
+
+typedef enum ct_route_reason {
+    CT_REASON_CAPABILITY, /* first device of the chain that supports the op */
+    CT_REASON_RESIDENCY,  /* operands already live on that device */
+    CT_REASON_SIZE,       /* small CPU-resident operands stay on the CPU */
+    CT_REASON_FALLBACK,   /* an earlier device failed with a device error */
+    CT_REASON_FORCED      /* ct_exec_force_device / -d */
+} ct_route_reason;
+CT_API const char *ct_route_reason_name(ct_route_reason r);
+
+typedef struct ct_exec_record {
+    char op[24];          /* ct_op_name */
+    char device[32];
+    ct_route_reason reason;
+    char detail[96];      /* e.g. "cuda:0 failed: device out of memory" */
+    uint64_t time_ns;
+} ct_exec_record;
+/* Where the last op of this thread ran and why. */
+CT_API ct_status ct_exec_last(ct_exec_record *rec);
+
+typedef struct ct_device_stats {
+    char device[32];
+    uint64_t ops;
+    uint64_t time_ns;
+    uint64_t bytes_in;     /* copied to this device */
+    uint64_t bytes_out;    /* copied from this device */
+    uint64_t fallbacks;    /* ops that failed here and moved on */
+} ct_device_stats;
+/* Fills up to `cap` entries (one per device); returns the number of devices. */
+CT_API int ct_exec_stats(ct_device_stats *stats, int cap);
+CT_API void ct_exec_stats_reset(void);
+/* Writes the per-device summary table to the log (INFO) or stderr if force. */
+CT_API void ct_exec_print_stats(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

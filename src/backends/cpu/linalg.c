@@ -1,0 +1,14 @@
+/* STUB: replaced by the real kernels. */
+#include "backends/cpu/cpu.h"
+
+ct_status cpu_run_matmul(ct_device *dev, const ct_op *op)
+{
+    (void)dev;
+    return core_err(CT_ERR_UNSUPPORTED, "cpu: %s has no kernel yet", op_kind_name(op->kind));
+}
+
+ct_status cpu_run_linear(ct_device *dev, const ct_op *op)
+{
+    (void)dev;
+    return core_err(CT_ERR_UNSUPPORTED, "cpu: %s has no kernel yet", op_kind_name(op->kind));
+}

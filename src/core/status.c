@@ -1,0 +1,75 @@
+/* Status codes, the thread-local last error, and the log hook. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/tensor.h"
+
+static _Thread_local char g_last_error[512];
+
+static ct_log_fn g_log_fn;
+static void *g_log_ctx;
+static int g_log_level = -1; /* -1: not yet read from CTORCH_LOG */
+
+const char *ct_status_name(ct_status s)
+{
+    static const char *names[] = {
+        "ok", "invalid argument", "shape mismatch", "dtype mismatch", "out of memory",
+        "device out of memory", "device fault", "unsupported", "strict mode", "i/o error",
+        "malformed file", "not found", "out of range",
+    };
+    if ((unsigned)s < sizeof names / sizeof names[0]) return names[s];
+    return "unknown status";
+}
+
+const char *ct_last_error(void) { return g_last_error; }
+void ct_clear_error(void) { g_last_error[0] = 0; }
+
+ct_status core_err(ct_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_last_error, sizeof g_last_error, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+void ct_set_log_callback(ct_log_fn fn, void *ctx)
+{
+    g_log_fn = fn;
+    g_log_ctx = ctx;
+}
+
+void ct_set_log_level(ct_log_level level) { g_log_level = (int)level; }
+
+static int log_level(void)
+{
+    if (g_log_level < 0) {
+        const char *e = getenv("CTORCH_LOG");
+        int lvl = CT_LOG_WARN;
+        if (e && !strcasecmp(e, "debug")) lvl = CT_LOG_DEBUG;
+        else if (e && !strcasecmp(e, "info")) lvl = CT_LOG_INFO;
+        else if (e && !strcasecmp(e, "error")) lvl = CT_LOG_ERROR;
+        g_log_level = lvl;
+    }
+    return g_log_level;
+}
+
+bool core_log_enabled(ct_log_level level) { return (int)level >= log_level(); }
+
+void core_log(ct_log_level level, const char *fmt, ...)
+{
+    if (!core_log_enabled(level)) return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (g_log_fn) {
+        g_log_fn(level, msg, g_log_ctx);
+        return;
+    }
+    static const char *tags[] = {"debug", "info", "warn", "error"};
+    fprintf(stderr, "ctorch %s: %s\n", tags[level], msg);
+}

@@ -1,0 +1,106 @@
+/* Internal view of tensors and their storage. Not installed. */
+#ifndef CT_CORE_TENSOR_H
+#define CT_CORE_TENSOR_H
+
+#include <stdatomic.h>
+#include <stdarg.h>
+
+#include "ctorch/core.h"
+
+struct ct_device;
+
+/* One device's copy of a storage. */
+typedef struct ct_buffer {
+    void *ptr;   /* host pointer (cpu) or the backend's handle/device pointer */
+    size_t size; /* bytes */
+    void *priv;  /* backend's bookkeeping */
+} ct_buffer;
+
+#define CT_MAX_COPIES 4
+
+typedef struct ct_storage_copy {
+    struct ct_device *dev;
+    ct_buffer buf;
+    bool valid;
+} ct_storage_copy;
+
+/* Reference-counted bytes with one copy per device visited. Copy 0, when
+ * present, is always the host copy (dev->kind == CT_DEVICE_CPU). Writing on a
+ * device leaves only that device's copy valid. */
+typedef struct ct_storage {
+    atomic_int refcnt;
+    size_t nbytes;
+    int n_copies;
+    ct_storage_copy copies[CT_MAX_COPIES];
+    void (*deleter)(void *data, void *ctx); /* external host memory (from_blob) */
+    void *deleter_ctx;
+    bool host_external;                     /* host copy not ours to free */
+} ct_storage;
+
+struct ct_tensor {
+    ct_storage *st;
+    ct_dtype dtype;
+    int ndim;
+    int64_t shape[CT_MAX_DIMS];
+    int64_t stride[CT_MAX_DIMS]; /* elements; for quantized dtypes stride[last] == 1 */
+    int64_t offset;              /* elements */
+};
+
+/* ---- errors (core/status.c) ---- */
+ct_status core_err(ct_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void core_log(ct_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+bool core_log_enabled(ct_log_level level);
+
+/* ---- shapes (core/shape.c) ---- */
+int64_t shape_numel(int ndim, const int64_t *shape);
+void shape_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
+bool shape_equal(int na, const int64_t *a, int nb, const int64_t *b);
+/* Normalizes a possibly negative dim against ndim; false if out of range. */
+bool shape_norm_dim(int *dim, int ndim);
+/* PyTorch broadcasting of two shapes; CT_ERR_SHAPE (message names `op`) if they clash. */
+ct_status shape_broadcast(const char *op, int na, const int64_t *a, int nb, const int64_t *b, int *nout,
+                          int64_t *out);
+/* "[2, 3, 4]" into buf. */
+const char *shape_str(int ndim, const int64_t *shape, char *buf, size_t len);
+#define SHAPE_STR(t) shape_str((t)->ndim, (t)->shape, (char[96]){0}, 96)
+
+/* ---- tensors (core/tensor.c) ---- */
+/* A handle with a fresh, empty storage of the given shape (no copies yet). */
+ct_status tensor_new_shell(int ndim, const int64_t *shape, ct_dtype dtype, ct_tensor **out);
+/* A new handle on t's storage with the given geometry (storage ref taken). */
+ct_status tensor_new_view(const ct_tensor *t, int ndim, const int64_t *shape, const int64_t *stride,
+                          int64_t offset, ct_tensor **out);
+size_t tensor_byte_offset(const ct_tensor *t);
+bool tensor_is_contiguous(const ct_tensor *t);
+/* Argument check helper: returns CT_ERR_INVALID_ARG naming `op` when t is NULL. */
+ct_status tensor_check(const char *op, const char *what, const ct_tensor *t);
+
+/* ---- storage (core/storage.c) ---- */
+ct_storage *storage_new(size_t nbytes);
+void storage_retain(ct_storage *st);
+void storage_release(ct_storage *st);
+ct_storage_copy *storage_find(ct_storage *st, const struct ct_device *dev);
+bool storage_valid_on(const ct_storage *st, const struct ct_device *dev);
+/* Any device holding a valid copy, or NULL for a never-written storage. */
+struct ct_device *storage_valid_device(const ct_storage *st);
+/* Allocates (if needed) and fills dev's copy from a valid one. `moved` += bytes copied. */
+ct_status storage_make_valid(ct_storage *st, struct ct_device *dev, uint64_t *moved);
+/* Allocates dev's copy without filling it (for outputs). */
+ct_status storage_alloc_on(ct_storage *st, struct ct_device *dev);
+/* After a write on dev: only dev's copy stays valid. */
+void storage_mark_written(ct_storage *st, const struct ct_device *dev);
+/* Host pointer of a storage after making the host copy valid. */
+ct_status storage_host(ct_storage *st, void **ptr);
+
+/* ---- host memory (core/alloc.c): 64-byte aligned, small sizes cached ---- */
+void *host_alloc(size_t bytes);
+void host_free(void *p, size_t bytes);
+
+/* ---- Philox4x32-10 (core/rng.c) ---- */
+/* Four 32-bit words for counter `ctr` under key `seed`. */
+void rng_philox(uint64_t seed, uint64_t ctr, uint32_t out[4]);
+/* The i-th uniform in [0,1) / standard normal of a seeded stream. */
+float rng_uniform(uint64_t seed, uint64_t i);
+float rng_normal(uint64_t seed, uint64_t i);
+
+#endif

@@ -1,0 +1,68 @@
+/* Executor internals: shared by the exec/ files and by tests. */
+#ifndef CT_EXEC_EXEC_H
+#define CT_EXEC_EXEC_H
+
+#include "core/backend.h"
+
+#define EXEC_MAX_DEVICES 16
+#define EXEC_MAX_BACKENDS 8
+
+/* What discovery found, reduced to what the chain builder needs: pure data, so
+ * chains for platforms we cannot build here (Apple) are unit-tested. */
+typedef struct exec_inventory {
+    int n;
+    ct_device_kind kind[EXEC_MAX_DEVICES];
+    char name[EXEC_MAX_DEVICES][32];
+} exec_inventory;
+
+/* Platform chain (NVIDIA: cuda, opencl, cpu; Apple: coreml, metal, opencl, cpu;
+ * other: opencl, cpu; test devices first) or the override spec ("cuda:0,cpu",
+ * a bare kind names all its devices). Writes device indices into chain. */
+ct_status exec_build_chain(const exec_inventory *inv, const char *spec, bool disable_gpu, int *chain, int *n_chain);
+
+/* Routing inputs: a pure function of these. */
+typedef struct exec_route_ctx {
+    ct_device *const *devs; /* by id */
+    const int *chain;
+    int n_chain;
+    uint32_t excluded;      /* bit per device id that failed this op */
+    int forced;             /* device id or -1 */
+    bool strict;
+    size_t small_bytes;
+} exec_route_ctx;
+
+typedef struct exec_route_result {
+    int dev;                /* device id */
+    ct_route_reason reason;
+} exec_route_result;
+
+ct_status exec_route(const exec_route_ctx *ctx, const ct_op *op, exec_route_result *res);
+
+/* Runs op: routes, makes operands resident, runs, falls back on device errors.
+ * op->dst must be set (fresh shell or an existing view to write into). */
+ct_status exec_run(ct_op *op);
+
+/* Backends compiled into the library plus any registered (the test backend).
+ * Registering re-discovers devices. */
+ct_status exec_register_backend(const ct_backend_ops *ops);
+void exec_unregister_backend(const ct_backend_ops *ops);
+
+/* Device by name ("cpu", "cuda:0"); NULL if unknown. Initializes the executor. */
+ct_device *exec_find_device(const char *name);
+ct_device *exec_host_device(void);
+
+/* ---- fault injection (fault.c) ---- */
+ct_status fault_parse(const char *spec);
+/* Error to inject for (device, op), consuming one count; CT_OK if none. */
+ct_status fault_check(const ct_device *dev, ct_op_kind op);
+void fault_clear(void);
+
+/* ---- trace and statistics (trace.c) ---- */
+ct_status trace_configure(const char *spec);
+bool trace_enabled(void);
+void trace_op(const ct_op *op, const ct_device *dev, ct_route_reason reason, uint64_t t0_ns, uint64_t dur_ns,
+              uint64_t moved, const char *detail);
+void trace_flush(void);
+uint64_t exec_now_ns(void);
+
+#endif

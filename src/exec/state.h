@@ -1,0 +1,26 @@
+/* The executor's global state (one per process). */
+#ifndef CT_EXEC_STATE_H
+#define CT_EXEC_STATE_H
+
+#include "exec/exec.h"
+
+typedef struct exec_dev_stats {
+    uint64_t ops, time_ns, bytes_in, bytes_out, fallbacks;
+} exec_dev_stats;
+
+typedef struct exec_state {
+    bool ready;
+    ct_device *devs[EXEC_MAX_DEVICES];
+    int n_devs;
+    int chain[EXEC_MAX_DEVICES];
+    int n_chain;
+    bool strict;
+    size_t small_bytes;
+    exec_dev_stats stats[EXEC_MAX_DEVICES]; /* updated with atomic adds */
+    uint8_t logged[EXEC_MAX_DEVICES][CT_OP_COUNT]; /* failure already logged for (device, op) */
+} exec_state;
+
+/* Initializes on first use. */
+exec_state *exec_state_get(void);
+
+#endif

@@ -1,0 +1,107 @@
+#include "harness.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+int th_checks_failed, th_tests_passed, th_tests_failed;
+static int th_tests_skipped, th_skipped_now;
+const char *th_current = "";
+
+void th_run(const char *name, th_fn fn)
+{
+    int before = th_checks_failed;
+    th_current = name;
+    th_skipped_now = 0;
+    ct_clear_error();
+    fn();
+    if (th_skipped_now) {
+        th_tests_skipped++;
+        fprintf(stderr, "SKIP %s\n", name);
+    } else if (th_checks_failed == before) {
+        th_tests_passed++;
+        fprintf(stderr, "ok   %s\n", name);
+    } else {
+        th_tests_failed++;
+        fprintf(stderr, "FAIL %s\n", name);
+    }
+}
+
+void th_skip(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "skipped %s: ", th_current);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    th_skipped_now = 1;
+}
+
+int th_finish(void)
+{
+    printf("%d passed, %d failed, %d skipped\n", th_tests_passed, th_tests_failed, th_tests_skipped);
+    if (th_tests_failed) return 1;
+    if (th_tests_passed == 0 && th_tests_skipped > 0) return 77;
+    return 0;
+}
+
+static uint64_t splitmix(th_rng *r)
+{
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+double th_uniform(th_rng *r, double lo, double hi) { return lo + (hi - lo) * (double)(splitmix(r) >> 11) / 9007199254740992.0; }
+
+ct_tensor *th_random(th_rng *r, int ndim, const int64_t *shape, ct_dtype dtype, double lo, double hi)
+{
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++) v[i] = th_uniform(r, lo, hi);
+    ct_tensor *d = NULL, *t = NULL;
+    if (ct_tensor_from_data(ndim, shape, CT_F64, v, &d) != CT_OK || ct_cast(d, dtype, &t) != CT_OK) {
+        fprintf(stderr, "th_random: %s\n", ct_last_error());
+        abort();
+    }
+    ct_tensor_free(d);
+    free(v);
+    return t;
+}
+
+double *th_values(const ct_tensor *t)
+{
+    int64_t n = ct_tensor_numel(t);
+    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++)
+        if (ct_tensor_item(t, i, &v[i]) != CT_OK) {
+            fprintf(stderr, "th_values: %s\n", ct_last_error());
+            abort();
+        }
+    return v;
+}
+
+int th_allclose(const double *got, const double *want, int64_t n, double atol, double rtol)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double g = got[i], w = want[i];
+        if (isnan(w) && isnan(g)) continue;
+        if (isinf(w) && g == w) continue;
+        if (!(fabs(g - w) <= atol + rtol * fabs(w))) {
+            fprintf(stderr, "  mismatch at %lld: got %.9g want %.9g (atol %g rtol %g)\n", (long long)i, g, w, atol, rtol);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+const char *th_refdata(void)
+{
+    const char *p = getenv("CTORCH_REFDATA");
+    struct stat st;
+    if (!p || stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) return NULL;
+    return p;
+}
