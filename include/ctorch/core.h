@@ -52,6 +52,11 @@ typedef void (*ct_log_fn)(ct_log_level level, const char *msg, void *ctx);
 CT_API void ct_set_log_callback(ct_log_fn fn, void *ctx);
 CT_API void ct_set_log_level(ct_log_level level);
 
+/* CPU worker threads (default: CTORCH_THREADS or the number of cores). The pool
+ * is created once; later calls can lower the count or raise it back to that size. */
+CT_API void ct_set_num_threads(int n);
+CT_API int ct_get_num_threads(void);
+
 /* ---- dtypes ---- */
 typedef enum ct_dtype {
     CT_F32 = 0, CT_F64, CT_F16, CT_BF16, CT_I32, CT_I64, CT_BOOL, CT_C64, CT_I8,

