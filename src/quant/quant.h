@@ -12,9 +12,35 @@ ct_status quant_dequantize_row(ct_dtype t, const void *src, float *dst, int64_t 
 ct_status quant_quantize_row(ct_dtype t, const float *src, void *dst, int64_t n);
 
 /* Dot product of one weight row (type t, n elements) with an activation row already
- * converted to quant_vec_dot_type(t) (e.g. Q8_0 or Q8_K); result in *s. */
+ * converted to quant_vec_dot_type(t) (e.g. Q8_0 or Q8_K); result in *s.
+ * n must be a multiple of t's block size (the caller checks: the function has no status);
+ * rows must be at least 2-byte aligned (4 for Q8_K), which every tensor and GGUF mapping is.
+ * Activation rows must come from quant_quantize_row: the kernels rely on the redundant
+ * fields it fills (Q8_K bsums) and on quants in [-127, 127]. */
 typedef void (*quant_vec_dot_fn)(int64_t n, float *s, const void *w, const void *a);
 ct_dtype quant_vec_dot_type(ct_dtype t);
 quant_vec_dot_fn quant_get_vec_dot(ct_dtype t);
+
+/* ---- SIMD level of the vec dots, picked once from the CPU (x86: __builtin_cpu_supports) ---- */
+typedef enum quant_simd {
+    QUANT_SIMD_SCALAR = 0,   /* portable C */
+    QUANT_SIMD_AVX2,         /* avx2 + fma + f16c */
+    QUANT_SIMD_AVX2_VNNI,    /* the same plus AVX-VNNI (vpdpbusd on ymm) */
+    QUANT_SIMD_AVX512_VNNI,  /* avx512 f/bw/vl + vnni, 512-bit kernels */
+    QUANT_SIMD_COUNT
+} quant_simd;
+
+const char *quant_simd_name(quant_simd level);
+/* The best level this CPU (and OS) supports. */
+quant_simd quant_simd_detected(void);
+/* The level quant_get_vec_dot currently hands out. */
+quant_simd quant_simd_level(void);
+/* Forces a level (tests, benchmarks); CT_ERR_UNSUPPORTED above the detected one. Not meant
+ * to be called while other threads fetch kernels. */
+ct_status quant_set_simd_level(quant_simd level);
+/* The kernel of one level without changing the global choice; NULL where the CPU lacks
+ * the level or t has no vec dot. Types without a dedicated kernel at a level get the
+ * best lower level's kernel. */
+quant_vec_dot_fn quant_get_vec_dot_at(ct_dtype t, quant_simd level);
 
 #endif

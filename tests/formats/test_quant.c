@@ -1,0 +1,591 @@
+/* GGUF block formats (src/quant): bit-exactness of the reference quantizers against
+ * llama.cpp's own files (../shared/refdata/mini-a) and against gguf-py
+ * (data/quant_vectors.bin, see gen_quant_vectors.py), round-trip error bounds, the vec
+ * dots of every SIMD level against double-precision references, and bad input. */
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "quant/quant.h"
+
+static const ct_dtype k_quant_types[] = {CT_Q4_0, CT_Q4_1, CT_Q5_0, CT_Q5_1, CT_Q8_0, CT_Q8_1,
+                                         CT_Q2_K, CT_Q3_K, CT_Q4_K, CT_Q5_K, CT_Q6_K, CT_Q8_K};
+#define N_QTYPES ((int)(sizeof k_quant_types / sizeof k_quant_types[0]))
+
+/* ggml's type ids (GGUF tensor infos) -> ctorch dtypes; -1 for types we do not have. */
+static int dtype_of_ggml(uint32_t id)
+{
+    static const int map[] = {[0] = CT_F32,   [1] = CT_F16,   [2] = CT_Q4_0,  [3] = CT_Q4_1,  [4] = -1,
+                              [5] = -1,       [6] = CT_Q5_0,  [7] = CT_Q5_1,  [8] = CT_Q8_0,  [9] = CT_Q8_1,
+                              [10] = CT_Q2_K, [11] = CT_Q3_K, [12] = CT_Q4_K, [13] = CT_Q5_K, [14] = CT_Q6_K,
+                              [15] = CT_Q8_K};
+    if (id == 30) return CT_BF16;
+    return id < sizeof map / sizeof map[0] ? map[id] : -1;
+}
+
+static float normal(th_rng *r)
+{
+    double u1 = th_uniform(r, 1e-12, 1.0), u2 = th_uniform(r, 0.0, 1.0);
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+/* ================= (a) bit-exactness against llama.cpp's files ================= */
+
+/* A minimal GGUF tensor locator (independent of src/formats): header, KV pairs skipped
+ * except general.alignment, tensor infos. Every read is bounds-checked. */
+typedef struct gg_tensor {
+    char name[128];
+    uint32_t type;
+    uint32_t nd;
+    uint64_t ne[4];
+    uint64_t off;
+} gg_tensor;
+
+typedef struct gg_file {
+    const uint8_t *map;
+    size_t size, pos, data;
+    uint64_t n;
+    gg_tensor *t;
+    int bad;
+} gg_file;
+
+static uint64_t gg_u(gg_file *f, int bytes)
+{
+    if (f->bad || f->pos + (size_t)bytes > f->size) {
+        f->bad = 1;
+        return 0;
+    }
+    uint64_t v = 0;
+    memcpy(&v, f->map + f->pos, (size_t)bytes); /* little-endian host */
+    f->pos += (size_t)bytes;
+    return v;
+}
+
+static void gg_skip(gg_file *f, uint64_t bytes)
+{
+    if (f->bad || bytes > f->size - f->pos) f->bad = 1;
+    else f->pos += (size_t)bytes;
+}
+
+/* Skips one value of GGUF type `vt`; returns its integer value for scalar ints. */
+static uint64_t gg_skip_value(gg_file *f, uint32_t vt, int depth)
+{
+    static const int sizes[13] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+    if (vt == 8) {
+        gg_skip(f, gg_u(f, 8));
+        return 0;
+    }
+    if (vt == 9 && depth < 2) {
+        uint32_t et = (uint32_t)gg_u(f, 4);
+        uint64_t cnt = gg_u(f, 8);
+        if (et < 13 && et != 8 && et != 9) gg_skip(f, cnt * (uint64_t)sizes[et]);
+        else
+            for (uint64_t i = 0; i < cnt && !f->bad; i++) gg_skip_value(f, et, depth + 1);
+        return 0;
+    }
+    if (vt >= 13 || vt == 9) {
+        f->bad = 1;
+        return 0;
+    }
+    return gg_u(f, sizes[vt]);
+}
+
+static void gg_close(gg_file *f)
+{
+    if (f->map) munmap((void *)f->map, f->size);
+    free(f->t);
+    memset(f, 0, sizeof *f);
+}
+
+static int gg_open(gg_file *f, const char *path)
+{
+    memset(f, 0, sizeof *f);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return 0;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_size < 24) {
+        close(fd);
+        return 0;
+    }
+    f->size = (size_t)st.st_size;
+    void *m = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) return 0;
+    f->map = m;
+    if (memcmp(f->map, "GGUF", 4) != 0) goto fail;
+    f->pos = 4;
+    uint32_t version = (uint32_t)gg_u(f, 4);
+    f->n = gg_u(f, 8);
+    uint64_t n_kv = gg_u(f, 8);
+    if (version < 2 || f->n > 100000) goto fail;
+    uint64_t align = 32;
+    for (uint64_t i = 0; i < n_kv && !f->bad; i++) {
+        uint64_t klen = gg_u(f, 8);
+        if (klen > f->size - f->pos) goto fail;
+        const char *key = (const char *)f->map + f->pos;
+        int is_align = klen == 17 && !memcmp(key, "general.alignment", 17);
+        gg_skip(f, klen);
+        uint32_t vt = (uint32_t)gg_u(f, 4);
+        uint64_t v = gg_skip_value(f, vt, 0);
+        if (is_align && v) align = v;
+    }
+    f->t = calloc(f->n ? f->n : 1, sizeof *f->t);
+    for (uint64_t i = 0; i < f->n && !f->bad; i++) {
+        gg_tensor *t = &f->t[i];
+        uint64_t nlen = gg_u(f, 8);
+        if (nlen >= sizeof t->name || nlen > f->size - f->pos) goto fail;
+        memcpy(t->name, f->map + f->pos, nlen);
+        f->pos += nlen;
+        t->nd = (uint32_t)gg_u(f, 4);
+        if (t->nd > 4) goto fail;
+        for (uint32_t d = 0; d < 4; d++) t->ne[d] = d < t->nd ? gg_u(f, 8) : 1;
+        t->type = (uint32_t)gg_u(f, 4);
+        t->off = gg_u(f, 8);
+    }
+    if (f->bad) goto fail;
+    f->data = (f->pos + align - 1) / align * align;
+    return 1;
+fail:
+    gg_close(f);
+    return 0;
+}
+
+static const gg_tensor *gg_find(const gg_file *f, const char *name)
+{
+    for (uint64_t i = 0; i < f->n; i++)
+        if (!strcmp(f->t[i].name, name)) return &f->t[i];
+    return NULL;
+}
+
+/* Pointer to row r of tensor t, or NULL if it falls outside the file. */
+static const uint8_t *gg_row(const gg_file *f, const gg_tensor *t, ct_dtype dt, uint64_t r)
+{
+    size_t rb = ct_dtype_row_bytes(dt, (int64_t)t->ne[0]);
+    size_t at = f->data + (size_t)t->off + (size_t)r * rb;
+    return at + rb <= f->size ? f->map + at : NULL;
+}
+
+/* Requantizes sampled rows of every `want`-typed tensor of qf from the F16 file and
+ * compares bytes. All rows when CTORCH_QUANT_FULL is set (slow under ASan). */
+static void check_requant(const gg_file *src, const gg_file *qf, const char *qname, int *checked)
+{
+    int full = getenv("CTORCH_QUANT_FULL") != NULL;
+    for (uint64_t i = 0; i < qf->n; i++) {
+        const gg_tensor *qt = &qf->t[i];
+        int dt = dtype_of_ggml(qt->type);
+        if (dt != CT_Q8_0 && dt != CT_Q4_K && dt != CT_Q6_K) continue;
+        const gg_tensor *st = gg_find(src, qt->name);
+        CHECK_MSG(st && st->type == 1 && st->ne[0] == qt->ne[0], "%s: %s has no matching F16 tensor", qname, qt->name);
+        if (!st || st->type != 1 || st->ne[0] != qt->ne[0]) continue;
+        int64_t n = (int64_t)qt->ne[0];
+        uint64_t rows = qt->ne[1] * qt->ne[2] * qt->ne[3];
+        uint64_t step = full || rows <= 24 ? 1 : rows / 24;
+        float *x = malloc(sizeof(float) * (size_t)n);
+        uint8_t *out = malloc(ct_dtype_row_bytes((ct_dtype)dt, n));
+        int bad_rows = 0;
+        for (uint64_t r = 0; r < rows; r += (r + 1 == rows || r + step < rows) ? step : rows - 1 - r) {
+            const uint8_t *h = gg_row(src, st, CT_F16, r), *want = gg_row(qf, qt, (ct_dtype)dt, r);
+            CHECK_MSG(h && want, "%s: %s row %llu outside the file", qname, qt->name, (unsigned long long)r);
+            if (!h || !want) break;
+            CHECK_OK(quant_dequantize_row(CT_F16, h, x, n));
+            CHECK_OK(quant_quantize_row((ct_dtype)dt, x, out, n));
+            size_t rb = ct_dtype_row_bytes((ct_dtype)dt, n);
+            if (memcmp(out, want, rb)) {
+                size_t k = 0;
+                while (out[k] == want[k]) k++;
+                if (bad_rows++ < 3)
+                    CHECK_MSG(0, "%s %s (%s) row %llu: byte %zu (block %zu) is %u, llama.cpp wrote %u", qname,
+                              qt->name, ct_dtype_name((ct_dtype)dt), (unsigned long long)r, k,
+                              k / ct_dtype_block_bytes((ct_dtype)dt), out[k], want[k]);
+                else
+                    th_checks_failed++;
+            }
+            checked[dt]++;
+            if (r + 1 == rows) break;
+        }
+        free(x);
+        free(out);
+    }
+}
+
+static void test_llama_cpp_bitexact(void)
+{
+    const char *ref = th_refdata();
+    if (!ref) {
+        th_skip("no refdata (CTORCH_REFDATA)");
+        return;
+    }
+    char p16[512], p8[512], p4[512];
+    snprintf(p16, sizeof p16, "%s/mini-a/mini-a-f16.gguf", ref);
+    snprintf(p8, sizeof p8, "%s/mini-a/mini-a-q8_0.gguf", ref);
+    snprintf(p4, sizeof p4, "%s/mini-a/mini-a-q4_k_m.gguf", ref);
+    gg_file f16, f8, f4;
+    if (!gg_open(&f16, p16)) {
+        th_skip("cannot open %s", p16);
+        return;
+    }
+    int checked[CT_DTYPE_COUNT] = {0};
+    if (gg_open(&f8, p8)) {
+        check_requant(&f16, &f8, "q8_0 file", checked);
+        gg_close(&f8);
+    }
+    if (gg_open(&f4, p4)) {
+        check_requant(&f16, &f4, "q4_k_m file", checked);
+        gg_close(&f4);
+    }
+    gg_close(&f16);
+    fprintf(stderr, "  requantized rows compared: q8_0 %d, q4_k %d, q6_k %d\n", checked[CT_Q8_0], checked[CT_Q4_K],
+            checked[CT_Q6_K]);
+    CHECK(checked[CT_Q8_0] > 0 && checked[CT_Q4_K] > 0 && checked[CT_Q6_K] > 0);
+}
+
+/* ================= (b) gguf-py vectors ================= */
+
+static int ulp_diff(float a, float b)
+{
+    if (a == b) return 0;
+    if (isnan(a) || isnan(b)) return 1 << 30;
+    int32_t ia, ib;
+    memcpy(&ia, &a, 4);
+    memcpy(&ib, &b, 4);
+    if (ia < 0) ia = (int32_t)(0x80000000u - (uint32_t)ia);
+    if (ib < 0) ib = (int32_t)(0x80000000u - (uint32_t)ib);
+    int64_t d = (int64_t)ia - ib;
+    return d < 0 ? (int)(d < -(1 << 30) ? 1 << 30 : -d) : (int)(d > (1 << 30) ? 1 << 30 : d);
+}
+
+static void test_gguf_py_vectors(void)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s", __FILE__);
+    char *slash = strrchr(path, '/');
+    if (!slash) {
+        th_skip("cannot locate the source directory");
+        return;
+    }
+    snprintf(slash + 1, sizeof path - (size_t)(slash + 1 - path), "data/quant_vectors.bin");
+    FILE *fp = fopen(path, "rb");
+    CHECK_MSG(fp, "missing %s (run gen_quant_vectors.py)", path);
+    if (!fp) return;
+    char magic[4];
+    uint32_t hdr[2];
+    CHECK(fread(magic, 1, 4, fp) == 4 && !memcmp(magic, "CTQV", 4) && fread(hdr, 4, 2, fp) == 2 && hdr[0] == 1);
+    int seen_q[CT_DTYPE_COUNT] = {0}, seen_d[CT_DTYPE_COUNT] = {0};
+    for (uint32_t r = 0; r < hdr[1]; r++) {
+        uint32_t h[4];
+        if (fread(h, 4, 4, fp) != 4) {
+            CHECK_MSG(0, "truncated record %u", r);
+            break;
+        }
+        int dt = dtype_of_ggml(h[1]);
+        uint32_t n = h[2], nbytes = h[3];
+        CHECK(dt >= 0 && n < (1u << 20) && nbytes == ct_dtype_row_bytes((ct_dtype)dt, n));
+        if (dt < 0 || n >= (1u << 20) || nbytes != ct_dtype_row_bytes((ct_dtype)dt, n)) break;
+        float *fl = malloc(4 * (size_t)n), *got = malloc(4 * (size_t)n);
+        uint8_t *blob = malloc(nbytes), *mine = malloc(nbytes);
+        int ok = h[0] == 1 ? fread(fl, 4, n, fp) == n && fread(blob, 1, nbytes, fp) == nbytes
+                           : fread(blob, 1, nbytes, fp) == nbytes && fread(fl, 4, n, fp) == n;
+        CHECK(ok);
+        if (ok && h[0] == 1) {
+            seen_q[dt]++;
+            CHECK_OK(quant_quantize_row((ct_dtype)dt, fl, mine, n));
+            size_t k = 0;
+            while (k < nbytes && mine[k] == blob[k]) k++;
+            CHECK_MSG(k == nbytes, "%s record %u: byte %zu is %u, gguf-py wrote %u", ct_dtype_name((ct_dtype)dt), r,
+                      k, k < nbytes ? mine[k] : 0, k < nbytes ? blob[k] : 0);
+        } else if (ok) {
+            seen_d[dt]++;
+            CHECK_OK(quant_dequantize_row((ct_dtype)dt, blob, got, n));
+            int worst = 0;
+            uint32_t at = 0;
+            for (uint32_t i = 0; i < n; i++) {
+                int u = ulp_diff(got[i], fl[i]);
+                if (u > worst) worst = u, at = i;
+            }
+            /* 1 ulp: gguf-py and ggml both compute d*sc*q - m in f32, but numpy may fuse or
+             * reorder one product */
+            CHECK_MSG(worst <= 1, "%s dequantize: element %u is %.9g, gguf-py %.9g (%d ulp)",
+                      ct_dtype_name((ct_dtype)dt), at, got[at], fl[at], worst);
+        }
+        free(fl), free(got), free(blob), free(mine);
+        if (!ok) break;
+    }
+    fclose(fp);
+    const ct_dtype qd[] = {CT_Q4_0, CT_Q4_1, CT_Q5_0, CT_Q5_1, CT_Q8_0};
+    for (int i = 0; i < 5; i++) CHECK_MSG(seen_q[qd[i]] > 0, "no quantize vectors for %s", ct_dtype_name(qd[i]));
+    const ct_dtype kd[] = {CT_Q2_K, CT_Q3_K, CT_Q4_K, CT_Q5_K, CT_Q6_K};
+    for (int i = 0; i < 5; i++) CHECK_MSG(seen_d[kd[i]] > 0, "no dequantize vectors for %s", ct_dtype_name(kd[i]));
+}
+
+/* ================= (c) round trip and vec dots ================= */
+
+static void test_roundtrip_rmse(void)
+{
+    /* relative RMSE bounds for N(0,1) rows: a b-bit uniform quantizer over the block's
+     * range gives about range/(2^b*sqrt(12)); the bounds sit ~25% above what the
+     * reference quantizers reach, so a broken scale search or packing fails them */
+    static const struct { ct_dtype t; double bound; } cases[] = {
+        {CT_Q4_0, 0.105}, {CT_Q4_1, 0.098}, {CT_Q5_0, 0.053}, {CT_Q5_1, 0.047},
+        {CT_Q8_0, 0.0068}, {CT_Q8_1, 0.0068}, {CT_Q2_K, 0.37}, {CT_Q3_K, 0.19},
+        {CT_Q4_K, 0.089}, {CT_Q5_K, 0.045}, {CT_Q6_K, 0.022}, {CT_Q8_K, 0.0085},
+    };
+    th_rng rng = {42};
+    const int64_t n = 4096;
+    float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
+    uint8_t *q = malloc(ct_dtype_row_bytes(CT_Q8_K, n));
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        double se = 0, sx = 0;
+        for (int row = 0; row < 4; row++) {
+            for (int64_t i = 0; i < n; i++) x[i] = normal(&rng);
+            CHECK_OK(quant_quantize_row(cases[c].t, x, q, n));
+            CHECK_OK(quant_dequantize_row(cases[c].t, q, y, n));
+            for (int64_t i = 0; i < n; i++) se += ((double)y[i] - x[i]) * ((double)y[i] - x[i]), sx += (double)x[i] * x[i];
+        }
+        double rel = sqrt(se / sx);
+        fprintf(stderr, "  %-5s relative rmse %.5f (bound %.4f)\n", ct_dtype_name(cases[c].t), rel, cases[c].bound);
+        CHECK_MSG(rel < cases[c].bound, "%s: relative rmse %g >= %g", ct_dtype_name(cases[c].t), rel, cases[c].bound);
+        /* exact zeros and constants survive (the scale searches' degenerate branches) */
+        for (int64_t i = 0; i < n; i++) x[i] = 0.f;
+        CHECK_OK(quant_quantize_row(cases[c].t, x, q, n));
+        CHECK_OK(quant_dequantize_row(cases[c].t, q, y, n));
+        int zeros_ok = 1;
+        for (int64_t i = 0; i < n; i++) zeros_ok &= y[i] == 0.f;
+        CHECK_MSG(zeros_ok, "%s: zeros do not round-trip", ct_dtype_name(cases[c].t));
+    }
+    free(x), free(y), free(q);
+}
+
+/* Fills the f16 (or f32) scale fields of random blocks with finite moderate values. */
+static void sanitize_blocks(ct_dtype t, uint8_t *b, int64_t nblocks, th_rng *r)
+{
+    int offs[2] = {-1, -1};
+    switch (t) {
+    case CT_Q4_0: case CT_Q5_0: case CT_Q8_0: offs[0] = 0; break;
+    case CT_Q4_1: case CT_Q5_1: case CT_Q8_1: case CT_Q4_K: case CT_Q5_K: offs[0] = 0, offs[1] = 2; break;
+    case CT_Q2_K: offs[0] = 80, offs[1] = 82; break;
+    case CT_Q3_K: offs[0] = 108; break;
+    case CT_Q6_K: offs[0] = 208; break;
+    default: break;
+    }
+    size_t bb = ct_dtype_block_bytes(t);
+    for (int64_t i = 0; i < nblocks; i++) {
+        uint8_t *blk = b + (size_t)i * bb;
+        if (t == CT_Q8_K) {
+            float d = (float)th_uniform(r, -0.1, 0.1);
+            memcpy(blk, &d, 4);
+        }
+        for (int k = 0; k < 2; k++)
+            if (offs[k] >= 0) {
+                uint16_t h = ct_f32_to_f16((float)(th_uniform(r, -1, 1) * pow(2.0, th_uniform(r, -8, 0))));
+                memcpy(blk + offs[k], &h, 2);
+            }
+    }
+}
+
+/* One weight row against one activation row at every SIMD level. */
+static void check_dot_case(ct_dtype t, int64_t n, const uint8_t *wq, const float *a, const char *what)
+{
+    ct_dtype vt = quant_vec_dot_type(t);
+    uint8_t *aq = malloc(ct_dtype_row_bytes(vt, n));
+    float *wd = malloc(sizeof(float) * (size_t)n), *ad = malloc(sizeof(float) * (size_t)n);
+    CHECK_OK(quant_quantize_row(vt, a, aq, n));
+    CHECK_OK(quant_dequantize_row(t, wq, wd, n));
+    CHECK_OK(quant_dequantize_row(vt, aq, ad, n));
+    double ref = 0, absref = 0, ref32 = 0, qbound = 0;
+    int64_t bs = ct_dtype_block_size(vt);
+    for (int64_t b = 0; b < n; b += bs) {
+        double amax = 0;
+        for (int64_t i = b; i < b + bs; i++) amax = fmax(amax, fabs(a[i]));
+        for (int64_t i = b; i < b + bs; i++) {
+            ref += (double)wd[i] * ad[i];
+            absref += fabs((double)wd[i] * ad[i]);
+            ref32 += (double)wd[i] * a[i];
+            /* activation step amax/127, rounded to nearest (half a step) plus the f16
+             * rounding of the Q8_0/Q8_1 scale (2^-11 * 127 steps): under 0.6 steps */
+            qbound += fabs((double)wd[i]) * 0.6 * amax / 127;
+        }
+    }
+    for (int lv = 0; lv <= (int)quant_simd_detected(); lv++) {
+        quant_vec_dot_fn fn = quant_get_vec_dot_at(t, (quant_simd)lv);
+        CHECK_MSG(fn, "%s: no vec dot at %s", ct_dtype_name(t), quant_simd_name((quant_simd)lv));
+        if (!fn) continue;
+        float s = NAN;
+        fn(n, &s, wq, aq);
+        /* both sides see the same quantized values: only f32 rounding of per-block
+         * products and of the accumulation separates them */
+        CHECK_MSG(fabs(s - ref) <= 1e-5 * absref + 1e-30, "%s %s n=%lld at %s: %.9g vs exact %.9g (sum|.| %g)",
+                  ct_dtype_name(t), what, (long long)n, quant_simd_name((quant_simd)lv), s, ref, absref);
+        CHECK_MSG(fabs(s - ref32) <= qbound + 1e-5 * absref + 1e-30,
+                  "%s %s n=%lld at %s: %.9g vs f32 activations %.9g (bound %g)", ct_dtype_name(t), what,
+                  (long long)n, quant_simd_name((quant_simd)lv), s, ref32, qbound);
+    }
+    free(aq), free(wd), free(ad);
+}
+
+static void test_vec_dot(void)
+{
+    th_rng rng = {7};
+    fprintf(stderr, "  detected SIMD level: %s\n", quant_simd_name(quant_simd_detected()));
+    for (int ti = 0; ti < N_QTYPES; ti++) {
+        ct_dtype t = k_quant_types[ti];
+        int64_t bs = ct_dtype_block_size(t);
+        /* odd block counts exercise the kernels' tails */
+        const int64_t sizes[] = {bs, 3 * bs, 5 * bs, bs == 32 ? 4096 : 4096, bs == 32 ? 7 * 32 + 4096 : 4096 + 256};
+        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+            int64_t n = sizes[si];
+            float *w = malloc(sizeof(float) * (size_t)n), *a = malloc(sizeof(float) * (size_t)n);
+            uint8_t *wq = malloc(ct_dtype_row_bytes(t, n));
+            for (int64_t i = 0; i < n; i++) w[i] = normal(&rng) * 0.05f, a[i] = normal(&rng) * 3.f;
+            if (si == 1)
+                for (int64_t i = 0; i < n; i++) a[i] = (float)fabs(a[i]); /* one-signed activations */
+            CHECK_OK(quant_quantize_row(t, w, wq, n));
+            check_dot_case(t, n, wq, a, "quantized");
+            /* random valid blocks: every bit pattern of the quants and scales */
+            for (size_t k = 0; k < ct_dtype_row_bytes(t, n); k++) wq[k] = (uint8_t)(th_uniform(&rng, 0, 256));
+            sanitize_blocks(t, wq, n / bs, &rng);
+            check_dot_case(t, n, wq, a, "random blocks");
+            free(w), free(a), free(wq);
+        }
+    }
+}
+
+/* The SIMD activation quantizers write the reference's bytes, ties and zeros included. */
+static void test_activation_quantizers(void)
+{
+    th_rng rng = {99};
+    const ct_dtype types[] = {CT_Q8_0, CT_Q8_1, CT_Q8_K};
+    const int64_t n = 1024;
+    float *x = malloc(sizeof(float) * n);
+    uint8_t *want = malloc(ct_dtype_row_bytes(CT_Q8_K, n)), *got = malloc(ct_dtype_row_bytes(CT_Q8_K, n));
+    quant_simd before = quant_simd_level();
+    for (int kind = 0; kind < 5; kind++) {
+        for (int64_t i = 0; i < n; i++) {
+            switch (kind) {
+            case 0: x[i] = normal(&rng); break;
+            case 1: x[i] = (float)(th_uniform(&rng, -1, 1) * pow(10.0, th_uniform(&rng, -6, 6))); break;
+            case 2: x[i] = i % 300 < 40 ? 0.f : normal(&rng); break; /* all-zero blocks */
+            case 3: x[i] = (i % 32 == 0) ? -127.f : (float)(i % 32) * 0.5f - 7.f; break; /* exact .5 ties */
+            default: x[i] = (i % 256 == 5) ? 3.f : (i % 256 == 9) ? -3.f : normal(&rng) * 0.1f; break; /* +-amax */
+            }
+        }
+        for (size_t ti = 0; ti < 3; ti++) {
+            size_t rb = ct_dtype_row_bytes(types[ti], n);
+            CHECK_OK(quant_set_simd_level(QUANT_SIMD_SCALAR));
+            CHECK_OK(quant_quantize_row(types[ti], x, want, n));
+            for (int lv = 1; lv <= (int)quant_simd_detected(); lv++) {
+                CHECK_OK(quant_set_simd_level((quant_simd)lv));
+                memset(got, 0xAB, rb);
+                CHECK_OK(quant_quantize_row(types[ti], x, got, n));
+                size_t k = 0;
+                while (k < rb && got[k] == want[k]) k++;
+                CHECK_MSG(k == rb, "%s rows of kind %d at %s: byte %zu differs from the reference", ct_dtype_name(types[ti]),
+                          kind, quant_simd_name((quant_simd)lv), k);
+            }
+        }
+    }
+    CHECK_OK(quant_set_simd_level(before));
+    free(x), free(want), free(got);
+}
+
+/* The global level switch hands out the matching table. */
+static void test_simd_levels(void)
+{
+    quant_simd det = quant_simd_detected(), before = quant_simd_level();
+    for (int lv = 0; lv <= (int)det; lv++) {
+        CHECK_OK(quant_set_simd_level((quant_simd)lv));
+        CHECK(quant_simd_level() == (quant_simd)lv);
+        CHECK(quant_get_vec_dot(CT_Q4_K) == quant_get_vec_dot_at(CT_Q4_K, (quant_simd)lv));
+    }
+    if (det + 1 < QUANT_SIMD_COUNT) CHECK_STATUS(quant_set_simd_level((quant_simd)(det + 1)), CT_ERR_UNSUPPORTED);
+    CHECK_STATUS(quant_set_simd_level(QUANT_SIMD_COUNT), CT_ERR_INVALID_ARG);
+    CHECK(quant_get_vec_dot_at(CT_F32, QUANT_SIMD_SCALAR) == NULL);
+    CHECK_OK(quant_set_simd_level(before));
+}
+
+/* ================= (d) plain rows and bad input ================= */
+
+static void test_plain_rows(void)
+{
+    const float v[4] = {1.5f, -0.0f, 65504.f, 1e-7f};
+    uint16_t h[4], bh[4];
+    float out[4];
+    for (int i = 0; i < 4; i++) h[i] = ct_f32_to_f16(v[i]), bh[i] = ct_f32_to_bf16(v[i]);
+    CHECK_OK(quant_dequantize_row(CT_F32, v, out, 4));
+    CHECK(!memcmp(out, v, sizeof v));
+    CHECK_OK(quant_dequantize_row(CT_F16, h, out, 4));
+    for (int i = 0; i < 4; i++) CHECK(out[i] == ct_f16_to_f32(h[i]));
+    CHECK_OK(quant_dequantize_row(CT_BF16, bh, out, 4));
+    for (int i = 0; i < 4; i++) CHECK(out[i] == ct_bf16_to_f32(bh[i]));
+    CHECK_OK(quant_dequantize_row(CT_Q4_K, h, out, 0)); /* empty rows are fine */
+}
+
+static void test_bad_input(void)
+{
+    float x[512] = {0}, y[512];
+    uint8_t q[1024] = {0};
+    CHECK_STATUS(quant_quantize_row(CT_Q4_0, x, q, 33), CT_ERR_SHAPE);
+    CHECK(strstr(ct_last_error(), "q4_0") && strstr(ct_last_error(), "33"));
+    CHECK_STATUS(quant_quantize_row(CT_Q4_K, x, q, 128), CT_ERR_SHAPE);
+    CHECK_STATUS(quant_dequantize_row(CT_Q6_K, q, y, 300), CT_ERR_SHAPE);
+    CHECK_STATUS(quant_quantize_row(CT_Q8_0, x, q, -32), CT_ERR_SHAPE);
+    CHECK_STATUS(quant_quantize_row(CT_F32, x, q, 32), CT_ERR_DTYPE);
+    CHECK_STATUS(quant_quantize_row(CT_F16, x, q, 32), CT_ERR_DTYPE);
+    CHECK_STATUS(quant_quantize_row(CT_I32, x, q, 32), CT_ERR_DTYPE);
+    CHECK_STATUS(quant_quantize_row((ct_dtype)99, x, q, 32), CT_ERR_DTYPE);
+    CHECK_STATUS(quant_dequantize_row(CT_I32, q, y, 32), CT_ERR_DTYPE);
+    CHECK_STATUS(quant_dequantize_row(CT_BOOL, q, y, 32), CT_ERR_DTYPE);
+    CHECK_STATUS(quant_quantize_row(CT_Q4_0, NULL, q, 32), CT_ERR_INVALID_ARG);
+    CHECK_STATUS(quant_dequantize_row(CT_Q4_0, q, NULL, 32), CT_ERR_INVALID_ARG);
+    CHECK(quant_vec_dot_type(CT_Q4_0) == CT_Q8_0 && quant_vec_dot_type(CT_Q5_0) == CT_Q8_0);
+    CHECK(quant_vec_dot_type(CT_Q4_1) == CT_Q8_1 && quant_vec_dot_type(CT_Q5_1) == CT_Q8_1);
+    for (int i = 0; i < N_QTYPES; i++)
+        if (ct_dtype_block_size(k_quant_types[i]) == 256) CHECK(quant_vec_dot_type(k_quant_types[i]) == CT_Q8_K);
+
+    /* NaN and infinities: no crash, no sanitizer report, finite inputs elsewhere untouched */
+    for (int i = 0; i < 512; i++) x[i] = (float)(i % 17) - 8.f;
+    x[3] = NAN, x[40] = INFINITY, x[300] = -INFINITY, x[301] = 1e38f, x[302] = -1e38f, x[303] = 1e-45f;
+    for (int ti = 0; ti < N_QTYPES; ti++) {
+        ct_dtype t = k_quant_types[ti];
+        CHECK_OK(quant_quantize_row(t, x, q, 512));
+        CHECK_OK(quant_dequantize_row(t, q, y, 512));
+        ct_dtype vt = quant_vec_dot_type(t);
+        uint8_t aq[1024];
+        CHECK_OK(quant_quantize_row(vt, x, aq, 512));
+        for (int lv = 0; lv <= (int)quant_simd_detected(); lv++) {
+            float s;
+            quant_get_vec_dot_at(t, (quant_simd)lv)(512, &s, q, aq);
+        }
+    }
+}
+
+/* The dtype table agrees with GGUF's block geometry. */
+static void test_block_sizes(void)
+{
+    static const struct { ct_dtype t; int64_t bs; size_t bytes; } g[] = {
+        {CT_Q4_0, 32, 18},   {CT_Q4_1, 32, 20},   {CT_Q5_0, 32, 22},   {CT_Q5_1, 32, 24},
+        {CT_Q8_0, 32, 34},   {CT_Q8_1, 32, 36},   {CT_Q2_K, 256, 84},  {CT_Q3_K, 256, 110},
+        {CT_Q4_K, 256, 144}, {CT_Q5_K, 256, 176}, {CT_Q6_K, 256, 210}, {CT_Q8_K, 256, 292},
+    };
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++)
+        CHECK_MSG(ct_dtype_block_size(g[i].t) == g[i].bs && ct_dtype_block_bytes(g[i].t) == g[i].bytes, "%s",
+                  ct_dtype_name(g[i].t));
+}
+
+int main(void)
+{
+    RUN(test_block_sizes);
+    RUN(test_plain_rows);
+    RUN(test_bad_input);
+    RUN(test_gguf_py_vectors);
+    RUN(test_roundtrip_rmse);
+    RUN(test_vec_dot);
+    RUN(test_activation_quantizers);
+    RUN(test_simd_levels);
+    RUN(test_llama_cpp_bitexact);
+    return th_finish();
+}
