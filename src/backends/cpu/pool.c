@@ -51,7 +51,9 @@ static void *worker(void *arg)
     pool *p = ((worker_arg *)arg)->p;
     int idx = ((worker_arg *)arg)->idx;
     t_in_pool = 1;
-    unsigned seen = atomic_load(&p->gen);
+    /* gen is 0 until the first job, which can be submitted before this thread first
+     * runs: starting from 0 (not from the current value) makes sure it is not missed. */
+    unsigned seen = 0;
     for (;;) {
         unsigned g;
         int spins = 0;
