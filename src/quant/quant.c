@@ -3,6 +3,7 @@
  * below the backends, so it keeps its own detection). */
 #include <stdatomic.h>
 
+#include "core/cpuid.h"
 #include "quant/quant_impl.h"
 
 typedef void (*deq_fn)(const void *src, float *dst, int64_t nb);
@@ -104,12 +105,12 @@ static quant_simd detect(void)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
-    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
     if (!avx2) return QUANT_SIMD_SCALAR;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
         return QUANT_SIMD_AVX512_VNNI;
-    if (__builtin_cpu_supports("avxvnni")) return QUANT_SIMD_AVX2_VNNI;
+    if (cpu_has_avxvnni()) return QUANT_SIMD_AVX2_VNNI;
     return QUANT_SIMD_AVX2;
 #else
     return QUANT_SIMD_SCALAR;

@@ -4,6 +4,7 @@
 #include <strings.h>
 
 #include "backends/cpu/cpu.h"
+#include "core/cpuid.h"
 
 static int g_level = -1;
 
@@ -12,7 +13,7 @@ static cpu_simd detect(void)
     cpu_simd lvl = CPU_SIMD_PORTABLE;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c())
         lvl = CPU_SIMD_AVX2;
     if (lvl == CPU_SIMD_AVX2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl"))

@@ -1,0 +1,344 @@
+/* Byte-level BPE ("gpt2" vocabularies: GPT-2, Llama 3, Qwen 2).
+ *
+ * 1. Pre-tokenizer: the text is cut into words by the model's regex, matched
+ *    here by hand with regex semantics (first alternative wins, greedy with
+ *    backtracking where it matters). Patterns, with \s = White_Space:
+ *      gpt2:   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ *      llama3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+ *              ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ *      qwen2:  as llama3 with \p{N} (single digits).
+ *    Case-insensitive contractions fold ASCII only.
+ * 2. Each word's bytes map to printable code points (GPT-2 byte-to-unicode).
+ * 3. Adjacent symbols merge, lowest merge rank first (ties: leftmost).
+ * 4. Each final symbol is looked up; a symbol missing from the vocabulary is
+ *    emitted character by character (unknown characters become unk, or are
+ *    dropped when the vocabulary has none). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/tensor.h"
+#include "llm/tokenizer_int.h"
+
+/* ---- byte <-> unicode ---- */
+
+static bool byte_prints(unsigned b) { return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE; }
+
+static uint32_t byte_cp(unsigned b)
+{
+    if (byte_prints(b)) return b;
+    if (b <= 0x20) return 256 + b;
+    if (b <= 0xA0) return 256 + 33 + (b - 0x7F);
+    return 256 + 67; /* 0xAD, the last non-printing byte */
+}
+
+int tok_bpe_byte_to_utf8(unsigned char b, char *dst)
+{
+    uint32_t cp = byte_cp(b);
+    if (cp < 0x80) {
+        dst[0] = (char)cp;
+        return 1;
+    }
+    dst[0] = (char)(0xC0 | (cp >> 6));
+    dst[1] = (char)(0x80 | (cp & 0x3F));
+    return 2;
+}
+
+int tok_bpe_cp_to_byte(uint32_t cp)
+{
+    if (cp < 256) return byte_prints(cp) ? (int)cp : -1;
+    if (cp < 256 + 33) return (int)(cp - 256);
+    if (cp < 256 + 67) return (int)(cp - 256 - 33 + 0x7F);
+    if (cp == 256 + 67) return 0xAD;
+    return -1;
+}
+
+/* ---- pre-tokenizer ---- */
+
+typedef struct cps {
+    const uint32_t *c;
+    size_t n;
+} cps;
+
+static bool is_l(cps s, size_t i) { return i < s.n && tok_uni_is_letter(s.c[i]); }
+static bool is_n(cps s, size_t i) { return i < s.n && tok_uni_is_number(s.c[i]); }
+static bool is_s(cps s, size_t i) { return i < s.n && tok_uni_is_space(s.c[i]); }
+static bool is_nl(cps s, size_t i) { return i < s.n && (s.c[i] == '\r' || s.c[i] == '\n'); }
+/* [^\s\p{L}\p{N}] */
+static bool is_o(cps s, size_t i) { return i < s.n && !is_s(s, i) && !is_l(s, i) && !is_n(s, i); }
+
+static uint32_t fold(uint32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
+
+/* 's 't 're 've 'm 'll 'd at i; returns the end or 0. */
+static size_t contraction(cps s, size_t i, bool icase)
+{
+    if (s.c[i] != '\'' || i + 1 >= s.n) return 0;
+    uint32_t a = icase ? fold(s.c[i + 1]) : s.c[i + 1];
+    if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
+    if (i + 2 >= s.n) return 0;
+    uint32_t b = icase ? fold(s.c[i + 2]) : s.c[i + 2];
+    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
+    return 0;
+}
+
+/* \s+(?!\S) then \s+, at a whitespace position i. */
+static size_t space_run(cps s, size_t i)
+{
+    size_t e = i;
+    while (is_s(s, e)) e++;
+    if (e == s.n || e - i == 1) return e;
+    return e - 1; /* leave the last space to prefix the next word */
+}
+
+static size_t match_gpt2(cps s, size_t i)
+{
+    size_t e, j = i + (s.c[i] == ' ');
+    if ((e = contraction(s, i, false))) return e;
+    if (is_l(s, j)) {
+        while (is_l(s, j)) j++;
+        return j;
+    }
+    if (is_n(s, j)) {
+        while (is_n(s, j)) j++;
+        return j;
+    }
+    if (is_o(s, j)) {
+        while (is_o(s, j)) j++;
+        return j;
+    }
+    if (is_s(s, i)) return space_run(s, i);
+    return i + 1;
+}
+
+static size_t match_llama3(cps s, size_t i, size_t max_digits)
+{
+    size_t e, j;
+    if ((e = contraction(s, i, true))) return e;
+    if (is_l(s, i) || (!is_nl(s, i) && !is_n(s, i) && is_l(s, i + 1))) {
+        j = i + 1;
+        while (is_l(s, j)) j++;
+        return j;
+    }
+    if (is_n(s, i)) {
+        for (j = i + 1; j < i + max_digits && is_n(s, j);) j++;
+        return j;
+    }
+    j = i + (s.c[i] == ' ');
+    if (is_o(s, j)) {
+        while (is_o(s, j)) j++;
+        while (is_nl(s, j)) j++;
+        return j;
+    }
+    if (is_s(s, i)) {
+        /* \s*[\r\n]+: backtracking ends the match after the run's last \r or \n */
+        size_t end = i, last = 0;
+        while (is_s(s, end)) {
+            if (is_nl(s, end)) last = end + 1;
+            end++;
+        }
+        if (last) return last;
+        return space_run(s, i);
+    }
+    return i + 1;
+}
+
+/* ---- merges ---- */
+
+typedef struct bpe_sym {
+    int prev, next;
+    size_t off, n; /* bytes of the mapped word; n == 0 once merged away */
+} bpe_sym;
+
+typedef struct bpe_pair {
+    int left, right;
+    int rank;
+    size_t size;
+} bpe_pair;
+
+typedef struct bpe_work {
+    bpe_sym *sym;
+    bpe_pair *heap;
+    size_t n_heap, cap_heap;
+    char *key; /* "left right" scratch */
+    bool oom;
+} bpe_work;
+
+static bool pair_before(const bpe_pair *a, const bpe_pair *b)
+{
+    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
+}
+
+static void heap_push(bpe_work *w, bpe_pair p)
+{
+    if (w->n_heap == w->cap_heap) {
+        size_t cap = w->cap_heap ? w->cap_heap * 2 : 64;
+        bpe_pair *h = realloc(w->heap, cap * sizeof *h);
+        if (!h) {
+            w->oom = true;
+            return;
+        }
+        w->heap = h, w->cap_heap = cap;
+    }
+    size_t i = w->n_heap++;
+    while (i > 0) {
+        size_t up = (i - 1) / 2;
+        if (!pair_before(&p, &w->heap[up])) break;
+        w->heap[i] = w->heap[up];
+        i = up;
+    }
+    w->heap[i] = p;
+}
+
+static bpe_pair heap_pop(bpe_work *w)
+{
+    bpe_pair top = w->heap[0], last = w->heap[--w->n_heap];
+    size_t i = 0, n = w->n_heap;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && pair_before(&w->heap[c + 1], &w->heap[c])) c++;
+        if (!pair_before(&w->heap[c], &last)) break;
+        w->heap[i] = w->heap[c];
+        i = c;
+    }
+    if (n > 0) w->heap[i] = last;
+    return top;
+}
+
+static void try_pair(const llm_tokenizer *t, bpe_work *w, const char *word, int left, int right)
+{
+    if (left < 0 || right < 0) return;
+    const bpe_sym *l = &w->sym[left], *r = &w->sym[right];
+    memcpy(w->key, word + l->off, l->n);
+    w->key[l->n] = ' ';
+    memcpy(w->key + l->n + 1, word + r->off, r->n);
+    int32_t rank = tok_map_find(&t->merge_map, &t->merges, w->key, l->n + 1 + r->n);
+    if (rank >= 0) heap_push(w, (bpe_pair){left, right, rank, l->n + r->n});
+}
+
+static void emit_symbol(const llm_tokenizer *t, const char *s, size_t n, tok_out *out)
+{
+    int32_t id = tok_map_find(&t->vocab_map, &t->vocab, s, n);
+    if (id >= 0) {
+        tok_out_push(out, id);
+        return;
+    }
+    for (size_t i = 0; i < n;) {
+        size_t k = tok_utf8_len((unsigned char)s[i]);
+        if (k > n - i) k = n - i;
+        id = tok_map_find(&t->vocab_map, &t->vocab, s + i, k);
+        if (id < 0) id = t->unk;
+        if (id >= 0) tok_out_push(out, id);
+        i += k;
+    }
+}
+
+/* word: bytes mapped to code points, one symbol per original byte. */
+static void bpe_word(const llm_tokenizer *t, bpe_work *w, const char *word, size_t len, tok_out *out)
+{
+    if (t->ignore_merges) {
+        int32_t id = tok_map_find(&t->vocab_map, &t->vocab, word, len);
+        if (id >= 0) {
+            tok_out_push(out, id);
+            return;
+        }
+    }
+    int n_sym = 0;
+    for (size_t off = 0; off < len;) {
+        size_t k = tok_utf8_len((unsigned char)word[off]);
+        w->sym[n_sym] = (bpe_sym){n_sym - 1, n_sym + 1, off, k};
+        n_sym++;
+        off += k;
+    }
+    w->sym[n_sym - 1].next = -1;
+    w->n_heap = 0;
+    for (int i = 1; i < n_sym; i++) try_pair(t, w, word, i - 1, i);
+    while (w->n_heap > 0 && !w->oom) {
+        bpe_pair p = heap_pop(w);
+        bpe_sym *l = &w->sym[p.left], *r = &w->sym[p.right];
+        if (l->n == 0 || r->n == 0 || l->n + r->n != p.size) continue;
+        l->n += r->n;
+        r->n = 0;
+        l->next = r->next;
+        if (r->next >= 0) w->sym[r->next].prev = p.left;
+        try_pair(t, w, word, l->prev, p.left);
+        try_pair(t, w, word, p.left, l->next);
+    }
+    for (int i = 0; i >= 0; i = w->sym[i].next) emit_symbol(t, word + w->sym[i].off, w->sym[i].n, out);
+}
+
+static size_t match_word(llm_pretok pre, cps s, size_t i)
+{
+    if (pre == LLM_PRETOK_LLAMA3) return match_llama3(s, i, 3);
+    if (pre == LLM_PRETOK_QWEN2) return match_llama3(s, i, 1);
+    return match_gpt2(s, i);
+}
+
+/* Decodes text into code points with their byte offsets (off has n + 1 entries). */
+static size_t decode_all(const char *text, size_t len, uint32_t *cp, size_t *off)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < len; n++) {
+        size_t k;
+        off[n] = i;
+        cp[n] = tok_utf8_decode(text + i, len - i, &k);
+        i += k;
+    }
+    off[n] = len;
+    return n;
+}
+
+int tok_bpe_split(llm_pretok pre, const char *text, size_t len, size_t *ends, int cap)
+{
+    if (len == 0) return 0;
+    if (len > (size_t)INT32_MAX / 4) return -1;
+    uint32_t *cp = malloc(sizeof(uint32_t) * len);
+    size_t *off = malloc(sizeof(size_t) * (len + 1));
+    if (!cp || !off) {
+        free(cp), free(off);
+        return -1;
+    }
+    cps s = {cp, decode_all(text, len, cp, off)};
+    int n = 0;
+    for (size_t i = 0; i < s.n; n++) {
+        size_t e = match_word(pre, s, i);
+        if (n < cap) ends[n] = off[e];
+        i = e;
+    }
+    free(cp);
+    free(off);
+    return n;
+}
+
+ct_status tok_bpe_encode(const llm_tokenizer *t, const char *text, size_t len, tok_out *out)
+{
+    if (len == 0) return CT_OK;
+    if (len > (size_t)INT32_MAX / 4) return core_err(CT_ERR_RANGE, "llm_tokenize: text of %zu bytes is too long", len);
+    uint32_t *cp = malloc(sizeof(uint32_t) * len);
+    size_t *off = malloc(sizeof(size_t) * (len + 1));
+    char *word = malloc(2 * len + 1);
+    bpe_work w = {0};
+    w.sym = malloc(sizeof(bpe_sym) * (len + 1));
+    w.key = malloc(4 * len + 2);
+    ct_status st = CT_OK;
+    if (!cp || !off || !word || !w.sym || !w.key) {
+        st = core_err(CT_ERR_OOM, "llm_tokenize: out of memory for %zu bytes of text", len);
+        goto done;
+    }
+    cps s = {cp, decode_all(text, len, cp, off)};
+    for (size_t i = 0; i < s.n && !w.oom;) {
+        size_t e = match_word(t->pre, s, i);
+        size_t wl = 0;
+        for (size_t b = off[i]; b < off[e]; b++) wl += (size_t)tok_bpe_byte_to_utf8((unsigned char)text[b], word + wl);
+        bpe_word(t, &w, word, wl, out);
+        i = e;
+    }
+    if (w.oom) st = core_err(CT_ERR_OOM, "llm_tokenize: out of memory merging %zu bytes of text", len);
+done:
+    free(cp);
+    free(off);
+    free(word);
+    free(w.sym);
+    free(w.heap);
+    free(w.key);
+    return st;
+}
