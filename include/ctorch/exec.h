@@ -7,7 +7,9 @@
  *   CTORCH_TRACE=1 | path.json   one line per op on stderr | a Chrome/Perfetto trace file
  *   CTORCH_FAULT=dev:op:err[:n]  make `dev` fail `op` (or *) with err (oom|fault|unsupported) n times
  *   CTORCH_SMALL_BYTES=N         ops whose operands are CPU-resident and smaller stay on the CPU
- *   CTORCH_STATS=1               print the per-device summary at exit
+ *   CTORCH_STATS=1               time every op and print the per-device summary at exit
+ *                                (without it or a trace, ct_exec_stats counts ops and bytes, not time)
+ *   CTORCH_HOST_CACHE_MB=N       host memory kept for reuse by freed large tensors (default 256, 0 = off)
  *   CTORCH_THREADS=N             CPU worker threads */
 #ifndef CTORCH_EXEC_H
 #define CTORCH_EXEC_H

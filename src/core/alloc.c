@@ -9,11 +9,64 @@
 #define CACHE_CLASSES 8      /* 64 B .. 8 KiB, powers of two */
 #define CACHE_PER_CLASS 64
 
+/* Large blocks: a few recently freed ones are kept for reuse at the same size.
+ * Eager ops allocate one output per call; without this every large output is a
+ * fresh mmap whose page faults cost more than the op itself. Bounded by
+ * CTORCH_HOST_CACHE_MB (default 256; 0 disables). */
+#define BIG_MIN (64u * 1024u)
+#define BIG_SLOTS 16
+
 typedef struct free_block { struct free_block *next; } free_block;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static free_block *g_free[CACHE_CLASSES];
 static int g_free_count[CACHE_CLASSES];
+
+static struct { void *p; size_t bytes; } g_big[BIG_SLOTS];
+static size_t g_big_total;
+static size_t g_big_limit = (size_t)-1; /* read from the environment on first use */
+
+static size_t big_limit(void)
+{
+    if (g_big_limit == (size_t)-1) {
+        const char *e = getenv("CTORCH_HOST_CACHE_MB");
+        g_big_limit = (e && *e ? (size_t)strtoull(e, NULL, 10) : 256u) << 20;
+    }
+    return g_big_limit;
+}
+
+static void *big_take(size_t rounded)
+{
+    void *p = NULL;
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < BIG_SLOTS; i++)
+        if (g_big[i].p && g_big[i].bytes == rounded) {
+            p = g_big[i].p;
+            g_big[i].p = NULL;
+            g_big_total -= rounded;
+            break;
+        }
+    pthread_mutex_unlock(&g_lock);
+    return p;
+}
+
+/* true if the cache kept p */
+static bool big_put(void *p, size_t rounded)
+{
+    bool kept = false;
+    pthread_mutex_lock(&g_lock);
+    if (g_big_total + rounded <= big_limit())
+        for (int i = 0; i < BIG_SLOTS; i++)
+            if (!g_big[i].p) {
+                g_big[i].p = p;
+                g_big[i].bytes = rounded;
+                g_big_total += rounded;
+                kept = true;
+                break;
+            }
+    pthread_mutex_unlock(&g_lock);
+    return kept;
+}
 
 static int size_class(size_t bytes)
 {
@@ -38,6 +91,10 @@ void *host_alloc(size_t bytes)
         bytes = (size_t)HOST_ALIGN << c;
     }
     size_t rounded = (bytes + HOST_ALIGN - 1) / HOST_ALIGN * HOST_ALIGN;
+    if (rounded >= BIG_MIN) {
+        void *p = big_take(rounded);
+        if (p) return p;
+    }
     return aligned_alloc(HOST_ALIGN, rounded ? rounded : HOST_ALIGN);
 }
 
@@ -55,6 +112,9 @@ void host_free(void *p, size_t bytes)
             p = NULL;
         }
         pthread_mutex_unlock(&g_lock);
+    } else {
+        size_t rounded = (bytes + HOST_ALIGN - 1) / HOST_ALIGN * HOST_ALIGN;
+        if (rounded >= BIG_MIN && big_put(p, rounded)) p = NULL;
     }
     free(p);
 }

@@ -8,6 +8,16 @@
 
 static bool is_host(const ct_device *dev) { return !dev || dev->info.kind == CT_DEVICE_CPU; }
 
+static storage_transfer_fn g_transfer_hook;
+
+void storage_set_transfer_hook(storage_transfer_fn fn) { __atomic_store_n(&g_transfer_hook, fn, __ATOMIC_RELEASE); }
+
+static void transferred(const ct_device *dev, uint64_t bytes, bool to_device)
+{
+    storage_transfer_fn fn = __atomic_load_n(&g_transfer_hook, __ATOMIC_ACQUIRE);
+    if (fn && bytes) fn(dev, bytes, to_device);
+}
+
 ct_storage *storage_new(size_t nbytes)
 {
     ct_storage *st = calloc(1, sizeof *st);
@@ -105,6 +115,7 @@ static ct_status make_host_valid(ct_storage *st, uint64_t *moved)
         if (!c->valid) continue;
         s = c->dev->ops->download(c->dev, &c->buf, 0, h->buf.ptr, st->nbytes);
         if (s != CT_OK) return s;
+        transferred(c->dev, st->nbytes, false);
         if (moved) *moved += st->nbytes;
         break;
     }
@@ -126,6 +137,7 @@ ct_status storage_make_valid(ct_storage *st, ct_device *dev, uint64_t *moved)
         if (s != CT_OK) return s;
         s = dev->ops->upload(dev, &c->buf, 0, st->copies[0].buf.ptr, st->nbytes);
         if (s != CT_OK) return s;
+        transferred(dev, st->nbytes, true);
         if (moved) *moved += st->nbytes;
     }
     c->valid = true;

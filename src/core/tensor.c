@@ -141,6 +141,7 @@ ct_status ct_tensor_data(const ct_tensor *t, const void **data)
 
 ct_status ct_tensor_data_mut(ct_tensor *t, void **data)
 {
+    if (!data) return core_err(CT_ERR_INVALID_ARG, "ct_tensor_data_mut: data is NULL");
     const void *p;
     ct_status s = ct_tensor_data(t, &p);
     if (s != CT_OK) return s;
@@ -156,8 +157,9 @@ ct_status ct_tensor_from_data(int ndim, const int64_t *shape, ct_dtype dtype, co
     ct_status s = tensor_new_shell(ndim, shape, dtype, &t);
     if (s != CT_OK) return s;
     if (t->st->nbytes && !data) {
+        size_t nbytes = t->st->nbytes;
         ct_tensor_free(t);
-        return core_err(CT_ERR_INVALID_ARG, "ct_tensor_from_data: data is NULL for %zu bytes", t->st->nbytes);
+        return core_err(CT_ERR_INVALID_ARG, "ct_tensor_from_data: data is NULL for %zu bytes", nbytes);
     }
     s = storage_alloc_on(t->st, NULL);
     if (s != CT_OK) {

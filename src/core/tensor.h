@@ -91,6 +91,10 @@ ct_status storage_alloc_on(ct_storage *st, struct ct_device *dev);
 void storage_mark_written(ct_storage *st, const struct ct_device *dev);
 /* Host pointer of a storage after making the host copy valid. */
 ct_status storage_host(ct_storage *st, void **ptr);
+/* Observer of every host<->device transfer (the executor's bytes_in/bytes_out
+ * statistics); to_device: upload to dev, else download from it. */
+typedef void (*storage_transfer_fn)(const struct ct_device *dev, uint64_t bytes, bool to_device);
+void storage_set_transfer_hook(storage_transfer_fn fn);
 
 /* ---- host memory (core/alloc.c): 64-byte aligned, small sizes cached ---- */
 void *host_alloc(size_t bytes);

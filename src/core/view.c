@@ -148,9 +148,10 @@ ct_status ct_narrow(const ct_tensor *t, int dim, int64_t start, int64_t length, 
     CHECK_T("ct_narrow", t, out);
     if (!shape_norm_dim(&dim, t->ndim))
         return core_err(CT_ERR_INVALID_ARG, "ct_narrow: dim %d out of range for %s", dim, SHAPE_STR(t));
-    if (start < 0 || length < 0 || start + length > t->shape[dim])
-        return core_err(CT_ERR_RANGE, "ct_narrow: [%lld, %lld) outside dim %d of %s", (long long)start,
-                        (long long)(start + length), dim, SHAPE_STR(t));
+    /* written so that huge start/length cannot overflow */
+    if (start < 0 || length < 0 || start > t->shape[dim] || length > t->shape[dim] - start)
+        return core_err(CT_ERR_RANGE, "ct_narrow: start %lld, length %lld outside dim %d of %s", (long long)start,
+                        (long long)length, dim, SHAPE_STR(t));
     return ct_slice(t, dim, start, start + length, 1, out);
 }
 

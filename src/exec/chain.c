@@ -51,6 +51,9 @@ ct_status exec_build_chain(const exec_inventory *inv, const char *spec, bool dis
         append_kind(inv, CT_DEVICE_CPU, chain, &n);
     } else if (spec && *spec && strcasecmp(spec, "auto")) {
         char buf[256];
+        if (strlen(spec) >= sizeof buf)
+            return core_err(CT_ERR_INVALID_ARG, "device spec is too long (%zu characters, at most %zu)", strlen(spec),
+                            sizeof buf - 1);
         snprintf(buf, sizeof buf, "%s", spec);
         for (char *save = NULL, *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
             ct_status s = add_entry(inv, tok, chain, &n);

@@ -50,6 +50,14 @@ uint64_t exec_now_ns(void)
 
 static void stat_add(uint64_t *p, uint64_t v) { __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
 
+/* Storage transfer observer: uploads count as bytes_in of the device, downloads as its bytes_out. */
+void exec_count_transfer(const ct_device *dev, uint64_t bytes, bool to_device)
+{
+    exec_state *st = exec_state_get();
+    if (!dev || dev->id < 0 || dev->id >= st->n_devs || st->devs[dev->id] != dev) return;
+    stat_add(to_device ? &st->stats[dev->id].bytes_in : &st->stats[dev->id].bytes_out, bytes);
+}
+
 /* Operands valid on dev; the output allocated there (fresh) or made valid (partial write). */
 static ct_status make_resident(ct_op *op, ct_device *dev, bool dst_fresh, uint64_t *moved)
 {
@@ -86,7 +94,7 @@ static void note_failure(exec_state *st, const ct_op *op, ct_device *dev, ct_sta
 ct_status exec_run(ct_op *op)
 {
     exec_state *st = exec_state_get();
-    bool timed = trace_enabled();
+    bool timed = st->timing || trace_enabled(); /* two clock reads per op only when asked for */
     uint64_t t0 = timed ? exec_now_ns() : 0, moved = 0;
     bool dst_fresh = !storage_valid_device(op->dst->st) && !op->dst->st->copies[0].valid;
     exec_route_ctx ctx = {st->devs, st->chain, st->n_chain, 0, t_forced, st->strict, st->small_bytes};
@@ -96,9 +104,7 @@ ct_status exec_run(ct_op *op)
         ct_status s = exec_route(&ctx, op, &r);
         if (s != CT_OK) return s;
         ct_device *dev = st->devs[r.dev];
-        uint64_t moved_before = moved;
         s = attempt(op, dev, dst_fresh, &moved);
-        stat_add(&st->stats[dev->id].bytes_in, moved - moved_before);
         if (s == CT_OK) {
             uint64_t dur = timed ? exec_now_ns() - t0 : 0;
             stat_add(&st->stats[dev->id].ops, 1);
@@ -178,10 +184,12 @@ void ct_exec_print_stats(void)
 {
     ct_device_stats s[EXEC_MAX_DEVICES];
     int n = ct_exec_stats(s, EXEC_MAX_DEVICES);
-    fprintf(stderr, "ctorch executor summary\n  %-10s %10s %12s %14s %10s\n", "device", "ops", "time ms", "bytes in", "fallbacks");
+    fprintf(stderr, "ctorch executor summary\n  %-10s %10s %12s %14s %14s %10s\n", "device", "ops", "time ms", "bytes in",
+            "bytes out", "fallbacks");
     for (int i = 0; i < n; i++)
-        fprintf(stderr, "  %-10s %10llu %12.3f %14llu %10llu\n", s[i].device, (unsigned long long)s[i].ops,
-                (double)s[i].time_ns / 1e6, (unsigned long long)s[i].bytes_in, (unsigned long long)s[i].fallbacks);
+        fprintf(stderr, "  %-10s %10llu %12.3f %14llu %14llu %10llu\n", s[i].device, (unsigned long long)s[i].ops,
+                (double)s[i].time_ns / 1e6, (unsigned long long)s[i].bytes_in, (unsigned long long)s[i].bytes_out,
+                (unsigned long long)s[i].fallbacks);
 }
 
 ct_status ct_tensor_prefetch(const ct_tensor *t, const char *device)
@@ -190,10 +198,7 @@ ct_status ct_tensor_prefetch(const ct_tensor *t, const char *device)
     if (s != CT_OK) return s;
     ct_device *d = exec_find_device(device);
     if (!d) return core_err(CT_ERR_NOT_FOUND, "ct_tensor_prefetch: no device '%s'", device ? device : "(null)");
-    uint64_t moved = 0;
-    s = storage_make_valid(t->st, d, &moved);
-    stat_add(&exec_state_get()->stats[d->id].bytes_in, moved);
-    return s;
+    return storage_make_valid(t->st, d, NULL);
 }
 
 bool ct_device_supports(const char *device, const char *op_name, ct_dtype dtype)
@@ -206,5 +211,7 @@ bool ct_device_supports(const char *device, const char *op_name, ct_dtype dtype)
     int64_t shape[2] = {1, ct_dtype_block_size(dtype)};
     ct_tensor a = {.dtype = dtype, .ndim = 2, .shape = {shape[0], shape[1]}, .stride = {shape[1], 1}};
     ct_op op = {.kind = k, .n_src = 2, .src = {&a, &a}, .dst = &a};
+    /* reductions over the whole probe, the form every backend that has the op accepts */
+    if (k >= CT_OP_SUM && k <= CT_OP_ARGMIN) op.p.red.mask = 3u;
     return d->ops->supports(d, &op);
 }

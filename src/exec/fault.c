@@ -35,13 +35,17 @@ static ct_status parse_one(char *item, fault *f)
 {
     char *part[5];
     int n = 0;
-    for (char *save = NULL, *p = strtok_r(item, ":", &save); p && n < 5; p = strtok_r(NULL, ":", &save)) part[n++] = p;
+    for (char *save = NULL, *p = strtok_r(item, ":", &save); p; p = strtok_r(NULL, ":", &save)) {
+        if (n == 5) return CT_ERR_INVALID_ARG; /* trailing fields would be silently ignored */
+        part[n++] = p;
+    }
     /* forms: dev:op:err, dev:op:err:n, kind:idx:op:err, kind:idx:op:err:n */
     int e = n - 1;
     char *end = NULL;
     long count = -1;
     if (n >= 4 && (strtol(part[n - 1], &end, 10), *end == 0) && !parse_err(part[n - 1], &f->err)) {
         count = strtol(part[n - 1], NULL, 10);
+        if (count < 0) return CT_ERR_INVALID_ARG;
         e = n - 2;
     }
     if (e < 2 || !parse_err(part[e], &f->err)) return CT_ERR_INVALID_ARG;

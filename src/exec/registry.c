@@ -45,11 +45,32 @@ static void release_devices(exec_state *s)
     s->n_devs = 0;
 }
 
-static void discover_backend(exec_state *s, const ct_backend_ops *ops)
+/* Devices found again on rediscovery keep their struct (and backend state), so
+ * tensors with copies on them stay valid across ct_exec_reinit(); `old` holds
+ * the previous devices, a reused one is taken out of it. */
+static ct_device *take_old(ct_device **old, int n_old, const ct_backend_ops *ops, int index)
+{
+    for (int i = 0; i < n_old; i++)
+        if (old[i] && old[i]->ops == ops && old[i]->info.index == index) {
+            ct_device *d = old[i];
+            old[i] = NULL;
+            return d;
+        }
+    return NULL;
+}
+
+static void discover_backend(exec_state *s, const ct_backend_ops *ops, ct_device **old, int n_old)
 {
     int n = ops->device_count();
     for (int i = 0; i < n && s->n_devs < EXEC_MAX_DEVICES; i++) {
-        ct_device *d = calloc(1, sizeof *d);
+        ct_device *d = take_old(old, n_old, ops, i);
+        if (d) {
+            d->id = s->n_devs;
+            d->info.chain_position = -1;
+            s->devs[s->n_devs++] = d;
+            continue;
+        }
+        d = calloc(1, sizeof *d);
         if (!d) return;
         d->ops = ops;
         d->id = s->n_devs;
@@ -70,14 +91,25 @@ static void discover_backend(exec_state *s, const ct_backend_ops *ops)
 
 static void discover(exec_state *s)
 {
-    discover_backend(s, &cpu_backend_ops);
+    ct_device *old[EXEC_MAX_DEVICES];
+    int n_old = s->n_devs;
+    memcpy(old, s->devs, sizeof old);
+    memset(s->devs, 0, sizeof s->devs);
+    s->n_devs = 0;
+    discover_backend(s, &cpu_backend_ops, old, n_old);
 #ifdef CTORCH_HAVE_CUDA
-    discover_backend(s, &cuda_backend_ops);
+    discover_backend(s, &cuda_backend_ops, old, n_old);
 #endif
 #ifdef CTORCH_HAVE_OPENCL
-    discover_backend(s, &opencl_backend_ops);
+    discover_backend(s, &opencl_backend_ops, old, n_old);
 #endif
-    for (int i = 0; i < g_n_extra; i++) discover_backend(s, g_extra[i]);
+    for (int i = 0; i < g_n_extra; i++) discover_backend(s, g_extra[i], old, n_old);
+    /* devices that vanished: tensors must not live on them any more (documented) */
+    for (int i = 0; i < n_old; i++) {
+        if (!old[i]) continue;
+        if (old[i]->ops->device_release) old[i]->ops->device_release(old[i]);
+        free(old[i]);
+    }
 }
 
 static ct_status build_chain(exec_state *s)
@@ -110,13 +142,14 @@ static void at_exit(void)
 static ct_status init_locked(void)
 {
     exec_state *s = &g_state;
-    release_devices(s);
     memset(s->stats, 0, sizeof s->stats);
     memset(s->logged, 0, sizeof s->logged);
     discover(s);
+    storage_set_transfer_hook(exec_count_transfer);
     const char *sb = getenv("CTORCH_SMALL_BYTES");
     s->small_bytes = sb && *sb ? (size_t)strtoull(sb, NULL, 10) : DEFAULT_SMALL_BYTES;
     s->strict = env_true("CTORCH_STRICT");
+    s->timing = env_true("CTORCH_STATS");
     ct_status st = build_chain(s);
     if (st == CT_OK) st = fault_parse(getenv("CTORCH_FAULT"));
     if (st == CT_OK) st = trace_configure(getenv("CTORCH_TRACE"));

@@ -15,6 +15,7 @@ typedef struct exec_state {
     int chain[EXEC_MAX_DEVICES];
     int n_chain;
     bool strict;
+    bool timing;            /* measure op times for ct_exec_stats (CTORCH_STATS=1 or tracing) */
     size_t small_bytes;
     exec_dev_stats stats[EXEC_MAX_DEVICES]; /* updated with atomic adds */
     uint8_t logged[EXEC_MAX_DEVICES][CT_OP_COUNT]; /* failure already logged for (device, op) */
@@ -22,5 +23,7 @@ typedef struct exec_state {
 
 /* Initializes on first use. */
 exec_state *exec_state_get(void);
+/* The storage transfer hook (dispatch.c), installed at initialization. */
+void exec_count_transfer(const ct_device *dev, uint64_t bytes, bool to_device);
 
 #endif

@@ -8,6 +8,15 @@ typedef struct create_ctx {
     int64_t cols; /* EYE: row length */
 } create_ctx;
 
+/* A uniform draw just below 1 rounds up to 1.0 in f16/bf16: clamp to the largest
+ * value below 1 of the output dtype, so rand stays in [0, 1) for every dtype. */
+static double uniform_below_one(const ct_op *op, int64_t i)
+{
+    double u = rng_uniform(op->p.rng.seed, (uint64_t)i);
+    double top = op->dst->dtype == CT_F16 ? 1.0 - 1.0 / 2048 : op->dst->dtype == CT_BF16 ? 1.0 - 1.0 / 256 : 1.0;
+    return u < top ? u : top;
+}
+
 static double create_value(const ct_op *op, int64_t i, int64_t cols)
 {
     switch (op->kind) {
@@ -15,7 +24,7 @@ static double create_value(const ct_op *op, int64_t i, int64_t cols)
     case CT_OP_ARANGE: return op->p.s.a + (double)i * op->p.s.b;
     case CT_OP_EYE: return (i / cols) == (i % cols) ? 1.0 : 0.0;
     default:
-        return op->p.rng.normal ? rng_normal(op->p.rng.seed, (uint64_t)i) : rng_uniform(op->p.rng.seed, (uint64_t)i);
+        return op->p.rng.normal ? rng_normal(op->p.rng.seed, (uint64_t)i) : uniform_below_one(op, i);
     }
 }
 

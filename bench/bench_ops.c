@@ -1,0 +1,375 @@
+/* ctorch-bench-ops: throughput of the core ops against what the hardware or a
+ * reference library does with the same work. Table on stdout (or --json),
+ * progress on stderr. Every figure is the median of several timed repeats after
+ * one warm-up; the repeat count is printed beside it. Timings are not asserted
+ * anywhere: the bench/smoke test only checks that this runs. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ctorch/ctorch.h"
+
+#ifdef CTORCH_HAVE_BLAS
+#include <cblas.h>
+#endif
+
+typedef struct result {
+    char name[48];
+    char size[40];
+    char device[32];
+    double value;     /* median, in unit */
+    const char *unit;
+    double ref;       /* reference figure in the same unit, 0 if none */
+    const char *ref_name;
+    int repeats;
+} result;
+
+#define MAX_RESULTS 32
+static result g_res[MAX_RESULTS];
+static int g_n_res;
+static bool g_quick;
+static const char *g_only; /* --only: run the groups whose name contains this */
+
+static bool selected(const char *group) { return !g_only || strstr(group, g_only); }
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* How many repeats fit in about `budget` seconds given one run's time (3..max). */
+static int repeats_for(double one, double budget, int max)
+{
+    int r = one > 0 ? (int)(budget / one) : max;
+    if (g_quick) max = 3;
+    return r < 3 ? 3 : r > max ? max : r;
+}
+
+static void die(const char *what)
+{
+    fprintf(stderr, "ctorch-bench-ops: %s failed: %s\n", what, ct_last_error());
+    exit(1);
+}
+#define TRY(expr)                       \
+    do {                                \
+        if ((expr) != CT_OK) die(#expr); \
+    } while (0)
+
+static const char *last_device(void)
+{
+    static char buf[32];
+    ct_exec_record r;
+    snprintf(buf, sizeof buf, "%s", ct_exec_last(&r) == CT_OK ? r.device : "?");
+    return buf;
+}
+
+static result *add_result(const char *name, const char *size, const char *unit)
+{
+    if (g_n_res == MAX_RESULTS) exit(1);
+    result *r = &g_res[g_n_res++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    snprintf(r->size, sizeof r->size, "%s", size);
+    snprintf(r->device, sizeof r->device, "%s", last_device());
+    r->unit = unit;
+    r->ref_name = "";
+    return r;
+}
+
+/* ---- matmul ---- */
+
+static double time_matmul(const ct_tensor *a, const ct_tensor *b)
+{
+    ct_tensor *c = NULL;
+    double t0 = now_s();
+    TRY(ct_matmul(a, b, &c));
+    const void *p;
+    TRY(ct_tensor_data(c, &p)); /* the result is ready on the host: a fair end point on any device */
+    double t = now_s() - t0;
+    ct_tensor_free(c);
+    return t;
+}
+
+static void bench_matmul(int64_t n)
+{
+    int64_t shape[2] = {n, n};
+    ct_tensor *a = NULL, *b = NULL;
+    TRY(ct_rand(2, shape, CT_F32, 1, &a));
+    TRY(ct_rand(2, shape, CT_F32, 2, &b));
+    double flop = 2.0 * (double)n * (double)n * (double)n;
+    double t[64];
+    int reps = repeats_for(time_matmul(a, b), 1.5, 25);
+    for (int i = 0; i < reps; i++) t[i] = time_matmul(a, b);
+    char size[40];
+    snprintf(size, sizeof size, "%lldx%lldx%lld", (long long)n, (long long)n, (long long)n);
+    result *r = add_result("matmul f32 (ct_matmul)", size, "GFLOP/s");
+    r->value = flop / median(t, reps) * 1e-9;
+    r->repeats = reps;
+#ifdef CTORCH_HAVE_BLAS
+    const float *pa, *pb;
+    TRY(ct_tensor_data(a, (const void **)&pa));
+    TRY(ct_tensor_data(b, (const void **)&pb));
+    float *pc = malloc(sizeof(float) * (size_t)(n * n));
+    for (int i = 0; i <= reps; i++) {
+        double t0 = now_s();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, pa, (int)n, pb, (int)n, 0.0f, pc,
+                    (int)n);
+        if (i) t[i - 1] = now_s() - t0; /* the first call is the warm-up */
+    }
+    free(pc);
+    r->ref = flop / median(t, reps) * 1e-9;
+    r->ref_name = "cblas_sgemm";
+#endif
+    ct_tensor_free(a);
+    ct_tensor_free(b);
+}
+
+/* ---- bandwidth-bound ops against memcpy of the same bytes ---- */
+
+/* memcpy GB/s counting bytes read + written, over `bytes` of traffic. */
+static double memcpy_gbs(size_t bytes, int reps)
+{
+    size_t half = bytes / 2;
+    char *src = malloc(half), *dst = malloc(half);
+    if (!src || !dst) die("malloc");
+    memset(src, 1, half);
+    memset(dst, 0, half);
+    double t[64];
+    for (int i = 0; i <= reps; i++) {
+        double t0 = now_s();
+        memcpy(dst, src, half);
+        if (i) t[i - 1] = now_s() - t0;
+    }
+    volatile char sink = dst[half / 2];
+    (void)sink;
+    free(src);
+    free(dst);
+    return (double)bytes / median(t, reps) * 1e-9;
+}
+
+typedef enum { BW_ADD, BW_SOFTMAX } bw_op;
+
+static double time_bw(bw_op op, const ct_tensor *a, const ct_tensor *b)
+{
+    ct_tensor *c = NULL;
+    double t0 = now_s();
+    if (op == BW_ADD) TRY(ct_add(a, b, &c));
+    else TRY(ct_softmax(a, -1, &c));
+    const void *p;
+    TRY(ct_tensor_data(c, &p));
+    double t = now_s() - t0;
+    ct_tensor_free(c);
+    return t;
+}
+
+static void bench_bandwidth(size_t mib)
+{
+    int64_t n = (int64_t)(mib << 20) / 4, shape[2] = {n / 1024, 1024};
+    ct_tensor *a = NULL, *b = NULL;
+    TRY(ct_rand(2, shape, CT_F32, 3, &a));
+    TRY(ct_rand(2, shape, CT_F32, 4, &b));
+    char size[40];
+    snprintf(size, sizeof size, "%zu MiB f32 [%lld, 1024]", mib, (long long)shape[0]);
+    static const struct { bw_op op; const char *name; int tensors; } ops[] = {
+        {BW_ADD, "add (ct_add)", 3}, /* read a, b; write out */
+        {BW_SOFTMAX, "softmax last dim (ct_softmax)", 2},
+    };
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+        fprintf(stderr, "  %s ...\n", ops[k].name);
+        double bytes = (double)ops[k].tensors * (double)(mib << 20), t[64];
+        int reps = repeats_for(time_bw(ops[k].op, a, b), 1.0, 20);
+        for (int i = 0; i < reps; i++) t[i] = time_bw(ops[k].op, a, b);
+        result *r = add_result(ops[k].name, size, "GB/s");
+        r->value = bytes / median(t, reps) * 1e-9;
+        r->repeats = reps;
+        r->ref = memcpy_gbs((size_t)bytes, reps);
+        r->ref_name = "memcpy";
+    }
+    ct_tensor_free(a);
+    ct_tensor_free(b);
+}
+
+/* ---- conv2d, a ResNet stage-2 layer ---- */
+
+static double time_conv(const ct_tensor *x, const ct_tensor *w, const ct_conv2d_params *p)
+{
+    ct_tensor *y = NULL;
+    double t0 = now_s();
+    TRY(ct_conv2d(x, w, NULL, p, &y));
+    const void *d;
+    TRY(ct_tensor_data(y, &d));
+    double t = now_s() - t0;
+    ct_tensor_free(y);
+    return t;
+}
+
+static void bench_conv(int64_t batch, int64_t ch, int64_t hw)
+{
+    int64_t xs[4] = {batch, ch, hw, hw}, ws[4] = {ch, ch, 3, 3};
+    ct_tensor *x = NULL, *w = NULL;
+    TRY(ct_randn(4, xs, CT_F32, 5, &x));
+    TRY(ct_randn(4, ws, CT_F32, 6, &w));
+    ct_conv2d_params p = {.padding = {1, 1}};
+    double flop = 2.0 * (double)(batch * ch * hw * hw) * (double)(ch * 9), t[64];
+    int reps = repeats_for(time_conv(x, w, &p), 3.0, 10);
+    for (int i = 0; i < reps; i++) t[i] = time_conv(x, w, &p);
+    char size[40];
+    snprintf(size, sizeof size, "N%lld %lld->%lld %lldx%lld k3 p1", (long long)batch, (long long)ch, (long long)ch,
+             (long long)hw, (long long)hw);
+    result *r = add_result("conv2d f32 (ct_conv2d)", size, "GFLOP/s");
+    r->value = flop / median(t, reps) * 1e-9;
+    r->repeats = reps;
+    ct_tensor_free(x);
+    ct_tensor_free(w);
+}
+
+/* ---- eager dispatch overhead ---- */
+
+static void bench_dispatch(int iters)
+{
+    int64_t one[1] = {1};
+    ct_tensor *a = NULL, *b = NULL;
+    TRY(ct_ones(1, one, CT_F32, &a));
+    TRY(ct_ones(1, one, CT_F32, &b));
+    double t[16];
+    int reps = g_quick ? 3 : 9;
+    for (int r = 0; r <= reps; r++) {
+        double t0 = now_s();
+        for (int i = 0; i < iters; i++) {
+            ct_tensor *c = NULL;
+            if (ct_add(a, b, &c) != CT_OK) die("ct_add");
+            ct_tensor_free(c);
+        }
+        if (r) t[r - 1] = (now_s() - t0) / iters * 1e9;
+    }
+    char size[40];
+    snprintf(size, sizeof size, "[1] f32, %d ops per repeat", iters);
+    result *res = add_result("dispatch: ct_add + ct_tensor_free", size, "ns/op");
+    res->value = median(t, reps);
+    res->repeats = reps;
+    res->ref = 300;
+    res->ref_name = "goal";
+    ct_tensor_free(a);
+    ct_tensor_free(b);
+}
+
+/* ---- output ---- */
+
+static void print_table(void)
+{
+    printf("%-36s %-30s %-8s %12s %-9s %14s %-13s %7s %5s\n", "benchmark", "size", "device", "median", "unit", "reference",
+           "", "ratio", "reps");
+    for (int i = 0; i < g_n_res; i++) {
+        const result *r = &g_res[i];
+        char ref[24] = "-", ratio[16] = "-";
+        if (r->ref > 0) {
+            snprintf(ref, sizeof ref, "%.2f", r->ref);
+            snprintf(ratio, sizeof ratio, "%.2f", r->value / r->ref);
+        }
+        printf("%-36s %-30s %-8s %12.2f %-9s %14s %-13s %7s %5d\n", r->name, r->size, r->device, r->value, r->unit, ref,
+               r->ref_name, ratio, r->repeats);
+    }
+    printf("\nmedian of <reps> timed runs after one warm-up; ratio = median / reference\n"
+           "(GB/s counts bytes read + written; memcpy moves the same number of bytes).\n");
+}
+
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') putchar('\\');
+        putchar(*s);
+    }
+    putchar('"');
+}
+
+static void print_json(void)
+{
+    ct_device_info head;
+    bool have_head = ct_chain_get(0, &head) == CT_OK;
+    printf("{\"chain_head\":");
+    json_str(have_head ? head.name : "");
+    printf(",\"quick\":%s,\"results\":[", g_quick ? "true" : "false");
+    for (int i = 0; i < g_n_res; i++) {
+        const result *r = &g_res[i];
+        printf("%s\n {\"name\":", i ? "," : "");
+        json_str(r->name);
+        printf(",\"size\":");
+        json_str(r->size);
+        printf(",\"device\":");
+        json_str(r->device);
+        printf(",\"median\":%.6g,\"unit\":", r->value);
+        json_str(r->unit);
+        printf(",\"repeats\":%d", r->repeats);
+        if (r->ref > 0) {
+            printf(",\"reference\":%.6g,\"reference_name\":", r->ref);
+            json_str(r->ref_name);
+            printf(",\"ratio\":%.6g", r->value / r->ref);
+        }
+        printf("}");
+    }
+    printf("\n]}\n");
+}
+
+int main(int argc, char **argv)
+{
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) g_quick = true;
+        else if (!strcmp(argv[i], "--json")) json = true;
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) g_only = argv[++i];
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: ctorch-bench-ops [--quick] [--json] [--only matmul|bandwidth|conv2d|dispatch]\n"
+                   "  matmul 256..2048 vs cblas_sgemm, add/softmax on 64 MiB vs memcpy,\n"
+                   "  a ResNet conv2d layer, and the eager dispatch cost of a 1-element add.\n"
+                   "  --quick: tiny sizes and 3 repeats (smoke test); --json: machine-readable output.\n");
+            return 0;
+        } else {
+            fprintf(stderr, "ctorch-bench-ops: unknown option '%s' (try --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    ct_device_info head;
+    if (ct_chain_get(0, &head) == CT_OK) fprintf(stderr, "ctorch-bench-ops: chain head %s (%s)\n", head.name, head.description);
+
+    static const int64_t mm_full[] = {256, 512, 1024, 2048}, mm_quick[] = {32, 64};
+    const int64_t *mm = g_quick ? mm_quick : mm_full;
+    int n_mm = g_quick ? 2 : 4;
+    for (int i = 0; i < n_mm && selected("matmul"); i++) {
+        fprintf(stderr, "matmul %lld ...\n", (long long)mm[i]);
+        bench_matmul(mm[i]);
+    }
+    if (selected("bandwidth")) {
+        fprintf(stderr, "bandwidth ops ...\n");
+        bench_bandwidth(g_quick ? 1 : 64);
+    }
+    if (selected("conv2d")) {
+        fprintf(stderr, "conv2d ...\n");
+        if (g_quick) bench_conv(1, 8, 16);
+        else bench_conv(8, 64, 56);
+    }
+    if (selected("dispatch")) {
+        fprintf(stderr, "dispatch ...\n");
+        bench_dispatch(g_quick ? 1000 : 200000);
+    }
+
+    if (json) print_json();
+    else print_table();
+    ct_exec_shutdown();
+    return 0;
+}

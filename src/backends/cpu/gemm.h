@@ -1,0 +1,31 @@
+/* CPU GEMM entry points shared by the MATMUL and LINEAR kernels (linalg.c, linear.c).
+ *
+ * Matrices are given as a base pointer plus a row and a column stride (elements),
+ * so transposed and sliced views need no copies: element (i, k) of A is
+ * A[i*rsa + k*csa]. C is row-major with leading dimension ldc. With OpenBLAS
+ * (CTORCH_HAVE_BLAS) f32/f64 go to sgemm/dgemm (or gemv for one row/column) when
+ * the strides fit its layouts, else operands are packed first; without it the
+ * built-in blocked kernels run. */
+#ifndef CT_CPU_GEMM_H
+#define CT_CPU_GEMM_H
+
+#include "backends/cpu/cpu.h"
+
+/* C = A B (accumulate: C += A B). M, N, K may be 0 (K = 0 gives zeros / leaves C). */
+ct_status cpu_gemm_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t rsa, int64_t csa, const float *B,
+                       int64_t rsb, int64_t csb, float *C, int64_t ldc, bool accumulate);
+ct_status cpu_gemm_f64(int64_t M, int64_t N, int64_t K, const double *A, int64_t rsa, int64_t csa, const double *B,
+                       int64_t rsb, int64_t csb, double *C, int64_t ldc, bool accumulate);
+/* Complex64 (interleaved re, im floats); strides count complex elements. */
+ct_status cpu_gemm_c64(int64_t M, int64_t N, int64_t K, const float *A, int64_t rsa, int64_t csa, const float *B,
+                       int64_t rsb, int64_t csb, float *C, int64_t ldc);
+
+/* The built-in f32 GEMM, whatever BLAS is present (tests compare both paths). */
+ct_status cpu_gemm_f32_builtin(int64_t M, int64_t N, int64_t K, const float *A, int64_t rsa, int64_t csa,
+                               const float *B, int64_t rsb, int64_t csb, float *C, int64_t ldc, bool accumulate);
+
+/* Row conversions used by the f16/bf16 paths (n elements, contiguous). */
+void cpu_f16_to_f32_row(const uint16_t *src, float *dst, int64_t n);
+void cpu_bf16_to_f32_row(const uint16_t *src, float *dst, int64_t n);
+
+#endif

@@ -1,0 +1,409 @@
+/* LINEAR on the CPU: y [M, N] = x [M, K] (f32) @ w[N, K]^T + bias.
+ *
+ * Few rows (decode, M <= DECODE_ROWS) with f32/f16/bf16 w: a fused kernel loads
+ * (and widens) each weight row once and dots it with every activation row, in
+ * parallel over N, so the weights stream through memory once. More rows: f32 w
+ * goes to one GEMM with w's own strides (transB, no copy); f16/bf16 w is widened
+ * to f32 tile by tile for the GEMM. Quantized w: activations are quantized once
+ * per row to the weight type's dot-product partner and every output is one quant
+ * vec dot, tiled so each weight row is read once per block of activation rows. */
+#include <stdlib.h>
+
+#include "backends/cpu/gemm.h"
+#include "quant/quant.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define LIN_X86 1
+#endif
+
+#define DECODE_ROWS 8   /* up to this many activation rows use the fused / per-row kernels */
+#define QUANT_MBLOCK 16 /* prefill: activation rows sharing one pass over a weight tile */
+#define QUANT_NBLOCK 32
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* x's leading dims fold into rows with one stride? */
+static bool x_rows(const ct_tensor *x, int64_t *rs)
+{
+    int nd = x->ndim;
+    int64_t K = x->shape[nd - 1], expect = -1, span = 1;
+    for (int d = nd - 2; d >= 0; d--) {
+        if (x->shape[d] == 1) continue;
+        if (expect == -1) expect = x->stride[d];
+        if (x->stride[d] != expect * span) return false;
+        span *= x->shape[d];
+    }
+    *rs = expect == -1 ? max64(K, 1) : expect;
+    return true;
+}
+
+/* Contiguous f32 copy of x as [M, K]. */
+static float *pack_x(const ct_tensor *x, const float *px, int64_t M, int64_t K)
+{
+    float *d = malloc(sizeof(float) * (size_t)max64(1, M * K));
+    if (!d) return NULL;
+    int nd = x->ndim;
+    for (int64_t r = 0; r < M; r++) {
+        int64_t off = 0, idx = r;
+        for (int dd = nd - 2; dd >= 0; dd--) {
+            off += (idx % x->shape[dd]) * x->stride[dd];
+            idx /= x->shape[dd];
+        }
+        for (int64_t k = 0; k < K; k++) d[r * K + k] = px[off + k * x->stride[nd - 1]];
+    }
+    return d;
+}
+
+/* ---------------- fused row dots (decode) ---------------- */
+/* Each weight row is loaded (and widened) once and multiplied into every activation
+ * row. The row count is a compile-time constant in each variant (switch below), so
+ * the M accumulators stay in registers. */
+typedef struct row_job {
+    const void *w;
+    ct_dtype wt;     /* f32, f16 or bf16 */
+    int64_t ws0;     /* elements between weight rows (rows are contiguous) */
+    const float *x;  /* [M, K], rows ldx apart */
+    int64_t ldx, M, N, K;
+    float *out;      /* [M, N] */
+    const float *bias;
+} row_job;
+
+static inline float w_elem(const void *w, ct_dtype wt, int64_t k)
+{
+    if (wt == CT_F32) return ((const float *)w)[k];
+    uint16_t h = ((const uint16_t *)w)[k];
+    return wt == CT_BF16 ? ct_bf16_to_f32(h) : ct_f16_to_f32(h);
+}
+
+static void rows_tail(const row_job *j, const void *w, const float *x, int64_t K, int64_t k0, float *res)
+{
+    for (int64_t k = k0; k < K; k++) {
+        float wv = w_elem(w, j->wt, k);
+        for (int64_t m = 0; m < j->M; m++) res[m] += wv * x[m * j->ldx + k];
+    }
+}
+
+static void rows_portable(const row_job *j, const void *w, const float *x, int64_t K, float *res)
+{
+    for (int64_t m = 0; m < j->M; m++) res[m] = 0.0f;
+    rows_tail(j, w, x, K, 0, res);
+}
+
+#ifdef LIN_X86
+#define ROW_CASES(F, WT)                                                                                               \
+    case WT * 16 + 1: F(j, w, x, K, res, 1, WT); break;                                                                      \
+    case WT * 16 + 2: F(j, w, x, K, res, 2, WT); break;                                                                      \
+    case WT * 16 + 3: F(j, w, x, K, res, 3, WT); break;                                                                      \
+    case WT * 16 + 4: F(j, w, x, K, res, 4, WT); break;                                                                      \
+    case WT * 16 + 5: F(j, w, x, K, res, 5, WT); break;                                                                      \
+    case WT * 16 + 6: F(j, w, x, K, res, 6, WT); break;                                                                      \
+    case WT * 16 + 7: F(j, w, x, K, res, 7, WT); break;                                                                      \
+    case WT * 16 + 8: F(j, w, x, K, res, 8, WT); break;
+
+static inline __attribute__((always_inline, target("avx512f"))) __m512 load16(const void *w, int64_t k, ct_dtype wt)
+{
+    if (wt == CT_F32) return _mm512_loadu_ps((const float *)w + k);
+    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)w + k));
+    return wt == CT_BF16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : _mm512_cvtph_ps(h);
+}
+
+static inline __attribute__((always_inline, target("avx512f"))) void rows512(const row_job *j, const void *w, const float *x, int64_t K,
+                                                                              float *res, const int M, const ct_dtype wt)
+{
+    __m512 acc[DECODE_ROWS], acc2[DECODE_ROWS];
+    int64_t ldx = j->ldx, k = 0;
+#pragma GCC unroll 8
+    for (int m = 0; m < M; m++) acc[m] = acc2[m] = _mm512_setzero_ps();
+    /* two k-steps per iteration: independent chains for the FMA latency when M is small */
+    for (; k + 32 <= K; k += 32) {
+        __m512 w0 = load16(w, k, wt), w1 = load16(w, k + 16, wt);
+#pragma GCC unroll 8
+        for (int m = 0; m < M; m++) {
+            acc[m] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + m * ldx + k), acc[m]);
+            acc2[m] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + m * ldx + k + 16), acc2[m]);
+        }
+    }
+    for (; k + 16 <= K; k += 16) {
+        __m512 w0 = load16(w, k, wt);
+#pragma GCC unroll 8
+        for (int m = 0; m < M; m++) acc[m] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + m * ldx + k), acc[m]);
+    }
+#pragma GCC unroll 8
+    for (int m = 0; m < M; m++) res[m] = _mm512_reduce_add_ps(_mm512_add_ps(acc[m], acc2[m]));
+    rows_tail(j, w, x, K, k, res);
+}
+
+__attribute__((target("avx512f"))) static void rows_avx512(const row_job *j, const void *w, const float *x, int64_t K, float *res)
+{
+    switch ((int)j->wt * 16 + (int)j->M) {
+        ROW_CASES(rows512, CT_F32)
+        ROW_CASES(rows512, CT_F16)
+        ROW_CASES(rows512, CT_BF16)
+    default: rows_portable(j, w, x, K, res); break;
+    }
+}
+
+static inline __attribute__((always_inline, target("avx2,fma,f16c"))) __m256 load8(const void *w, int64_t k, ct_dtype wt)
+{
+    if (wt == CT_F32) return _mm256_loadu_ps((const float *)w + k);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + k));
+    return wt == CT_BF16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h);
+}
+
+__attribute__((target("avx2,fma,f16c"))) static float hsum256(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline __attribute__((always_inline, target("avx2,fma,f16c"))) void rows256(const row_job *j, const void *w, const float *x, int64_t K,
+                                                                                    float *res, const int M,
+                                                                                    const ct_dtype wt)
+{
+    __m256 acc[DECODE_ROWS];
+    int64_t ldx = j->ldx, k = 0;
+#pragma GCC unroll 8
+    for (int m = 0; m < M; m++) acc[m] = _mm256_setzero_ps();
+    for (; k + 8 <= K; k += 8) {
+        __m256 w0 = load8(w, k, wt);
+#pragma GCC unroll 8
+        for (int m = 0; m < M; m++) acc[m] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + m * ldx + k), acc[m]);
+    }
+#pragma GCC unroll 8
+    for (int m = 0; m < M; m++) res[m] = hsum256(acc[m]);
+    rows_tail(j, w, x, K, k, res);
+}
+
+__attribute__((target("avx2,fma,f16c"))) static void rows_avx2(const row_job *j, const void *w, const float *x, int64_t K, float *res)
+{
+    switch ((int)j->wt * 16 + (int)j->M) {
+        ROW_CASES(rows256, CT_F32)
+        ROW_CASES(rows256, CT_F16)
+        ROW_CASES(rows256, CT_BF16)
+    default: rows_portable(j, w, x, K, res); break;
+    }
+}
+#endif
+
+/* Rows are processed in groups over K-blocks sized so the activation block stays in
+ * L1 while the group's weight pieces stream past it; each weight byte is still read once. */
+#define FUSED_GROUP 32
+
+static void fused_rows(void *vctx, int64_t n0, int64_t n1)
+{
+    const row_job *j = vctx;
+    cpu_simd lvl = cpu_simd_level();
+    size_t es = ct_dtype_block_bytes(j->wt);
+    int64_t kb = max64(256, (24576 / (4 * j->M)) & ~(int64_t)31);
+    float res[DECODE_ROWS], sums[FUSED_GROUP][DECODE_ROWS];
+    for (int64_t g0 = n0; g0 < n1; g0 += FUSED_GROUP) {
+        int64_t g1 = min64(g0 + FUSED_GROUP, n1);
+        for (int64_t k0 = 0; k0 < j->K; k0 += kb) {
+            int64_t klen = min64(kb, j->K - k0);
+            const float *x = j->x + k0;
+            for (int64_t n = g0; n < g1; n++) {
+                const void *w = (const char *)j->w + (size_t)(n * j->ws0 + k0) * es;
+#ifdef LIN_X86
+                if (lvl >= CPU_SIMD_AVX512) rows_avx512(j, w, x, klen, res);
+                else if (lvl >= CPU_SIMD_AVX2) rows_avx2(j, w, x, klen, res);
+                else rows_portable(j, w, x, klen, res);
+#else
+                (void)lvl;
+                rows_portable(j, w, x, klen, res);
+#endif
+                for (int64_t m = 0; m < j->M; m++) sums[n - g0][m] = k0 ? sums[n - g0][m] + res[m] : res[m];
+            }
+        }
+        for (int64_t n = g0; n < g1; n++) {
+            float b = j->bias ? j->bias[n] : 0.0f;
+            for (int64_t m = 0; m < j->M; m++) j->out[m * j->N + n] = sums[n - g0][m] + b;
+        }
+    }
+}
+
+/* ---------------- f16/bf16 tiles widened for the GEMM (prefill) ---------------- */
+typedef struct widen_job {
+    const uint16_t *w;
+    int64_t ws0, ws1, K, n0;
+    float *dst; /* [nt, K] */
+    bool bf;
+} widen_job;
+
+static void widen_rows(void *vctx, int64_t r0, int64_t r1)
+{
+    const widen_job *j = vctx;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint16_t *src = j->w + (j->n0 + r) * j->ws0;
+        float *d = j->dst + r * j->K;
+        if (j->ws1 == 1) {
+            if (j->bf) cpu_bf16_to_f32_row(src, d, j->K);
+            else cpu_f16_to_f32_row(src, d, j->K);
+        } else {
+            for (int64_t k = 0; k < j->K; k++) d[k] = j->bf ? ct_bf16_to_f32(src[k * j->ws1]) : ct_f16_to_f32(src[k * j->ws1]);
+        }
+    }
+}
+
+static ct_status linear_half_tiles(const ct_tensor *w, const uint16_t *pw, const float *x, int64_t rsx, int64_t csx,
+                                   int64_t M, int64_t N, int64_t K, float *out, bool acc)
+{
+    /* tiles of ~16 MiB: wide enough that each GEMM call runs at full speed */
+    int64_t nt = min64(N, max64(64, ((int64_t)1 << 22) / max64(K, 1)));
+    float *tile = malloc(sizeof(float) * (size_t)(nt * K));
+    if (!tile) return core_err(CT_ERR_OOM, "linear: no memory for a %lld x %lld f32 weight tile", (long long)nt, (long long)K);
+    ct_status s = CT_OK;
+    for (int64_t n0 = 0; n0 < N && s == CT_OK; n0 += nt) {
+        int64_t cur = min64(nt, N - n0);
+        widen_job j = {pw, w->stride[0], w->stride[1], K, n0, tile, w->dtype == CT_BF16};
+        cpu_parallel_for(cur, max64(1, 16384 / K), widen_rows, &j);
+        s = cpu_gemm_f32(M, cur, K, x, rsx, csx, tile, 1, K, out + n0, N, acc);
+    }
+    free(tile);
+    return s;
+}
+
+/* ---------------- quantized weights ---------------- */
+typedef struct quant_job {
+    quant_vec_dot_fn dot;
+    const char *w;
+    size_t wrow;        /* bytes between weight rows */
+    const char *a;      /* quantized activations, M rows */
+    size_t arow;
+    int64_t M, N, K;
+    int64_t n_nblocks;  /* prefill tiling */
+    float *out;
+    const float *bias;
+} quant_job;
+
+static void quant_decode_rows(void *vctx, int64_t n0, int64_t n1)
+{
+    const quant_job *j = vctx;
+    for (int64_t n = n0; n < n1; n++) {
+        const char *w = j->w + (size_t)n * j->wrow;
+        float b = j->bias ? j->bias[n] : 0.0f;
+        for (int64_t m = 0; m < j->M; m++) {
+            float s;
+            j->dot(j->K, &s, w, j->a + (size_t)m * j->arow);
+            j->out[m * j->N + n] = s + b;
+        }
+    }
+}
+
+static void quant_prefill_tiles(void *vctx, int64_t t0, int64_t t1)
+{
+    const quant_job *j = vctx;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t m0 = (t / j->n_nblocks) * QUANT_MBLOCK, nb0 = (t % j->n_nblocks) * QUANT_NBLOCK;
+        int64_t m1 = min64(m0 + QUANT_MBLOCK, j->M), nb1 = min64(nb0 + QUANT_NBLOCK, j->N);
+        for (int64_t n = nb0; n < nb1; n++) {
+            const char *w = j->w + (size_t)n * j->wrow;
+            float b = j->bias ? j->bias[n] : 0.0f;
+            for (int64_t m = m0; m < m1; m++) {
+                float s;
+                j->dot(j->K, &s, w, j->a + (size_t)m * j->arow);
+                j->out[m * j->N + n] = s + b;
+            }
+        }
+    }
+}
+
+static ct_status linear_quant(const ct_tensor *w, const char *pw, const float *x, int64_t rsx, int64_t M, int64_t N,
+                              int64_t K, float *out, const float *bias)
+{
+    ct_dtype wt = w->dtype;
+    quant_vec_dot_fn dot = quant_get_vec_dot(wt);
+    if (!dot) return core_err(CT_ERR_UNSUPPORTED, "linear: no CPU dot-product kernel for %s weights", ct_dtype_name(wt));
+    ct_dtype at = quant_vec_dot_type(wt);
+    int64_t abs_ = ct_dtype_block_size(at);
+    if (K % ct_dtype_block_size(wt) != 0 || K % abs_ != 0)
+        return core_err(CT_ERR_SHAPE, "linear: K = %lld is not a multiple of the %s / %s block size", (long long)K,
+                        ct_dtype_name(wt), ct_dtype_name(at));
+    size_t arow = ct_dtype_row_bytes(at, K);
+    char *a = malloc(arow * (size_t)M);
+    if (!a) return core_err(CT_ERR_OOM, "linear: no memory for %lld quantized activation rows", (long long)M);
+    /* on the caller's thread: the quantizer's error message stays visible */
+    for (int64_t m = 0; m < M; m++) {
+        ct_status s = quant_quantize_row(at, x + m * rsx, a + (size_t)m * arow, K);
+        if (s != CT_OK) {
+            free(a);
+            return s;
+        }
+    }
+    quant_job j = {dot, pw, N > 1 ? ct_dtype_row_bytes(wt, w->stride[0]) : 0, a, arow, M, N, K, 0, out, bias};
+    if (M <= DECODE_ROWS) {
+        cpu_parallel_for(N, max64(1, 4096 / (K * M)), quant_decode_rows, &j);
+    } else {
+        j.n_nblocks = (N + QUANT_NBLOCK - 1) / QUANT_NBLOCK;
+        cpu_parallel_for(((M + QUANT_MBLOCK - 1) / QUANT_MBLOCK) * j.n_nblocks, 1, quant_prefill_tiles, &j);
+    }
+    free(a);
+    return CT_OK;
+}
+
+ct_status cpu_run_linear(ct_device *dev, const ct_op *op)
+{
+    const ct_tensor *x = op->src[0], *w = op->src[1], *bias = op->src[2];
+    ct_tensor *dst = op->dst;
+    if (x->dtype != CT_F32 || dst->dtype != CT_F32 || w->ndim != 2 || x->ndim < 1)
+        return core_err(CT_ERR_DTYPE, "linear: kernel needs f32 x [..., K] and w [N, K], got %s %s and %s %s",
+                        ct_dtype_name(x->dtype), SHAPE_STR(x), ct_dtype_name(w->dtype), SHAPE_STR(w));
+    int64_t N = w->shape[0], K = w->shape[1], M = shape_numel(x->ndim - 1, x->shape);
+    if (M == 0 || N == 0) return CT_OK;
+    float *out = op_data(dst, dev);
+    const float *px = op_data(x, dev);
+    float *bvec = NULL, *xtmp = NULL;
+    if (bias) {
+        bvec = malloc(sizeof(float) * (size_t)N);
+        if (!bvec) return core_err(CT_ERR_OOM, "linear: no memory for the bias");
+        const char *pb = op_data(bias, dev);
+        size_t be = ct_dtype_block_bytes(bias->dtype);
+        for (int64_t n = 0; n < N; n++) bvec[n] = cpu_load_f32(pb + (size_t)(n * bias->stride[0]) * be, bias->dtype);
+    }
+    ct_status s = CT_OK;
+    if (K == 0) {
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++) out[m * N + n] = bvec ? bvec[n] : 0.0f;
+        free(bvec);
+        return CT_OK;
+    }
+    int64_t rsx, csx = K == 1 ? 1 : x->stride[x->ndim - 1];
+    bool need_rows = ct_dtype_is_quantized(w->dtype) || M <= DECODE_ROWS; /* fused kernels read unit-stride rows */
+    if (!x_rows(x, &rsx) || (need_rows && csx != 1)) {
+        if (!(xtmp = pack_x(x, px, M, K))) {
+            free(bvec);
+            return core_err(CT_ERR_OOM, "linear: no memory to pack x %s", SHAPE_STR(x));
+        }
+        px = xtmp;
+        rsx = K;
+        csx = 1;
+    }
+    const char *pw = op_data(w, dev);
+    bool fused = M <= DECODE_ROWS && (w->stride[1] == 1 || K == 1) && w->dtype != CT_F64 &&
+                 !ct_dtype_is_quantized(w->dtype);
+#ifdef CTORCH_HAVE_BLAS
+    if (w->dtype == CT_F32 && M == 1) fused = false; /* OpenBLAS's sgemv streams f32 rows a bit faster */
+#endif
+    if (fused) {
+        row_job j = {pw, w->dtype, w->stride[0], px, rsx, M, N, K, out, bvec};
+        cpu_parallel_for(N, max64(1, 8192 / K), fused_rows, &j);
+    } else if (w->dtype == CT_F32) {
+        if (bvec)
+            for (int64_t m = 0; m < M; m++) memcpy(out + m * N, bvec, sizeof(float) * (size_t)N);
+        s = cpu_gemm_f32(M, N, K, px, rsx, csx, (const float *)pw, w->stride[1], w->stride[0], out, N, bvec != NULL);
+    } else if (w->dtype == CT_F16 || w->dtype == CT_BF16) {
+        if (bvec)
+            for (int64_t m = 0; m < M; m++) memcpy(out + m * N, bvec, sizeof(float) * (size_t)N);
+        s = linear_half_tiles(w, (const uint16_t *)pw, px, rsx, csx, M, N, K, out, bvec != NULL);
+    } else if (ct_dtype_is_quantized(w->dtype)) {
+        s = linear_quant(w, pw, px, rsx, M, N, K, out, bvec);
+    } else {
+        s = core_err(CT_ERR_DTYPE, "linear: no CPU kernel for %s weights", ct_dtype_name(w->dtype));
+    }
+    free(xtmp);
+    free(bvec);
+    return s;
+}

@@ -1,0 +1,150 @@
+/* Generation: evaluate, sample, stream, feed back. Buffers (history, logits)
+ * are allocated once per session, so the decode loop allocates nothing of its own. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/tensor.h"
+#include "llm/generate.h"
+
+double llm_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+ct_status llm_session_init(llm_session *s, const llm_model *m, int n_ctx, ct_dtype kv_dtype,
+                           const llm_sampler_params *sp)
+{
+    if (!s || !m) return core_err(CT_ERR_INVALID_ARG, "llm_session_init: NULL argument");
+    *s = (llm_session){.m = m};
+    llm_detok_init(&s->detok);
+    ct_status st = llm_kv_cache_init(&s->kv, m, n_ctx, kv_dtype);
+    if (st != CT_OK) return st;
+    llm_sampler_params def;
+    if (!sp) {
+        llm_sampler_params_default(&def);
+        def.temperature = 0;
+        sp = &def;
+    }
+    if ((st = llm_sampler_new(sp, &s->smp)) != CT_OK) goto fail;
+    s->hist = malloc((size_t)n_ctx * sizeof *s->hist);
+    s->logits = malloc((size_t)m->hp.n_vocab * sizeof *s->logits);
+    if (!s->hist || !s->logits) {
+        st = core_err(CT_ERR_OOM, "llm_session_init: out of memory for a %d-token context", n_ctx);
+        goto fail;
+    }
+    return CT_OK;
+fail:
+    llm_session_free(s);
+    return st;
+}
+
+void llm_session_free(llm_session *s)
+{
+    if (!s) return;
+    llm_kv_cache_free(&s->kv);
+    llm_sampler_free(s->smp);
+    free(s->hist);
+    free(s->logits);
+    *s = (llm_session){0};
+}
+
+void llm_session_reset(llm_session *s)
+{
+    llm_kv_cache_clear(&s->kv);
+    if (s->smp) llm_sampler_reset(s->smp);
+    s->have_logits = false;
+    llm_detok_init(&s->detok);
+}
+
+void llm_session_truncate(llm_session *s, int n)
+{
+    if (n < 0) n = 0;
+    if (n < s->kv.n_past) {
+        s->kv.n_past = n;
+        s->have_logits = false;
+    }
+}
+
+ct_status llm_session_eval(llm_session *s, const int32_t *toks, int n)
+{
+    if (!s || (!toks && n > 0)) return core_err(CT_ERR_INVALID_ARG, "llm_session_eval: NULL argument");
+    if (n <= 0) return CT_OK;
+    if (n > s->kv.n_ctx - s->kv.n_past)
+        return core_err(CT_ERR_RANGE, "context too long: %d tokens (+%d already in the context) do not fit in %d; "
+                        "use a shorter prompt or a larger -c", n, s->kv.n_past, s->kv.n_ctx);
+    int at = s->kv.n_past;
+    ct_tensor *lg = NULL;
+    ct_status st = llm_forward(s->m, &s->kv, toks, n, false, &lg);
+    if (st == CT_OK) st = ct_tensor_to_host(lg, s->logits, (size_t)s->m->hp.n_vocab * sizeof(float));
+    ct_tensor_free(lg);
+    if (st != CT_OK) {
+        s->have_logits = false;
+        return st;
+    }
+    memcpy(s->hist + at, toks, (size_t)n * sizeof *toks);
+    s->have_logits = true;
+    return CT_OK;
+}
+
+static bool emit(llm_session *s, int32_t id, llm_piece_fn fn, void *ctx)
+{
+    char buf[256];
+    int w = llm_detok_push(&s->detok, s->m->tok, id, buf, (int)sizeof buf);
+    if (w < 0 && w != INT32_MIN) {
+        char *big = malloc((size_t)-w);
+        if (!big) return true;
+        int w2 = llm_detok_push(&s->detok, s->m->tok, id, big, -w);
+        bool go = w2 <= 0 || !fn || fn(big, w2, ctx);
+        free(big);
+        return go;
+    }
+    return w <= 0 || !fn || fn(buf, w, ctx);
+}
+
+ct_status llm_session_generate(llm_session *s, int n_predict, llm_piece_fn fn, void *ctx,
+                               volatile sig_atomic_t *stop, llm_gen_stats *stats)
+{
+    llm_gen_stats local;
+    if (!stats) stats = &local;
+    *stats = (llm_gen_stats){0};
+    if (!s) return core_err(CT_ERR_INVALID_ARG, "llm_session_generate: NULL session");
+    if (!s->m->tok) return core_err(CT_ERR_FORMAT, "%s: the model has no tokenizer", s->m->name);
+    if (!s->have_logits) return core_err(CT_ERR_INVALID_ARG, "llm_session_generate: evaluate a prompt first");
+    const int n_vocab = s->m->hp.n_vocab;
+    double t0 = llm_now();
+    ct_status st = CT_OK;
+    for (int i = 0; n_predict < 0 || i < n_predict; i++) {
+        if (stop && *stop) {
+            stats->interrupted = true;
+            break;
+        }
+        int32_t id = llm_sampler_sample(s->smp, s->logits, n_vocab, s->hist, s->kv.n_past);
+        if (id < 0) {
+            st = CT_ERR_INVALID_ARG;
+            break;
+        }
+        stats->n_gen++;
+        if (llm_token_is_eog(s->m->tok, id)) {
+            stats->eog = true;
+            break;
+        }
+        if (!emit(s, id, fn, ctx)) {
+            stats->interrupted = true;
+            break;
+        }
+        if (n_predict >= 0 && i + 1 == n_predict) break; /* its logits would go unused */
+        if (s->kv.n_past >= s->kv.n_ctx) {
+            stats->ctx_full = true;
+            break;
+        }
+        if ((st = llm_session_eval(s, &id, 1)) != CT_OK) break;
+    }
+    char tail[16];
+    int w = llm_detok_flush(&s->detok, tail, (int)sizeof tail);
+    if (w > 0 && fn) fn(tail, w, ctx);
+    stats->t_gen_s = llm_now() - t0;
+    return st;
+}

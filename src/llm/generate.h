@@ -1,0 +1,56 @@
+/* The generation loop shared by `ctorch run`, `chat` and the tests: a session
+ * owns a KV cache, a sampler and the token history; it evaluates prompts in
+ * one batch and then samples, streams and feeds back one token at a time. */
+#ifndef CT_LLM_GENERATE_H
+#define CT_LLM_GENERATE_H
+
+#include <signal.h>
+
+#include "llm/model.h"
+#include "llm/sampler.h"
+#include "llm/tokenizer.h"
+
+typedef struct llm_session {
+    const llm_model *m;
+    llm_kv_cache kv;
+    llm_sampler *smp;
+    int32_t *hist;     /* [n_ctx] the tokens in the cache, in order */
+    float *logits;     /* [n_vocab] logits after the last evaluated token */
+    bool have_logits;
+    llm_detok detok;
+} llm_session;
+
+typedef struct llm_gen_stats {
+    int n_gen;             /* tokens sampled */
+    double t_gen_s;        /* seconds spent sampling and decoding them */
+    bool eog;              /* stopped at an end-of-generation token */
+    bool ctx_full;         /* stopped because the context is full */
+    bool interrupted;      /* *stop was set or the callback asked to stop */
+} llm_gen_stats;
+
+/* Called with each piece of generated text (complete UTF-8); return false to stop. */
+typedef bool (*llm_piece_fn)(const char *text, int len, void *ctx);
+
+ct_status llm_session_init(llm_session *s, const llm_model *m, int n_ctx, ct_dtype kv_dtype,
+                           const llm_sampler_params *sp);
+void llm_session_free(llm_session *s);
+/* Empties the cache and the history; restarts the sampler's stream. */
+void llm_session_reset(llm_session *s);
+/* Keeps only the first n cached tokens (n <= current count), so a new prompt
+ * sharing that prefix need only evaluate the rest. */
+void llm_session_truncate(llm_session *s, int n);
+static inline int llm_session_n_past(const llm_session *s) { return s->kv.n_past; }
+
+/* Evaluates tokens in one batch pass; keeps the last position's logits.
+ * CT_ERR_RANGE with a clear message when they do not fit in the context. */
+ct_status llm_session_eval(llm_session *s, const int32_t *toks, int n);
+/* Samples up to n_predict tokens (< 0: until end of generation or a full
+ * context) from the kept logits, streams their text through fn and feeds each
+ * back. An end-of-generation token ends the loop and is not fed back. */
+ct_status llm_session_generate(llm_session *s, int n_predict, llm_piece_fn fn, void *ctx,
+                               volatile sig_atomic_t *stop, llm_gen_stats *stats);
+
+/* Seconds from a monotonic clock. */
+double llm_now(void);
+
+#endif

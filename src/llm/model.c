@@ -1,0 +1,397 @@
+/* GGUF -> model: hyper-parameters from "<arch>.*" metadata, weights as
+ * zero-copy tensors over the mapping, the tokenizer when the file has one.
+ * Shapes are checked here, once, so the forward pass can trust them. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/tensor.h"
+#include "formats/gguf.h"
+#include "llm/model.h"
+#include "llm/tokenizer.h"
+
+typedef struct loader {
+    gguf_file *f;
+    llm_model *m;
+    char arch[32];
+} loader;
+
+static const char *base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+/* "<arch>.<suffix>" into buf. */
+static const char *akey(const loader *ld, const char *suffix, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s.%s", ld->arch, suffix);
+    return buf;
+}
+
+/* A required or optional (def >= 0) positive integer hyper-parameter. */
+static ct_status get_int(const loader *ld, const char *suffix, int64_t def, int *out)
+{
+    char key[96];
+    akey(ld, suffix, key, sizeof key);
+    int64_t v = 0;
+    ct_status s = gguf_get_i64(ld->f, key, &v);
+    if (s == CT_ERR_NOT_FOUND && def >= 0) {
+        *out = (int)def;
+        return CT_OK;
+    }
+    if (s == CT_ERR_NOT_FOUND)
+        return core_err(CT_ERR_FORMAT, "%s: required key %s is missing", gguf_name(ld->f), key);
+    if (s != CT_OK) return s;
+    if (v <= 0 || v > (1 << 30))
+        return core_err(CT_ERR_FORMAT, "%s: %s = %lld is out of range", gguf_name(ld->f), key, (long long)v);
+    *out = (int)v;
+    return CT_OK;
+}
+
+static ct_status get_real(const loader *ld, const char *suffix, double def, double *out)
+{
+    char key[96];
+    akey(ld, suffix, key, sizeof key);
+    ct_status s = gguf_get_f64(ld->f, key, out);
+    if (s == CT_ERR_NOT_FOUND) {
+        *out = def;
+        return CT_OK;
+    }
+    if (s != CT_OK) return s;
+    if (!isfinite(*out))
+        return core_err(CT_ERR_FORMAT, "%s: %s is not a finite number", gguf_name(ld->f), key);
+    return CT_OK;
+}
+
+static ct_status read_hparams(loader *ld)
+{
+    llm_hparams *hp = &ld->m->hp;
+    const llm_arch *a = ld->m->arch;
+    ct_status s;
+    if ((s = get_int(ld, "context_length", 2048, &hp->n_ctx_train)) != CT_OK) return s;
+    if ((s = get_int(ld, "embedding_length", -1, &hp->n_embd)) != CT_OK) return s;
+    if ((s = get_int(ld, "block_count", -1, &hp->n_layer)) != CT_OK) return s;
+    if ((s = get_int(ld, "feed_forward_length", -1, &hp->n_ff)) != CT_OK) return s;
+    if ((s = get_int(ld, "attention.head_count", -1, &hp->n_head)) != CT_OK) return s;
+    if ((s = get_int(ld, "attention.head_count_kv", hp->n_head, &hp->n_head_kv)) != CT_OK) return s;
+    if ((s = get_int(ld, "attention.key_length", hp->n_embd / hp->n_head, &hp->head_dim)) != CT_OK) return s;
+    if ((s = get_int(ld, "attention.value_length", hp->head_dim, &hp->head_dim_v)) != CT_OK) return s;
+    if ((s = get_int(ld, "rope.dimension_count", hp->head_dim, &hp->n_rot)) != CT_OK) return s;
+    if ((s = get_real(ld, "attention.layer_norm_rms_epsilon", a->default_rms_eps, &hp->rms_eps)) != CT_OK) return s;
+    if ((s = get_real(ld, "rope.freq_base", 10000.0, &hp->rope_base)) != CT_OK) return s;
+    if ((s = get_real(ld, "final_logit_softcapping", 0.0, &hp->logit_softcap)) != CT_OK) return s;
+    hp->rope_base_swa = a->swa_period > 0 ? a->swa_rope_base : hp->rope_base;
+    if (a->swa_period > 0 && (s = get_int(ld, "attention.sliding_window", 0, &hp->n_swa)) != CT_OK) return s;
+
+    const char *f = gguf_name(ld->f);
+    if (hp->n_head_kv > hp->n_head || hp->n_head % hp->n_head_kv != 0)
+        return core_err(CT_ERR_FORMAT, "%s: %d query heads cannot share %d KV heads", f, hp->n_head, hp->n_head_kv);
+    if (hp->head_dim <= 0 || hp->head_dim_v <= 0)
+        return core_err(CT_ERR_FORMAT, "%s: head size is zero (embedding %d, %d heads)", f, hp->n_embd, hp->n_head);
+    if (hp->n_rot > hp->head_dim || hp->n_rot % 2 != 0)
+        return core_err(CT_ERR_FORMAT, "%s: rope.dimension_count %d must be even and <= head size %d", f, hp->n_rot,
+                        hp->head_dim);
+    if (!(hp->rms_eps > 0) || !(hp->rope_base > 0) || hp->logit_softcap < 0)
+        return core_err(CT_ERR_FORMAT, "%s: epsilon, rope base or soft-cap out of range", f);
+
+    /* Linear RoPE scaling: positions are compressed by the factor. */
+    hp->rope_scale = 1.0;
+    char key[96];
+    const char *stype = NULL;
+    size_t slen = 0;
+    s = gguf_get_str(ld->f, akey(ld, "rope.scaling.type", key, sizeof key), &stype, &slen);
+    double factor = 0;
+    if (s == CT_OK) {
+        if (slen == 6 && memcmp(stype, "linear", 6) == 0) {
+            if ((s = get_real(ld, "rope.scaling.factor", 1.0, &factor)) != CT_OK) return s;
+        } else if (!(slen == 4 && memcmp(stype, "none", 4) == 0)) {
+            return core_err(CT_ERR_UNSUPPORTED, "%s: rope scaling type '%.*s' is not supported (only linear)", f,
+                            (int)(slen < 32 ? slen : 32), stype);
+        }
+    } else if (s != CT_ERR_NOT_FOUND) {
+        return s;
+    } else if ((s = get_real(ld, "rope.scale_linear", 0.0, &factor)) != CT_OK) {
+        return s;
+    }
+    if (factor != 0) {
+        if (!(factor > 0)) return core_err(CT_ERR_FORMAT, "%s: rope scaling factor %g must be positive", f, factor);
+        hp->rope_scale = 1.0 / factor;
+    }
+    /* An explicit attention scale wins; else 1/sqrt(key_length) (gemma's query_pre_attn_scalar = head size). */
+    if ((s = get_real(ld, "attention.scale", 0.0, &hp->attn_scale)) != CT_OK) return s;
+    if (!(hp->attn_scale > 0)) hp->attn_scale = 1.0 / sqrt((double)hp->head_dim);
+    /* Gemma 3 27B (62 layers) alone was trained with query_pre_attn_scalar = n_embd / n_head, and its
+     * files do not say so; llama.cpp recognises it the same way. */
+    if (strcmp(a->name, "gemma3") == 0 && hp->n_layer == 62 &&
+        gguf_find_key(ld->f, akey(ld, "attention.scale", key, sizeof key)) < 0)
+        hp->attn_scale = 1.0 / sqrt((double)hp->n_embd / hp->n_head);
+    return CT_OK;
+}
+
+/* Tensor `name` with ct shape [d0, d1] (d1 = 0 for 1-D); optional tensors may be absent. */
+static ct_status get_tensor(loader *ld, const char *name, int64_t d0, int64_t d1, bool optional, ct_tensor **out)
+{
+    *out = NULL;
+    const gguf_tensor *t = gguf_find_tensor(ld->f, name);
+    const char *f = gguf_name(ld->f);
+    if (!t) {
+        if (optional) return CT_OK;
+        return core_err(CT_ERR_FORMAT, "%s: tensor %s is missing", f, name);
+    }
+    int nd = d1 > 0 ? 2 : 1;
+    bool ok = t->n_dims == nd && (nd == 1 ? t->ne[0] == d0 : (t->ne[1] == d0 && t->ne[0] == d1));
+    if (!ok) {
+        char got[96];
+        int n = 0;
+        for (int i = t->n_dims - 1; i >= 0 && n < (int)sizeof got - 24; i--)
+            n += snprintf(got + n, sizeof got - (size_t)n, "%s%lld", i == t->n_dims - 1 ? "" : ", ", (long long)t->ne[i]);
+        if (nd == 1)
+            return core_err(CT_ERR_FORMAT, "%s: tensor %s has shape [%s], expected [%lld]", f, name, got, (long long)d0);
+        return core_err(CT_ERR_FORMAT, "%s: tensor %s has shape [%s], expected [%lld, %lld]", f, name, got,
+                        (long long)d0, (long long)d1);
+    }
+    if (t->dtype == CT_DTYPE_COUNT)
+        return core_err(CT_ERR_UNSUPPORTED, "%s: tensor %s has type %s, which ctorch does not support", f, name,
+                        gguf_ggml_type_name(t->ggml_type));
+    if (nd == 1 && !ct_dtype_is_float(t->dtype))
+        return core_err(CT_ERR_FORMAT, "%s: norm tensor %s must be a float type, got %s", f, name,
+                        gguf_ggml_type_name(t->ggml_type));
+    ct_status s = gguf_tensor_to_ct(ld->f, t, out);
+    if (s == CT_OK) ld->m->weight_bytes += t->size;
+    return s;
+}
+
+static ct_status load_layer(loader *ld, int il)
+{
+    llm_model *m = ld->m;
+    const llm_hparams *hp = &m->hp;
+    const llm_arch *a = m->arch;
+    llm_layer *L = &m->layers[il];
+    const int64_t E = hp->n_embd, F = hp->n_ff;
+    const int64_t nq = (int64_t)hp->n_head * hp->head_dim, nk = (int64_t)hp->n_head_kv * hp->head_dim,
+                  nv = (int64_t)hp->n_head_kv * hp->head_dim_v, no = (int64_t)hp->n_head * hp->head_dim_v;
+    struct {
+        const char *suffix;
+        ct_tensor **dst;
+        int64_t d0, d1;
+        bool want;
+    } specs[] = {
+        {"attn_norm", &L->attn_norm, E, 0, true},
+        {"attn_q", &L->wq, nq, E, true},
+        {"attn_k", &L->wk, nk, E, true},
+        {"attn_v", &L->wv, nv, E, true},
+        {"attn_output", &L->wo, E, no, true},
+        {"attn_q_norm", &L->q_norm, hp->head_dim, 0, a->qk_norm},
+        {"attn_k_norm", &L->k_norm, hp->head_dim, 0, a->qk_norm},
+        {"post_attention_norm", &L->post_attn_norm, E, 0, a->post_norms},
+        {"ffn_norm", &L->ffn_norm, E, 0, true},
+        {"ffn_gate", &L->w_gate, F, E, true},
+        {"ffn_up", &L->w_up, F, E, true},
+        {"ffn_down", &L->w_down, E, F, true},
+        {"post_ffw_norm", &L->post_ffn_norm, E, 0, a->post_norms},
+    };
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        if (!specs[i].want) continue;
+        char name[64];
+        snprintf(name, sizeof name, "blk.%d.%s.weight", il, specs[i].suffix);
+        ct_status s = get_tensor(ld, name, specs[i].d0, specs[i].d1, false, specs[i].dst);
+        if (s != CT_OK) return s;
+    }
+    bool global = a->swa_period <= 0 || (il + 1) % a->swa_period == 0;
+    L->window = global ? 0 : hp->n_swa;
+    L->rope = (ct_rope_params){
+        .n_dims = hp->n_rot,
+        .freq_base = global ? hp->rope_base : hp->rope_base_swa,
+        .freq_scale = global ? hp->rope_scale : 1.0,
+        .mode = a->rope_mode,
+    };
+    return CT_OK;
+}
+
+static ct_status load_all(loader *ld, llm_progress_fn progress, void *ctx)
+{
+    llm_model *m = ld->m;
+    gguf_file *f = ld->f;
+    const char *s = NULL;
+    size_t len = 0;
+    ct_status st = gguf_get_str(f, "general.architecture", &s, &len);
+    if (st == CT_ERR_NOT_FOUND)
+        return core_err(CT_ERR_FORMAT, "%s: general.architecture is missing: not a model file", gguf_name(f));
+    if (st != CT_OK) return st;
+    if (len >= sizeof ld->arch || (memcpy(ld->arch, s, len), ld->arch[len] = 0, !(m->arch = llm_arch_find(ld->arch))))
+        return core_err(CT_ERR_UNSUPPORTED, "%s: architecture '%.*s' is not supported (supported: %s)", gguf_name(f),
+                        (int)(len < 32 ? len : 32), s, llm_arch_list());
+    if (gguf_get_str(f, "general.name", &s, &len) == CT_OK)
+        snprintf(m->name, sizeof m->name, "%.*s", (int)(len < sizeof m->name ? len : sizeof m->name - 1), s);
+    else
+        snprintf(m->name, sizeof m->name, "%s", base_name(gguf_name(f)));
+    int64_t ft = -1;
+    if (gguf_get_i64_or(f, "general.file_type", -1, &ft) == CT_OK) m->file_type = (int)ft;
+
+    if ((st = read_hparams(ld)) != CT_OK) return st;
+    llm_hparams *hp = &m->hp;
+    const gguf_tensor *te = gguf_find_tensor(f, "token_embd.weight");
+    if (!te) return core_err(CT_ERR_FORMAT, "%s: tensor token_embd.weight is missing", gguf_name(f));
+    if (te->n_dims != 2 || te->ne[1] <= 0 || te->ne[1] > INT32_MAX)
+        return core_err(CT_ERR_FORMAT, "%s: token_embd.weight must be 2-D [n_embd, n_vocab]", gguf_name(f));
+    hp->n_vocab = (int)te->ne[1];
+
+    uint64_t total = gguf_file_size(f), done = 0;
+    if ((st = get_tensor(ld, "token_embd.weight", hp->n_vocab, hp->n_embd, false, &m->tok_embd)) != CT_OK) return st;
+    if ((st = get_tensor(ld, "output_norm.weight", hp->n_embd, 0, false, &m->output_norm)) != CT_OK) return st;
+    if ((st = get_tensor(ld, "output.weight", hp->n_vocab, hp->n_embd, true, &m->output)) != CT_OK) return st;
+    if (!m->output) {
+        m->output = m->tok_embd;
+        m->tied_output = true;
+    }
+    if (hp->n_layer > gguf_tensor_count(f))
+        return core_err(CT_ERR_FORMAT, "%s: block_count %d is more than the file's %lld tensors", gguf_name(f),
+                        hp->n_layer, (long long)gguf_tensor_count(f));
+    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
+    if (!m->layers) return core_err(CT_ERR_OOM, "%s: out of memory for %d layers", gguf_name(f), hp->n_layer);
+    for (int il = 0; il < hp->n_layer; il++) {
+        if ((st = load_layer(ld, il)) != CT_OK) return st;
+        done = m->weight_bytes;
+        if (progress) progress(done < total ? done : total, total, ctx);
+    }
+
+    if (gguf_get_str(f, "tokenizer.chat_template", &s, &len) == CT_OK) {
+        m->chat_template = malloc(len + 1);
+        if (!m->chat_template) return core_err(CT_ERR_OOM, "%s: out of memory for the chat template", gguf_name(f));
+        memcpy(m->chat_template, s, len);
+        m->chat_template[len] = 0;
+    }
+    if (gguf_find_key(f, "tokenizer.ggml.model") >= 0) {
+        if ((st = llm_tokenizer_load(f, &m->tok)) != CT_OK) return st;
+        int nv = llm_vocab_size(m->tok);
+        if (nv > hp->n_vocab)
+            return core_err(CT_ERR_FORMAT, "%s: the tokenizer has %d tokens but token_embd only %d rows", gguf_name(f),
+                            nv, hp->n_vocab);
+    }
+    if (progress) progress(total, total, ctx);
+    return CT_OK;
+}
+
+ct_status llm_model_load(const char *path, llm_progress_fn progress, void *ctx, llm_model **out)
+{
+    if (!path || !out) return core_err(CT_ERR_INVALID_ARG, "llm_model_load: NULL argument");
+    *out = NULL;
+    llm_model *m = calloc(1, sizeof *m);
+    if (!m) return core_err(CT_ERR_OOM, "llm_model_load: out of memory");
+    m->file_type = -1;
+    snprintf(m->path, sizeof m->path, "%s", path);
+    ct_status s = gguf_open(path, &m->gguf);
+    if (s == CT_OK) {
+        loader ld = {.f = m->gguf, .m = m};
+        s = load_all(&ld, progress, ctx);
+    }
+    if (s != CT_OK) {
+        llm_model_free(m);
+        return s;
+    }
+    *out = m;
+    return CT_OK;
+}
+
+void llm_model_free(llm_model *m)
+{
+    if (!m) return;
+    if (m->layers) {
+        for (int il = 0; il < m->hp.n_layer; il++) {
+            llm_layer *L = &m->layers[il];
+            ct_tensor *ts[] = {L->attn_norm, L->wq, L->wk, L->wv, L->wo, L->q_norm, L->k_norm,
+                               L->post_attn_norm, L->ffn_norm, L->w_gate, L->w_up, L->w_down, L->post_ffn_norm};
+            for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) ct_tensor_free(ts[i]);
+        }
+        free(m->layers);
+    }
+    if (!m->tied_output) ct_tensor_free(m->output);
+    ct_tensor_free(m->tok_embd);
+    ct_tensor_free(m->output_norm);
+    llm_tokenizer_free(m->tok);
+    free(m->chat_template);
+    gguf_close(m->gguf);
+    free(m);
+}
+
+/* Visits every weight tensor once. */
+static int model_weights(const llm_model *m, const ct_tensor **ts, int cap)
+{
+    int n = 0;
+#define ADD(t)                          \
+    do {                                \
+        if ((t) && n < cap) ts[n++] = (t); \
+    } while (0)
+    ADD(m->tok_embd);
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const llm_layer *L = &m->layers[il];
+        ADD(L->attn_norm); ADD(L->wq); ADD(L->wk); ADD(L->wv); ADD(L->wo); ADD(L->q_norm); ADD(L->k_norm);
+        ADD(L->post_attn_norm); ADD(L->ffn_norm); ADD(L->w_gate); ADD(L->w_up); ADD(L->w_down);
+        ADD(L->post_ffn_norm);
+    }
+    ADD(m->output_norm);
+    if (!m->tied_output) ADD(m->output);
+#undef ADD
+    return n;
+}
+
+ct_status llm_model_place(llm_model *m, const char *device, llm_progress_fn progress, void *ctx, uint64_t *placed)
+{
+    if (!m) return core_err(CT_ERR_INVALID_ARG, "llm_model_place: NULL model");
+    if (placed) *placed = 0;
+    ct_device_info head;
+    if (!device) {
+        ct_status s = ct_chain_get(0, &head);
+        if (s != CT_OK) return s;
+        device = head.name;
+    }
+    int cap = 3 + 13 * m->hp.n_layer;
+    const ct_tensor **ts = malloc((size_t)cap * sizeof *ts);
+    if (!ts) return core_err(CT_ERR_OOM, "llm_model_place: out of memory");
+    int n = model_weights(m, ts, cap);
+    bool host = strcmp(device, "cpu") == 0, full = false;
+    uint64_t done = 0, on_dev = 0;
+    ct_status s = CT_OK;
+    volatile unsigned char sink = 0;
+    for (int i = 0; i < n; i++) {
+        size_t bytes = ct_tensor_nbytes(ts[i]);
+        if (host) {
+            /* Fault the mapped pages in now, so the first token does not pay for the disk. */
+            const void *p = NULL;
+            if ((s = ct_tensor_data(ts[i], &p)) != CT_OK) break;
+            const unsigned char *b = p;
+            unsigned char acc = 0;
+            for (size_t off = 0; off < bytes; off += 4096) acc ^= b[off];
+            sink ^= acc;
+            on_dev += bytes;
+        } else if (!full) {
+            s = ct_tensor_prefetch(ts[i], device);
+            if (s == CT_OK) {
+                on_dev += bytes;
+            } else if (s == CT_ERR_DEVICE_OOM) {
+                core_log(CT_LOG_WARN, "%s: %s is full after %.1f MiB of weights; the rest stay on the host (%s)",
+                         m->name, device, (double)on_dev / 1048576.0, ct_last_error());
+                full = true;
+                s = CT_OK;
+            } else {
+                break;
+            }
+        }
+        done += bytes;
+        if (progress) progress(done, m->weight_bytes, ctx);
+    }
+    (void)sink;
+    free(ts);
+    if (placed) *placed = on_dev;
+    return s;
+}
+
+void llm_model_describe(const llm_model *m, char *buf, size_t len)
+{
+    const llm_hparams *hp = &m->hp;
+    snprintf(buf, len, "%s (%s): %d layers, %d embd, %d ffn, %d/%d heads x %d, vocab %d, ctx %d, %.1f MiB%s",
+             m->name, m->arch->name, hp->n_layer, hp->n_embd, hp->n_ff, hp->n_head, hp->n_head_kv, hp->head_dim,
+             hp->n_vocab, hp->n_ctx_train, (double)m->weight_bytes / 1048576.0, m->tied_output ? ", tied output" : "");
+}

@@ -1,0 +1,207 @@
+/* ctorch bench -m MODEL [-p 512] [-n 128] [-r 3] [-t THREADS] [-d DEVICES] [-o md|json]
+ * Prompt processing (one batch of -p tokens) and generation (-n tokens one at
+ * a time) in tokens/s, mean and standard deviation over -r runs after one
+ * warm-up, each on an empty KV cache: the same tests as llama-bench's pp/tg,
+ * with its JSON field names, so results sit side by side. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "llm/generate.h"
+#include "llm_cli.h"
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: ctorch bench -m MODEL.gguf [-p 512] [-n 128] [-r 3] [-t THREADS] [-d DEVICES] "
+                    "[-o md|json] [--kv-f32]\n"
+                    "  -p 0 or -n 0 skips that test\n");
+    return 2;
+}
+
+typedef struct bench_result {
+    const char *test; /* "pp" or "tg" */
+    int n_prompt, n_gen, reps;
+    double samples_ts[64], samples_ns[64];
+    double avg_ts, sd_ts, avg_ns, sd_ns;
+} bench_result;
+
+/* Deterministic ordinary token ids (skipping the low ids where control/byte tokens live). */
+static void fill_tokens(int32_t *t, int n, int n_vocab)
+{
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    int lo = n_vocab > 1000 ? 300 : 0;
+    for (int i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        t[i] = lo + (int32_t)(x % (uint64_t)(n_vocab - lo));
+    }
+}
+
+/* One timed run; returns seconds or < 0 on error. */
+static double run_once(llm_session *s, const int32_t *toks, int n_prompt, int n_gen)
+{
+    llm_kv_cache_clear(&s->kv);
+    double t0 = llm_now();
+    if (n_prompt > 0 && llm_session_eval(s, toks, n_prompt) != CT_OK) return -1;
+    for (int i = 0; i < n_gen; i++)
+        if (llm_session_eval(s, &toks[i % 64], 1) != CT_OK) return -1;
+    return llm_now() - t0;
+}
+
+static void stats(const double *x, int n, double *avg, double *sd)
+{
+    double s = 0, q = 0;
+    for (int i = 0; i < n; i++) s += x[i];
+    *avg = n ? s / n : 0;
+    for (int i = 0; i < n; i++) q += (x[i] - *avg) * (x[i] - *avg);
+    *sd = n > 1 ? sqrt(q / (n - 1)) : 0;
+}
+
+static const char *ftype_name(int ft)
+{
+    static const char *names[] = {
+        [0] = "all F32", [1] = "F16", [2] = "Q4_0", [3] = "Q4_1", [7] = "Q8_0", [8] = "Q5_0", [9] = "Q5_1",
+        [10] = "Q2_K - Medium", [11] = "Q3_K - Small", [12] = "Q3_K - Medium", [13] = "Q3_K - Large",
+        [14] = "Q4_K - Small", [15] = "Q4_K - Medium", [16] = "Q5_K - Small", [17] = "Q5_K - Medium",
+        [18] = "Q6_K", [32] = "BF16"};
+    if (ft >= 0 && ft < (int)(sizeof names / sizeof names[0]) && names[ft]) return names[ft];
+    return "?";
+}
+
+static uint64_t count_params(const llm_model *m)
+{
+    uint64_t n = (uint64_t)ct_tensor_numel(m->tok_embd) + (uint64_t)ct_tensor_numel(m->output_norm);
+    if (!m->tied_output) n += (uint64_t)ct_tensor_numel(m->output);
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const llm_layer *L = &m->layers[il];
+        const ct_tensor *ts[] = {L->attn_norm, L->wq, L->wk, L->wv, L->wo, L->q_norm, L->k_norm,
+                                 L->post_attn_norm, L->ffn_norm, L->w_gate, L->w_up, L->w_down, L->post_ffn_norm};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+            if (ts[i]) n += (uint64_t)ct_tensor_numel(ts[i]);
+    }
+    return n;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    llm_cli_opts o = {0};
+    int n_prompt = 512, n_gen = 128, reps = 3;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        int c = llm_cli_common_arg("bench", &o, argc, argv, &i);
+        if (c < 0) return 2;
+        if (c > 0) continue;
+        const char *a = argv[i];
+        if (i + 1 >= argc) return usage();
+        const char *v = argv[++i];
+        bool ok = true;
+        if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) ok = llm_cli_int(v, &n_prompt) && n_prompt >= 0;
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) ok = llm_cli_int(v, &n_gen) && n_gen >= 0;
+        else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) ok = llm_cli_int(v, &reps) && reps >= 1 && reps <= 64;
+        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            ok = !strcmp(v, "md") || !strcmp(v, "json");
+            json = !strcmp(v, "json");
+        } else {
+            fprintf(stderr, "ctorch bench: error: unknown option %s\n", a);
+            return usage();
+        }
+        if (!ok) {
+            fprintf(stderr, "ctorch bench: error: bad value '%s' for %s\n", v, a);
+            return 2;
+        }
+    }
+    if (!o.model) return usage();
+
+    llm_model *m = llm_cli_load("bench", &o, false);
+    if (!m) return 1;
+    int rc = 1;
+    int need = n_prompt + n_gen > 0 ? (n_prompt > n_gen ? n_prompt : n_gen) : 1;
+    int cap = m->hp.n_ctx_train > 0 ? m->hp.n_ctx_train : need;
+    llm_session s = {0};
+    int32_t *toks = malloc(sizeof(int32_t) * (size_t)(need > 64 ? need : 64));
+    if (need > cap) {
+        fprintf(stderr, "ctorch bench: error: context too long: %d tokens, the model's context is %d\n", need, cap);
+        goto out;
+    }
+    if (!toks) {
+        fprintf(stderr, "ctorch bench: error: out of memory\n");
+        goto out;
+    }
+    fill_tokens(toks, need > 64 ? need : 64, m->hp.n_vocab);
+    if (llm_session_init(&s, m, need, o.kv_f32 ? CT_F32 : CT_F16, NULL) != CT_OK) {
+        rc = llm_cli_fail("bench");
+        goto out;
+    }
+    ct_device_info head = {0};
+    ct_chain_get(0, &head);
+    int threads = ct_get_num_threads();
+
+    bench_result res[2];
+    int nres = 0;
+    for (int t = 0; t < 2; t++) {
+        int np = t == 0 ? n_prompt : 0, ng = t == 1 ? n_gen : 0;
+        if (np + ng == 0) continue;
+        bench_result *r = &res[nres++];
+        *r = (bench_result){.test = t == 0 ? "pp" : "tg", .n_prompt = np, .n_gen = ng, .reps = reps};
+        fprintf(stderr, "bench %s%d: warm-up", r->test, np + ng);
+        if (run_once(&s, toks, np, ng) < 0) {
+            fprintf(stderr, "\n");
+            rc = llm_cli_fail("bench");
+            goto out;
+        }
+        for (int k = 0; k < reps; k++) {
+            double sec = run_once(&s, toks, np, ng);
+            if (sec < 0) {
+                fprintf(stderr, "\n");
+                rc = llm_cli_fail("bench");
+                goto out;
+            }
+            r->samples_ns[k] = sec * 1e9;
+            r->samples_ts[k] = (np + ng) / sec;
+            fprintf(stderr, ", %.2f t/s", r->samples_ts[k]);
+        }
+        fprintf(stderr, "\n");
+        stats(r->samples_ts, reps, &r->avg_ts, &r->sd_ts);
+        stats(r->samples_ns, reps, &r->avg_ns, &r->sd_ns);
+    }
+
+    double mib = (double)m->weight_bytes / 1048576.0, bparams = (double)count_params(m) / 1e9;
+    char type[96];
+    snprintf(type, sizeof type, "%s %s", m->arch->name, ftype_name(m->file_type));
+    if (json) {
+        printf("[\n");
+        for (int i = 0; i < nres; i++) {
+            bench_result *r = &res[i];
+            printf("  {\n    \"model_filename\": ");
+            cli_json_string(stdout, o.model);
+            printf(",\n    \"model_type\": \"%s\",\n    \"model_size\": %llu,\n"
+                   "    \"model_n_params\": %llu,\n    \"n_batch\": %d,\n    \"n_threads\": %d,\n"
+                   "    \"type_k\": \"%s\",\n    \"type_v\": \"%s\",\n    \"n_prompt\": %d,\n    \"n_gen\": %d,\n"
+                   "    \"device\": \"%s\",\n    \"avg_ns\": %.0f,\n    \"stddev_ns\": %.0f,\n"
+                   "    \"avg_ts\": %.6f,\n    \"stddev_ts\": %.6f,\n    \"samples_ns\": [",
+                   type, (unsigned long long)m->weight_bytes, (unsigned long long)count_params(m),
+                   r->n_prompt > 0 ? r->n_prompt : 1, threads, o.kv_f32 ? "f32" : "f16", o.kv_f32 ? "f32" : "f16",
+                   r->n_prompt, r->n_gen, head.name, r->avg_ns, r->sd_ns, r->avg_ts, r->sd_ts);
+            for (int k = 0; k < r->reps; k++) printf("%s%.0f", k ? ", " : " ", r->samples_ns[k]);
+            printf(" ],\n    \"samples_ts\": [");
+            for (int k = 0; k < r->reps; k++) printf("%s%.6f", k ? ", " : " ", r->samples_ts[k]);
+            printf(" ]\n  }%s\n", i + 1 < nres ? "," : "");
+        }
+        printf("]\n");
+    } else {
+        printf("| model | size | params | device | threads | test | t/s |\n");
+        printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
+        for (int i = 0; i < nres; i++) {
+            bench_result *r = &res[i];
+            printf("| %s | %.2f MiB | %.2f B | %s | %d | %s%d | %.2f ± %.2f |\n", type, mib, bparams, head.name,
+                   threads, r->test, r->n_prompt + r->n_gen, r->avg_ts, r->sd_ts);
+        }
+    }
+    rc = 0;
+out:
+    llm_session_free(&s);
+    free(toks);
+    llm_model_free(m);
+    return rc;
+}

@@ -1,0 +1,173 @@
+/* ctorch devices: the chain in priority order and a capability matrix
+ * (op x device -> dtypes that device runs it in), as text or JSON. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "core/backend.h"
+#include "ctorch/ctorch.h"
+
+/* The dtypes shown in the matrix: the float types and the common GGUF ones. */
+static const ct_dtype g_matrix_dtypes[] = {CT_F32, CT_F16, CT_BF16, CT_Q4_0, CT_Q8_0, CT_Q4_K, CT_Q5_K, CT_Q6_K};
+#define N_MATRIX_DTYPES (int)(sizeof g_matrix_dtypes / sizeof g_matrix_dtypes[0])
+#define MAX_COLUMNS 16
+
+static void dtype_list(uint32_t mask, char *buf, size_t len)
+{
+    size_t pos = 0;
+    buf[0] = 0;
+    for (int t = 0; t < CT_DTYPE_COUNT && pos < len; t++)
+        if (mask & (1u << t)) pos += (size_t)snprintf(buf + pos, len - pos, "%s%s", pos ? "," : "", ct_dtype_name((ct_dtype)t));
+    if (!buf[0]) snprintf(buf, len, "-");
+}
+
+/* Which of the matrix dtypes `dev` runs `op` in, as "f32,f16" or "-". */
+static void cell(const char *dev, const char *op, char *buf, size_t len)
+{
+    size_t pos = 0;
+    buf[0] = 0;
+    for (int i = 0; i < N_MATRIX_DTYPES && pos < len; i++)
+        if (ct_device_supports(dev, op, g_matrix_dtypes[i]))
+            pos += (size_t)snprintf(buf + pos, len - pos, "%s%s", pos ? "," : "", ct_dtype_name(g_matrix_dtypes[i]));
+    if (!buf[0]) snprintf(buf, len, "-");
+}
+
+static void print_text(void)
+{
+    int n_chain = ct_chain_length(), n_dev = ct_device_count();
+    printf("Device chain (priority order; ops go to the first device that supports them):\n");
+    printf("  %-3s %-10s %-7s %-10s %s\n", "#", "name", "kind", "memory", "description");
+    for (int i = 0; i < n_chain; i++) {
+        ct_device_info d;
+        if (ct_chain_get(i, &d) != CT_OK) continue;
+        char mem[32], dts[256];
+        dtype_list(d.dtype_mask, dts, sizeof dts);
+        printf("  %-3d %-10s %-7s %-10s %s%s\n", i, d.name, ct_device_kind_name(d.kind), cli_bytes(d.memory_bytes, mem, sizeof mem),
+               d.description, (d.flags & CT_DEVICE_HOST_SHARED) ? " (host memory)" : "");
+        printf("      dtypes: %s\n", dts);
+    }
+    bool header = false;
+    for (int i = 0; i < n_dev; i++) {
+        ct_device_info d;
+        if (ct_device_get(i, &d) != CT_OK || d.chain_position >= 0) continue;
+        if (!header) printf("Discovered but not in the chain:\n");
+        header = true;
+        printf("  %-10s %s\n", d.name, d.description);
+    }
+
+    /* matrix columns: chain devices in order */
+    char names[MAX_COLUMNS][32];
+    int n = 0;
+    for (int i = 0; i < n_chain && n < MAX_COLUMNS; i++) {
+        ct_device_info d;
+        if (ct_chain_get(i, &d) == CT_OK) snprintf(names[n++], sizeof names[0], "%s", d.name);
+    }
+    int width = 8;
+    for (int c = 0; c < n; c++) {
+        for (int k = 0; k < CT_OP_COUNT; k++) {
+            char buf[160];
+            cell(names[c], op_kind_name((ct_op_kind)k), buf, sizeof buf);
+            int w = (int)strlen(buf);
+            width = w > width ? w : width;
+        }
+    }
+    printf("\nCapability matrix (dtypes of");
+    for (int i = 0; i < N_MATRIX_DTYPES; i++) printf(" %s", ct_dtype_name(g_matrix_dtypes[i]));
+    printf(" each device runs the op in; '-' none):\n");
+    printf("  %-18s", "op");
+    for (int c = 0; c < n; c++) printf(" %-*s", width, names[c]);
+    printf("\n");
+    for (int k = 0; k < CT_OP_COUNT; k++) {
+        const char *op = op_kind_name((ct_op_kind)k);
+        printf("  %-18s", op);
+        for (int c = 0; c < n; c++) {
+            char buf[160];
+            cell(names[c], op, buf, sizeof buf);
+            printf(" %-*s", width, buf);
+        }
+        printf("\n");
+    }
+}
+
+static void json_device(const ct_device_info *d)
+{
+    printf("{\"position\":%d,\"name\":", d->chain_position);
+    cli_json_string(stdout, d->name);
+    printf(",\"kind\":");
+    cli_json_string(stdout, ct_device_kind_name(d->kind));
+    printf(",\"index\":%d,\"description\":", d->index);
+    cli_json_string(stdout, d->description);
+    printf(",\"memory_bytes\":%llu,\"host_shared\":%s,\"unified\":%s,\"dtypes\":[", (unsigned long long)d->memory_bytes,
+           (d->flags & CT_DEVICE_HOST_SHARED) ? "true" : "false", (d->flags & CT_DEVICE_UNIFIED) ? "true" : "false");
+    bool first = true;
+    for (int t = 0; t < CT_DTYPE_COUNT; t++)
+        if (d->dtype_mask & (1u << t)) {
+            printf("%s\"%s\"", first ? "" : ",", ct_dtype_name((ct_dtype)t));
+            first = false;
+        }
+    printf("]}");
+}
+
+static void print_json(void)
+{
+    int n_chain = ct_chain_length(), n_dev = ct_device_count();
+    printf("{\"chain\":[");
+    for (int i = 0; i < n_chain; i++) {
+        ct_device_info d;
+        if (ct_chain_get(i, &d) != CT_OK) continue;
+        printf("%s\n  ", i ? "," : "");
+        json_device(&d);
+    }
+    printf("],\n\"devices\":[");
+    for (int i = 0; i < n_dev; i++) {
+        ct_device_info d;
+        if (ct_device_get(i, &d) != CT_OK) continue;
+        printf("%s\n  ", i ? "," : "");
+        json_device(&d);
+    }
+    printf("],\n\"capabilities\":{");
+    for (int k = 0; k < CT_OP_COUNT; k++) {
+        const char *op = op_kind_name((ct_op_kind)k);
+        printf("%s\n  \"%s\":{", k ? "," : "", op);
+        for (int i = 0; i < n_dev; i++) {
+            ct_device_info d;
+            if (ct_device_get(i, &d) != CT_OK) continue;
+            printf("%s\"%s\":[", i ? "," : "", d.name);
+            bool first = true;
+            for (int t = 0; t < N_MATRIX_DTYPES; t++)
+                if (ct_device_supports(d.name, op, g_matrix_dtypes[t])) {
+                    printf("%s\"%s\"", first ? "" : ",", ct_dtype_name(g_matrix_dtypes[t]));
+                    first = false;
+                }
+            printf("]");
+        }
+        printf("}");
+    }
+    printf("\n}}\n");
+}
+
+int cmd_devices(int argc, char **argv)
+{
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) {
+            json = true;
+        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: ctorch devices [--json]\n\n"
+                   "Lists the device chain in priority order (position, name, kind, memory, dtypes,\n"
+                   "description) and, for every op, the dtypes each device runs it in.\n"
+                   "CTORCH_DEVICES=cuda:0,cpu or CTORCH_DISABLE_GPU=1 change the chain.\n");
+            return 0;
+        } else {
+            fprintf(stderr, "ctorch devices: unknown option '%s' (usage: ctorch devices [--json])\n", argv[i]);
+            return 2;
+        }
+    }
+    if (ct_chain_length() <= 0) {
+        fprintf(stderr, "ctorch devices: no usable device: %s\n", ct_last_error());
+        return 1;
+    }
+    if (json) print_json();
+    else print_text();
+    return 0;
+}
