@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "quant/quant.h"
 
 static const ct_dtype g_plain[] = {CT_F32, CT_F64, CT_F16, CT_BF16, CT_I32, CT_I64, CT_BOOL, CT_C64, CT_I8};
 #define N_PLAIN (int)(sizeof g_plain / sizeof g_plain[0])
@@ -314,9 +315,43 @@ static void test_to_host(void)
     ct_tensor_free(t);
 }
 
+/* Casting a quantized tensor of several rows (and a row slice of one) to f32 must
+ * give each row's own dequantized values: COPY walks quantized rows in blocks. */
+static void test_cast_quantized_rows(void)
+{
+    enum { ROWS = 5, COLS = 64 };
+    float src[ROWS * COLS], want[ROWS * COLS];
+    th_rng r = {77};
+    for (int i = 0; i < ROWS * COLS; i++) src[i] = (float)th_uniform(&r, -2, 2);
+    uint8_t q[ROWS * (COLS / 32) * 34];
+    for (int i = 0; i < ROWS; i++) {
+        CHECK_OK(quant_quantize_row(CT_Q8_0, src + i * COLS, q + i * (COLS / 32) * 34, COLS));
+        CHECK_OK(quant_dequantize_row(CT_Q8_0, q + i * (COLS / 32) * 34, want + i * COLS, COLS));
+    }
+    int64_t shape[2] = {ROWS, COLS};
+    ct_tensor *t = NULL, *f = NULL, *rows = NULL, *fr = NULL;
+    CHECK_OK(ct_tensor_from_data(2, shape, CT_Q8_0, q, &t));
+    CHECK_OK(ct_cast(t, CT_F32, &f));
+    double got[ROWS * COLS], wantd[ROWS * COLS];
+    for (int i = 0; i < ROWS * COLS; i++) {
+        CHECK_OK(ct_tensor_item(f, i, &got[i]));
+        wantd[i] = want[i];
+    }
+    CHECK(th_allclose(got, wantd, ROWS * COLS, 0, 0)); /* same dequantizer: exact */
+    CHECK_OK(ct_narrow(t, 0, 2, 3, &rows));
+    CHECK_OK(ct_cast(rows, CT_F32, &fr));
+    for (int i = 0; i < 3 * COLS; i++) CHECK_OK(ct_tensor_item(fr, i, &got[i]));
+    CHECK(th_allclose(got, wantd + 2 * COLS, 3 * COLS, 0, 0));
+    ct_tensor_free(t);
+    ct_tensor_free(f);
+    ct_tensor_free(rows);
+    ct_tensor_free(fr);
+}
+
 int main(void)
 {
     RUN(test_cast_all_pairs);
+    RUN(test_cast_quantized_rows);
     RUN(test_contiguous_clone);
     RUN(test_copy_broadcast_strided);
     RUN(test_concat_stack);
