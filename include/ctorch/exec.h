@@ -96,6 +96,27 @@ typedef struct ct_device_stats {
     uint64_t bytes_out;    /* copied from this device */
     uint64_t fallbacks;    /* ops that failed here and moved on */
 } ct_device_stats;
+/* How bytes move between two devices. The choice is a pure function of the pair
+ * (ct_exec_transfer_method); ctorch never copies between devices on its own accord,
+ * only to make an op's operands resident where the router sent it. */
+typedef enum ct_transfer_method {
+    CT_TRANSFER_NONE,           /* same device, or both are host memory */
+    CT_TRANSFER_HOST_TO_DEVICE, /* the backend's upload (pinned staging is its business) */
+    CT_TRANSFER_DEVICE_TO_HOST, /* the backend's download */
+    CT_TRANSFER_PEER,           /* device to device of one backend, no host hop (CUDA P2P) */
+    CT_TRANSFER_STAGED,         /* device -> host -> device: different backends, or no peer access */
+    CT_TRANSFER_METHOD_COUNT
+} ct_transfer_method;
+CT_API const char *ct_transfer_method_name(ct_transfer_method m);
+/* The method used from `src` to `dst` ("cpu", "cuda:0", ...); CT_TRANSFER_NONE for unknown names. */
+CT_API ct_transfer_method ct_exec_transfer_method(const char *src, const char *dst);
+typedef struct ct_transfer_stats {
+    uint64_t count; /* transfers */
+    uint64_t bytes;
+} ct_transfer_stats;
+/* Totals per method since start (or ct_exec_stats_reset), indexed by ct_transfer_method. */
+CT_API void ct_exec_transfer_stats(ct_transfer_stats stats[CT_TRANSFER_METHOD_COUNT]);
+
 /* Fills up to `cap` entries (one per device); returns the number of devices. */
 CT_API int ct_exec_stats(ct_device_stats *stats, int cap);
 CT_API void ct_exec_stats_reset(void);

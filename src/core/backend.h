@@ -109,6 +109,10 @@ typedef struct ct_backend_ops {
     /* Host <-> device copies of `bytes` at byte offset `off` within buf. */
     ct_status (*upload)(ct_device *dev, ct_buffer *buf, size_t off, const void *host, size_t bytes);
     ct_status (*download)(ct_device *dev, const ct_buffer *buf, size_t off, void *host, size_t bytes);
+    /* Optional (NULL: transfers between two devices of this backend stage through the
+     * host). Copies `bytes` from src's buffer to dst's, both devices of this backend;
+     * CT_ERR_UNSUPPORTED when this pair has no direct path (the caller then stages). */
+    ct_status (*copy_peer)(ct_device *dst, ct_buffer *dst_buf, ct_device *src, const ct_buffer *src_buf, size_t bytes);
     ct_status (*run)(ct_device *dev, const ct_op *op);
     ct_status (*sync)(ct_device *dev);
 } ct_backend_ops;

@@ -1,6 +1,7 @@
 /* Storage with one copy per device and validity flags. Slot 0 is the host copy
  * (owned by core, or external memory from ct_tensor_from_blob); slots 1.. are
- * device copies owned by their backend. Cross-device copies stage through the host. */
+ * device copies owned by their backend. Device-to-device copies use the backend's
+ * peer copy when both devices belong to it, and stage through the host otherwise. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,10 +13,10 @@ static storage_transfer_fn g_transfer_hook;
 
 void storage_set_transfer_hook(storage_transfer_fn fn) { __atomic_store_n(&g_transfer_hook, fn, __ATOMIC_RELEASE); }
 
-static void transferred(const ct_device *dev, uint64_t bytes, bool to_device)
+static void transferred(const ct_device *src, const ct_device *dst, uint64_t bytes, ct_transfer_method m)
 {
     storage_transfer_fn fn = __atomic_load_n(&g_transfer_hook, __ATOMIC_ACQUIRE);
-    if (fn && bytes) fn(dev, bytes, to_device);
+    if (fn && bytes) fn(src, dst, bytes, (int)m);
 }
 
 ct_storage *storage_new(size_t nbytes)
@@ -103,8 +104,9 @@ ct_status storage_alloc_on(ct_storage *st, ct_device *dev)
     return CT_OK;
 }
 
-/* Host copy valid, fetched from whichever device holds the data. */
-static ct_status make_host_valid(ct_storage *st, uint64_t *moved)
+/* Host copy valid, fetched from whichever device holds the data. `staging`: the
+ * download is the first leg of a device-to-device copy, reported once as STAGED. */
+static ct_status make_host_valid_for(ct_storage *st, uint64_t *moved, bool staging)
 {
     ct_storage_copy *h = &st->copies[0];
     if (h->valid) return CT_OK;
@@ -115,13 +117,24 @@ static ct_status make_host_valid(ct_storage *st, uint64_t *moved)
         if (!c->valid) continue;
         s = c->dev->ops->download(c->dev, &c->buf, 0, h->buf.ptr, st->nbytes);
         if (s != CT_OK) return s;
-        transferred(c->dev, st->nbytes, false);
+        if (!staging) transferred(c->dev, NULL, st->nbytes, CT_TRANSFER_DEVICE_TO_HOST);
         if (moved) *moved += st->nbytes;
         break;
     }
     h->valid = true; /* never-written storage: contents undefined, like torch.empty */
     return CT_OK;
 }
+
+/* A valid copy on another device of dev's backend, when that backend copies peer to peer. */
+static ct_storage_copy *peer_source(ct_storage *st, const ct_device *dev)
+{
+    if (!dev->ops->copy_peer || st->copies[0].valid) return NULL; /* a valid host copy is the cheaper source */
+    for (int i = 1; i < st->n_copies; i++)
+        if (st->copies[i].valid && st->copies[i].dev != dev && st->copies[i].dev->ops == dev->ops) return &st->copies[i];
+    return NULL;
+}
+
+static ct_status make_host_valid(ct_storage *st, uint64_t *moved) { return make_host_valid_for(st, moved, false); }
 
 ct_status storage_make_valid(ct_storage *st, ct_device *dev, uint64_t *moved)
 {
@@ -132,12 +145,24 @@ ct_status storage_make_valid(ct_storage *st, ct_device *dev, uint64_t *moved)
     ct_status s = storage_alloc_on(st, dev);
     if (s != CT_OK) return s;
     c = storage_find(st, dev);
+    ct_storage_copy *peer = had_data ? peer_source(st, dev) : NULL;
+    if (peer) {
+        s = dev->ops->copy_peer(dev, &c->buf, peer->dev, &peer->buf, st->nbytes);
+        if (s == CT_OK) {
+            transferred(peer->dev, dev, st->nbytes, CT_TRANSFER_PEER);
+            if (moved) *moved += st->nbytes;
+            c->valid = true;
+            return CT_OK;
+        }
+        if (s != CT_ERR_UNSUPPORTED) return s; /* no direct path for this pair: stage below */
+    }
     if (had_data) {
-        s = make_host_valid(st, moved);
+        ct_device *from = st->copies[0].valid ? NULL : storage_valid_device(st);
+        s = make_host_valid_for(st, moved, from != NULL);
         if (s != CT_OK) return s;
         s = dev->ops->upload(dev, &c->buf, 0, st->copies[0].buf.ptr, st->nbytes);
         if (s != CT_OK) return s;
-        transferred(dev, st->nbytes, true);
+        transferred(from, dev, st->nbytes, from ? CT_TRANSFER_STAGED : CT_TRANSFER_HOST_TO_DEVICE);
         if (moved) *moved += st->nbytes;
     }
     c->valid = true;

@@ -91,9 +91,9 @@ ct_status storage_alloc_on(ct_storage *st, struct ct_device *dev);
 void storage_mark_written(ct_storage *st, const struct ct_device *dev);
 /* Host pointer of a storage after making the host copy valid. */
 ct_status storage_host(ct_storage *st, void **ptr);
-/* Observer of every host<->device transfer (the executor's bytes_in/bytes_out
- * statistics); to_device: upload to dev, else download from it. */
-typedef void (*storage_transfer_fn)(const struct ct_device *dev, uint64_t bytes, bool to_device);
+/* Observer of every transfer (the executor's statistics). src/dst NULL = host;
+ * method is a ct_transfer_method. */
+typedef void (*storage_transfer_fn)(const struct ct_device *src, const struct ct_device *dst, uint64_t bytes, int method);
 void storage_set_transfer_hook(storage_transfer_fn fn);
 
 /* ---- host memory (core/alloc.c): 64-byte aligned, small sizes cached ---- */

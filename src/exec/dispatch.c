@@ -50,12 +50,47 @@ uint64_t exec_now_ns(void)
 
 static void stat_add(uint64_t *p, uint64_t v) { __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
 
-/* Storage transfer observer: uploads count as bytes_in of the device, downloads as its bytes_out. */
-void exec_count_transfer(const ct_device *dev, uint64_t bytes, bool to_device)
+static bool known_device(const exec_state *st, const ct_device *dev)
+{
+    return dev && dev->id >= 0 && dev->id < st->n_devs && st->devs[dev->id] == dev;
+}
+
+/* Storage transfer observer: bytes leave src (bytes_out) and reach dst (bytes_in). */
+void exec_count_transfer(const ct_device *src, const ct_device *dst, uint64_t bytes, int method)
 {
     exec_state *st = exec_state_get();
-    if (!dev || dev->id < 0 || dev->id >= st->n_devs || st->devs[dev->id] != dev) return;
-    stat_add(to_device ? &st->stats[dev->id].bytes_in : &st->stats[dev->id].bytes_out, bytes);
+    if (known_device(st, src)) stat_add(&st->stats[src->id].bytes_out, bytes);
+    if (known_device(st, dst)) stat_add(&st->stats[dst->id].bytes_in, bytes);
+    if (method > CT_TRANSFER_NONE && method < CT_TRANSFER_METHOD_COUNT) {
+        stat_add(&st->xfer[method].count, 1);
+        stat_add(&st->xfer[method].bytes, bytes);
+    }
+}
+
+const char *ct_transfer_method_name(ct_transfer_method m)
+{
+    static const char *names[] = {"none", "host-to-device", "device-to-host", "peer", "staged"};
+    return (unsigned)m < CT_TRANSFER_METHOD_COUNT ? names[m] : "unknown";
+}
+
+ct_transfer_method ct_exec_transfer_method(const char *src, const char *dst)
+{
+    const ct_device *a = exec_find_device(src), *b = exec_find_device(dst);
+    if (!a || !b || a == b) return CT_TRANSFER_NONE;
+    bool ha = a->info.kind == CT_DEVICE_CPU, hb = b->info.kind == CT_DEVICE_CPU;
+    if (ha && hb) return CT_TRANSFER_NONE;
+    if (ha) return CT_TRANSFER_HOST_TO_DEVICE;
+    if (hb) return CT_TRANSFER_DEVICE_TO_HOST;
+    return a->ops == b->ops && a->ops->copy_peer ? CT_TRANSFER_PEER : CT_TRANSFER_STAGED;
+}
+
+void ct_exec_transfer_stats(ct_transfer_stats stats[CT_TRANSFER_METHOD_COUNT])
+{
+    exec_state *st = exec_state_get();
+    for (int m = 0; stats && m < CT_TRANSFER_METHOD_COUNT; m++) {
+        stats[m].count = __atomic_load_n(&st->xfer[m].count, __ATOMIC_RELAXED);
+        stats[m].bytes = __atomic_load_n(&st->xfer[m].bytes, __ATOMIC_RELAXED);
+    }
 }
 
 /* Operands valid on dev; the output allocated there (fresh) or made valid (partial write). */
@@ -178,6 +213,7 @@ void ct_exec_stats_reset(void)
 {
     exec_state *st = exec_state_get();
     memset(st->stats, 0, sizeof st->stats);
+    memset(st->xfer, 0, sizeof st->xfer);
 }
 
 void ct_exec_print_stats(void)
@@ -190,6 +226,12 @@ void ct_exec_print_stats(void)
         fprintf(stderr, "  %-10s %10llu %12.3f %14llu %14llu %10llu\n", s[i].device, (unsigned long long)s[i].ops,
                 (double)s[i].time_ns / 1e6, (unsigned long long)s[i].bytes_in, (unsigned long long)s[i].bytes_out,
                 (unsigned long long)s[i].fallbacks);
+    ct_transfer_stats x[CT_TRANSFER_METHOD_COUNT];
+    ct_exec_transfer_stats(x);
+    for (int m = CT_TRANSFER_HOST_TO_DEVICE; m < CT_TRANSFER_METHOD_COUNT; m++)
+        if (x[m].count)
+            fprintf(stderr, "  transfers %-15s %8llu x %14llu bytes\n", ct_transfer_method_name((ct_transfer_method)m),
+                    (unsigned long long)x[m].count, (unsigned long long)x[m].bytes);
 }
 
 ct_status ct_tensor_prefetch(const ct_tensor *t, const char *device)
@@ -207,10 +249,14 @@ bool ct_device_supports(const char *device, const char *op_name, ct_dtype dtype)
     ct_op_kind k;
     if (!d || !op_name || !op_kind_from_name(op_name, &k) || (unsigned)dtype >= CT_DTYPE_COUNT) return false;
     if (!(d->info.dtype_mask & (1u << dtype))) return false;
-    /* probe with 1x1 operands of that dtype */
-    int64_t shape[2] = {1, ct_dtype_block_size(dtype)};
-    ct_tensor a = {.dtype = dtype, .ndim = 2, .shape = {shape[0], shape[1]}, .stride = {shape[1], 1}};
-    ct_op op = {.kind = k, .n_src = 2, .src = {&a, &a}, .dst = &a};
+    /* probe with 1-row operands; a quantized dtype goes where ops take weights
+     * (the other operands and the output stay f32), plain dtypes everywhere */
+    bool q = ct_dtype_is_quantized(dtype);
+    int64_t cols = ct_dtype_block_size(dtype);
+    ct_tensor w = {.dtype = dtype, .ndim = 2, .shape = {1, cols}, .stride = {cols, 1}};
+    ct_tensor f = {.dtype = q ? CT_F32 : dtype, .ndim = 2, .shape = {1, cols}, .stride = {cols, 1}};
+    ct_op op = {.kind = k, .n_src = 2, .src = {&f, &f}, .dst = &f};
+    op.src[k == CT_OP_LINEAR ? 1 : 0] = &w;
     /* reductions over the whole probe, the form every backend that has the op accepts */
     if (k >= CT_OP_SUM && k <= CT_OP_ARGMIN) op.p.red.mask = 3u;
     return d->ops->supports(d, &op);

@@ -18,12 +18,13 @@ typedef struct exec_state {
     bool timing;            /* measure op times for ct_exec_stats (CTORCH_STATS=1 or tracing) */
     size_t small_bytes;
     exec_dev_stats stats[EXEC_MAX_DEVICES]; /* updated with atomic adds */
+    ct_transfer_stats xfer[CT_TRANSFER_METHOD_COUNT]; /* likewise */
     uint8_t logged[EXEC_MAX_DEVICES][CT_OP_COUNT]; /* failure already logged for (device, op) */
 } exec_state;
 
 /* Initializes on first use. */
 exec_state *exec_state_get(void);
 /* The storage transfer hook (dispatch.c), installed at initialization. */
-void exec_count_transfer(const ct_device *dev, uint64_t bytes, bool to_device);
+void exec_count_transfer(const ct_device *src, const ct_device *dst, uint64_t bytes, int method);
 
 #endif

@@ -405,10 +405,54 @@ static void test_two_threads(void)
     ct_tensor_free(b);
 }
 
+/* Moving a result from test:0 to test:1: peer to peer when the backend allows it,
+ * else staged through the host; each counted under its method, numbers unchanged. */
+static void move_between_devices(bool peer)
+{
+    reset_exec(2);
+    test_backend_set_peer(peer);
+    ct_tensor *x = xu_host_f32(2, g_big, 1, 0), *r = NULL, *r2 = NULL;
+    CHECK_OK(ct_exec_force_device("test:0"));
+    CHECK_OK(xu_binary(CT_OP_ADD, x, x, &r));
+    CHECK_OK(ct_exec_force_device("test:1"));
+    CHECK_OK(xu_binary(CT_OP_ADD, r, r, &r2));
+    ct_exec_force_device(NULL);
+    CHECK(r && !strcmp(xu_residency(r), peer ? "test:0,test:1" : "cpu,test:0,test:1"));
+    ct_transfer_stats t[CT_TRANSFER_METHOD_COUNT];
+    ct_exec_transfer_stats(t);
+    CHECK(t[CT_TRANSFER_HOST_TO_DEVICE].count == 1 && t[CT_TRANSFER_HOST_TO_DEVICE].bytes == BIG_BYTES); /* x */
+    CHECK(t[CT_TRANSFER_PEER].count == (peer ? 1u : 0u));
+    CHECK(t[CT_TRANSFER_STAGED].count == (peer ? 0u : 1u));
+    CHECK(t[CT_TRANSFER_DEVICE_TO_HOST].count == 0); /* a staging download is not a separate transfer */
+    CHECK(test_backend_peer_bytes(1) == (peer ? BIG_BYTES : 0));
+    CHECK(test_backend_downloaded(0) == (peer ? 0 : BIG_BYTES));
+    ct_device_stats d0 = {0}, d1 = {0};
+    CHECK(device_stats("test:0", &d0) && device_stats("test:1", &d1));
+    CHECK(d0.bytes_out == BIG_BYTES && d1.bytes_in == BIG_BYTES);
+    /* the backend has a peer path, so the pair's method is peer; a pair without access stages at run time */
+    CHECK(ct_exec_transfer_method("test:0", "test:1") == CT_TRANSFER_PEER);
+    CHECK(ct_exec_transfer_method("cpu", "test:1") == CT_TRANSFER_HOST_TO_DEVICE);
+    CHECK(ct_exec_transfer_method("test:1", "cpu") == CT_TRANSFER_DEVICE_TO_HOST);
+    CHECK(ct_exec_transfer_method("cpu", "cpu") == CT_TRANSFER_NONE);
+    const float *p = NULL;
+    CHECK_OK(ct_tensor_data(r2, (const void **)&p));
+    int bad = 0;
+    for (int i = 0; p && i < 128 * 128; i++) bad += p[i] != 4.0f * (float)(i % 1000);
+    CHECK(bad == 0);
+    ct_tensor_free(x);
+    ct_tensor_free(r);
+    ct_tensor_free(r2);
+}
+
+static void test_transfer_peer(void) { move_between_devices(true); }
+static void test_transfer_staged(void) { move_between_devices(false); }
+
 int main(void)
 {
     RUN(test_results_stay_on_device);
     RUN(test_prefetch);
+    RUN(test_transfer_peer);
+    RUN(test_transfer_staged);
     RUN(test_trace_json);
     RUN(test_trace_lines);
     RUN(test_stats);

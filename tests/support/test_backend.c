@@ -12,6 +12,8 @@ static bool g_ops[CT_OP_COUNT];
 static int g_runs[TB_MAX][CT_OP_COUNT];
 static uint64_t g_up[TB_MAX], g_down[TB_MAX];
 static int g_fail_allocs[TB_MAX];
+static bool g_peer;
+static uint64_t g_peer_bytes[TB_MAX];
 
 static const ct_op_kind kernels[] = {CT_OP_ADD, CT_OP_SUB, CT_OP_MUL, CT_OP_RELU, CT_OP_MATMUL, CT_OP_COPY, CT_OP_FILL, CT_OP_SUM};
 
@@ -150,6 +152,15 @@ static ct_status tb_run(ct_device *dev, const ct_op *op)
     }
 }
 
+static ct_status tb_copy_peer(ct_device *dst, ct_buffer *dst_buf, ct_device *src, const ct_buffer *src_buf, size_t bytes)
+{
+    if (!g_peer)
+        return core_err(CT_ERR_UNSUPPORTED, "%s -> %s: peer access disabled", src->info.name, dst->info.name);
+    memcpy(dst_buf->ptr, src_buf->ptr, bytes);
+    g_peer_bytes[dst->info.index] += bytes;
+    return CT_OK;
+}
+
 static ct_status tb_sync(ct_device *dev)
 {
     (void)dev;
@@ -159,7 +170,7 @@ static ct_status tb_sync(ct_device *dev)
 static const ct_backend_ops test_backend_ops = {
     .name = "test", .kind = CT_DEVICE_TEST, .device_count = tb_count, .device_init = tb_init,
     .supports = tb_supports, .alloc = tb_alloc, .release = tb_release, .upload = tb_upload,
-    .download = tb_download, .run = tb_run, .sync = tb_sync,
+    .download = tb_download, .copy_peer = tb_copy_peer, .run = tb_run, .sync = tb_sync,
 };
 
 ct_status test_backend_install(int n, const char *ops)
@@ -170,6 +181,8 @@ ct_status test_backend_install(int n, const char *ops)
     memset(g_up, 0, sizeof g_up);
     memset(g_down, 0, sizeof g_down);
     memset(g_fail_allocs, 0, sizeof g_fail_allocs);
+    memset(g_peer_bytes, 0, sizeof g_peer_bytes);
+    g_peer = false;
     char buf[512];
     snprintf(buf, sizeof buf, "%s", ops ? ops : "");
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
@@ -196,3 +209,6 @@ int test_backend_runs(int dev, ct_op_kind kind) { return g_runs[dev][kind]; }
 uint64_t test_backend_uploaded(int dev) { return g_up[dev]; }
 uint64_t test_backend_downloaded(int dev) { return g_down[dev]; }
 void test_backend_fail_allocs(int dev, int n) { g_fail_allocs[dev] = n; }
+
+void test_backend_set_peer(bool enabled) { g_peer = enabled; }
+uint64_t test_backend_peer_bytes(int dev) { return g_peer_bytes[dev]; }

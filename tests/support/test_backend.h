@@ -15,6 +15,10 @@ int test_backend_runs(int dev, ct_op_kind kind);
 /* Bytes uploaded to / downloaded from test device i since install. */
 uint64_t test_backend_uploaded(int dev);
 uint64_t test_backend_downloaded(int dev);
+/* Peer copies between test devices (a CUDA-P2P stand-in); off after install. */
+void test_backend_set_peer(bool enabled);
+/* Bytes copied peer to peer into device i since install. */
+uint64_t test_backend_peer_bytes(int dev);
 /* Make the next `n` allocations on device i fail with CT_ERR_DEVICE_OOM. */
 void test_backend_fail_allocs(int dev, int n);
 

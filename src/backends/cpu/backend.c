@@ -22,12 +22,24 @@ static ct_status cpu_device_init(ct_device *dev, int index)
     return CT_OK;
 }
 
+/* Quantized operands are weights: ops that read them row by row (dequantizing copy,
+ * embedding lookup, quantized matmul/linear) take them, element-wise ops do not. */
+static bool cpu_quantized_ok(ct_op_kind k, int slot)
+{
+    switch (k) {
+    case CT_OP_COPY: case CT_OP_EMBEDDING: case CT_OP_MATMUL: return slot == 0;
+    case CT_OP_LINEAR: return slot == 1;
+    default: return false;
+    }
+}
+
 /* The CPU is the chain's last resort: it accepts every op the frontends accept. */
 static bool cpu_supports(const ct_device *dev, const ct_op *op)
 {
     (void)dev;
-    (void)op;
-    return true;
+    for (int i = 0; i < op->n_src; i++)
+        if (op->src[i] && ct_dtype_is_quantized(op->src[i]->dtype) && !cpu_quantized_ok(op->kind, i)) return false;
+    return op->kind == CT_OP_COPY || !ct_dtype_is_quantized(op->dst->dtype);
 }
 
 static ct_status cpu_alloc(ct_device *dev, size_t bytes, ct_buffer *buf)
