@@ -16,8 +16,12 @@ extern const ct_backend_ops cuda_backend_ops;
 extern const ct_backend_ops opencl_backend_ops;
 #endif
 
-/* Default for CTORCH_SMALL_BYTES: below ~64 KiB the copy to a GPU and a kernel launch
- * (~5-10 us) cost more than the CPU takes for the whole op (~10 GB/s). */
+/* Default for CTORCH_SMALL_BYTES, measured (bench/gpu/crossover.cu, H100 host,
+ * bench/gpu/crossover-h100.txt): an f32 add on CPU-resident operands takes 5 us on one
+ * core at 32 KiB of operands, while copying them to the GPU, one kernel and copying back
+ * takes 32 us (24 us at any size up to 8 KiB); the CPU stays ahead up to ~2 MiB for
+ * element-wise ops. Compute-heavy ops (a 128x128 matmul is 64 KiB of operands and ~4 MFLOP)
+ * break even near 64 KiB, so that is the default: nothing smaller is worth a transfer. */
 #define DEFAULT_SMALL_BYTES (64u * 1024u)
 
 static exec_state g_state;
