@@ -2,13 +2,19 @@
  *   vec dot: GB/s of weight bytes read, one 4096-element activation row against a
  *            4096 x 4096 weight (the inner loop of LLM decode), at every SIMD level;
  *   quantize: M elements/s of the reference quantizers (and of the activation formats).
- * Usage: bench_quant [types...]   e.g. bench_quant q4_k q6_k q8_0 (default: all) */
+ *   gemm: the prefill tile loop (QUANT_MBLOCK-style: 16 activation rows x 32 weight rows,
+ *         K = 2048) with the multi-row dot against one single-row dot per output;
+ *   linear (--linear [threads]): ct_linear of x [128, K] with a TinyLlama-shaped weight,
+ *         as tokens/s of a 128-token prefill, through the public API.
+ * Usage: bench_quant [types...]   e.g. bench_quant q4_k q6_k q8_0 (default: all)
+ *        bench_quant --linear [threads] (default 2) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "ctorch/ctorch.h"
 #include "quant/quant.h"
 
 static double now_s(void)
@@ -86,8 +92,111 @@ static void bench_type(ct_dtype t)
     free(w), free(aq), free(x);
 }
 
+/* The prefill tile loop over an [GN, GK] weight and GM activation rows, single thread. */
+enum { GM = 128, GN = 512, GK = 2048, TM = 16, TN = 32 };
+
+static void bench_gemm(ct_dtype t)
+{
+    quant_vec_dot_nr_fn nr = quant_get_vec_dot_nr(t);
+    quant_vec_dot_fn dot = quant_get_vec_dot(t);
+    if (!nr) return;
+    ct_dtype vt = quant_vec_dot_type(t);
+    size_t wb = ct_dtype_row_bytes(t, GK), ab = ct_dtype_row_bytes(vt, GK);
+    uint8_t *w = aligned_alloc(64, (wb * GN + 63) / 64 * 64), *a = aligned_alloc(64, (ab * GM + 63) / 64 * 64);
+    float *x = malloc(sizeof(float) * GK), *out = malloc(sizeof(float) * GM * GN);
+    if (!w || !a || !x || !out) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    for (int r = 0; r < GN; r++) {
+        for (int i = 0; i < GK; i++) x[i] = rnd_normal() * 0.02f;
+        if (r < 8) quant_quantize_row(t, x, w + wb * r, GK);
+        else memcpy(w + wb * r, w + wb * (r % 8), wb);
+    }
+    for (int r = 0; r < GM; r++) {
+        for (int i = 0; i < GK; i++) x[i] = rnd_normal();
+        quant_quantize_row(vt, x, a + ab * r, GK);
+    }
+    double best[2] = {1e30, 1e30};
+    for (int rep = 0; rep < 6; rep++)
+        for (int v = 0; v < 2; v++) {
+            double t0 = now_s();
+            for (int m0 = 0; m0 < GM; m0 += TM)
+                for (int n0 = 0; n0 < GN; n0 += TN) {
+                    if (v) {
+                        for (int n = n0; n < n0 + TN; n += QUANT_NR_MAX_W)
+                            for (int m = m0; m < m0 + TM; m += QUANT_NR_MAX_A)
+                                nr(GK, out + m * GN + n, GN, w + wb * n, wb, QUANT_NR_MAX_W, a + ab * m, ab,
+                                   QUANT_NR_MAX_A);
+                    } else {
+                        for (int n = n0; n < n0 + TN; n++)
+                            for (int m = m0; m < m0 + TM; m++) dot(GK, out + m * GN + n, w + wb * n, a + ab * m);
+                    }
+                }
+            double dt = now_s() - t0;
+            if (dt < best[v]) best[v] = dt;
+        }
+    double flop = 2.0 * GM * GN * GK;
+    printf("gemm  %-5s %dx%dx%d tiles %dx%d, 1 thread: single dot %6.1f GFLOP/s, multi-row %6.1f GFLOP/s (x%.2f)\n",
+           ct_dtype_name(t), GM, GN, GK, TM, TN, flop / best[0] * 1e-9, flop / best[1] * 1e-9, best[0] / best[1]);
+    free(w), free(a), free(x), free(out);
+}
+
+/* ct_linear of a 128-token prefill through the public API. */
+static int bench_linear(ct_dtype t, int64_t N, int64_t K)
+{
+    enum { M = 128 };
+    size_t wb = ct_dtype_row_bytes(t, K);
+    uint8_t *wq = malloc(wb * (size_t)N);
+    float *xs = malloc(sizeof(float) * (size_t)(M * K));
+    if (!wq || !xs) return 1;
+    for (int64_t r = 0; r < N; r++) {
+        if (r < 16) {
+            for (int64_t i = 0; i < K; i++) xs[i] = rnd_normal() * 0.02f;
+            quant_quantize_row(t, xs, wq + wb * (size_t)r, K);
+        } else {
+            memcpy(wq + wb * (size_t)r, wq + wb * (size_t)(r % 16), wb);
+        }
+    }
+    for (int64_t i = 0; i < M * K; i++) xs[i] = rnd_normal();
+    ct_tensor *w = NULL, *x = NULL;
+    int64_t ws[2] = {N, K}, xsh[2] = {M, K};
+    if (ct_tensor_from_data(2, ws, t, wq, &w) != CT_OK || ct_tensor_from_data(2, xsh, CT_F32, xs, &x) != CT_OK) {
+        fprintf(stderr, "linear %s: %s\n", ct_dtype_name(t), ct_last_error());
+        return 1;
+    }
+    double best = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+        ct_tensor *y = NULL;
+        double t0 = now_s();
+        if (ct_linear(x, w, NULL, &y) != CT_OK) {
+            fprintf(stderr, "linear %s: %s\n", ct_dtype_name(t), ct_last_error());
+            return 1;
+        }
+        const void *p;
+        ct_tensor_data(y, &p); /* waits for the result */
+        double dt = now_s() - t0;
+        ct_tensor_free(y);
+        if (dt < best) best = dt;
+    }
+    printf("linear %-5s x [%d, %lld] w [%lld, %lld], %d threads: %8.2f ms  %7.1f tok/s  %6.1f GFLOP/s\n",
+           ct_dtype_name(t), M, (long long)K, (long long)N, (long long)K, ct_get_num_threads(), best * 1e3, M / best,
+           2.0 * M * (double)N * (double)K / best * 1e-9);
+    ct_tensor_free(w), ct_tensor_free(x);
+    free(wq), free(xs);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--linear") == 0) {
+        ct_set_num_threads(argc > 2 ? atoi(argv[2]) : 2);
+        int rc = bench_linear(CT_Q4_K, 5632, 2048);
+        rc |= bench_linear(CT_Q6_K, 2048, 5632);
+        rc |= bench_linear(CT_Q8_0, 2048, 5632);
+        rc |= bench_linear(CT_Q8_0, 5632, 2048);
+        return rc;
+    }
     static const ct_dtype all[] = {CT_Q4_0, CT_Q4_1, CT_Q5_0, CT_Q5_1, CT_Q8_0, CT_Q8_1,
                                    CT_Q2_K, CT_Q3_K, CT_Q4_K, CT_Q5_K, CT_Q6_K, CT_Q8_K};
     printf("vec dot: one %d-element activation row against a %d x %d weight, single thread, best of runs\n", COLS,
@@ -101,9 +210,11 @@ int main(int argc, char **argv)
                 return 2;
             }
             bench_type(t);
+            bench_gemm(t);
         }
     } else {
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) bench_type(all[i]);
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) bench_gemm(all[i]);
     }
     return 0;
 }

@@ -119,6 +119,7 @@ static quant_simd detect(void)
 
 /* Tables of every level, built once; a level's NULL entries take the lower level's kernel. */
 static quant_dot_table g_tabs[QUANT_SIMD_COUNT];
+static quant_nr_table g_nrs[QUANT_SIMD_COUNT];
 static quant_simd g_detected;
 static atomic_int g_level = -1; /* tentative definition above */
 static atomic_int g_init_state; /* 0 none, 1 running, 2 done */
@@ -135,6 +136,7 @@ static void init_tables(void)
         quant_act_fill_avx2(g_acts[QUANT_SIMD_AVX2]);
         quant_dot_fill_avxvnni(g_tabs[QUANT_SIMD_AVX2_VNNI]);
         quant_dot_fill_avx512(g_tabs[QUANT_SIMD_AVX512_VNNI]);
+        quant_nr_fill_avx512(g_nrs[QUANT_SIMD_AVX512_VNNI]);
 #endif
         for (int l = 1; l < QUANT_SIMD_COUNT; l++)
             for (int t = 0; t < CT_DTYPE_COUNT; t++)
@@ -183,3 +185,12 @@ quant_vec_dot_fn quant_get_vec_dot_at(ct_dtype t, quant_simd level)
 }
 
 quant_vec_dot_fn quant_get_vec_dot(ct_dtype t) { return quant_get_vec_dot_at(t, quant_simd_level()); }
+
+quant_vec_dot_nr_fn quant_get_vec_dot_nr_at(ct_dtype t, quant_simd level)
+{
+    init_tables();
+    if ((unsigned)t >= CT_DTYPE_COUNT || (unsigned)level >= QUANT_SIMD_COUNT || level > g_detected) return NULL;
+    return g_nrs[level][t];
+}
+
+quant_vec_dot_nr_fn quant_get_vec_dot_nr(ct_dtype t) { return quant_get_vec_dot_nr_at(t, quant_simd_level()); }

@@ -43,4 +43,20 @@ ct_status quant_set_simd_level(quant_simd level);
  * best lower level's kernel. */
 quant_vec_dot_fn quant_get_vec_dot_at(ct_dtype t, quant_simd level);
 
+/* ---- multi-row dots (prefill) ----
+ * s[j * s_stride + i] = dot(weight row i, activation row j) for i < nw, j < na, rows
+ * w_stride / a_stride bytes apart, with 1 <= nw <= QUANT_NR_MAX_W and 1 <= na <= QUANT_NR_MAX_A
+ * (the caller checks). Each weight block is unpacked once per call and reused for the na
+ * activation rows. Same row and alignment rules as quant_vec_dot_fn; the results are
+ * bit-identical to quant_get_vec_dot_at(t, level) of the same level. */
+#define QUANT_NR_MAX_W 4
+#define QUANT_NR_MAX_A 4
+typedef void (*quant_vec_dot_nr_fn)(int64_t n, float *s, size_t s_stride, const void *w, size_t w_stride, int nw,
+                                    const void *a, size_t a_stride, int na);
+/* NULL where the current level has no multi-row kernel for t (use the single dot then). */
+quant_vec_dot_nr_fn quant_get_vec_dot_nr(ct_dtype t);
+/* The multi-row kernel of exactly this level (no fallback to lower levels); NULL where
+ * none exists or the CPU lacks the level. */
+quant_vec_dot_nr_fn quant_get_vec_dot_nr_at(ct_dtype t, quant_simd level);
+
 #endif

@@ -454,6 +454,69 @@ static void test_vec_dot(void)
     }
 }
 
+/* Multi-row dots equal the single-row dot of the same level for every (weight row,
+ * activation row) pair, at every nw / na up to the maxima, with padded row strides. */
+static void test_vec_dot_nr(void)
+{
+    th_rng rng = {1234};
+    CHECK(quant_get_vec_dot_nr(CT_F32) == NULL);
+    CHECK(quant_get_vec_dot_nr_at(CT_Q4_K, QUANT_SIMD_COUNT) == NULL);
+    if (quant_simd_detected() >= QUANT_SIMD_AVX512_VNNI) {
+        /* the prefill path relies on these */
+        CHECK(quant_get_vec_dot_nr_at(CT_Q4_K, QUANT_SIMD_AVX512_VNNI) != NULL);
+        CHECK(quant_get_vec_dot_nr_at(CT_Q6_K, QUANT_SIMD_AVX512_VNNI) != NULL);
+        CHECK(quant_get_vec_dot_nr_at(CT_Q8_0, QUANT_SIMD_AVX512_VNNI) != NULL);
+    }
+    enum { MW = QUANT_NR_MAX_W, MA = QUANT_NR_MAX_A, SS = QUANT_NR_MAX_W + 3 };
+    const float sentinel = 12345.f;
+    for (int ti = 0; ti < N_QTYPES; ti++) {
+        ct_dtype t = k_quant_types[ti], vt = quant_vec_dot_type(t);
+        int64_t bs = ct_dtype_block_size(t);
+        const int64_t nblocks[] = {1, 2, 3, 5, 8};
+        for (size_t bi = 0; bi < sizeof nblocks / sizeof nblocks[0]; bi++) {
+            int64_t n = nblocks[bi] * bs;
+            /* strides padded by a few bytes, keeping the 2- / 4-byte alignment rules */
+            size_t ws = ct_dtype_row_bytes(t, n) + 6, as = ct_dtype_row_bytes(vt, n) + 12;
+            uint8_t *wq = malloc(ws * MW), *aq = malloc(as * MA);
+            float *x = malloc(sizeof(float) * (size_t)n);
+            for (size_t k = 0; k < ws * MW; k++) wq[k] = (uint8_t)th_uniform(&rng, 0, 256);
+            for (int r = 0; r < MW; r++) sanitize_blocks(t, wq + (size_t)r * ws, nblocks[bi], &rng);
+            for (int r = 0; r < MA; r++) {
+                for (int64_t i = 0; i < n; i++) x[i] = normal(&rng) * (r == 1 ? 0.01f : 2.f);
+                CHECK_OK(quant_quantize_row(vt, x, aq + (size_t)r * as, n));
+            }
+            for (int lv = 0; lv <= (int)quant_simd_detected(); lv++) {
+                quant_vec_dot_nr_fn nr = quant_get_vec_dot_nr_at(t, (quant_simd)lv);
+                quant_vec_dot_fn dot = quant_get_vec_dot_at(t, (quant_simd)lv);
+                if (!nr) continue;
+                for (int nw = 1; nw <= MW; nw++)
+                    for (int na = 1; na <= MA; na++) {
+                        float s[MA * SS];
+                        for (int k = 0; k < MA * SS; k++) s[k] = sentinel;
+                        nr(n, s, SS, wq, ws, nw, aq, as, na);
+                        for (int j = 0; j < MA; j++)
+                            for (int i = 0; i < SS; i++) {
+                                float got = s[j * SS + i];
+                                if (j >= na || i >= nw) {
+                                    CHECK_MSG(got == sentinel, "%s nr wrote outside [%d, %d] at (%d, %d)",
+                                              ct_dtype_name(t), na, nw, j, i);
+                                    continue;
+                                }
+                                float want;
+                                dot(n, &want, wq + (size_t)i * ws, aq + (size_t)j * as);
+                                /* same integer sums; only the f32 accumulation order may differ */
+                                CHECK_MSG(fabsf(got - want) <= 1e-6f * fabsf(want) + 1e-30f,
+                                          "%s nr at %s, %lld blocks, nw %d na %d, (%d, %d): %.9g vs %.9g",
+                                          ct_dtype_name(t), quant_simd_name((quant_simd)lv), (long long)nblocks[bi],
+                                          nw, na, j, i, got, want);
+                            }
+                    }
+            }
+            free(wq), free(aq), free(x);
+        }
+    }
+}
+
 /* The SIMD activation quantizers write the reference's bytes, ties and zeros included. */
 static void test_activation_quantizers(void)
 {
@@ -584,6 +647,7 @@ int main(void)
     RUN(test_gguf_py_vectors);
     RUN(test_roundtrip_rmse);
     RUN(test_vec_dot);
+    RUN(test_vec_dot_nr);
     RUN(test_activation_quantizers);
     RUN(test_simd_levels);
     RUN(test_llama_cpp_bitexact);

@@ -6,7 +6,9 @@
  * goes to one GEMM with w's own strides (transB, no copy); f16/bf16 w is widened
  * to f32 tile by tile for the GEMM. Quantized w: activations are quantized once
  * per row to the weight type's dot-product partner and every output is one quant
- * vec dot, tiled so each weight row is read once per block of activation rows. */
+ * vec dot, tiled so each weight row is read once per block of activation rows; in the tiles
+ * a multi-row dot (where the type has one) unpacks each weight block once for several
+ * activation rows. */
 #include <stdlib.h>
 
 #include "backends/cpu/gemm.h"
@@ -269,6 +271,7 @@ static ct_status linear_half_tiles(const ct_tensor *w, const uint16_t *pw, const
 /* ---------------- quantized weights ---------------- */
 typedef struct quant_job {
     quant_vec_dot_fn dot;
+    quant_vec_dot_nr_fn nr; /* multi-row dot for the prefill tiles, or NULL */
     const char *w;
     size_t wrow;        /* bytes between weight rows */
     const char *a;      /* quantized activations, M rows */
@@ -299,6 +302,21 @@ static void quant_prefill_tiles(void *vctx, int64_t t0, int64_t t1)
     for (int64_t t = t0; t < t1; t++) {
         int64_t m0 = (t / j->n_nblocks) * QUANT_MBLOCK, nb0 = (t % j->n_nblocks) * QUANT_NBLOCK;
         int64_t m1 = min64(m0 + QUANT_MBLOCK, j->M), nb1 = min64(nb0 + QUANT_NBLOCK, j->N);
+        if (j->nr) {
+            /* each weight block is unpacked once per QUANT_NR_MAX_A activation rows */
+            for (int64_t n = nb0; n < nb1; n += QUANT_NR_MAX_W) {
+                int nw = (int)min64(QUANT_NR_MAX_W, nb1 - n);
+                for (int64_t m = m0; m < m1; m += QUANT_NR_MAX_A) {
+                    int na = (int)min64(QUANT_NR_MAX_A, m1 - m);
+                    j->nr(j->K, j->out + m * j->N + n, (size_t)j->N, j->w + (size_t)n * j->wrow, j->wrow, nw,
+                          j->a + (size_t)m * j->arow, j->arow, na);
+                }
+            }
+            if (j->bias)
+                for (int64_t m = m0; m < m1; m++)
+                    for (int64_t n = nb0; n < nb1; n++) j->out[m * j->N + n] += j->bias[n];
+            continue;
+        }
         for (int64_t n = nb0; n < nb1; n++) {
             const char *w = j->w + (size_t)n * j->wrow;
             float b = j->bias ? j->bias[n] : 0.0f;
@@ -333,7 +351,8 @@ static ct_status linear_quant(const ct_tensor *w, const char *pw, const float *x
             return s;
         }
     }
-    quant_job j = {dot, pw, N > 1 ? ct_dtype_row_bytes(wt, w->stride[0]) : 0, a, arow, M, N, K, 0, out, bias};
+    quant_job j = {dot, quant_get_vec_dot_nr(wt), pw, N > 1 ? ct_dtype_row_bytes(wt, w->stride[0]) : 0,
+                   a, arow, M, N, K, 0, out, bias};
     if (M <= DECODE_ROWS) {
         cpu_parallel_for(N, max64(1, 4096 / (K * M)), quant_decode_rows, &j);
     } else {
