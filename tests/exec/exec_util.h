@@ -48,6 +48,31 @@ static inline ct_status xu_matmul(const ct_tensor *a, const ct_tensor *b, ct_ten
     return ops_submit(&op, out);
 }
 
+/* A fresh executor: no fault, no forced device, not strict, `n_test` test devices
+ * supporting `ops`, the given small-op threshold, zeroed statistics. */
+static inline void xu_reset(int n_test, const char *ops, size_t small_bytes)
+{
+    ct_exec_set_fault(NULL);
+    ct_exec_force_device(NULL);
+    ct_exec_set_strict(false);
+    CHECK_OK(test_backend_install(n_test, ops));
+    ct_exec_set_small_bytes(small_bytes);
+    ct_exec_stats_reset();
+}
+
+/* Statistics of one device by name. */
+static inline bool xu_device_stats(const char *dev, ct_device_stats *out)
+{
+    ct_device_stats s[EXEC_MAX_DEVICES];
+    int n = ct_exec_stats(s, EXEC_MAX_DEVICES);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(s[i].device, dev)) {
+            *out = s[i];
+            return true;
+        }
+    return false;
+}
+
 /* The last route of this thread; "op@device/reason" is compared by the tests. */
 static inline const char *xu_last(char *buf, size_t len)
 {

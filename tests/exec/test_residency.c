@@ -8,27 +8,7 @@
 static const int64_t g_big[2] = {128, 128}; /* 64 KiB of f32: routed to the head */
 #define BIG_BYTES (128u * 128u * 4u)
 
-static void reset_exec(int n_test)
-{
-    ct_exec_set_fault(NULL);
-    ct_exec_force_device(NULL);
-    ct_exec_set_strict(false);
-    CHECK_OK(test_backend_install(n_test, "*"));
-    ct_exec_set_small_bytes(64u * 1024u);
-    ct_exec_stats_reset();
-}
-
-static bool device_stats(const char *dev, ct_device_stats *out)
-{
-    ct_device_stats s[EXEC_MAX_DEVICES];
-    int n = ct_exec_stats(s, EXEC_MAX_DEVICES);
-    for (int i = 0; i < n; i++)
-        if (!strcmp(s[i].device, dev)) {
-            *out = s[i];
-            return true;
-        }
-    return false;
-}
+static void reset_exec(int n_test) { xu_reset(n_test, "*", 64u * 1024u); }
 
 static void test_results_stay_on_device(void)
 {
@@ -85,7 +65,7 @@ static void test_results_stay_on_device(void)
     CHECK(v == 2.0 * 128);
     /* statistics: uploads are bytes_in, downloads bytes_out */
     ct_device_stats ds = {0};
-    CHECK(device_stats("test:0", &ds));
+    CHECK(xu_device_stats("test:0", &ds));
     CHECK_MSG(ds.bytes_in == test_backend_uploaded(0), "bytes_in %llu vs %llu", (unsigned long long)ds.bytes_in,
               (unsigned long long)test_backend_uploaded(0));
     CHECK_MSG(ds.bytes_out == test_backend_downloaded(0), "bytes_out %llu vs %llu", (unsigned long long)ds.bytes_out,
@@ -108,7 +88,7 @@ static void test_prefetch(void)
     CHECK_OK(ct_tensor_prefetch(w, "test:0"));
     CHECK(!strcmp(xu_residency(w), "cpu,test:1,test:0"));
     ct_device_stats ds = {0};
-    CHECK(device_stats("test:1", &ds) && ds.bytes_in == BIG_BYTES);
+    CHECK(xu_device_stats("test:1", &ds) && ds.bytes_in == BIG_BYTES);
     CHECK_STATUS(ct_tensor_prefetch(w, "test:5"), CT_ERR_NOT_FOUND);
     CHECK_STATUS(ct_tensor_prefetch(w, NULL), CT_ERR_NOT_FOUND);
     CHECK_STATUS(ct_tensor_prefetch(NULL, "cpu"), CT_ERR_INVALID_ARG);
@@ -344,11 +324,11 @@ static void test_stats(void)
     CHECK(!strcmp(s[0].device, "cpu"));
     run_mixed_ops();
     ct_device_stats d = {0};
-    CHECK(device_stats("test:0", &d) && d.ops == 1 && d.fallbacks == 1);
-    CHECK(device_stats("cpu", &d) && d.ops == 2 && d.fallbacks == 0);
+    CHECK(xu_device_stats("test:0", &d) && d.ops == 1 && d.fallbacks == 1);
+    CHECK(xu_device_stats("cpu", &d) && d.ops == 2 && d.fallbacks == 0);
     ct_exec_print_stats();
     ct_exec_stats_reset();
-    CHECK(device_stats("cpu", &d) && d.ops == 0);
+    CHECK(xu_device_stats("cpu", &d) && d.ops == 0);
     ct_exec_record rec;
     CHECK_OK(ct_exec_last(&rec));
     CHECK_STATUS(ct_exec_last(NULL), CT_ERR_INVALID_ARG);
@@ -394,8 +374,8 @@ static void test_two_threads(void)
     for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
     for (int i = 0; i < 3; i++) CHECK_MSG(w[i].errors == 0, "worker %d: %d errors", i, w[i].errors);
     ct_device_stats d = {0};
-    CHECK(device_stats("cpu", &d) && d.ops == 40);
-    CHECK(device_stats("test:0", &d) && d.ops == 20);
+    CHECK(xu_device_stats("cpu", &d) && d.ops == 40);
+    CHECK(xu_device_stats("test:0", &d) && d.ops == 20);
     /* the forcing was per thread: this one routes normally */
     ct_tensor *r = NULL;
     CHECK_OK(xu_binary(CT_OP_ADD, a, a, &r));
@@ -427,7 +407,7 @@ static void move_between_devices(bool peer)
     CHECK(test_backend_peer_bytes(1) == (peer ? BIG_BYTES : 0));
     CHECK(test_backend_downloaded(0) == (peer ? 0 : BIG_BYTES));
     ct_device_stats d0 = {0}, d1 = {0};
-    CHECK(device_stats("test:0", &d0) && device_stats("test:1", &d1));
+    CHECK(xu_device_stats("test:0", &d0) && xu_device_stats("test:1", &d1));
     CHECK(d0.bytes_out == BIG_BYTES && d1.bytes_in == BIG_BYTES);
     /* the backend has a peer path, so the pair's method is peer; a pair without access stages at run time */
     CHECK(ct_exec_transfer_method("test:0", "test:1") == CT_TRANSFER_PEER);

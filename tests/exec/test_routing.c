@@ -18,27 +18,7 @@ static void log_hook(ct_log_level level, const char *msg, void *ctx)
     if (strstr(msg, g_log_match)) g_log_hits++;
 }
 
-static void reset_exec(int n_test, const char *ops)
-{
-    ct_exec_set_fault(NULL);
-    ct_exec_force_device(NULL);
-    ct_exec_set_strict(false);
-    CHECK_OK(test_backend_install(n_test, ops));
-    ct_exec_set_small_bytes(SMALL_DEFAULT);
-    ct_exec_stats_reset();
-}
-
-static bool device_stats(const char *dev, ct_device_stats *out)
-{
-    ct_device_stats s[EXEC_MAX_DEVICES];
-    int n = ct_exec_stats(s, EXEC_MAX_DEVICES);
-    for (int i = 0; i < n; i++)
-        if (!strcmp(s[i].device, dev)) {
-            *out = s[i];
-            return true;
-        }
-    return false;
-}
+static void reset_exec(int n_test, const char *ops) { xu_reset(n_test, ops, SMALL_DEFAULT); }
 
 /* a + b computed here, elementwise in float (what every kernel must produce exactly). */
 static bool is_sum(const ct_tensor *r, const ct_tensor *a, const ct_tensor *b)
@@ -186,8 +166,8 @@ static void test_fallback(void)
     CHECK(r && ref && xu_equal(r, ref) && is_sum(r, a, b));
     CHECK(test_backend_runs(0, CT_OP_ADD) == 0);
     ct_device_stats ds = {0};
-    CHECK(device_stats("test:0", &ds) && ds.fallbacks == 1 && ds.ops == 0);
-    CHECK(device_stats("cpu", &ds) && ds.ops == 1 && ds.fallbacks == 0);
+    CHECK(xu_device_stats("test:0", &ds) && ds.fallbacks == 1 && ds.ops == 0);
+    CHECK(xu_device_stats("cpu", &ds) && ds.ops == 1 && ds.fallbacks == 0);
     CHECK(g_log_hits == 1);
     ct_tensor_free(r);
     r = NULL;
@@ -207,7 +187,7 @@ static void test_fallback(void)
         r = NULL;
     }
     CHECK_MSG(g_log_hits == 1, "%d log lines for add on test:0", g_log_hits);
-    CHECK(device_stats("test:0", &ds) && ds.fallbacks == 4);
+    CHECK(xu_device_stats("test:0", &ds) && ds.fallbacks == 4);
     /* another op on the same device logs its own line */
     snprintf(g_log_match, sizeof g_log_match, "mul on test:0");
     g_log_hits = 0;
@@ -300,15 +280,15 @@ static void test_non_device_errors(void)
     /* shape errors come from the frontend: nothing runs anywhere */
     CHECK_STATUS(ct_matmul(a, a, &r), CT_ERR_SHAPE);
     ct_device_stats ds = {0};
-    CHECK(device_stats("cpu", &ds) && ds.ops == 0 && ds.fallbacks == 0);
-    CHECK(device_stats("test:0", &ds) && ds.ops == 0 && ds.fallbacks == 0);
+    CHECK(xu_device_stats("cpu", &ds) && ds.ops == 0 && ds.fallbacks == 0);
+    CHECK(xu_device_stats("test:0", &ds) && ds.ops == 0 && ds.fallbacks == 0);
     /* a kernel's non-device error is returned as is, not retried */
     int64_t s32[2] = {1, 32};
     ct_tensor *src = xu_host_f32(2, s32, 1, 0), *q = NULL;
     CHECK_OK(ct_empty(2, s32, CT_Q8_0, &q));
     ct_op op = {.kind = CT_OP_COPY, .n_src = 1, .src = {src}, .dst = q};
     CHECK_STATUS(exec_run(&op), CT_ERR_DTYPE);
-    CHECK(device_stats("cpu", &ds) && ds.fallbacks == 0);
+    CHECK(xu_device_stats("cpu", &ds) && ds.fallbacks == 0);
     ct_tensor_free(q);
     ct_tensor_free(src);
     ct_tensor_free(a);
