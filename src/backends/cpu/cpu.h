@@ -13,6 +13,9 @@ typedef void (*cpu_range_fn)(void *ctx, int64_t begin, int64_t end);
  * calls and calls racing another caller run inline. */
 void cpu_parallel_for(int64_t n, int64_t grain, cpu_range_fn fn, void *ctx);
 int cpu_num_threads(void);
+/* Spinning workers go to sleep until the next job: called before handing the cores to a
+ * library with threads of its own (OpenBLAS), which would otherwise compete with them. */
+void cpu_pool_park(void);
 
 /* ---- SIMD level chosen at run time (simd.c); CTORCH_SIMD=portable|avx2|avx512 caps it ---- */
 typedef enum cpu_simd { CPU_SIMD_PORTABLE = 0, CPU_SIMD_AVX2 = 1, CPU_SIMD_AVX512 = 2 } cpu_simd;

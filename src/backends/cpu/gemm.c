@@ -392,6 +392,7 @@ static void *pack_matrix(const void *p, int64_t r, int64_t c, int64_t rs, int64_
             }                                                                                                        \
             B = pb, tb = CblasNoTrans, ldb = max64(N, 1);                                                            \
         }                                                                                                            \
+        if ((double)M * (double)N * (double)K >= 4e6) cpu_pool_park(); /* OpenBLAS threads need the cores */  \
         GEMM(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);         \
         free(pa);                                                                                                    \
         free(pb);                                                                                                    \

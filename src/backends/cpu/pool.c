@@ -34,6 +34,7 @@ typedef struct pool {
     _Alignas(64) _Atomic uint64_t claim; /* tag | chunk count | next chunk */
     _Alignas(64) atomic_int done;        /* chunks finished in the current job */
     _Alignas(64) atomic_int sleepers;    /* workers in (or going into) cond_wait */
+    atomic_int park;                     /* set: spinning workers sleep now (cpu_pool_park) */
     /* the current job: written by the caller before it publishes claim, read by a
      * worker only after it has claimed a chunk, so never while being rewritten */
     cpu_range_fn fn;
@@ -97,6 +98,7 @@ static uint32_t wait_job(pool *p, uint32_t seen)
     uint64_t t0 = 0;
     for (unsigned spins = 1;; spins++) {
         if ((t = claim_tag(atomic_load_explicit(&p->claim, memory_order_acquire))) != seen) return t;
+        if (atomic_load_explicit(&p->park, memory_order_relaxed)) break;
         cpu_relax();
         if (spins % 256 == 0) { /* reading the clock is cheap, but not free */
             uint64_t now = now_ns();
@@ -174,6 +176,12 @@ int ct_get_num_threads(void)
 
 int cpu_num_threads(void) { return ct_get_num_threads(); }
 
+void cpu_pool_park(void)
+{
+    pthread_once(&g_once, pool_init);
+    atomic_store_explicit(&g_pool.park, 1, memory_order_relaxed);
+}
+
 void cpu_parallel_for(int64_t n, int64_t grain, cpu_range_fn fn, void *ctx)
 {
     if (n <= 0) return;
@@ -197,6 +205,7 @@ void cpu_parallel_for(int64_t n, int64_t grain, cpu_range_fn fn, void *ctx)
     p->chunk = chunk;
     atomic_store_explicit(&p->job_threads, nt, memory_order_relaxed);
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->park, 0, memory_order_relaxed);
     atomic_store(&p->claim, pack_claim(tag, (uint64_t)n_chunks, 0)); /* publishes the fields above */
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);
