@@ -139,7 +139,6 @@ typedef struct att_vec {
     void (*axpy4)(float *y, const float *p, const float *v, int64_t vs, int64_t n);
     void (*axpy)(float *y, float a, const float *x, int64_t n); /* y += a * x */
     void (*scal)(float *y, float a, int64_t n);
-    void (*f16)(float *dst, const uint16_t *src, int64_t n);
 } att_vec;
 
 static float dot_portable(const float *a, const float *b, int64_t n)
@@ -166,10 +165,6 @@ static void axpy4_portable(float *y, const float *p, const float *v, int64_t vs,
 static void scal_portable(float *y, float a, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) y[i] *= a;
-}
-static void f16_portable(float *dst, const uint16_t *src, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++) dst[i] = ct_f16_to_f32(src[i]);
 }
 
 #ifdef ATT_X86
@@ -238,12 +233,6 @@ __attribute__((target("avx2,fma"))) static void scal_avx2(float *y, float a, int
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(va, _mm256_loadu_ps(y + i)));
     for (; i < n; i++) y[i] *= a;
 }
-__attribute__((target("avx2,fma,f16c"))) static void f16_avx2(float *dst, const uint16_t *src, int64_t n)
-{
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
-    for (; i < n; i++) dst[i] = ct_f16_to_f32(src[i]);
-}
 
 __attribute__((target("avx512f"))) static float dot_avx512(const float *a, const float *b, int64_t n)
 {
@@ -300,21 +289,15 @@ __attribute__((target("avx512f"))) static void scal_avx512(float *y, float a, in
         _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(va, _mm512_maskz_loadu_ps(m, y + i)));
     }
 }
-__attribute__((target("avx512f"))) static void f16_avx512(float *dst, const uint16_t *src, int64_t n)
-{
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
-    for (; i < n; i++) dst[i] = ct_f16_to_f32(src[i]);
-}
 #endif
 
 static att_vec att_vec_select(void)
 {
-    att_vec v = {dot_portable, dot4_portable, axpy4_portable, axpy_portable, scal_portable, f16_portable};
+    att_vec v = {dot_portable, dot4_portable, axpy4_portable, axpy_portable, scal_portable};
 #ifdef ATT_X86
     cpu_simd lvl = cpu_simd_level();
-    if (lvl >= CPU_SIMD_AVX2) v = (att_vec){dot_avx2, dot4_avx2, axpy4_avx2, axpy_avx2, scal_avx2, f16_avx2};
-    if (lvl >= CPU_SIMD_AVX512) v = (att_vec){dot_avx512, dot4_avx512, axpy4_avx512, axpy_avx512, scal_avx512, f16_avx512};
+    if (lvl >= CPU_SIMD_AVX2) v = (att_vec){dot_avx2, dot4_avx2, axpy4_avx2, axpy_avx2, scal_avx2};
+    if (lvl >= CPU_SIMD_AVX512) v = (att_vec){dot_avx512, dot4_avx512, axpy4_avx512, axpy_avx512, scal_avx512};
 #endif
     return v;
 }
@@ -403,7 +386,7 @@ static void sdpa_block(const sdpa_ctx *c, sdpa_scratch *s, int64_t R, const char
             if (c->kdt == CT_F16) {
                 if (!kdone)
                     for (int64_t j = j0; j <= j1; j++)
-                        c->f.f16(s->kbuf + (j - j0) * D, (const uint16_t *)(kb + j * c->ks[2] * (int64_t)ke), D);
+                        cpu_f16_to_f32_row((const uint16_t *)(kb + j * c->ks[2] * (int64_t)ke), s->kbuf + (j - j0) * D, D);
                 kdone = true;
                 kp = s->kbuf + (a - j0) * D, kst = D;
             } else {
@@ -436,7 +419,7 @@ static void sdpa_block(const sdpa_ctx *c, sdpa_scratch *s, int64_t R, const char
             if (c->vdt == CT_F16) {
                 if (!vdone)
                     for (int64_t j = j0; j <= j1; j++)
-                        c->f.f16(s->vbuf + (j - j0) * Dv, (const uint16_t *)(vb + j * c->vs[2] * (int64_t)ve), Dv);
+                        cpu_f16_to_f32_row((const uint16_t *)(vb + j * c->vs[2] * (int64_t)ve), s->vbuf + (j - j0) * Dv, Dv);
                 vdone = true;
                 vp = s->vbuf + (a - j0) * Dv, vst = Dv;
             } else {

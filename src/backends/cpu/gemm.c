@@ -14,8 +14,6 @@
 #include <cblas.h>
 #endif
 
-static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* ---------------- f16 / bf16 row conversion ---------------- */
 #ifdef GEMM_X86

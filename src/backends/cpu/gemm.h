@@ -12,6 +12,9 @@
 #include "backends/cpu/cpu.h"
 
 /* C = A B (accumulate: C += A B). M, N, K may be 0 (K = 0 gives zeros / leaves C). */
+static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
 ct_status cpu_gemm_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t rsa, int64_t csa, const float *B,
                        int64_t rsb, int64_t csb, float *C, int64_t ldc, bool accumulate);
 ct_status cpu_gemm_f64(int64_t M, int64_t N, int64_t K, const double *A, int64_t rsa, int64_t csa, const double *B,
@@ -24,8 +27,5 @@ ct_status cpu_gemm_c64(int64_t M, int64_t N, int64_t K, const float *A, int64_t 
 ct_status cpu_gemm_f32_builtin(int64_t M, int64_t N, int64_t K, const float *A, int64_t rsa, int64_t csa,
                                const float *B, int64_t rsb, int64_t csb, float *C, int64_t ldc, bool accumulate);
 
-/* Row conversions used by the f16/bf16 paths (n elements, contiguous). */
-void cpu_f16_to_f32_row(const uint16_t *src, float *dst, int64_t n);
-void cpu_bf16_to_f32_row(const uint16_t *src, float *dst, int64_t n);
 
 #endif

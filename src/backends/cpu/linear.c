@@ -23,8 +23,6 @@
 #define QUANT_MBLOCK 16 /* prefill: activation rows sharing one pass over a weight tile */
 #define QUANT_NBLOCK 32
 
-static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* x's leading dims fold into rows with one stride? */
 static bool x_rows(const ct_tensor *x, int64_t *rs)
