@@ -120,6 +120,7 @@ static quant_simd detect(void)
 /* Tables of every level, built once; a level's NULL entries take the lower level's kernel. */
 static quant_dot_table g_tabs[QUANT_SIMD_COUNT];
 static quant_nr_table g_nrs[QUANT_SIMD_COUNT];
+static quant_panel_table g_panels[QUANT_SIMD_COUNT];
 static quant_simd g_detected;
 static atomic_int g_level = -1; /* tentative definition above */
 static atomic_int g_init_state; /* 0 none, 1 running, 2 done */
@@ -137,6 +138,7 @@ static void init_tables(void)
         quant_dot_fill_avxvnni(g_tabs[QUANT_SIMD_AVX2_VNNI]);
         quant_dot_fill_avx512(g_tabs[QUANT_SIMD_AVX512_VNNI]);
         quant_nr_fill_avx512(g_nrs[QUANT_SIMD_AVX512_VNNI]);
+        quant_panel_fill_avx512(g_panels[QUANT_SIMD_AVX512_VNNI]);
 #endif
         for (int l = 1; l < QUANT_SIMD_COUNT; l++)
             for (int t = 0; t < CT_DTYPE_COUNT; t++)
@@ -194,3 +196,12 @@ quant_vec_dot_nr_fn quant_get_vec_dot_nr_at(ct_dtype t, quant_simd level)
 }
 
 quant_vec_dot_nr_fn quant_get_vec_dot_nr(ct_dtype t) { return quant_get_vec_dot_nr_at(t, quant_simd_level()); }
+
+const quant_panel_kernels *quant_get_panel_at(ct_dtype t, quant_simd level)
+{
+    init_tables();
+    if ((unsigned)t >= CT_DTYPE_COUNT || (unsigned)level >= QUANT_SIMD_COUNT || level > g_detected) return NULL;
+    return g_panels[level][t];
+}
+
+const quant_panel_kernels *quant_get_panel(ct_dtype t) { return quant_get_panel_at(t, quant_simd_level()); }

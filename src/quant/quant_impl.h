@@ -136,6 +136,10 @@ void quant_dot_fill_avx512(quant_dot_table tab);
 typedef quant_vec_dot_nr_fn quant_nr_table[CT_DTYPE_COUNT];
 void quant_nr_fill_avx512(quant_nr_table tab);
 
+/* Packed-panel kernels (quant_panel_*.c), indexed by dtype; no fallback between levels. */
+typedef const quant_panel_kernels *quant_panel_table[CT_DTYPE_COUNT];
+void quant_panel_fill_avx512(quant_panel_table tab);
+
 /* Faster quantizers for the activation formats, byte-identical to quant_ref_*. */
 typedef void (*quant_act_fn)(const float *src, void *dst, int64_t nb);
 typedef quant_act_fn quant_act_table[CT_DTYPE_COUNT];

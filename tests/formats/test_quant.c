@@ -517,6 +517,92 @@ static void test_vec_dot_nr(void)
     }
 }
 
+/* Packed panels: every (weight row, activation row) result matches the scalar dot to f32
+ * rounding, for full and partial panels and 1..QUANT_PANEL_MAX_A activation rows, and no
+ * lane beyond nw is written. */
+static double abs_dot(ct_dtype t, const uint8_t *w, const uint8_t *a, int64_t n)
+{
+    float *wf = malloc(sizeof(float) * (size_t)n), *af = malloc(sizeof(float) * (size_t)n);
+    double s = 0;
+    quant_dequantize_row(t, w, wf, n);
+    quant_dequantize_row(quant_vec_dot_type(t), a, af, n);
+    for (int64_t i = 0; i < n; i++) s += fabs((double)wf[i] * af[i]);
+    free(wf), free(af);
+    return s;
+}
+
+static void test_panels(void)
+{
+    th_rng rng = {4321};
+    CHECK(quant_get_panel(CT_F32) == NULL);
+    CHECK(quant_get_panel_at(CT_Q4_K, QUANT_SIMD_COUNT) == NULL);
+    if (quant_simd_detected() >= QUANT_SIMD_AVX512_VNNI) {
+        CHECK(quant_get_panel_at(CT_Q4_K, QUANT_SIMD_AVX512_VNNI) != NULL);
+        CHECK(quant_get_panel_at(CT_Q6_K, QUANT_SIMD_AVX512_VNNI) != NULL);
+    }
+    enum { PR = QUANT_PANEL_ROWS, MA = QUANT_PANEL_MAX_A, SS = QUANT_PANEL_ROWS + 3 };
+    const float sentinel = 12345.f;
+    int checked = 0;
+    for (int ti = 0; ti < N_QTYPES; ti++) {
+        ct_dtype t = k_quant_types[ti], vt = quant_vec_dot_type(t);
+        int64_t bs = ct_dtype_block_size(t);
+        const int64_t nblocks[] = {1, 3, 8};
+        for (size_t bi = 0; bi < sizeof nblocks / sizeof nblocks[0]; bi++) {
+            int64_t n = nblocks[bi] * bs;
+            size_t ws = ct_dtype_row_bytes(t, n) + 2, as = ct_dtype_row_bytes(vt, n) + 4;
+            uint8_t *wq = malloc(ws * PR), *aq = malloc(as * MA);
+            float *x = malloc(sizeof(float) * (size_t)n);
+            for (size_t k = 0; k < ws * PR; k++) wq[k] = (uint8_t)th_uniform(&rng, 0, 256);
+            for (int r = 0; r < PR; r++) sanitize_blocks(t, wq + (size_t)r * ws, nblocks[bi], &rng);
+            for (int r = 0; r < MA; r++) {
+                for (int64_t i = 0; i < n; i++) x[i] = normal(&rng) * (r == 1 ? 0.01f : 2.f);
+                CHECK_OK(quant_quantize_row(vt, x, aq + (size_t)r * as, n));
+            }
+            for (int lv = 0; lv <= (int)quant_simd_detected(); lv++) {
+                const quant_panel_kernels *pk = quant_get_panel_at(t, (quant_simd)lv);
+                quant_vec_dot_fn dot = quant_get_vec_dot_at(t, QUANT_SIMD_SCALAR);
+                if (!pk) continue;
+                size_t nblk = (size_t)(n / bs), auxrow = nblk * QUANT_PANEL_AUX;
+                void *panel = aligned_alloc(64, nblk * pk->block_bytes);
+                float *aux = malloc(sizeof(float) * auxrow * MA);
+                for (int r = 0; r < MA; r++) pk->act_aux(aq + (size_t)r * as, n, aux + r * auxrow);
+                const int nws[] = {PR, 5, 1};
+                for (int wi = 0; wi < 3; wi++) {
+                    int nw = nws[wi];
+                    pk->pack(wq, ws, nw, n, panel);
+                    for (int na = 1; na <= MA; na++) {
+                        float s[MA * SS];
+                        for (int k = 0; k < MA * SS; k++) s[k] = sentinel;
+                        pk->gemm(n, panel, aq, as, aux, auxrow, na, s, SS, nw);
+                        for (int j = 0; j < MA; j++)
+                            for (int i = 0; i < SS; i++) {
+                                float got = s[j * SS + i];
+                                if (j >= na || i >= nw) {
+                                    CHECK_MSG(got == sentinel, "%s panel wrote outside [%d, %d] at (%d, %d)",
+                                              ct_dtype_name(t), na, nw, j, i);
+                                    continue;
+                                }
+                                float want;
+                                dot(n, &want, wq + (size_t)i * ws, aq + (size_t)j * as);
+                                /* exact integer sub-block sums; the f32 scale products and sums round
+                                 * differently: at most ~2 * (n / 16) roundings of 2^-24 each, relative
+                                 * to the sum of |terms| (the exact magnitude the sums run through) */
+                                double tol = 2.0 * (double)(n / 16) * 6e-8 * abs_dot(t, wq + (size_t)i * ws, aq + (size_t)j * as, n);
+                                CHECK_MSG(fabs((double)got - want) <= tol + 1e-30,
+                                          "%s panel, %lld blocks, nw %d na %d, (%d, %d): %.9g vs %.9g (tol %.3g)",
+                                          ct_dtype_name(t), (long long)nblocks[bi], nw, na, j, i, got, want, tol);
+                                checked++;
+                            }
+                    }
+                }
+                free(panel), free(aux);
+            }
+            free(wq), free(aq), free(x);
+        }
+    }
+    if (quant_simd_detected() >= QUANT_SIMD_AVX512_VNNI) CHECK(checked > 0);
+}
+
 /* The SIMD activation quantizers write the reference's bytes, ties and zeros included. */
 static void test_activation_quantizers(void)
 {
@@ -648,6 +734,7 @@ int main(void)
     RUN(test_roundtrip_rmse);
     RUN(test_vec_dot);
     RUN(test_vec_dot_nr);
+    RUN(test_panels);
     RUN(test_activation_quantizers);
     RUN(test_simd_levels);
     RUN(test_llama_cpp_bitexact);

@@ -327,6 +327,62 @@ static void quant_prefill_tiles(void *vctx, int64_t t0, int64_t t1)
     }
 }
 
+/* Prefill through packed panels: each task packs QUANT_PANEL_ROWS weight rows once and
+ * runs them against every activation row. */
+typedef struct panel_job {
+    const quant_panel_kernels *pk;
+    const char *w;
+    size_t wrow;
+    const char *a;
+    size_t arow;
+    const float *aux;   /* [M][K / block * QUANT_PANEL_AUX] */
+    int64_t M, N, K, nblk;
+    float *out;
+    const float *bias;
+    bool oom;
+} panel_job;
+
+static void panel_tasks(void *vctx, int64_t p0, int64_t p1)
+{
+    panel_job *j = vctx;
+    size_t pbytes = (size_t)j->nblk * j->pk->block_bytes;
+    void *panel = aligned_alloc(64, (pbytes + 63) & ~(size_t)63);
+    if (!panel) {
+        __atomic_store_n(&j->oom, true, __ATOMIC_RELAXED);
+        return;
+    }
+    size_t auxrow = (size_t)j->nblk * QUANT_PANEL_AUX;
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t n0 = p * QUANT_PANEL_ROWS;
+        int nw = (int)min64(QUANT_PANEL_ROWS, j->N - n0);
+        j->pk->pack(j->w + (size_t)n0 * j->wrow, j->wrow, nw, j->K, panel);
+        for (int64_t m = 0; m < j->M; m += QUANT_PANEL_MAX_A) {
+            int na = (int)min64(QUANT_PANEL_MAX_A, j->M - m);
+            j->pk->gemm(j->K, panel, j->a + (size_t)m * j->arow, j->arow, j->aux + (size_t)m * auxrow, auxrow, na,
+                        j->out + m * j->N + n0, (size_t)j->N, nw);
+        }
+        if (j->bias)
+            for (int64_t m = 0; m < j->M; m++)
+                for (int64_t n = n0; n < n0 + nw; n++) j->out[m * j->N + n] += j->bias[n];
+    }
+    free(panel);
+}
+
+static ct_status linear_panels(const quant_panel_kernels *pk, const char *pw, size_t wrow, const char *a,
+                               size_t arow, int64_t M, int64_t N, int64_t K, int64_t blk, float *out,
+                               const float *bias)
+{
+    int64_t nblk = K / blk;
+    float *aux = malloc(sizeof(float) * (size_t)max64(1, M * nblk * QUANT_PANEL_AUX));
+    if (!aux) return core_err(CT_ERR_OOM, "linear: no memory for the activation sums of %lld rows", (long long)M);
+    for (int64_t m = 0; m < M; m++) pk->act_aux(a + (size_t)m * arow, K, aux + m * nblk * QUANT_PANEL_AUX);
+    panel_job j = {pk, pw, wrow, a, arow, aux, M, N, K, nblk, out, bias, false};
+    cpu_parallel_for((N + QUANT_PANEL_ROWS - 1) / QUANT_PANEL_ROWS, 1, panel_tasks, &j);
+    free(aux);
+    if (j.oom) return core_err(CT_ERR_OOM, "linear: no memory for a packed %d x %lld weight panel", QUANT_PANEL_ROWS, (long long)K);
+    return CT_OK;
+}
+
 static ct_status linear_quant(const ct_tensor *w, const char *pw, const float *x, int64_t rsx, int64_t M, int64_t N,
                               int64_t K, float *out, const float *bias)
 {
@@ -349,8 +405,14 @@ static ct_status linear_quant(const ct_tensor *w, const char *pw, const float *x
             return s;
         }
     }
-    quant_job j = {dot, quant_get_vec_dot_nr(wt), pw, N > 1 ? ct_dtype_row_bytes(wt, w->stride[0]) : 0,
-                   a, arow, M, N, K, 0, out, bias};
+    size_t wrow = N > 1 ? ct_dtype_row_bytes(wt, w->stride[0]) : 0;
+    const quant_panel_kernels *pk = M > DECODE_ROWS ? quant_get_panel(wt) : NULL;
+    if (pk) {
+        ct_status s = linear_panels(pk, pw, wrow, a, arow, M, N, K, ct_dtype_block_size(wt), out, bias);
+        free(a);
+        return s;
+    }
+    quant_job j = {dot, quant_get_vec_dot_nr(wt), pw, wrow, a, arow, M, N, K, 0, out, bias};
     if (M <= DECODE_ROWS) {
         cpu_parallel_for(N, max64(1, 4096 / (K * M)), quant_decode_rows, &j);
     } else {
