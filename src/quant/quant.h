@@ -63,15 +63,15 @@ quant_vec_dot_nr_fn quant_get_vec_dot_nr_at(ct_dtype t, quant_simd level);
  * QUANT_PANEL_ROWS weight rows are unpacked once into a panel (pack), then multiplied with
  * up to QUANT_PANEL_MAX_A activation rows per call (gemm): s[j * s_stride + i] = dot(weight
  * row i, activation row j) for i < nw, j < na. Activation rows are in quant_vec_dot_type(t)
- * (from quant_quantize_row) plus per-row side sums from act_aux (QUANT_PANEL_AUX floats per
- * weight block). Results equal quant_get_vec_dot's to f32 rounding (not bit for bit).
- * K must be a multiple of t's block size; 1 <= nw <= QUANT_PANEL_ROWS; panels need
- * K / block_size * block_bytes bytes, 64-byte aligned. */
+ * (from quant_quantize_row) plus per-row side data from act_aux (aux_n floats per weight
+ * block). Results equal quant_get_vec_dot's to f32 rounding (not bit for bit).
+ * K must be a multiple of t's block size; 1 <= nw <= QUANT_PANEL_ROWS; a panel takes
+ * K / block_size * block_bytes bytes, 64-byte aligned; strides are in bytes (aux: floats). */
 #define QUANT_PANEL_ROWS 16
 #define QUANT_PANEL_MAX_A 4
-#define QUANT_PANEL_AUX 16
 typedef struct quant_panel_kernels {
     size_t block_bytes;
+    int aux_n;
     void (*pack)(const void *w, size_t w_stride, int nw, int64_t K, void *panel);
     void (*act_aux)(const void *a, int64_t K, float *aux);
     void (*gemm)(int64_t K, const void *panel, const void *a, size_t a_stride, const float *aux, size_t aux_stride,

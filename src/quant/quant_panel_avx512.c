@@ -21,7 +21,7 @@
 #define P_INLINE static inline __attribute__((always_inline))
 #define P_QVECS 64                  /* quant vectors per 256-element block */
 #define P_QBYTES (P_QVECS * 64)     /* their bytes */
-#define P_BLOCK_BYTES (P_QBYTES + 16 * 64) /* + 16 vectors of f32 scales (Q4_K: 8 scales, 8 mins) */
+#define P_BLOCK_BYTES (P_QBYTES + 16 * 64) /* K-quants: + 16 vectors of f32 scales (Q4_K: 8 scales, 8 mins) */
 
 static_assert(QUANT_PANEL_ROWS == 16, "one panel row per 32-bit lane of a 512-bit vector");
 static_assert(QUANT_PANEL_MAX_A == 4, "the kernels' switches cover 1..4 activation rows");
@@ -78,12 +78,21 @@ P_INLINE __m512i p_q6k_chunk(const blk_q6_k *b, int c)
 
 /* ---- packing: rows beyond nw are zero ---- */
 
+/* The 16 rows are 16 far-apart streams, more than the hardware prefetchers follow:
+ * fetch the next block of each row while this one is unpacked. */
+P_INLINE void p_prefetch_rows(const void *vw, size_t ws, int nw, size_t off, size_t bytes)
+{
+    for (int i = 0; i < nw; i++)
+        for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)vw + (size_t)i * ws + off + o, _MM_HINT_T0);
+}
+
 static void p_pack_q4_k(const void *vw, size_t ws, int nw, int64_t K, void *vpanel)
 {
     uint8_t *panel = vpanel;
     for (int64_t b = 0; b < K / QKK; b++) {
         uint8_t *dst = panel + (size_t)b * P_BLOCK_BYTES;
         float *scv = (float *)(dst + P_QBYTES), *mnv = scv + 8 * 16;
+        if (b + 1 < K / QKK) p_prefetch_rows(vw, ws, nw, (size_t)(b + 1) * sizeof(blk_q4_k), sizeof(blk_q4_k));
         for (int c = 0; c < 4; c++) {
             __m512i r[16];
             for (int i = 0; i < 16; i++)
@@ -111,6 +120,7 @@ static void p_pack_q6_k(const void *vw, size_t ws, int nw, int64_t K, void *vpan
     for (int64_t b = 0; b < K / QKK; b++) {
         uint8_t *dst = panel + (size_t)b * P_BLOCK_BYTES;
         float *scv = (float *)(dst + P_QBYTES);
+        if (b + 1 < K / QKK) p_prefetch_rows(vw, ws, nw, (size_t)(b + 1) * sizeof(blk_q6_k), sizeof(blk_q6_k));
         for (int c = 0; c < 4; c++) {
             __m512i r[16];
             for (int i = 0; i < 16; i++)
@@ -137,7 +147,7 @@ static void p_aux_q4_k(const void *va, int64_t K, float *aux)
 {
     const blk_q8_k *a = va;
     for (int64_t b = 0; b < K / QKK; b++)
-        for (int s = 0; s < 16; s++) aux[16 * b + s] = s < 8 ? (float)(a[b].bsums[2 * s] + a[b].bsums[2 * s + 1]) : 0.f;
+        for (int s = 0; s < 8; s++) aux[8 * b + s] = (float)(a[b].bsums[2 * s] + a[b].bsums[2 * s + 1]);
 }
 
 static void p_aux_q6_k(const void *va, int64_t K, float *aux)
@@ -195,7 +205,7 @@ P_INLINE void p_q4_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
             for (int j = 0; j < NA; j++) {
                 __m512 is = _mm512_cvtepi32_ps(_mm512_add_epi32(i0[j], i1[j]));
                 bacc[j] = _mm512_fmadd_ps(is, sc, bacc[j]);
-                bacc[j] = _mm512_fnmadd_ps(mn, _mm512_set1_ps(aux[(size_t)j * xs + 16 * b + sb]), bacc[j]);
+                bacc[j] = _mm512_fnmadd_ps(mn, _mm512_set1_ps(aux[(size_t)j * xs + 8 * b + sb]), bacc[j]);
             }
         }
 #pragma GCC unroll 4
@@ -245,6 +255,80 @@ P_INLINE void p_q6_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
     p_store(s, ss, tot, nw, NA);
 }
 
+/* ---- Q8_0: quants stored as q + 128 (vpdpbusd wants unsigned weights); the 128 * sum(a)
+ * this adds comes off with the activation sums ---- */
+#define P8_BLOCK_BYTES (8 * 64 + 64) /* 8 quad vectors + the 16 rows' scales */
+
+P_INLINE __m256i p_q8_flip(const blk_q8_0 *b) { return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)b->qs), _mm256_set1_epi8((char)0x80)); }
+
+static void p_pack_q8_0(const void *vw, size_t ws, int nw, int64_t K, void *vpanel)
+{
+    uint8_t *panel = vpanel;
+    int64_t nb = K / QK;
+    for (int64_t b = 0; b < nb; b += 2) {
+        bool pair = b + 1 < nb;
+        if (b + 2 < nb) p_prefetch_rows(vw, ws, nw, (size_t)(b + 2) * sizeof(blk_q8_0), 2 * sizeof(blk_q8_0));
+        __m512i r[16];
+        for (int i = 0; i < 16; i++) {
+            const blk_q8_0 *w = i < nw ? (const blk_q8_0 *)((const char *)vw + (size_t)i * ws) + b : NULL;
+            r[i] = !w ? _mm512_setzero_si512() : p_join(p_q8_flip(w), pair ? p_q8_flip(w + 1) : _mm256_setzero_si256());
+        }
+        p_transpose16(r);
+        for (int h = 0; h < (pair ? 2 : 1); h++) {
+            uint8_t *dst = panel + (size_t)(b + h) * P8_BLOCK_BYTES;
+            float *dv = (float *)(dst + 8 * 64);
+            for (int j = 0; j < 8; j++) _mm512_storeu_si512(dst + (size_t)j * 64, r[8 * h + j]);
+            for (int i = 0; i < 16; i++)
+                dv[i] = i < nw ? qf16(((const blk_q8_0 *)((const char *)vw + (size_t)i * ws) + b + h)->d) : 0.f;
+        }
+    }
+}
+
+/* per block: 128 * sum(q), then the block scale */
+static void p_aux_q8_0(const void *va, int64_t K, float *aux)
+{
+    const blk_q8_0 *a = va;
+    for (int64_t b = 0; b < K / QK; b++) {
+        __m256i sad = _mm256_sad_epu8(p_q8_flip(a + b), _mm256_setzero_si256());
+        __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
+        int64_t sum = _mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1) - 128 * QK;
+        aux[2 * b] = 128.f * (float)sum;
+        aux[2 * b + 1] = qf16(a[b].d);
+    }
+}
+
+P_INLINE void p_q8_0(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs,
+                     float *s, size_t ss, int nw, const int NA)
+{
+    __m512 tot[QUANT_PANEL_MAX_A];
+#pragma GCC unroll 4
+    for (int j = 0; j < NA; j++) tot[j] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < K / QK; b++) {
+        const uint8_t *pq = panel + (size_t)b * P8_BLOCK_BYTES;
+        __m512 dw = _mm512_loadu_ps((const float *)(pq + 8 * 64));
+        __m512i i0[QUANT_PANEL_MAX_A], i1[QUANT_PANEL_MAX_A];
+#pragma GCC unroll 4
+        for (int j = 0; j < NA; j++) i0[j] = i1[j] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int t = 0; t < 8; t += 2) {
+            __m512i w0 = _mm512_loadu_si512(pq + (size_t)t * 64), w1 = _mm512_loadu_si512(pq + (size_t)(t + 1) * 64);
+#pragma GCC unroll 4
+            for (int j = 0; j < NA; j++) {
+                const int8_t *q = ((const blk_q8_0 *)(a + (size_t)j * as) + b)->qs + 4 * t;
+                i0[j] = _mm512_dpbusd_epi32(i0[j], w0, p_bcast4(q));
+                i1[j] = _mm512_dpbusd_epi32(i1[j], w1, p_bcast4(q + 4));
+            }
+        }
+#pragma GCC unroll 4
+        for (int j = 0; j < NA; j++) {
+            const float *x = aux + (size_t)j * xs + 2 * b;
+            __m512 is = _mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0[j], i1[j])), _mm512_set1_ps(x[0]));
+            tot[j] = _mm512_fmadd_ps(is, _mm512_mul_ps(dw, _mm512_set1_ps(x[1])), tot[j]);
+        }
+    }
+    p_store(s, ss, tot, nw, NA);
+}
+
 #define P_ENTRY(name, body)                                                                                          \
     static void name(int64_t K, const void *panel, const void *a, size_t as, const float *aux, size_t xs, int na,   \
                      float *s, size_t ss, int nw)                                                                    \
@@ -259,16 +343,19 @@ P_INLINE void p_q6_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
 
 P_ENTRY(p_gemm_q4_k, p_q4_k)
 P_ENTRY(p_gemm_q6_k, p_q6_k)
+P_ENTRY(p_gemm_q8_0, p_q8_0)
 
 #pragma GCC pop_options
 
-static const quant_panel_kernels g_panel_q4_k = {P_BLOCK_BYTES, p_pack_q4_k, p_aux_q4_k, p_gemm_q4_k};
-static const quant_panel_kernels g_panel_q6_k = {P_BLOCK_BYTES, p_pack_q6_k, p_aux_q6_k, p_gemm_q6_k};
+static const quant_panel_kernels g_panel_q4_k = {P_BLOCK_BYTES, 8, p_pack_q4_k, p_aux_q4_k, p_gemm_q4_k};
+static const quant_panel_kernels g_panel_q6_k = {P_BLOCK_BYTES, 16, p_pack_q6_k, p_aux_q6_k, p_gemm_q6_k};
+static const quant_panel_kernels g_panel_q8_0 = {P8_BLOCK_BYTES, 2, p_pack_q8_0, p_aux_q8_0, p_gemm_q8_0};
 
 void quant_panel_fill_avx512(quant_panel_table tab)
 {
     tab[CT_Q4_K] = &g_panel_q4_k;
     tab[CT_Q6_K] = &g_panel_q6_k;
+    tab[CT_Q8_0] = &g_panel_q8_0;
 }
 #else
 void quant_panel_fill_avx512(quant_panel_table tab) { (void)tab; }

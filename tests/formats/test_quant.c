@@ -539,6 +539,7 @@ static void test_panels(void)
     if (quant_simd_detected() >= QUANT_SIMD_AVX512_VNNI) {
         CHECK(quant_get_panel_at(CT_Q4_K, QUANT_SIMD_AVX512_VNNI) != NULL);
         CHECK(quant_get_panel_at(CT_Q6_K, QUANT_SIMD_AVX512_VNNI) != NULL);
+        CHECK(quant_get_panel_at(CT_Q8_0, QUANT_SIMD_AVX512_VNNI) != NULL);
     }
     enum { PR = QUANT_PANEL_ROWS, MA = QUANT_PANEL_MAX_A, SS = QUANT_PANEL_ROWS + 3 };
     const float sentinel = 12345.f;
@@ -546,7 +547,7 @@ static void test_panels(void)
     for (int ti = 0; ti < N_QTYPES; ti++) {
         ct_dtype t = k_quant_types[ti], vt = quant_vec_dot_type(t);
         int64_t bs = ct_dtype_block_size(t);
-        const int64_t nblocks[] = {1, 3, 8};
+        const int64_t nblocks[] = {1, 3, 8, 9};
         for (size_t bi = 0; bi < sizeof nblocks / sizeof nblocks[0]; bi++) {
             int64_t n = nblocks[bi] * bs;
             size_t ws = ct_dtype_row_bytes(t, n) + 2, as = ct_dtype_row_bytes(vt, n) + 4;
@@ -562,7 +563,7 @@ static void test_panels(void)
                 const quant_panel_kernels *pk = quant_get_panel_at(t, (quant_simd)lv);
                 quant_vec_dot_fn dot = quant_get_vec_dot_at(t, QUANT_SIMD_SCALAR);
                 if (!pk) continue;
-                size_t nblk = (size_t)(n / bs), auxrow = nblk * QUANT_PANEL_AUX;
+                size_t nblk = (size_t)(n / bs), auxrow = nblk * (size_t)pk->aux_n;
                 void *panel = aligned_alloc(64, nblk * pk->block_bytes);
                 float *aux = malloc(sizeof(float) * auxrow * MA);
                 for (int r = 0; r < MA; r++) pk->act_aux(aq + (size_t)r * as, n, aux + r * auxrow);

@@ -335,7 +335,7 @@ typedef struct panel_job {
     size_t wrow;
     const char *a;
     size_t arow;
-    const float *aux;   /* [M][K / block * QUANT_PANEL_AUX] */
+    const float *aux;   /* [M][K / block * aux_n] */
     int64_t M, N, K, nblk;
     float *out;
     const float *bias;
@@ -350,8 +350,23 @@ static void panel_tasks(void *vctx, int64_t p0, int64_t p1)
     if (!panel) {
         __atomic_store_n(&j->oom, true, __ATOMIC_RELAXED);
         return;
+typedef struct act_job {
+    ct_dtype at;
+    const float *x;
+    int64_t rsx;
+    char *a;
+    size_t arow;
+    int64_t K;
+} act_job;
+
+static void quantize_rows(void *vctx, int64_t r0, int64_t r1)
+{
+    const act_job *j = vctx;
+    for (int64_t m = r0 + 1; m < r1 + 1; m++) (void)quant_quantize_row(j->at, j->x + m * j->rsx, j->a + (size_t)m * j->arow, j->K);
+}
+
     }
-    size_t auxrow = (size_t)j->nblk * QUANT_PANEL_AUX;
+    size_t auxrow = (size_t)j->nblk * (size_t)j->pk->aux_n;
     for (int64_t p = p0; p < p1; p++) {
         int64_t n0 = p * QUANT_PANEL_ROWS;
         int nw = (int)min64(QUANT_PANEL_ROWS, j->N - n0);
@@ -371,11 +386,13 @@ static void panel_tasks(void *vctx, int64_t p0, int64_t p1)
 static ct_status linear_panels(const quant_panel_kernels *pk, const char *pw, size_t wrow, const char *a,
                                size_t arow, int64_t M, int64_t N, int64_t K, int64_t blk, float *out,
                                const float *bias)
+    act_job aj = {at, x, rsx, a, arow, K};
+    if (M > 1) cpu_parallel_for(M - 1, max64(1, 16384 / K), quantize_rows, &aj);
 {
     int64_t nblk = K / blk;
-    float *aux = malloc(sizeof(float) * (size_t)max64(1, M * nblk * QUANT_PANEL_AUX));
+    float *aux = malloc(sizeof(float) * (size_t)max64(1, M * nblk * pk->aux_n));
     if (!aux) return core_err(CT_ERR_OOM, "linear: no memory for the activation sums of %lld rows", (long long)M);
-    for (int64_t m = 0; m < M; m++) pk->act_aux(a + (size_t)m * arow, K, aux + m * nblk * QUANT_PANEL_AUX);
+    for (int64_t m = 0; m < M; m++) pk->act_aux(a + (size_t)m * arow, K, aux + m * nblk * pk->aux_n);
     panel_job j = {pk, pw, wrow, a, arow, aux, M, N, K, nblk, out, bias, false};
     cpu_parallel_for((N + QUANT_PANEL_ROWS - 1) / QUANT_PANEL_ROWS, 1, panel_tasks, &j);
     free(aux);
@@ -397,13 +414,12 @@ static ct_status linear_quant(const ct_tensor *w, const char *pw, const float *x
     size_t arow = ct_dtype_row_bytes(at, K);
     char *a = malloc(arow * (size_t)M);
     if (!a) return core_err(CT_ERR_OOM, "linear: no memory for %lld quantized activation rows", (long long)M);
-    /* on the caller's thread: the quantizer's error message stays visible */
-    for (int64_t m = 0; m < M; m++) {
-        ct_status s = quant_quantize_row(at, x + m * rsx, a + (size_t)m * arow, K);
-        if (s != CT_OK) {
-            free(a);
-            return s;
-        }
+    /* row 0 on the caller's thread, so a quantizer error stays visible; the other rows
+     * have the same type and length and cannot fail then */
+    ct_status qs = quant_quantize_row(at, x, a, K);
+    if (qs != CT_OK) {
+        free(a);
+        return qs;
     }
     size_t wrow = N > 1 ? ct_dtype_row_bytes(wt, w->stride[0]) : 0;
     const quant_panel_kernels *pk = M > DECODE_ROWS ? quant_get_panel(wt) : NULL;
