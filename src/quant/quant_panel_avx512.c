@@ -10,6 +10,8 @@
  * Integer sums per sub-block are exact; the sub-block scales are applied in f32 in an
  * order different from the row dots, so results agree with quant_get_vec_dot to f32
  * rounding, not bit for bit. */
+#include <stddef.h>
+
 #include "quant/quant_impl.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -61,6 +63,18 @@ P_INLINE __m512i p_q4k_chunk(const blk_q4_k *b, int c)
     return p_join(_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
 }
 
+/* Quants 64c .. 64c+63 of a Q5_K block (0..31): the Q4_K nibbles plus bits 2c / 2c+1 of qh. */
+P_INLINE __m512i p_q5k_chunk(const blk_q5_k *b, int c)
+{
+    const __m256i m4 = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1);
+    __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
+    __m256i h = _mm256_loadu_si256((const __m256i *)b->qh);
+    __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * c), one), 4);
+    __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * c + 1), one), 4);
+    return p_join(_mm256_or_si256(_mm256_and_si256(q, m4), h0),
+                  _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h1));
+}
+
 /* Quants 64c .. 64c+63 of a Q6_K block, unsigned (0..63; the -32 offset goes into the sums). */
 P_INLINE __m512i p_q6k_chunk(const blk_q6_k *b, int c)
 {
@@ -86,18 +100,22 @@ P_INLINE void p_prefetch_rows(const void *vw, size_t ws, int nw, size_t off, siz
         for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)vw + (size_t)i * ws + off + o, _MM_HINT_T0);
 }
 
-static void p_pack_q4_k(const void *vw, size_t ws, int nw, int64_t K, void *vpanel)
+/* Q4_K and Q5_K share the block head (d, dmin, 12 bytes of 6-bit scales and mins). */
+P_INLINE void p_pack_k4(const void *vw, size_t ws, int nw, int64_t K, void *vpanel, const size_t bsz, const bool five)
 {
     uint8_t *panel = vpanel;
     for (int64_t b = 0; b < K / QKK; b++) {
         uint8_t *dst = panel + (size_t)b * P_BLOCK_BYTES;
         float *scv = (float *)(dst + P_QBYTES), *mnv = scv + 8 * 16;
-        if (b + 1 < K / QKK) p_prefetch_rows(vw, ws, nw, (size_t)(b + 1) * sizeof(blk_q4_k), sizeof(blk_q4_k));
+        if (b + 1 < K / QKK) p_prefetch_rows(vw, ws, nw, (size_t)(b + 1) * bsz, bsz);
         for (int c = 0; c < 4; c++) {
             __m512i r[16];
-            for (int i = 0; i < 16; i++)
-                r[i] = i < nw ? p_q4k_chunk((const blk_q4_k *)((const char *)vw + (size_t)i * ws) + b, c)
-                              : _mm512_setzero_si512();
+            for (int i = 0; i < 16; i++) {
+                const char *blk = (const char *)vw + (size_t)i * ws + (size_t)b * bsz;
+                r[i] = i >= nw ? _mm512_setzero_si512()
+                       : five  ? p_q5k_chunk((const blk_q5_k *)blk, c)
+                               : p_q4k_chunk((const blk_q4_k *)blk, c);
+            }
             p_transpose16(r);
             for (int j = 0; j < 16; j++) _mm512_storeu_si512(dst + (size_t)(16 * c + j) * 64, r[j]);
         }
@@ -105,7 +123,8 @@ static void p_pack_q4_k(const void *vw, size_t ws, int nw, int64_t K, void *vpan
             uint8_t sm[16] = {0};
             float d = 0.f, dm = 0.f;
             if (i < nw) {
-                const blk_q4_k *w = (const blk_q4_k *)((const char *)vw + (size_t)i * ws) + b;
+                /* d, dmin and scales sit at the same offsets in both block types */
+                const blk_q4_k *w = (const blk_q4_k *)((const char *)vw + (size_t)i * ws + (size_t)b * bsz);
                 quant_k4_unpack(w->scales, sm);
                 d = qf16(w->d), dm = qf16(w->dmin);
             }
@@ -113,6 +132,19 @@ static void p_pack_q4_k(const void *vw, size_t ws, int nw, int64_t K, void *vpan
         }
     }
 }
+
+static void p_pack_q4_k(const void *vw, size_t ws, int nw, int64_t K, void *panel)
+{
+    p_pack_k4(vw, ws, nw, K, panel, sizeof(blk_q4_k), false);
+}
+
+static void p_pack_q5_k(const void *vw, size_t ws, int nw, int64_t K, void *panel)
+{
+    p_pack_k4(vw, ws, nw, K, panel, sizeof(blk_q5_k), true);
+}
+
+static_assert(offsetof(blk_q4_k, scales) == offsetof(blk_q5_k, scales) && offsetof(blk_q4_k, dmin) == offsetof(blk_q5_k, dmin),
+              "Q4_K and Q5_K block heads match");
 
 static void p_pack_q6_k(const void *vw, size_t ws, int nw, int64_t K, void *vpanel)
 {
@@ -255,47 +287,80 @@ P_INLINE void p_q6_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
     p_store(s, ss, tot, nw, NA);
 }
 
-/* ---- Q8_0: quants stored as q + 128 (vpdpbusd wants unsigned weights); the 128 * sum(a)
- * this adds comes off with the activation sums ---- */
+/* ---- Q8_0 and Q4_0: quants stored unsigned (Q8_0: q + 128, as vpdpbusd wants unsigned
+ * weights; Q4_0: as is, 0..15); the zero point times sum(a) comes off with the activation
+ * sums ---- */
 #define P8_BLOCK_BYTES (8 * 64 + 64) /* 8 quad vectors + the 16 rows' scales */
 
 P_INLINE __m256i p_q8_flip(const blk_q8_0 *b) { return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)b->qs), _mm256_set1_epi8((char)0x80)); }
 
-static void p_pack_q8_0(const void *vw, size_t ws, int nw, int64_t K, void *vpanel)
+/* Q4_0: quants 0..15 as stored (the -8 offset comes off like Q8_0's 128) */
+P_INLINE __m256i p_q4_0_bytes(const blk_q4_0 *b)
+{
+    __m128i q = _mm_loadu_si128((const __m128i *)b->qs), m4 = _mm_set1_epi8(0xF);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+}
+
+/* Blocks of 32 (Q8_0, Q4_0): two blocks of 16 rows per transpose. */
+P_INLINE void p_pack_32(const void *vw, size_t ws, int nw, int64_t K, void *vpanel, const size_t bsz, const bool q4)
 {
     uint8_t *panel = vpanel;
     int64_t nb = K / QK;
     for (int64_t b = 0; b < nb; b += 2) {
         bool pair = b + 1 < nb;
-        if (b + 2 < nb) p_prefetch_rows(vw, ws, nw, (size_t)(b + 2) * sizeof(blk_q8_0), 2 * sizeof(blk_q8_0));
+        if (b + 2 < nb) p_prefetch_rows(vw, ws, nw, (size_t)(b + 2) * bsz, 2 * bsz);
         __m512i r[16];
         for (int i = 0; i < 16; i++) {
-            const blk_q8_0 *w = i < nw ? (const blk_q8_0 *)((const char *)vw + (size_t)i * ws) + b : NULL;
-            r[i] = !w ? _mm512_setzero_si512() : p_join(p_q8_flip(w), pair ? p_q8_flip(w + 1) : _mm256_setzero_si256());
+            const char *blk = (const char *)vw + (size_t)i * ws + (size_t)b * bsz;
+            if (i >= nw) {
+                r[i] = _mm512_setzero_si512();
+                continue;
+            }
+            __m256i lo = q4 ? p_q4_0_bytes((const blk_q4_0 *)blk) : p_q8_flip((const blk_q8_0 *)blk);
+            __m256i hi = !pair ? _mm256_setzero_si256()
+                         : q4  ? p_q4_0_bytes((const blk_q4_0 *)(blk + bsz))
+                               : p_q8_flip((const blk_q8_0 *)(blk + bsz));
+            r[i] = p_join(lo, hi);
         }
         p_transpose16(r);
         for (int h = 0; h < (pair ? 2 : 1); h++) {
             uint8_t *dst = panel + (size_t)(b + h) * P8_BLOCK_BYTES;
             float *dv = (float *)(dst + 8 * 64);
             for (int j = 0; j < 8; j++) _mm512_storeu_si512(dst + (size_t)j * 64, r[8 * h + j]);
-            for (int i = 0; i < 16; i++)
-                dv[i] = i < nw ? qf16(((const blk_q8_0 *)((const char *)vw + (size_t)i * ws) + b + h)->d) : 0.f;
+            for (int i = 0; i < 16; i++) {
+                uint16_t d = 0; /* both blocks start with their f16 scale */
+                if (i < nw) memcpy(&d, (const char *)vw + (size_t)i * ws + (size_t)(b + h) * bsz, sizeof d);
+                dv[i] = qf16(d);
+            }
         }
     }
 }
 
-/* per block: 128 * sum(q), then the block scale */
-static void p_aux_q8_0(const void *va, int64_t K, float *aux)
+static void p_pack_q8_0(const void *vw, size_t ws, int nw, int64_t K, void *panel)
+{
+    p_pack_32(vw, ws, nw, K, panel, sizeof(blk_q8_0), false);
+}
+
+static void p_pack_q4_0(const void *vw, size_t ws, int nw, int64_t K, void *panel)
+{
+    p_pack_32(vw, ws, nw, K, panel, sizeof(blk_q4_0), true);
+}
+
+/* per block: off * sum(q), then the block scale (off: the weights' zero point) */
+P_INLINE void p_aux_32(const void *va, int64_t K, float *aux, const float off)
 {
     const blk_q8_0 *a = va;
     for (int64_t b = 0; b < K / QK; b++) {
         __m256i sad = _mm256_sad_epu8(p_q8_flip(a + b), _mm256_setzero_si256());
         __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
         int64_t sum = _mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1) - 128 * QK;
-        aux[2 * b] = 128.f * (float)sum;
+        aux[2 * b] = off * (float)sum;
         aux[2 * b + 1] = qf16(a[b].d);
     }
 }
+
+static void p_aux_q8_0(const void *va, int64_t K, float *aux) { p_aux_32(va, K, aux, 128.f); }
+static void p_aux_q4_0(const void *va, int64_t K, float *aux) { p_aux_32(va, K, aux, 8.f); }
 
 P_INLINE void p_q8_0(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs,
                      float *s, size_t ss, int nw, const int NA)
@@ -349,13 +414,17 @@ P_ENTRY(p_gemm_q8_0, p_q8_0)
 
 static const quant_panel_kernels g_panel_q4_k = {P_BLOCK_BYTES, 8, p_pack_q4_k, p_aux_q4_k, p_gemm_q4_k};
 static const quant_panel_kernels g_panel_q6_k = {P_BLOCK_BYTES, 16, p_pack_q6_k, p_aux_q6_k, p_gemm_q6_k};
+static const quant_panel_kernels g_panel_q5_k = {P_BLOCK_BYTES, 8, p_pack_q5_k, p_aux_q4_k, p_gemm_q4_k};
 static const quant_panel_kernels g_panel_q8_0 = {P8_BLOCK_BYTES, 2, p_pack_q8_0, p_aux_q8_0, p_gemm_q8_0};
+static const quant_panel_kernels g_panel_q4_0 = {P8_BLOCK_BYTES, 2, p_pack_q4_0, p_aux_q4_0, p_gemm_q8_0};
 
 void quant_panel_fill_avx512(quant_panel_table tab)
 {
     tab[CT_Q4_K] = &g_panel_q4_k;
     tab[CT_Q6_K] = &g_panel_q6_k;
+    tab[CT_Q5_K] = &g_panel_q5_k;
     tab[CT_Q8_0] = &g_panel_q8_0;
+    tab[CT_Q4_0] = &g_panel_q4_0;
 }
 #else
 void quant_panel_fill_avx512(quant_panel_table tab) { (void)tab; }

@@ -540,6 +540,8 @@ static void test_panels(void)
         CHECK(quant_get_panel_at(CT_Q4_K, QUANT_SIMD_AVX512_VNNI) != NULL);
         CHECK(quant_get_panel_at(CT_Q6_K, QUANT_SIMD_AVX512_VNNI) != NULL);
         CHECK(quant_get_panel_at(CT_Q8_0, QUANT_SIMD_AVX512_VNNI) != NULL);
+        CHECK(quant_get_panel_at(CT_Q5_K, QUANT_SIMD_AVX512_VNNI) != NULL);
+        CHECK(quant_get_panel_at(CT_Q4_0, QUANT_SIMD_AVX512_VNNI) != NULL);
     }
     enum { PR = QUANT_PANEL_ROWS, MA = QUANT_PANEL_MAX_A, SS = QUANT_PANEL_ROWS + 3 };
     const float sentinel = 12345.f;

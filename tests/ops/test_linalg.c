@@ -482,9 +482,16 @@ static void test_quant_linear(void)
     quant_case(CT_Q8_0, 1, 64, 40, &r);  /* decode */
     quant_case(CT_Q4_0, 3, 96, 33, &r);
     quant_case(CT_Q8_0, 37, 64, 70, &r); /* prefill tiles with partial blocks */
+    /* prefill (packed panels where the CPU has them): an odd block count, partial panels,
+     * a partial group of activation rows */
+    quant_case(CT_Q8_0, 13, 96, 37, &r);
+    quant_case(CT_Q4_0, 10, 96, 33, &r);
     if (quant_get_vec_dot(CT_Q4_K)) {
         quant_case(CT_Q4_K, 2, 256, 9, &r);
         quant_case(CT_Q6_K, 20, 512, 5, &r);
+        quant_case(CT_Q4_K, 13, 512, 37, &r);
+        quant_case(CT_Q5_K, 11, 256, 21, &r);
+        quant_case(CT_Q6_K, 9, 256, 17, &r);
     }
     /* K not a multiple of the block size is refused when the weight is made */
     ct_tensor *w = NULL;
