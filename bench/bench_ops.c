@@ -93,6 +93,35 @@ static result *add_result(const char *name, const char *size, const char *unit)
 
 /* ---- matmul ---- */
 
+/* Prefill-shaped linear with f16 weights: x [M, K] f32, w [N, K] f16. */
+static void bench_linear_f16(int64_t M, int64_t N, int64_t K)
+{
+    int64_t sx[2] = {M, K}, sw[2] = {N, K};
+    ct_tensor *x = NULL, *w = NULL, *y = NULL;
+    TRY(ct_rand(2, sx, CT_F32, 3, &x));
+    TRY(ct_rand(2, sw, CT_F16, 4, &w));
+    double t[64];
+    for (int i = -1, reps = 0; i < reps; i++) {
+        double t0 = now_s();
+        TRY(ct_linear(x, w, NULL, &y));
+        const void *p;
+        TRY(ct_tensor_data(y, &p));
+        double dt = now_s() - t0;
+        ct_tensor_free(y);
+        if (i < 0) reps = repeats_for(dt, 1.5, 25);
+        else t[i] = dt;
+        if (i == reps - 1) {
+            char size[40];
+            snprintf(size, sizeof size, "%lldx%lldx%lld", (long long)M, (long long)N, (long long)K);
+            result *r = add_result("linear f16 w (ct_linear)", size, "GFLOP/s");
+            r->value = 2.0 * (double)(M * N * K) / median(t, reps) * 1e-9;
+            r->repeats = reps;
+        }
+    }
+    ct_tensor_free(x);
+    ct_tensor_free(w);
+}
+
 static double time_matmul(const ct_tensor *a, const ct_tensor *b)
 {
     ct_tensor *c = NULL;
@@ -335,7 +364,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) g_only = argv[++i];
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             printf("usage: ctorch-bench-ops [--quick] [--json] [--only matmul|bandwidth|conv2d|dispatch]\n"
-                   "  matmul 256..2048 vs cblas_sgemm, add/softmax on 64 MiB vs memcpy,\n"
+                   "  matmul 256..2048 vs cblas_sgemm, f16-weight linear (prefill shapes), add/softmax on 64 MiB vs memcpy,\n"
                    "  a ResNet conv2d layer, and the eager dispatch cost of a 1-element add.\n"
                    "  --quick: tiny sizes and 3 repeats (smoke test); --json: machine-readable output.\n");
             return 0;
@@ -353,6 +382,15 @@ int main(int argc, char **argv)
     for (int i = 0; i < n_mm && selected("matmul"); i++) {
         fprintf(stderr, "matmul %lld ...\n", (long long)mm[i]);
         bench_matmul(mm[i]);
+    }
+    if (selected("matmul")) {
+        fprintf(stderr, "linear f16 ...\n");
+        if (g_quick) bench_linear_f16(16, 40, 48);
+        else {
+            bench_linear_f16(128, 2048, 2048);
+            bench_linear_f16(128, 5632, 2048);
+            bench_linear_f16(128, 2048, 5632);
+        }
     }
     if (selected("bandwidth")) {
         fprintf(stderr, "bandwidth ops ...\n");

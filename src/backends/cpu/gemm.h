@@ -5,7 +5,8 @@
  * A[i*rsa + k*csa]. C is row-major with leading dimension ldc. With OpenBLAS
  * (CTORCH_HAVE_BLAS) f32/f64 go to sgemm/dgemm (or gemv for one row/column) when
  * the strides fit its layouts, else operands are packed first; without it the
- * built-in blocked kernels run. */
+ * built-in blocked kernels run. Larger f32 products take the built-in GEMM also
+ * when OpenBLAS's kernels lack the CPU's AVX-512. */
 #ifndef CT_CPU_GEMM_H
 #define CT_CPU_GEMM_H
 
@@ -26,6 +27,12 @@ ct_status cpu_gemm_c64(int64_t M, int64_t N, int64_t K, const float *A, int64_t 
 /* The built-in f32 GEMM, whatever BLAS is present (tests compare both paths). */
 ct_status cpu_gemm_f32_builtin(int64_t M, int64_t N, int64_t K, const float *A, int64_t rsa, int64_t csa,
                                const float *B, int64_t rsb, int64_t csb, float *C, int64_t ldc, bool accumulate);
+/* The built-in GEMM with B in f16 (bf16: false) or bf16, widened to f32 while its
+ * panels are packed; B = w^T of a row-major weight (rsb = 1) takes a vectorized
+ * transposing packer on AVX-512. */
+ct_status cpu_gemm_f32_bhalf(int64_t M, int64_t N, int64_t K, const float *A, int64_t rsa, int64_t csa,
+                             const uint16_t *B, int64_t rsb, int64_t csb, bool bf16, float *C, int64_t ldc,
+                             bool accumulate);
 
 
 #endif

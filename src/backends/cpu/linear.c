@@ -3,12 +3,13 @@
  * Few rows (decode, M <= DECODE_ROWS) with f32/f16/bf16 w: a fused kernel loads
  * (and widens) each weight row once and dots it with every activation row, in
  * parallel over N, so the weights stream through memory once. More rows: f32 w
- * goes to one GEMM with w's own strides (transB, no copy); f16/bf16 w is widened
- * to f32 tile by tile for the GEMM. Quantized w: activations are quantized once
- * per row to the weight type's dot-product partner and every output is one quant
- * vec dot, tiled so each weight row is read once per block of activation rows; in the tiles
- * a multi-row dot (where the type has one) unpacks each weight block once for several
- * activation rows. */
+ * goes to one GEMM with w's own strides (transB, no copy); f16/bf16 w goes to the
+ * built-in GEMM, which widens it while packing its panels.
+ * Quantized w: activations are quantized once per row to the weight type's dot-product
+ * partner. Decode: one quant vec dot per output, in parallel over N. Prefill: where the
+ * type has packed-panel kernels, each task unpacks 16 weight rows once and multiplies them
+ * with every activation row; otherwise tiles of multi-row (or single) dots, so each weight
+ * row is read once per block of activation rows. */
 #include <stdlib.h>
 
 #include "backends/cpu/gemm.h"
@@ -225,45 +226,12 @@ static void fused_rows(void *vctx, int64_t n0, int64_t n1)
     }
 }
 
-/* ---------------- f16/bf16 tiles widened for the GEMM (prefill) ---------------- */
-typedef struct widen_job {
-    const uint16_t *w;
-    int64_t ws0, ws1, K, n0;
-    float *dst; /* [nt, K] */
-    bool bf;
-} widen_job;
-
-static void widen_rows(void *vctx, int64_t r0, int64_t r1)
-{
-    const widen_job *j = vctx;
-    for (int64_t r = r0; r < r1; r++) {
-        const uint16_t *src = j->w + (j->n0 + r) * j->ws0;
-        float *d = j->dst + r * j->K;
-        if (j->ws1 == 1) {
-            if (j->bf) cpu_bf16_to_f32_row(src, d, j->K);
-            else cpu_f16_to_f32_row(src, d, j->K);
-        } else {
-            for (int64_t k = 0; k < j->K; k++) d[k] = j->bf ? ct_bf16_to_f32(src[k * j->ws1]) : ct_f16_to_f32(src[k * j->ws1]);
-        }
-    }
-}
-
+/* ---------------- f16/bf16 weights (prefill) ---------------- */
+/* The built-in GEMM widens w while packing its panels: no f32 copy of w, no BLAS. */
 static ct_status linear_half_tiles(const ct_tensor *w, const uint16_t *pw, const float *x, int64_t rsx, int64_t csx,
                                    int64_t M, int64_t N, int64_t K, float *out, bool acc)
 {
-    /* tiles of ~16 MiB: wide enough that each GEMM call runs at full speed */
-    int64_t nt = min64(N, max64(64, ((int64_t)1 << 22) / max64(K, 1)));
-    float *tile = malloc(sizeof(float) * (size_t)(nt * K));
-    if (!tile) return core_err(CT_ERR_OOM, "linear: no memory for a %lld x %lld f32 weight tile", (long long)nt, (long long)K);
-    ct_status s = CT_OK;
-    for (int64_t n0 = 0; n0 < N && s == CT_OK; n0 += nt) {
-        int64_t cur = min64(nt, N - n0);
-        widen_job j = {pw, w->stride[0], w->stride[1], K, n0, tile, w->dtype == CT_BF16};
-        cpu_parallel_for(cur, max64(1, 16384 / K), widen_rows, &j);
-        s = cpu_gemm_f32(M, cur, K, x, rsx, csx, tile, 1, K, out + n0, N, acc);
-    }
-    free(tile);
-    return s;
+    return cpu_gemm_f32_bhalf(M, N, K, x, rsx, csx, pw, w->stride[1], w->stride[0], w->dtype == CT_BF16, out, N, acc);
 }
 
 /* ---------------- quantized weights ---------------- */
@@ -350,21 +318,6 @@ static void panel_tasks(void *vctx, int64_t p0, int64_t p1)
     if (!panel) {
         __atomic_store_n(&j->oom, true, __ATOMIC_RELAXED);
         return;
-typedef struct act_job {
-    ct_dtype at;
-    const float *x;
-    int64_t rsx;
-    char *a;
-    size_t arow;
-    int64_t K;
-} act_job;
-
-static void quantize_rows(void *vctx, int64_t r0, int64_t r1)
-{
-    const act_job *j = vctx;
-    for (int64_t m = r0 + 1; m < r1 + 1; m++) (void)quant_quantize_row(j->at, j->x + m * j->rsx, j->a + (size_t)m * j->arow, j->K);
-}
-
     }
     size_t auxrow = (size_t)j->nblk * (size_t)j->pk->aux_n;
     for (int64_t p = p0; p < p1; p++) {
@@ -386,8 +339,6 @@ static void quantize_rows(void *vctx, int64_t r0, int64_t r1)
 static ct_status linear_panels(const quant_panel_kernels *pk, const char *pw, size_t wrow, const char *a,
                                size_t arow, int64_t M, int64_t N, int64_t K, int64_t blk, float *out,
                                const float *bias)
-    act_job aj = {at, x, rsx, a, arow, K};
-    if (M > 1) cpu_parallel_for(M - 1, max64(1, 16384 / K), quantize_rows, &aj);
 {
     int64_t nblk = K / blk;
     float *aux = malloc(sizeof(float) * (size_t)max64(1, M * nblk * pk->aux_n));
@@ -398,6 +349,21 @@ static ct_status linear_panels(const quant_panel_kernels *pk, const char *pw, si
     free(aux);
     if (j.oom) return core_err(CT_ERR_OOM, "linear: no memory for a packed %d x %lld weight panel", QUANT_PANEL_ROWS, (long long)K);
     return CT_OK;
+}
+
+typedef struct act_job {
+    ct_dtype at;
+    const float *x;
+    int64_t rsx;
+    char *a;
+    size_t arow;
+    int64_t K;
+} act_job;
+
+static void quantize_rows(void *vctx, int64_t r0, int64_t r1)
+{
+    const act_job *j = vctx;
+    for (int64_t m = r0 + 1; m < r1 + 1; m++) (void)quant_quantize_row(j->at, j->x + m * j->rsx, j->a + (size_t)m * j->arow, j->K);
 }
 
 static ct_status linear_quant(const ct_tensor *w, const char *pw, const float *x, int64_t rsx, int64_t M, int64_t N,
@@ -421,6 +387,8 @@ static ct_status linear_quant(const ct_tensor *w, const char *pw, const float *x
         free(a);
         return qs;
     }
+    act_job aj = {at, x, rsx, a, arow, K};
+    if (M > 1) cpu_parallel_for(M - 1, max64(1, 16384 / K), quantize_rows, &aj);
     size_t wrow = N > 1 ? ct_dtype_row_bytes(wt, w->stride[0]) : 0;
     const quant_panel_kernels *pk = M > DECODE_ROWS ? quant_get_panel(wt) : NULL;
     if (pk) {
