@@ -31,6 +31,16 @@ ct_storage *storage_new(size_t nbytes)
 
 void storage_retain(ct_storage *st) { atomic_fetch_add(&st->refcnt, 1); }
 
+static void drop_derived(ct_storage *st)
+{
+    for (ct_storage_derived *d = st->derived, *next; d; d = next) {
+        next = d->next;
+        d->free_fn(d->data);
+        free(d);
+    }
+    st->derived = NULL;
+}
+
 void storage_release(ct_storage *st)
 {
     if (!st || atomic_fetch_sub(&st->refcnt, 1) != 1) return;
@@ -44,6 +54,7 @@ void storage_release(ct_storage *st)
         ct_storage_copy *c = &st->copies[i];
         if (c->dev && c->buf.ptr) c->dev->ops->release(c->dev, &c->buf);
     }
+    drop_derived(st);
     free(st);
 }
 
@@ -173,6 +184,29 @@ void storage_mark_written(ct_storage *st, const ct_device *dev)
 {
     ct_storage_copy *w = storage_find(st, dev);
     for (int i = 0; i < st->n_copies; i++) st->copies[i].valid = &st->copies[i] == w;
+    if (st->derived) drop_derived(st);
+}
+
+void *storage_derived(const ct_storage *st, uint64_t key)
+{
+    for (const ct_storage_derived *d = st->derived; d; d = d->next)
+        if (d->key == key) return d->data;
+    return NULL;
+}
+
+ct_status storage_set_derived(ct_storage *st, uint64_t key, void *data, void (*free_fn)(void *data))
+{
+    for (ct_storage_derived *d = st->derived; d; d = d->next)
+        if (d->key == key) {
+            d->free_fn(d->data);
+            d->data = data, d->free_fn = free_fn;
+            return CT_OK;
+        }
+    ct_storage_derived *d = malloc(sizeof *d);
+    if (!d) return core_err(CT_ERR_OOM, "storage: out of memory");
+    *d = (ct_storage_derived){key, data, free_fn, st->derived};
+    st->derived = d;
+    return CT_OK;
 }
 
 ct_status storage_host(ct_storage *st, void **ptr)

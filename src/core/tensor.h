@@ -24,6 +24,13 @@ typedef struct ct_storage_copy {
     bool valid;
 } ct_storage_copy;
 
+typedef struct ct_storage_derived {
+    uint64_t key;
+    void *data;
+    void (*free_fn)(void *data);
+    struct ct_storage_derived *next;
+} ct_storage_derived;
+
 /* Reference-counted bytes with one copy per device visited. Copy 0, when
  * present, is always the host copy (dev->kind == CT_DEVICE_CPU). Writing on a
  * device leaves only that device's copy valid. */
@@ -35,6 +42,10 @@ typedef struct ct_storage {
     void (*deleter)(void *data, void *ctx); /* external host memory (from_blob) */
     void *deleter_ctx;
     bool host_external;                     /* host copy not ours to free */
+    /* Backends' rearrangements of the host bytes (the CPU's repacked weight panels), one
+     * per view (key; a model's weights are views of one mapped file): made on first
+     * use, dropped when the storage is written, freed with it. */
+    ct_storage_derived *derived;
 } ct_storage;
 
 struct ct_tensor {
@@ -89,6 +100,10 @@ ct_status storage_make_valid(ct_storage *st, struct ct_device *dev, uint64_t *mo
 ct_status storage_alloc_on(ct_storage *st, struct ct_device *dev);
 /* After a write on dev: only dev's copy stays valid. */
 void storage_mark_written(ct_storage *st, const struct ct_device *dev);
+/* The derived data made for `key` since the last write, or NULL. */
+void *storage_derived(const ct_storage *st, uint64_t key);
+/* Adds (or replaces) the derived data for `key`; it lives until the next write. */
+ct_status storage_set_derived(ct_storage *st, uint64_t key, void *data, void (*free_fn)(void *data));
 /* Host pointer of a storage after making the host copy valid. */
 ct_status storage_host(ct_storage *st, void **ptr);
 /* Observer of every transfer (the executor's statistics). src/dst NULL = host;

@@ -121,6 +121,7 @@ static quant_simd detect(void)
 static quant_dot_table g_tabs[QUANT_SIMD_COUNT];
 static quant_nr_table g_nrs[QUANT_SIMD_COUNT];
 static quant_panel_table g_panels[QUANT_SIMD_COUNT];
+static quant_panel_table g_repacks[QUANT_SIMD_COUNT];
 static quant_simd g_detected;
 static atomic_int g_level = -1; /* tentative definition above */
 static atomic_int g_init_state; /* 0 none, 1 running, 2 done */
@@ -139,6 +140,7 @@ static void init_tables(void)
         quant_dot_fill_avx512(g_tabs[QUANT_SIMD_AVX512_VNNI]);
         quant_nr_fill_avx512(g_nrs[QUANT_SIMD_AVX512_VNNI]);
         quant_panel_fill_avx512(g_panels[QUANT_SIMD_AVX512_VNNI]);
+        quant_repack_fill_avx512(g_repacks[QUANT_SIMD_AVX512_VNNI]);
 #endif
         for (int l = 1; l < QUANT_SIMD_COUNT; l++)
             for (int t = 0; t < CT_DTYPE_COUNT; t++)
@@ -205,3 +207,12 @@ const quant_panel_kernels *quant_get_panel_at(ct_dtype t, quant_simd level)
 }
 
 const quant_panel_kernels *quant_get_panel(ct_dtype t) { return quant_get_panel_at(t, quant_simd_level()); }
+
+const quant_panel_kernels *quant_get_repack_at(ct_dtype t, quant_simd level)
+{
+    init_tables();
+    if ((unsigned)t >= CT_DTYPE_COUNT || (unsigned)level >= QUANT_SIMD_COUNT || level > g_detected) return NULL;
+    return g_repacks[level][t];
+}
+
+const quant_panel_kernels *quant_get_repack(ct_dtype t) { return quant_get_repack_at(t, quant_simd_level()); }

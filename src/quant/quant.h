@@ -80,5 +80,9 @@ typedef struct quant_panel_kernels {
 /* NULL where the current level has no panel kernels for t (strides in elements for aux). */
 const quant_panel_kernels *quant_get_panel(ct_dtype t);
 const quant_panel_kernels *quant_get_panel_at(ct_dtype t, quant_simd level);
+/* Panels meant to be kept in place of the weights (the same interface): about the size of
+ * the weights and fast for a single activation row, so decode uses them too. */
+const quant_panel_kernels *quant_get_repack(ct_dtype t);
+const quant_panel_kernels *quant_get_repack_at(ct_dtype t, quant_simd level);
 
 #endif

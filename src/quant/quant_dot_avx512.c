@@ -12,6 +12,14 @@
 #define QD_VNNI 2
 #include "quant_dot_x86.inc"
 
+/* Decode streams weight rows from memory faster than the hardware prefetchers run ahead
+ * of one core: fetch a fixed distance ahead (rows a thread handles are adjacent, so
+ * running past a row's end fetches the next one). */
+static inline void z_prefetch(const void *p, int lines)
+{
+    for (int l = 0; l < lines; l++) _mm_prefetch((const char *)p + 2048 + 64 * l, _MM_HINT_T0);
+}
+
 static inline __m512i z_load2(const void *lo, const void *hi)
 {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)lo)),
@@ -64,6 +72,7 @@ static void z_dot_q4_k(int64_t n, float *s, const void *vw, const void *va)
     __m512 acc = _mm512_setzero_ps();
     __m256 accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QKK; i++, w++, a++) {
+        z_prefetch(w, 3);
         uint8_t sm[16];
         quant_k4_unpack(w->scales, sm);
         __m256i sm16 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)sm));
@@ -103,6 +112,7 @@ static void z_dot_q6_k(int64_t n, float *s, const void *vw, const void *va)
     __m512 acc = _mm512_setzero_ps();
     __m256 acco = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QKK; i++, w++, a++) {
+        z_prefetch(w, 4);
         __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
         __m256i off = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a->bsums), sc16);
         __m512i S = _mm512_castsi256_si512(sc16);

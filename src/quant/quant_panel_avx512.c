@@ -394,6 +394,101 @@ P_INLINE void p_q8_0(int64_t K, const uint8_t *panel, const char *a, size_t as, 
     p_store(s, ss, tot, nw, NA);
 }
 
+/* ---- Q4_K, repacked for keeps: nibbles stay nibbles, so the panel is the size of the
+ * weights (2368 bytes per 16 rows x 256 vs 2304) and can replace them for decode. Vector v
+ * of a block: lane r holds 4 bytes whose low nibbles are quants 8v..8v+3 of row r and high
+ * nibbles 8v+4..8v+7; then per-row 6-bit scales and mins as bytes [sub-block][row], d and
+ * dmin as f16 [row]. Decode does ~16 instructions per row and block against ~60 for the
+ * row-by-row dot. ---- */
+#define R4_QBYTES (32 * 64)
+#define R4_BLOCK_BYTES (R4_QBYTES + 128 + 128 + 32 + 32)
+#ifndef R4_PF
+#define R4_PF (2 * R4_BLOCK_BYTES)
+#endif
+
+static void r_pack_q4_k(const void *vw, size_t ws, int nw, int64_t K, void *vpanel)
+{
+    uint8_t *panel = vpanel;
+    for (int64_t b = 0; b < K / QKK; b++) {
+        uint8_t *dst = panel + (size_t)b * R4_BLOCK_BYTES;
+        uint8_t *sc = dst + R4_QBYTES, *mn = sc + 128;
+        uint16_t d[16] = {0}, dm[16] = {0};
+        if (b + 1 < K / QKK) p_prefetch_rows(vw, ws, nw, (size_t)(b + 1) * sizeof(blk_q4_k), sizeof(blk_q4_k));
+        for (int c = 0; c < 4; c++) {
+            __m512i r[16];
+            for (int i = 0; i < 16; i++)
+                r[i] = i < nw ? p_q4k_chunk((const blk_q4_k *)((const char *)vw + (size_t)i * ws) + b, c)
+                              : _mm512_setzero_si512();
+            p_transpose16(r);
+            /* r[j]: quants 64c + 4j .. +3 per lane; pair j = 2i, 2i+1 into vector 8c + i */
+            for (int i = 0; i < 8; i++)
+                _mm512_storeu_si512(dst + (size_t)(8 * c + i) * 64, _mm512_or_si512(r[2 * i], _mm512_slli_epi16(r[2 * i + 1], 4)));
+        }
+        for (int i = 0; i < 16; i++) {
+            uint8_t sm[16] = {0};
+            if (i < nw) {
+                const blk_q4_k *w = (const blk_q4_k *)((const char *)vw + (size_t)i * ws) + b;
+                quant_k4_unpack(w->scales, sm);
+                d[i] = w->d, dm[i] = w->dmin;
+            }
+            for (int s = 0; s < 8; s++) sc[16 * s + i] = sm[s], mn[16 * s + i] = sm[8 + s];
+        }
+        memcpy(mn + 128, d, sizeof d);
+        memcpy(mn + 128 + 32, dm, sizeof dm);
+    }
+}
+
+P_INLINE __m512 p_u8x16_ps(const uint8_t *p) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p))); }
+
+P_INLINE void r_q4_k(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs,
+                     float *s, size_t ss, int nw, const int NA)
+{
+    const __m512i m4 = _mm512_set1_epi8(0xF);
+    __m512 tot[QUANT_PANEL_MAX_A];
+#pragma GCC unroll 4
+    for (int j = 0; j < NA; j++) tot[j] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < K / QKK; b++) {
+        const uint8_t *pq = panel + (size_t)b * R4_BLOCK_BYTES, *sc = pq + R4_QBYTES, *mn = sc + 128;
+        const blk_q8_k *ab[QUANT_PANEL_MAX_A];
+        __m512 bacc[QUANT_PANEL_MAX_A], macc[QUANT_PANEL_MAX_A];
+#pragma GCC unroll 4
+        for (int j = 0; j < NA; j++)
+            ab[j] = (const blk_q8_k *)(a + (size_t)j * as) + b, bacc[j] = macc[j] = _mm512_setzero_ps();
+        for (int sb = 0; sb < 8; sb++) {
+            __m512i i0[QUANT_PANEL_MAX_A], i1[QUANT_PANEL_MAX_A];
+            /* decode streams the panels from memory faster than the hardware prefetchers
+             * run ahead: fetch R4_PF bytes ahead, a block's 37 lines over its 8 sub-blocks */
+            for (int l = 0; l < 5; l++) _mm_prefetch((const char *)pq + R4_PF + (5 * sb + l) * 64, _MM_HINT_T0);
+#pragma GCC unroll 4
+            for (int j = 0; j < NA; j++) i0[j] = i1[j] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int v = 4 * sb; v < 4 * sb + 4; v++) {
+                __m512i q = _mm512_loadu_si512(pq + (size_t)v * 64);
+                __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+#pragma GCC unroll 4
+                for (int j = 0; j < NA; j++) {
+                    i0[j] = _mm512_dpbusd_epi32(i0[j], lo, p_bcast4(ab[j]->qs + 8 * v));
+                    i1[j] = _mm512_dpbusd_epi32(i1[j], hi, p_bcast4(ab[j]->qs + 8 * v + 4));
+                }
+            }
+            __m512 scv = p_u8x16_ps(sc + 16 * sb), mnv = p_u8x16_ps(mn + 16 * sb);
+#pragma GCC unroll 4
+            for (int j = 0; j < NA; j++) {
+                bacc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0[j], i1[j])), scv, bacc[j]);
+                macc[j] = _mm512_fmadd_ps(mnv, _mm512_set1_ps(aux[(size_t)j * xs + 8 * b + sb]), macc[j]);
+            }
+        }
+        __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(mn + 128)));
+        __m512 dmv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(mn + 160)));
+#pragma GCC unroll 4
+        for (int j = 0; j < NA; j++) {
+            __m512 blk = _mm512_fmsub_ps(dv, bacc[j], _mm512_mul_ps(dmv, macc[j]));
+            tot[j] = _mm512_fmadd_ps(blk, _mm512_set1_ps(ab[j]->d), tot[j]);
+        }
+    }
+    p_store(s, ss, tot, nw, NA);
+}
+
 #define P_ENTRY(name, body)                                                                                          \
     static void name(int64_t K, const void *panel, const void *a, size_t as, const float *aux, size_t xs, int na,   \
                      float *s, size_t ss, int nw)                                                                    \
@@ -409,6 +504,7 @@ P_INLINE void p_q8_0(int64_t K, const uint8_t *panel, const char *a, size_t as, 
 P_ENTRY(p_gemm_q4_k, p_q4_k)
 P_ENTRY(p_gemm_q6_k, p_q6_k)
 P_ENTRY(p_gemm_q8_0, p_q8_0)
+P_ENTRY(r_gemm_q4_k, r_q4_k)
 
 #pragma GCC pop_options
 
@@ -417,6 +513,10 @@ static const quant_panel_kernels g_panel_q6_k = {P_BLOCK_BYTES, 16, p_pack_q6_k,
 static const quant_panel_kernels g_panel_q5_k = {P_BLOCK_BYTES, 8, p_pack_q5_k, p_aux_q4_k, p_gemm_q4_k};
 static const quant_panel_kernels g_panel_q8_0 = {P8_BLOCK_BYTES, 2, p_pack_q8_0, p_aux_q8_0, p_gemm_q8_0};
 static const quant_panel_kernels g_panel_q4_0 = {P8_BLOCK_BYTES, 2, p_pack_q4_0, p_aux_q4_0, p_gemm_q8_0};
+
+static const quant_panel_kernels g_repack_q4_k = {R4_BLOCK_BYTES, 8, r_pack_q4_k, p_aux_q4_k, r_gemm_q4_k};
+
+void quant_repack_fill_avx512(quant_panel_table tab) { tab[CT_Q4_K] = &g_repack_q4_k; }
 
 void quant_panel_fill_avx512(quant_panel_table tab)
 {
@@ -428,4 +528,5 @@ void quant_panel_fill_avx512(quant_panel_table tab)
 }
 #else
 void quant_panel_fill_avx512(quant_panel_table tab) { (void)tab; }
+void quant_repack_fill_avx512(quant_panel_table tab) { (void)tab; }
 #endif

@@ -542,7 +542,9 @@ static void test_panels(void)
         CHECK(quant_get_panel_at(CT_Q8_0, QUANT_SIMD_AVX512_VNNI) != NULL);
         CHECK(quant_get_panel_at(CT_Q5_K, QUANT_SIMD_AVX512_VNNI) != NULL);
         CHECK(quant_get_panel_at(CT_Q4_0, QUANT_SIMD_AVX512_VNNI) != NULL);
+        CHECK(quant_get_repack_at(CT_Q4_K, QUANT_SIMD_AVX512_VNNI) != NULL);
     }
+    CHECK(quant_get_repack(CT_F16) == NULL);
     enum { PR = QUANT_PANEL_ROWS, MA = QUANT_PANEL_MAX_A, SS = QUANT_PANEL_ROWS + 3 };
     const float sentinel = 12345.f;
     int checked = 0;
@@ -561,8 +563,9 @@ static void test_panels(void)
                 for (int64_t i = 0; i < n; i++) x[i] = normal(&rng) * (r == 1 ? 0.01f : 2.f);
                 CHECK_OK(quant_quantize_row(vt, x, aq + (size_t)r * as, n));
             }
-            for (int lv = 0; lv <= (int)quant_simd_detected(); lv++) {
-                const quant_panel_kernels *pk = quant_get_panel_at(t, (quant_simd)lv);
+            for (int lk = 0; lk <= 2 * (int)quant_simd_detected() + 1; lk++) {
+                int lv = lk / 2; /* each level's per-call panels, then its kept (repacked) ones */
+                const quant_panel_kernels *pk = lk % 2 ? quant_get_repack_at(t, (quant_simd)lv) : quant_get_panel_at(t, (quant_simd)lv);
                 quant_vec_dot_fn dot = quant_get_vec_dot_at(t, QUANT_SIMD_SCALAR);
                 if (!pk) continue;
                 size_t nblk = (size_t)(n / bs), auxrow = nblk * (size_t)pk->aux_n;
@@ -592,8 +595,8 @@ static void test_panels(void)
                                  * to the sum of |terms| (the exact magnitude the sums run through) */
                                 double tol = 2.0 * (double)(n / 16) * 6e-8 * abs_dot(t, wq + (size_t)i * ws, aq + (size_t)j * as, n);
                                 CHECK_MSG(fabs((double)got - want) <= tol + 1e-30,
-                                          "%s panel, %lld blocks, nw %d na %d, (%d, %d): %.9g vs %.9g (tol %.3g)",
-                                          ct_dtype_name(t), (long long)nblocks[bi], nw, na, j, i, got, want, tol);
+                                          "%s %s, %lld blocks, nw %d na %d, (%d, %d): %.9g vs %.9g (tol %.3g)",
+                                          ct_dtype_name(t), lk % 2 ? "repacked" : "panel", (long long)nblocks[bi], nw, na, j, i, got, want, tol);
                                 checked++;
                             }
                     }

@@ -501,9 +501,57 @@ static void test_quant_linear(void)
     ct_tensor_free(w);
 }
 
+/* Weights the CPU keeps repacked for decode follow writes to the weight tensor, and two
+ * views of one storage (a model's weights share its file's) keep separate panels. */
+static void test_quant_linear_rewrite(void)
+{
+    th_rng r = {12};
+    enum { K = 256, N = 20 };
+    size_t rb = ct_dtype_row_bytes(CT_Q4_K, K);
+    char *qa = malloc(rb * 2 * N), *qb = malloc(rb * N);
+    float *wf = malloc(sizeof(float) * K);
+    for (int n = 0; n < 3 * N; n++) {
+        for (int k = 0; k < K; k++) wf[k] = (float)th_uniform(&r, -1, 1);
+        CHECK_OK(quant_quantize_row(CT_Q4_K, wf, n < 2 * N ? qa + (size_t)n * rb : qb + (size_t)(n - 2 * N) * rb, K));
+    }
+    int64_t sw[2] = {2 * N, K}, sx[2] = {1, K}, sh[2] = {N, K};
+    ct_tensor *w = NULL, *wb = NULL, *top = NULL, *bottom = NULL, *bottom_ref = NULL;
+    ct_tensor *x = th_random(&r, 2, sx, CT_F32, -1, 1);
+    CHECK_OK(ct_tensor_from_data(2, sw, CT_Q4_K, qa, &w));
+    CHECK_OK(ct_tensor_from_data(2, sh, CT_Q4_K, qb, &wb));
+    CHECK_OK(ct_narrow(w, 0, 0, N, &top));
+    CHECK_OK(ct_narrow(w, 0, N, N, &bottom));
+    CHECK_OK(ct_tensor_from_data(2, sh, CT_Q4_K, qa + (size_t)N * rb, &bottom_ref));
+    ct_tensor *y_top = NULL, *y_bot = NULL, *y_bot_ref = NULL, *y_new = NULL, *y_new_ref = NULL;
+    CHECK_OK(ct_linear(x, top, NULL, &y_top));
+    CHECK_OK(ct_linear(x, bottom, NULL, &y_bot));
+    CHECK_OK(ct_linear(x, bottom_ref, NULL, &y_bot_ref));
+    if (y_bot && y_bot_ref) {
+        double *a = th_values(y_bot), *b = th_values(y_bot_ref);
+        CHECK_MSG(th_allclose(a, b, N, 0, 0), "second view of one storage gave the first view's panels");
+        free(a), free(b);
+    }
+    /* overwrite the top half with other weights: the next product must use them */
+    void *p = NULL;
+    CHECK_OK(ct_tensor_data_mut(w, &p));
+    if (p) memcpy(p, qb, rb * N);
+    CHECK_OK(ct_linear(x, top, NULL, &y_new));
+    CHECK_OK(ct_linear(x, wb, NULL, &y_new_ref));
+    if (y_new && y_new_ref && y_top) {
+        double *a = th_values(y_new), *b = th_values(y_new_ref), *old = th_values(y_top);
+        CHECK_MSG(th_allclose(a, b, N, 0, 0), "linear after a write used stale repacked weights");
+        CHECK(!th_allclose(a, old, N, 0, 0));
+        free(a), free(b), free(old);
+    }
+    ct_tensor *all[] = {w, wb, top, bottom, bottom_ref, x, y_top, y_bot, y_bot_ref, y_new, y_new_ref};
+    for (int i = 0; i < 11; i++) ct_tensor_free(all[i]);
+    free(qa), free(qb), free(wf);
+}
+
 int main(void)
 {
     RUN(test_matmul_ranks);
+    RUN(test_quant_linear_rewrite);
     RUN(test_matmul_views);
     RUN(test_matmul_empty);
     RUN(test_matmul_dtypes);

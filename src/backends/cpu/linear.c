@@ -10,7 +10,9 @@
  * type has packed-panel kernels, each task unpacks 16 weight rows once and multiplies them
  * with every activation row; otherwise tiles of multi-row (or single) dots, so each weight
  * row is read once per block of activation rows. */
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backends/cpu/gemm.h"
 #include "quant/quant.h"
@@ -299,6 +301,7 @@ static void quant_prefill_tiles(void *vctx, int64_t t0, int64_t t1)
  * runs them against every activation row. */
 typedef struct panel_job {
     const quant_panel_kernels *pk;
+    const char *kept;   /* the weights repacked once (all panels), or NULL: pack per task */
     const char *w;
     size_t wrow;
     const char *a;
@@ -314,8 +317,8 @@ static void panel_tasks(void *vctx, int64_t p0, int64_t p1)
 {
     panel_job *j = vctx;
     size_t pbytes = (size_t)j->nblk * j->pk->block_bytes;
-    void *panel = aligned_alloc(64, (pbytes + 63) & ~(size_t)63);
-    if (!panel) {
+    void *panel = NULL;
+    if (!j->kept && !(panel = aligned_alloc(64, (pbytes + 63) & ~(size_t)63))) {
         __atomic_store_n(&j->oom, true, __ATOMIC_RELAXED);
         return;
     }
@@ -323,10 +326,11 @@ static void panel_tasks(void *vctx, int64_t p0, int64_t p1)
     for (int64_t p = p0; p < p1; p++) {
         int64_t n0 = p * QUANT_PANEL_ROWS;
         int nw = (int)min64(QUANT_PANEL_ROWS, j->N - n0);
-        j->pk->pack(j->w + (size_t)n0 * j->wrow, j->wrow, nw, j->K, panel);
+        const void *pp = j->kept ? j->kept + (size_t)p * pbytes : panel;
+        if (!j->kept) j->pk->pack(j->w + (size_t)n0 * j->wrow, j->wrow, nw, j->K, panel);
         for (int64_t m = 0; m < j->M; m += QUANT_PANEL_MAX_A) {
             int na = (int)min64(QUANT_PANEL_MAX_A, j->M - m);
-            j->pk->gemm(j->K, panel, j->a + (size_t)m * j->arow, j->arow, j->aux + (size_t)m * auxrow, auxrow, na,
+            j->pk->gemm(j->K, pp, j->a + (size_t)m * j->arow, j->arow, j->aux + (size_t)m * auxrow, auxrow, na,
                         j->out + m * j->N + n0, (size_t)j->N, nw);
         }
         if (j->bias)
@@ -336,7 +340,68 @@ static void panel_tasks(void *vctx, int64_t p0, int64_t p1)
     free(panel);
 }
 
-static ct_status linear_panels(const quant_panel_kernels *pk, const char *pw, size_t wrow, const char *a,
+/* ---- weights kept repacked: made on a weight's first use, kept with its storage until
+ * the storage is written (CTORCH_REPACK=0 turns this off, e.g. to save the memory) ---- */
+typedef struct repack_job {
+    const quant_panel_kernels *pk;
+    const char *w;
+    size_t wrow, pbytes;
+    int64_t N, K;
+    char *dst;
+} repack_job;
+
+static void repack_tasks(void *vctx, int64_t p0, int64_t p1)
+{
+    const repack_job *j = vctx;
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t n0 = p * QUANT_PANEL_ROWS;
+        j->pk->pack(j->w + (size_t)n0 * j->wrow, j->wrow, (int)min64(QUANT_PANEL_ROWS, j->N - n0), j->K,
+                    j->dst + (size_t)p * j->pbytes);
+    }
+}
+
+static bool repack_enabled(void)
+{
+    static int on = -1; /* benign race: every thread computes the same value */
+    if (on < 0) {
+        const char *e = getenv("CTORCH_REPACK");
+        on = !(e && strcmp(e, "0") == 0);
+    }
+    return on;
+}
+
+static pthread_mutex_t g_repack_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* The repacked panels of w (rows wrow bytes apart), or NULL when there is no memory
+ * for them (the caller then packs per call). */
+static const char *repacked(const ct_tensor *w, const quant_panel_kernels *pk, const char *pw, size_t wrow,
+                            int64_t N, int64_t K)
+{
+    /* the view the panels were made from: another view of the same storage rebuilds them */
+    uint64_t key = (uint64_t)w->offset * 1000003u ^ (uint64_t)N * 10007u ^ (uint64_t)K * 101u ^ (uint64_t)wrow ^
+                   (uint64_t)(uintptr_t)pk;
+    pthread_mutex_lock(&g_repack_mu);
+    char *d = storage_derived(w->st, key);
+    if (!d) {
+        int64_t np = (N + QUANT_PANEL_ROWS - 1) / QUANT_PANEL_ROWS;
+        size_t pbytes = (size_t)(K / ct_dtype_block_size(w->dtype)) * pk->block_bytes;
+        if ((d = aligned_alloc(64, ((size_t)np * pbytes + 63) & ~(size_t)63))) {
+            repack_job j = {pk, pw, wrow, pbytes, N, K, d};
+            cpu_parallel_for(np, 1, repack_tasks, &j);
+            if (storage_set_derived(w->st, key, d, free) != CT_OK) {
+                free(d);
+                d = NULL;
+            }
+        } else {
+            core_log(CT_LOG_WARN, "linear: no memory to keep %s %s repacked; packing per call", ct_dtype_name(w->dtype),
+                     SHAPE_STR(w));
+        }
+    }
+    pthread_mutex_unlock(&g_repack_mu);
+    return d;
+}
+
+static ct_status linear_panels(const quant_panel_kernels *pk, const char *kept, const char *pw, size_t wrow, const char *a,
                                size_t arow, int64_t M, int64_t N, int64_t K, int64_t blk, float *out,
                                const float *bias)
 {
@@ -344,7 +409,7 @@ static ct_status linear_panels(const quant_panel_kernels *pk, const char *pw, si
     float *aux = malloc(sizeof(float) * (size_t)max64(1, M * nblk * pk->aux_n));
     if (!aux) return core_err(CT_ERR_OOM, "linear: no memory for the activation sums of %lld rows", (long long)M);
     for (int64_t m = 0; m < M; m++) pk->act_aux(a + (size_t)m * arow, K, aux + m * nblk * pk->aux_n);
-    panel_job j = {pk, pw, wrow, a, arow, aux, M, N, K, nblk, out, bias, false};
+    panel_job j = {pk, kept, pw, wrow, a, arow, aux, M, N, K, nblk, out, bias, false};
     cpu_parallel_for((N + QUANT_PANEL_ROWS - 1) / QUANT_PANEL_ROWS, 1, panel_tasks, &j);
     free(aux);
     if (j.oom) return core_err(CT_ERR_OOM, "linear: no memory for a packed %d x %lld weight panel", QUANT_PANEL_ROWS, (long long)K);
@@ -390,9 +455,15 @@ static ct_status linear_quant(const ct_tensor *w, const char *pw, const float *x
     act_job aj = {at, x, rsx, a, arow, K};
     if (M > 1) cpu_parallel_for(M - 1, max64(1, 16384 / K), quantize_rows, &aj);
     size_t wrow = N > 1 ? ct_dtype_row_bytes(wt, w->stride[0]) : 0;
+    /* prefill: panels packed per call (unpacked to bytes, the fastest for many rows);
+     * decode: the weights kept repacked, where the type has that */
     const quant_panel_kernels *pk = M > DECODE_ROWS ? quant_get_panel(wt) : NULL;
+    const char *kept = NULL;
+    if (!pk && repack_enabled() && (N == 1 || wrow) && (pk = quant_get_repack(wt)) &&
+        !(kept = repacked(w, pk, pw, wrow, N, K)))
+        pk = NULL;
     if (pk) {
-        ct_status s = linear_panels(pk, pw, wrow, a, arow, M, N, K, ct_dtype_block_size(wt), out, bias);
+        ct_status s = linear_panels(pk, kept, pw, wrow, a, arow, M, N, K, ct_dtype_block_size(wt), out, bias);
         free(a);
         return s;
     }
