@@ -122,8 +122,8 @@ static inline __attribute__((always_inline, target("avx512f"))) void rows512(con
     /* two k-steps per iteration: independent chains for the FMA latency when M is small */
     for (; k + 32 <= K; k += 32) {
         /* weights stream from memory faster than the hardware prefetchers run ahead */
-        _mm_prefetch((const char *)w + (k + 32) * (int64_t)(wt == CT_F32 ? 4 : 2) + 2048, _MM_HINT_T0);
-        if (wt == CT_F32) _mm_prefetch((const char *)w + (k + 32) * 4 + 2048 + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)w + (k + 32) * (int64_t)(wt == CT_F32 ? 4 : 2) + 4096, _MM_HINT_T0);
+        if (wt == CT_F32) _mm_prefetch((const char *)w + (k + 32) * 4 + 4096 + 64, _MM_HINT_T0);
         __m512 w0 = load16(w, k, wt), w1 = load16(w, k + 16, wt);
 #pragma GCC unroll 8
         for (int m = 0; m < M; m++) {
