@@ -98,9 +98,8 @@ static inline void cpu_store_f64(void *p, ct_dtype t, double v)
     }
 }
 
-/* Contiguous f16/bf16 rows to f32 at the current SIMD level (gemm.c). */
+/* Contiguous f16 rows to f32 at the current SIMD level (gemm.c). */
 void cpu_f16_to_f32_row(const uint16_t *src, float *dst, int64_t n);
-void cpu_bf16_to_f32_row(const uint16_t *src, float *dst, int64_t n);
 
 /* ---- kernel groups: each returns CT_OK or an error naming the problem ---- */
 ct_status cpu_run_create(ct_device *dev, const ct_op *op);      /* FILL ARANGE EYE RAND (create.c) */

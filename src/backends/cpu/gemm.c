@@ -18,7 +18,7 @@
 #endif
 
 
-/* ---------------- f16 / bf16 row conversion ---------------- */
+/* ---------------- f16 row conversion (attention's f16 K/V rows) ---------------- */
 #ifdef GEMM_X86
 __attribute__((target("avx512f"))) static int64_t f16_row_avx512(const uint16_t *s, float *d, int64_t n)
 {
@@ -43,15 +43,6 @@ void cpu_f16_to_f32_row(const uint16_t *src, float *dst, int64_t n)
     else if (lvl >= CPU_SIMD_AVX2) i = f16_row_avx2(src, dst, n);
 #endif
     for (; i < n; i++) dst[i] = ct_f16_to_f32(src[i]);
-}
-
-void cpu_bf16_to_f32_row(const uint16_t *src, float *dst, int64_t n)
-{
-    /* bf16 is the top half of an f32: a shift, which compilers vectorize as is */
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t u = (uint32_t)src[i] << 16;
-        memcpy(&dst[i], &u, sizeof u);
-    }
 }
 
 /* ---------------- built-in blocked GEMM (f32 A, f32 / f16 / bf16 B) ---------------- */
