@@ -187,24 +187,26 @@ void storage_mark_written(ct_storage *st, const ct_device *dev)
     if (st->derived) drop_derived(st);
 }
 
-void *storage_derived(const ct_storage *st, uint64_t key)
+void *storage_derived(const ct_storage *st, const uint64_t key[STORAGE_DERIVED_KEY])
 {
     for (const ct_storage_derived *d = st->derived; d; d = d->next)
-        if (d->key == key) return d->data;
+        if (memcmp(d->key, key, sizeof d->key) == 0) return d->data;
     return NULL;
 }
 
-ct_status storage_set_derived(ct_storage *st, uint64_t key, void *data, void (*free_fn)(void *data))
+ct_status storage_set_derived(ct_storage *st, const uint64_t key[STORAGE_DERIVED_KEY], void *data,
+                              void (*free_fn)(void *data))
 {
     for (ct_storage_derived *d = st->derived; d; d = d->next)
-        if (d->key == key) {
+        if (memcmp(d->key, key, sizeof d->key) == 0) {
             d->free_fn(d->data);
             d->data = data, d->free_fn = free_fn;
             return CT_OK;
         }
     ct_storage_derived *d = malloc(sizeof *d);
     if (!d) return core_err(CT_ERR_OOM, "storage: out of memory");
-    *d = (ct_storage_derived){key, data, free_fn, st->derived};
+    memcpy(d->key, key, sizeof d->key);
+    d->data = data, d->free_fn = free_fn, d->next = st->derived;
     st->derived = d;
     return CT_OK;
 }

@@ -24,8 +24,10 @@ typedef struct ct_storage_copy {
     bool valid;
 } ct_storage_copy;
 
+/* What a derived layout was made from (the view, the layout's kind), compared exactly. */
+#define STORAGE_DERIVED_KEY 6
 typedef struct ct_storage_derived {
-    uint64_t key;
+    uint64_t key[STORAGE_DERIVED_KEY];
     void *data;
     void (*free_fn)(void *data);
     struct ct_storage_derived *next;
@@ -101,9 +103,10 @@ ct_status storage_alloc_on(ct_storage *st, struct ct_device *dev);
 /* After a write on dev: only dev's copy stays valid. */
 void storage_mark_written(ct_storage *st, const struct ct_device *dev);
 /* The derived data made for `key` since the last write, or NULL. */
-void *storage_derived(const ct_storage *st, uint64_t key);
+void *storage_derived(const ct_storage *st, const uint64_t key[STORAGE_DERIVED_KEY]);
 /* Adds (or replaces) the derived data for `key`; it lives until the next write. */
-ct_status storage_set_derived(ct_storage *st, uint64_t key, void *data, void (*free_fn)(void *data));
+ct_status storage_set_derived(ct_storage *st, const uint64_t key[STORAGE_DERIVED_KEY], void *data,
+                              void (*free_fn)(void *data));
 /* Host pointer of a storage after making the host copy valid. */
 ct_status storage_host(ct_storage *st, void **ptr);
 /* Observer of every transfer (the executor's statistics). src/dst NULL = host;

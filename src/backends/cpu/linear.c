@@ -380,9 +380,9 @@ static pthread_mutex_t g_repack_mu = PTHREAD_MUTEX_INITIALIZER;
 static const char *repacked(const ct_tensor *w, const quant_panel_kernels *pk, const char *pw, size_t wrow,
                             int64_t N, int64_t K)
 {
-    /* the view the panels were made from: another view of the same storage rebuilds them */
-    uint64_t key = (uint64_t)w->offset * 1000003u ^ (uint64_t)N * 10007u ^ (uint64_t)K * 101u ^ (uint64_t)wrow ^
-                   (uint64_t)(uintptr_t)pk;
+    /* the view the panels are made from (a model's weights are views of one storage) */
+    const uint64_t key[STORAGE_DERIVED_KEY] = {(uint64_t)w->offset, (uint64_t)N, (uint64_t)K, wrow,
+                                               (uint64_t)w->dtype, (uint64_t)(uintptr_t)pk};
     pthread_mutex_lock(&g_repack_mu);
     char *d = storage_derived(w->st, key);
     if (!d) {
