@@ -100,6 +100,24 @@ P_INLINE void p_prefetch_rows(const void *vw, size_t ws, int nw, size_t off, siz
         for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)vw + (size_t)i * ws + off + o, _MM_HINT_T0);
 }
 
+/* The K-quant block types the packers read. */
+typedef enum p_kquant { P_Q4_K, P_Q5_K, P_Q6_K } p_kquant;
+
+/* Quants 64c .. 64c+63 of block b of each of the 16 rows (zero rows past nw), transposed:
+ * afterwards r[j] holds quants 64c + 4j .. +3 of row i in lane i. */
+P_INLINE void p_kchunk_rows(const void *vw, size_t ws, int nw, int64_t b, int c, const p_kquant t, __m512i r[16])
+{
+    size_t bsz = t == P_Q6_K ? sizeof(blk_q6_k) : t == P_Q5_K ? sizeof(blk_q5_k) : sizeof(blk_q4_k);
+    for (int i = 0; i < 16; i++) {
+        const char *blk = (const char *)vw + (size_t)i * ws + (size_t)b * bsz;
+        r[i] = i >= nw       ? _mm512_setzero_si512()
+               : t == P_Q6_K ? p_q6k_chunk((const blk_q6_k *)blk, c)
+               : t == P_Q5_K ? p_q5k_chunk((const blk_q5_k *)blk, c)
+                             : p_q4k_chunk((const blk_q4_k *)blk, c);
+    }
+    p_transpose16(r);
+}
+
 /* Q4_K and Q5_K share the block head (d, dmin, 12 bytes of 6-bit scales and mins). */
 P_INLINE void p_pack_k4(const void *vw, size_t ws, int nw, int64_t K, void *vpanel, const size_t bsz, const bool five)
 {
@@ -110,13 +128,7 @@ P_INLINE void p_pack_k4(const void *vw, size_t ws, int nw, int64_t K, void *vpan
         if (b + 1 < K / QKK) p_prefetch_rows(vw, ws, nw, (size_t)(b + 1) * bsz, bsz);
         for (int c = 0; c < 4; c++) {
             __m512i r[16];
-            for (int i = 0; i < 16; i++) {
-                const char *blk = (const char *)vw + (size_t)i * ws + (size_t)b * bsz;
-                r[i] = i >= nw ? _mm512_setzero_si512()
-                       : five  ? p_q5k_chunk((const blk_q5_k *)blk, c)
-                               : p_q4k_chunk((const blk_q4_k *)blk, c);
-            }
-            p_transpose16(r);
+            p_kchunk_rows(vw, ws, nw, b, c, five ? P_Q5_K : P_Q4_K, r);
             for (int j = 0; j < 16; j++) _mm512_storeu_si512(dst + (size_t)(16 * c + j) * 64, r[j]);
         }
         for (int i = 0; i < 16; i++) {
@@ -155,10 +167,7 @@ static void p_pack_q6_k(const void *vw, size_t ws, int nw, int64_t K, void *vpan
         if (b + 1 < K / QKK) p_prefetch_rows(vw, ws, nw, (size_t)(b + 1) * sizeof(blk_q6_k), sizeof(blk_q6_k));
         for (int c = 0; c < 4; c++) {
             __m512i r[16];
-            for (int i = 0; i < 16; i++)
-                r[i] = i < nw ? p_q6k_chunk((const blk_q6_k *)((const char *)vw + (size_t)i * ws) + b, c)
-                              : _mm512_setzero_si512();
-            p_transpose16(r);
+            p_kchunk_rows(vw, ws, nw, b, c, P_Q6_K, r);
             for (int j = 0; j < 16; j++) _mm512_storeu_si512(dst + (size_t)(16 * c + j) * 64, r[j]);
         }
         for (int i = 0; i < 16; i++) {
@@ -416,10 +425,7 @@ static void r_pack_q4_k(const void *vw, size_t ws, int nw, int64_t K, void *vpan
         if (b + 1 < K / QKK) p_prefetch_rows(vw, ws, nw, (size_t)(b + 1) * sizeof(blk_q4_k), sizeof(blk_q4_k));
         for (int c = 0; c < 4; c++) {
             __m512i r[16];
-            for (int i = 0; i < 16; i++)
-                r[i] = i < nw ? p_q4k_chunk((const blk_q4_k *)((const char *)vw + (size_t)i * ws) + b, c)
-                              : _mm512_setzero_si512();
-            p_transpose16(r);
+            p_kchunk_rows(vw, ws, nw, b, c, P_Q4_K, r);
             /* r[j]: quants 64c + 4j .. +3 per lane; pair j = 2i, 2i+1 into vector 8c + i */
             for (int i = 0; i < 8; i++)
                 _mm512_storeu_si512(dst + (size_t)(8 * c + i) * 64, _mm512_or_si512(r[2 * i], _mm512_slli_epi16(r[2 * i + 1], 4)));
