@@ -253,6 +253,15 @@ typedef struct quant_job {
     const float *bias;
 } quant_job;
 
+/* out[m][n] += bias[n] over rows m0..m1, columns n0..n1 of a tile the kernels wrote
+ * without it (no-op without a bias). */
+static void add_bias(float *out, int64_t N, int64_t m0, int64_t m1, int64_t n0, int64_t n1, const float *bias)
+{
+    if (!bias) return;
+    for (int64_t m = m0; m < m1; m++)
+        for (int64_t n = n0; n < n1; n++) out[m * N + n] += bias[n];
+}
+
 static void quant_decode_rows(void *vctx, int64_t n0, int64_t n1)
 {
     const quant_job *j = vctx;
@@ -283,9 +292,7 @@ static void quant_prefill_tiles(void *vctx, int64_t t0, int64_t t1)
                           j->a + (size_t)m * j->arow, j->arow, na);
                 }
             }
-            if (j->bias)
-                for (int64_t m = m0; m < m1; m++)
-                    for (int64_t n = nb0; n < nb1; n++) j->out[m * j->N + n] += j->bias[n];
+            add_bias(j->out, j->N, m0, m1, nb0, nb1, j->bias);
             continue;
         }
         for (int64_t n = nb0; n < nb1; n++) {
@@ -336,9 +343,7 @@ static void panel_tasks(void *vctx, int64_t p0, int64_t p1)
             j->pk->gemm(j->K, pp, j->a + (size_t)m * j->arow, j->arow, j->aux + (size_t)m * auxrow, auxrow, na,
                         j->out + m * j->N + n0, (size_t)j->N, nw);
         }
-        if (j->bias)
-            for (int64_t m = 0; m < j->M; m++)
-                for (int64_t n = n0; n < n0 + nw; n++) j->out[m * j->N + n] += j->bias[n];
+        add_bias(j->out, j->N, 0, j->M, n0, n0 + nw, j->bias);
     }
     free(panel);
 }
