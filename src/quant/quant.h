@@ -4,6 +4,8 @@
 #ifndef CT_QUANT_QUANT_H
 #define CT_QUANT_QUANT_H
 
+#include <stdbool.h>
+
 #include "core/tensor.h"
 
 /* n must be a multiple of t's block size; t may also be f32/f16/bf16. */
@@ -21,26 +23,48 @@ typedef void (*quant_vec_dot_fn)(int64_t n, float *s, const void *w, const void 
 ct_dtype quant_vec_dot_type(ct_dtype t);
 quant_vec_dot_fn quant_get_vec_dot(ct_dtype t);
 
-/* ---- SIMD level of the vec dots, picked once from the CPU (x86: __builtin_cpu_supports) ---- */
+/* ---- SIMD levels of the kernels ----
+ * Not a ladder: each level needs its own set of CPU features (AVX512_VNNI does not need
+ * AVX-VNNI, so Zen 4 / Ice Lake have AVX512_VNNI without AVX2_VNNI). A level is usable
+ * when the CPU reports every feature it needs; the others are refused, never mapped. */
 typedef enum quant_simd {
     QUANT_SIMD_SCALAR = 0,   /* portable C */
     QUANT_SIMD_AVX2,         /* avx2 + fma + f16c */
-    QUANT_SIMD_AVX2_VNNI,    /* the same plus AVX-VNNI (vpdpbusd on ymm) */
-    QUANT_SIMD_AVX512_VNNI,  /* avx512 f/bw/vl + vnni, 512-bit kernels */
+    QUANT_SIMD_AVX2_VNNI,    /* the same plus AVX-VNNI (VEX vpdpbusd on ymm) */
+    QUANT_SIMD_AVX512_VNNI,  /* avx2 set + avx512 f/bw/vl/dq + AVX512-VNNI, 512-bit kernels */
     QUANT_SIMD_COUNT
 } quant_simd;
 
+/* The CPU features the levels are made of. */
+typedef struct quant_cpu_features {
+    bool avx2;       /* avx2 + fma + f16c (and the OS saves ymm) */
+    bool avxvnni;    /* AVX-VNNI, CPUID.(7,1):EAX[4] */
+    bool avx512;     /* avx512 f + bw + vl + dq (and the OS saves zmm) */
+    bool avx512vnni; /* AVX512-VNNI */
+} quant_cpu_features;
+/* What this CPU (and OS) really supports. */
+quant_cpu_features quant_cpu_features_of_host(void);
+/* Test hook: the levels are decided from *f instead of the host's features (NULL: the
+ * host's again) and the current level is reset to the best one. Lets tests simulate
+ * other CPUs; they must only compare the kernels handed out, never call ones the real
+ * CPU lacks. Not thread-safe. */
+void quant_test_set_cpu_features(const quant_cpu_features *f);
+
 const char *quant_simd_name(quant_simd level);
-/* The best level this CPU (and OS) supports. */
+/* Whether the CPU has every feature level needs. */
+bool quant_simd_supported(quant_simd level);
+/* The best supported level. */
 quant_simd quant_simd_detected(void);
 /* The level quant_get_vec_dot currently hands out. */
 quant_simd quant_simd_level(void);
-/* Forces a level (tests, benchmarks); CT_ERR_UNSUPPORTED above the detected one. Not meant
- * to be called while other threads fetch kernels. */
+/* Forces a level (tests, benchmarks). A level whose features the CPU lacks is refused
+ * (CT_ERR_UNSUPPORTED, the message names the missing feature), not mapped to another:
+ * a caller asking for a level wants exactly its kernels. Not meant to be called while
+ * other threads fetch kernels. */
 ct_status quant_set_simd_level(quant_simd level);
 /* The kernel of one level without changing the global choice; NULL where the CPU lacks
  * the level or t has no vec dot. Types without a dedicated kernel at a level get the
- * best lower level's kernel. */
+ * kernel of a level whose features are a subset (AVX512_VNNI and AVX2_VNNI: AVX2). */
 quant_vec_dot_fn quant_get_vec_dot_at(ct_dtype t, quant_simd level);
 
 /* ---- multi-row dots (prefill) ----

@@ -145,5 +145,7 @@ void quant_repack_fill_avx512(quant_panel_table tab);
 typedef void (*quant_act_fn)(const float *src, void *dst, int64_t nb);
 typedef quant_act_fn quant_act_table[CT_DTYPE_COUNT];
 void quant_act_fill_avx2(quant_act_table tab);
+/* The current level's fast quantizer for t, NULL where only the reference exists. */
+quant_act_fn quant_get_act(ct_dtype t);
 
 #endif

@@ -410,7 +410,8 @@ static void check_dot_case(ct_dtype t, int64_t n, const uint8_t *wq, const float
             qbound += fabs((double)wd[i]) * 0.6 * amax / 127;
         }
     }
-    for (int lv = 0; lv <= (int)quant_simd_detected(); lv++) {
+    for (int lv = 0; lv < QUANT_SIMD_COUNT; lv++) {
+        if (!quant_simd_supported((quant_simd)lv)) continue; /* named in test_vec_dot */
         quant_vec_dot_fn fn = quant_get_vec_dot_at(t, (quant_simd)lv);
         CHECK_MSG(fn, "%s: no vec dot at %s", ct_dtype_name(t), quant_simd_name((quant_simd)lv));
         if (!fn) continue;
@@ -431,6 +432,9 @@ static void test_vec_dot(void)
 {
     th_rng rng = {7};
     fprintf(stderr, "  detected SIMD level: %s\n", quant_simd_name(quant_simd_detected()));
+    for (int lv = 0; lv < QUANT_SIMD_COUNT; lv++)
+        if (!quant_simd_supported((quant_simd)lv))
+            fprintf(stderr, "  skipped SIMD level %s (this CPU lacks its features)\n", quant_simd_name((quant_simd)lv));
     for (int ti = 0; ti < N_QTYPES; ti++) {
         ct_dtype t = k_quant_types[ti];
         int64_t bs = ct_dtype_block_size(t);
@@ -461,7 +465,7 @@ static void test_vec_dot_nr(void)
     th_rng rng = {1234};
     CHECK(quant_get_vec_dot_nr(CT_F32) == NULL);
     CHECK(quant_get_vec_dot_nr_at(CT_Q4_K, QUANT_SIMD_COUNT) == NULL);
-    if (quant_simd_detected() >= QUANT_SIMD_AVX512_VNNI) {
+    if (quant_simd_supported(QUANT_SIMD_AVX512_VNNI)) {
         /* the prefill path relies on these */
         CHECK(quant_get_vec_dot_nr_at(CT_Q4_K, QUANT_SIMD_AVX512_VNNI) != NULL);
         CHECK(quant_get_vec_dot_nr_at(CT_Q6_K, QUANT_SIMD_AVX512_VNNI) != NULL);
@@ -485,7 +489,8 @@ static void test_vec_dot_nr(void)
                 for (int64_t i = 0; i < n; i++) x[i] = normal(&rng) * (r == 1 ? 0.01f : 2.f);
                 CHECK_OK(quant_quantize_row(vt, x, aq + (size_t)r * as, n));
             }
-            for (int lv = 0; lv <= (int)quant_simd_detected(); lv++) {
+            for (int lv = 0; lv < QUANT_SIMD_COUNT; lv++) {
+                if (!quant_simd_supported((quant_simd)lv)) continue; /* named in test_vec_dot */
                 quant_vec_dot_nr_fn nr = quant_get_vec_dot_nr_at(t, (quant_simd)lv);
                 quant_vec_dot_fn dot = quant_get_vec_dot_at(t, (quant_simd)lv);
                 if (!nr) continue;
@@ -536,7 +541,7 @@ static void test_panels(void)
     th_rng rng = {4321};
     CHECK(quant_get_panel(CT_F32) == NULL);
     CHECK(quant_get_panel_at(CT_Q4_K, QUANT_SIMD_COUNT) == NULL);
-    if (quant_simd_detected() >= QUANT_SIMD_AVX512_VNNI) {
+    if (quant_simd_supported(QUANT_SIMD_AVX512_VNNI)) {
         CHECK(quant_get_panel_at(CT_Q4_K, QUANT_SIMD_AVX512_VNNI) != NULL);
         CHECK(quant_get_panel_at(CT_Q6_K, QUANT_SIMD_AVX512_VNNI) != NULL);
         CHECK(quant_get_panel_at(CT_Q8_0, QUANT_SIMD_AVX512_VNNI) != NULL);
@@ -563,8 +568,9 @@ static void test_panels(void)
                 for (int64_t i = 0; i < n; i++) x[i] = normal(&rng) * (r == 1 ? 0.01f : 2.f);
                 CHECK_OK(quant_quantize_row(vt, x, aq + (size_t)r * as, n));
             }
-            for (int lk = 0; lk <= 2 * (int)quant_simd_detected() + 1; lk++) {
+            for (int lk = 0; lk < 2 * QUANT_SIMD_COUNT; lk++) {
                 int lv = lk / 2; /* each level's per-call panels, then its kept (repacked) ones */
+                if (!quant_simd_supported((quant_simd)lv)) continue;
                 const quant_panel_kernels *pk = lk % 2 ? quant_get_repack_at(t, (quant_simd)lv) : quant_get_panel_at(t, (quant_simd)lv);
                 quant_vec_dot_fn dot = quant_get_vec_dot_at(t, QUANT_SIMD_SCALAR);
                 if (!pk) continue;
@@ -606,7 +612,7 @@ static void test_panels(void)
             free(wq), free(aq), free(x);
         }
     }
-    if (quant_simd_detected() >= QUANT_SIMD_AVX512_VNNI) CHECK(checked > 0);
+    if (quant_simd_supported(QUANT_SIMD_AVX512_VNNI)) CHECK(checked > 0);
 }
 
 /* The SIMD activation quantizers write the reference's bytes, ties and zeros included. */
@@ -632,7 +638,8 @@ static void test_activation_quantizers(void)
             size_t rb = ct_dtype_row_bytes(types[ti], n);
             CHECK_OK(quant_set_simd_level(QUANT_SIMD_SCALAR));
             CHECK_OK(quant_quantize_row(types[ti], x, want, n));
-            for (int lv = 1; lv <= (int)quant_simd_detected(); lv++) {
+            for (int lv = 1; lv < QUANT_SIMD_COUNT; lv++) {
+                if (!quant_simd_supported((quant_simd)lv)) continue;
                 CHECK_OK(quant_set_simd_level((quant_simd)lv));
                 memset(got, 0xAB, rb);
                 CHECK_OK(quant_quantize_row(types[ti], x, got, n));
@@ -647,17 +654,28 @@ static void test_activation_quantizers(void)
     free(x), free(want), free(got);
 }
 
-/* The global level switch hands out the matching table. */
+/* The global level switch hands out the matching table; levels the CPU lacks are refused
+ * with a message naming the missing feature. */
 static void test_simd_levels(void)
 {
-    quant_simd det = quant_simd_detected(), before = quant_simd_level();
-    for (int lv = 0; lv <= (int)det; lv++) {
+    quant_simd before = quant_simd_level();
+    CHECK(quant_simd_supported(QUANT_SIMD_SCALAR) && quant_simd_supported(quant_simd_detected()));
+    for (int lv = 0; lv < QUANT_SIMD_COUNT; lv++) {
+        if (!quant_simd_supported((quant_simd)lv)) {
+            quant_simd cur = quant_simd_level();
+            CHECK_STATUS(quant_set_simd_level((quant_simd)lv), CT_ERR_UNSUPPORTED);
+            CHECK(strstr(ct_last_error(), "lacks") && strstr(ct_last_error(), quant_simd_name((quant_simd)lv)));
+            CHECK(quant_simd_level() == cur);
+            CHECK(quant_get_vec_dot_at(CT_Q4_K, (quant_simd)lv) == NULL);
+            continue;
+        }
+        CHECK(lv <= (int)quant_simd_detected());
         CHECK_OK(quant_set_simd_level((quant_simd)lv));
         CHECK(quant_simd_level() == (quant_simd)lv);
         CHECK(quant_get_vec_dot(CT_Q4_K) == quant_get_vec_dot_at(CT_Q4_K, (quant_simd)lv));
     }
-    if (det + 1 < QUANT_SIMD_COUNT) CHECK_STATUS(quant_set_simd_level((quant_simd)(det + 1)), CT_ERR_UNSUPPORTED);
     CHECK_STATUS(quant_set_simd_level(QUANT_SIMD_COUNT), CT_ERR_INVALID_ARG);
+    CHECK(!quant_simd_supported(QUANT_SIMD_COUNT));
     CHECK(quant_get_vec_dot_at(CT_F32, QUANT_SIMD_SCALAR) == NULL);
     CHECK_OK(quant_set_simd_level(before));
 }
@@ -711,7 +729,8 @@ static void test_bad_input(void)
         ct_dtype vt = quant_vec_dot_type(t);
         uint8_t aq[1024];
         CHECK_OK(quant_quantize_row(vt, x, aq, 512));
-        for (int lv = 0; lv <= (int)quant_simd_detected(); lv++) {
+        for (int lv = 0; lv < QUANT_SIMD_COUNT; lv++) {
+            if (!quant_simd_supported((quant_simd)lv)) continue; /* named in test_vec_dot */
             float s;
             quant_get_vec_dot_at(t, (quant_simd)lv)(512, &s, q, aq);
         }
