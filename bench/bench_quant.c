@@ -69,8 +69,9 @@ static void bench_type(ct_dtype t)
 
     printf("%-5s %5zu B/row  quantize %7.1f Melem/s  act(%s) %7.1f Melem/s |", ct_dtype_name(t), rb,
            DISTINCT * (double)COLS / tq * 1e-6, ct_dtype_name(vt), COLS / ta * 1e-6);
-    for (int lv = 0; lv <= (int)quant_simd_detected(); lv++) {
+    for (int lv = 0; lv < QUANT_SIMD_COUNT; lv++) {
         quant_vec_dot_fn fn = quant_get_vec_dot_at(t, (quant_simd)lv);
+        if (!fn) continue; /* the CPU lacks this level */
         double best = 1e30;
         volatile float sink = 0;
         int reps = lv == 0 ? 2 : 8;

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 
+#include "core/cpuid.h"
 #include "core/tensor.h"
 
 /* n must be a multiple of t's block size; t may also be f32/f16/bf16. */
@@ -45,7 +46,7 @@ typedef struct quant_cpu_features {
 /* What this CPU (and OS) really supports. */
 quant_cpu_features quant_cpu_features_of_host(void);
 /* Test hook: the levels are decided from *f instead of the host's features (NULL: the
- * host's again) and the current level is reset to the best one. Lets tests simulate
+ * host's again) and the current level is reset to the best one under the cap. Lets tests simulate
  * other CPUs; they must only compare the kernels handed out, never call ones the real
  * CPU lacks. Not thread-safe. */
 void quant_test_set_cpu_features(const quant_cpu_features *f);
@@ -53,14 +54,19 @@ void quant_test_set_cpu_features(const quant_cpu_features *f);
 const char *quant_simd_name(quant_simd level);
 /* Whether the CPU has every feature level needs. */
 bool quant_simd_supported(quant_simd level);
-/* The best supported level. */
+/* The best supported level, whatever the cap. */
 quant_simd quant_simd_detected(void);
-/* The level quant_get_vec_dot currently hands out. */
+/* The level quant_get_vec_dot, _nr, quant_get_panel, quant_get_repack and the activation
+ * quantizers currently use: at first use, the best supported level inside the family
+ * CTORCH_SIMD allows (portable: scalar; avx2: avx2 or avx2+vnni; avx512 or unset: any). */
 quant_simd quant_simd_level(void);
-/* Forces a level (tests, benchmarks). A level whose features the CPU lacks is refused
- * (CT_ERR_UNSUPPORTED, the message names the missing feature), not mapped to another:
- * a caller asking for a level wants exactly its kernels. Not meant to be called while
- * other threads fetch kernels. */
+/* Moves the current level to the best supported one inside cap's family; the CPU backend
+ * calls it whenever its own level changes, so one setting caps every kernel family. */
+void quant_simd_apply_cap(core_simd_cap cap);
+/* Forces a level (tests, benchmarks), above the cap too. A level whose features the CPU
+ * lacks is refused (CT_ERR_UNSUPPORTED, the message names the missing feature), not
+ * mapped to another: a caller asking for a level wants exactly its kernels. Not meant to
+ * be called while other threads fetch kernels. */
 ct_status quant_set_simd_level(quant_simd level);
 /* The kernel of one level without changing the global choice; NULL where the CPU lacks
  * the level or t has no vec dot. Types without a dedicated kernel at a level get the

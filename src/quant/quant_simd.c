@@ -29,17 +29,20 @@ const char *quant_simd_name(quant_simd level)
 quant_cpu_features quant_cpu_features_of_host(void)
 {
     quant_cpu_features f = {0};
-#if defined(__x86_64__) && defined(__GNUC__)
-    /* __builtin_cpu_supports also checks that the OS saves the ymm/zmm state */
-    __builtin_cpu_init();
-    f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
+    f.avx2 = cpu_has_avx2_family();
     f.avxvnni = f.avx2 && cpu_has_avxvnni();
-    f.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-    f.avx512vnni = f.avx512 && __builtin_cpu_supports("avx512vnni");
-#endif
+    f.avx512 = cpu_has_avx512_family();
+    f.avx512vnni = f.avx512 && cpu_has_avx512vnni();
     return f;
 }
+
+/* The CTORCH_SIMD family each level belongs to (AVX-VNNI is a 256-bit extension). */
+static const core_simd_cap g_family[QUANT_SIMD_COUNT] = {
+    [QUANT_SIMD_SCALAR] = CORE_SIMD_CAP_PORTABLE,
+    [QUANT_SIMD_AVX2] = CORE_SIMD_CAP_AVX2,
+    [QUANT_SIMD_AVX2_VNNI] = CORE_SIMD_CAP_AVX2,
+    [QUANT_SIMD_AVX512_VNNI] = CORE_SIMD_CAP_AVX512,
+};
 
 /* The first feature level needs that f lacks, NULL when f has them all. */
 static const char *missing_feature(const quant_cpu_features *f, quant_simd level)
@@ -65,21 +68,22 @@ static quant_panel_table g_panels[QUANT_SIMD_COUNT];
 static quant_panel_table g_repacks[QUANT_SIMD_COUNT];
 static quant_cpu_features g_feat;
 static quant_simd g_detected;
+static core_simd_cap g_cap = CORE_SIMD_CAP_AVX512;
 static atomic_int g_level = -1;
 static atomic_int g_init_state; /* 0 none, 1 running, 2 done */
 
-static quant_simd best_level(const quant_cpu_features *f)
+static quant_simd best_level(const quant_cpu_features *f, core_simd_cap cap)
 {
     for (int l = QUANT_SIMD_COUNT - 1; l > 0; l--)
-        if (!missing_feature(f, (quant_simd)l)) return (quant_simd)l;
+        if (g_family[l] <= cap && !missing_feature(f, (quant_simd)l)) return (quant_simd)l;
     return QUANT_SIMD_SCALAR;
 }
 
 static void use_features(const quant_cpu_features *f)
 {
     g_feat = *f;
-    g_detected = best_level(f);
-    atomic_store(&g_level, (int)g_detected);
+    g_detected = best_level(f, CORE_SIMD_CAP_AVX512);
+    atomic_store(&g_level, (int)best_level(f, g_cap));
 }
 
 static void fill_tables(void)
@@ -108,6 +112,7 @@ static void init_tables(void)
     if (atomic_load_explicit(&g_init_state, memory_order_acquire) == 2) return;
     if (atomic_compare_exchange_strong(&g_init_state, &expect, 1)) {
         fill_tables();
+        g_cap = core_simd_cap_env();
         quant_cpu_features host = quant_cpu_features_of_host();
         use_features(&host);
         atomic_store_explicit(&g_init_state, 2, memory_order_release);
@@ -122,6 +127,13 @@ void quant_test_set_cpu_features(const quant_cpu_features *f)
     init_tables();
     quant_cpu_features host = quant_cpu_features_of_host();
     use_features(f ? f : &host);
+}
+
+void quant_simd_apply_cap(core_simd_cap cap)
+{
+    init_tables();
+    g_cap = cap;
+    atomic_store(&g_level, (int)best_level(&g_feat, cap));
 }
 
 bool quant_simd_supported(quant_simd level)

@@ -3,6 +3,7 @@
  * but no AVX-VNNI (Zen 4, Ice Lake) must never be handed an AVX-VNNI kernel, an AVX2-only
  * CPU no AVX-512 kernel, and so on. Only kernel pointers are compared: the simulated
  * CPUs may have features this one lacks, so no kernel is called here. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -175,6 +176,50 @@ static void test_no_simd(void)
     quant_test_set_cpu_features(NULL);
 }
 
+/* A cap (CTORCH_SIMD's families) picks the best level inside the family, on every CPU. */
+static void test_caps(void)
+{
+    static const struct {
+        const quant_cpu_features *f;
+        quant_simd want[3]; /* under portable, avx2, avx512 */
+    } cases[] = {
+        {&k_zen4, {QUANT_SIMD_SCALAR, QUANT_SIMD_AVX2, QUANT_SIMD_AVX512_VNNI}},
+        {&k_alder, {QUANT_SIMD_SCALAR, QUANT_SIMD_AVX2_VNNI, QUANT_SIMD_AVX2_VNNI}},
+        {&k_all, {QUANT_SIMD_SCALAR, QUANT_SIMD_AVX2_VNNI, QUANT_SIMD_AVX512_VNNI}},
+        {&k_avx2, {QUANT_SIMD_SCALAR, QUANT_SIMD_AVX2, QUANT_SIMD_AVX2}},
+        {&k_none, {QUANT_SIMD_SCALAR, QUANT_SIMD_SCALAR, QUANT_SIMD_SCALAR}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        quant_test_set_cpu_features(cases[i].f);
+        for (int c = 0; c < 3; c++) {
+            quant_simd_apply_cap((core_simd_cap)c);
+            CHECK_MSG(quant_simd_level() == cases[i].want[c], "case %zu cap %d: %s, expected %s", i, c,
+                      quant_simd_name(quant_simd_level()), quant_simd_name(cases[i].want[c]));
+            if (c < 2)
+                for (int t = 0; t < N_TYPES; t++) {
+                    CHECK(!owned_by(QUANT_SIMD_AVX512_VNNI, quant_get_vec_dot(k_types[t])));
+                    CHECK(quant_get_panel(k_types[t]) == NULL && quant_get_repack(k_types[t]) == NULL);
+                }
+        }
+        /* the cap stays when the features change */
+        quant_simd_apply_cap(CORE_SIMD_CAP_AVX2);
+        quant_test_set_cpu_features(&k_all);
+        CHECK(quant_simd_level() == QUANT_SIMD_AVX2_VNNI);
+        quant_simd_apply_cap(CORE_SIMD_CAP_AVX512);
+    }
+    /* the environment's spelling of the caps */
+    static const char *const names[] = {"portable", "AVX2", "avx512", "", "bogus"};
+    static const core_simd_cap want[] = {CORE_SIMD_CAP_PORTABLE, CORE_SIMD_CAP_AVX2, CORE_SIMD_CAP_AVX512,
+                                         CORE_SIMD_CAP_AVX512, CORE_SIMD_CAP_AVX512};
+    for (int i = 0; i < 5; i++) {
+        setenv("CTORCH_SIMD", names[i], 1);
+        CHECK_MSG(core_simd_cap_env() == want[i], "CTORCH_SIMD=%s", names[i]);
+    }
+    unsetenv("CTORCH_SIMD");
+    CHECK(core_simd_cap_env() == CORE_SIMD_CAP_AVX512);
+    quant_test_set_cpu_features(NULL);
+}
+
 /* NULL brings back the host's own features and the best level they allow. */
 static void test_restore_host(void)
 {
@@ -199,6 +244,7 @@ int main(void)
     RUN(test_alder_lake);
     RUN(test_avx2_only);
     RUN(test_no_simd);
+    RUN(test_caps);
     RUN(test_restore_host);
     return th_finish();
 }

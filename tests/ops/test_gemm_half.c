@@ -145,7 +145,10 @@ static void test_linear_half(void)
                                      {130, 37, 17}, {9, 1, 1}, {12, 64, 256}, {10, 33, 16}};
     for (int lvl = 0; lvl <= 2; lvl++) {
         cpu_simd_set_level((cpu_simd)lvl);
-        if ((int)cpu_simd_level() != lvl) continue; /* the CPU lacks it */
+        if ((int)cpu_simd_level() != lvl) {
+            fprintf(stderr, "  skipped SIMD level %d: this CPU lacks it (or CTORCH_SIMD caps it)\n", lvl);
+            continue;
+        }
         for (size_t c = 0; c < sizeof mnk / sizeof mnk[0]; c++)
             for (int bf = 0; bf < 2; bf++)
                 linear_case(&r, mnk[c][0], mnk[c][1], mnk[c][2], bf, (c + (size_t)bf) % 2 == 0, lvl);
@@ -162,7 +165,10 @@ static void test_bhalf_entry(void)
     static const int64_t mnk[][3] = {{9, 4133, 20}, {33, 50, 270}, {1, 17, 40}, {5, 7, 0}, {300, 45, 40}, {270, 4099, 3}};
     for (int lvl = 0; lvl <= 2; lvl++) {
         cpu_simd_set_level((cpu_simd)lvl);
-        if ((int)cpu_simd_level() != lvl) continue;
+        if ((int)cpu_simd_level() != lvl) {
+            fprintf(stderr, "  skipped SIMD level %d: this CPU lacks it (or CTORCH_SIMD caps it)\n", lvl);
+            continue;
+        }
         for (size_t c = 0; c < sizeof mnk / sizeof mnk[0]; c++)
             for (int bf = 0; bf < 2; bf++) {
                 int64_t M = mnk[c][0], N = mnk[c][1], K = mnk[c][2], ldc = N + 3;

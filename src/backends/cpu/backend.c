@@ -11,6 +11,7 @@ static int cpu_device_count(void) { return 1; }
 static ct_status cpu_device_init(ct_device *dev, int index)
 {
     (void)index;
+    cpu_simd_reread();
     long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
     dev->info.memory_bytes = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : 0;
     static const char *simd[] = {"portable", "AVX2", "AVX-512"};

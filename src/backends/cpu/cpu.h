@@ -17,11 +17,18 @@ int cpu_num_threads(void);
  * library with threads of its own (OpenBLAS), which would otherwise compete with them. */
 void cpu_pool_park(void);
 
-/* ---- SIMD level chosen at run time (simd.c); CTORCH_SIMD=portable|avx2|avx512 caps it ---- */
+/* ---- SIMD level chosen at run time (simd.c); CTORCH_SIMD=portable|avx2|avx512 caps it ----
+ * The same level caps the quant kernels (quant_simd_apply_cap), so one setting decides
+ * every kernel family of the backend. Values equal core_simd_cap's. */
 typedef enum cpu_simd { CPU_SIMD_PORTABLE = 0, CPU_SIMD_AVX2 = 1, CPU_SIMD_AVX512 = 2 } cpu_simd;
 cpu_simd cpu_simd_level(void);
-/* Tests use this to exercise every path the machine supports. */
+/* Tests use this to exercise every path the machine supports: the level becomes
+ * min(level, what the CPU has, CTORCH_SIMD) and stays until the next call. */
 void cpu_simd_set_level(cpu_simd level);
+/* Reads CTORCH_SIMD again unless a test forced a level. Called when the CPU device is
+ * made: at first use and after ct_exec_shutdown (ct_exec_reinit keeps the device, and
+ * with it the level, since tensors may hold kernels' derived data such as repacks). */
+void cpu_simd_reread(void);
 
 /* ---- N-d iteration: operands aligned (broadcast) to one iteration shape ---- */
 #define CPU_ND_MAX 4
