@@ -25,15 +25,15 @@ typedef struct llm_cli_opts {
  * perplexity needs a larger minimum). */
 #define LLM_CLI_OPTS(o)                                                                                            \
     {"-m|--model", "FILE", CLI_STRING, &(o)->model, 0, 0, NULL, "the GGUF model (required)"},                     \
-    {"-t|--threads", "N", CLI_INT, &(o)->threads, 1, 1e6, NULL,                                                    \
+    {"-t|--threads", "N", CLI_INT, &(o)->threads, 1, CLI_NOMAX, NULL,                                                    \
      "CPU threads (default: CTORCH_THREADS, else all; capped at the hardware threads)"},                           \
     {"-d|--devices", "LIST", CLI_STRING, &(o)->devices, 0, 0, NULL,                                                \
      "cpu, cuda, opencl, auto or a chain like cuda:0,cpu (default auto)"},                                         \
-    {"-ngl|--gpu-layers|--n-gpu-layers", "N", CLI_INT, &(o)->gpu_layers, 0, 1e9, NULL,                           \
+    {"-ngl|--gpu-layers|--n-gpu-layers", "N", CLI_INT, &(o)->gpu_layers, 0, CLI_NOMAX, NULL,                           \
      "layers to offload to a GPU; no effect without a GPU backend (this build runs on the CPU)"},                  \
     {"--kv-f32", NULL, CLI_FLAG, &(o)->kv_f32, 0, 0, NULL, "f32 KV cache (default f16)"}
 #define LLM_CLI_CTX_OPT(o, min)                                                                                    \
-    {"-c|--ctx-size", "N", CLI_INT, &(o)->n_ctx, (min), 1e9, NULL,                                                 \
+    {"-c|--ctx-size", "N", CLI_INT, &(o)->n_ctx, (min), CLI_NOMAX, NULL,                                                 \
      "context length (default min(model's, 4096); 0 = default)"}
 
 /* Sampling options shared by run and chat; seed is an int64_t (-1 = from the clock). */
