@@ -46,7 +46,7 @@ typedef struct llm_cli_opts {
      "penalty on repeated tokens (default 1.0 = off; must be > 0)"},                                               \
     {"--repeat-last-n", "N", CLI_INT, &(sp)->repeat_last_n, -1, CLI_NOMAX, NULL,                                   \
      "history the penalty looks at (default 64; -1 = all)"},                                                       \
-    {"-s|--seed", "S", CLI_I64, (seed), -1, CLI_NOMAX, NULL, "random seed (default -1: from the clock, printed)"}
+    {"-s|--seed", "S", CLI_I64, (seed), -1, CLI_NOMAX, NULL, "random seed (default -1: a new one each run)"}
 
 /* After parsing: -m is given and names a regular file, -t is capped. -1 to go
  * on, else the exit code after one error line. */

@@ -160,6 +160,20 @@ int cli_parse(const cli_spec *sp, int argc, char **argv, const char **pos, int *
     return -1;
 }
 
+/* Help text in the column after the names, wrapped at spaces to stay within 100 columns. */
+static void print_wrapped(const char *s)
+{
+    enum { indent = 28, width = 100 - indent };
+    while ((int)strlen(s) > width) {
+        int cut = width;
+        while (cut > 0 && s[cut] != ' ') cut--;
+        if (cut == 0) break; /* one long word: print it whole */
+        printf("%.*s\n%*s", cut, s, indent, "");
+        s += cut + 1;
+    }
+    printf("%s\n", s);
+}
+
 void cli_print_help(const cli_spec *sp)
 {
     printf("usage: ctorch %s\n", sp->usage);
@@ -175,8 +189,9 @@ void cli_print_help(const cli_spec *sp)
         }
         left[n] = 0;
         if (o->meta) snprintf(left + n, sizeof left - n, " %s", o->meta);
-        if (strlen(left) > 26) printf("%s\n%28s%s\n", left, "", o->help);
-        else printf("%-28s%s\n", left, o->help);
+        if (strlen(left) > 26) printf("%s\n%28s", left, "");
+        else printf("%-28s", left);
+        print_wrapped(o->help);
     }
     printf("  -h, --help                this help\n");
     if (sp->notes) printf("\n%s", sp->notes);
