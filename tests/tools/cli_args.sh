@@ -21,7 +21,9 @@ pass=0; fail=0
 ok() { pass=$((pass+1)); printf 'ok   %s\n' "$1"; }
 bad() { fail=$((fail+1)); printf 'FAIL %s: %s\n' "$1" "$2"; printf '  stdout: %s\n  stderr: %s\n' "$(head -c 600 "$TMP/out")" "$(head -c 600 "$TMP/err")"; }
 # runs the command (stdin from /dev/null unless IN is set), 20 s at most
-go() { if [ -n "${IN:-}" ]; then printf '%b' "$IN" | timeout 20 "$CT" "$@" >"$TMP/out" 2>"$TMP/err"; else timeout 20 "$CT" "$@" </dev/null >"$TMP/out" 2>"$TMP/err"; fi; rc=$?; }
+go() { if [ -n "${IN:-}" ]; then printf '%b' "$IN" | timeout 20 "$CT" "$@" >"$TMP/out" 2>"$TMP/err"; else timeout 20 "$CT" "$@" </dev/null >"$TMP/out" 2>"$TMP/err"; fi; rc=$?
+  # under ASan/UBSan an error path that leaks or misbehaves must fail too, whatever its exit code
+  if grep -q 'Sanitizer\|runtime error:' "$TMP/err"; then fail=$((fail+1)); echo "FAIL sanitizer report: $*"; head -5 "$TMP/err"; fi; }
 # expect NAME RC STDERR_TEXT -- ARGS: exit code RC and stderr containing STDERR_TEXT (fixed string)
 expect() {
   name=$1 want=$2 text=$3; shift 4
