@@ -1,5 +1,6 @@
 /* Generation: evaluate, sample, stream, feed back. Buffers (history, logits)
  * are allocated once per session, so the decode loop allocates nothing of its own. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -104,6 +105,14 @@ static bool emit(llm_session *s, int32_t id, llm_piece_fn fn, void *ctx)
     return w <= 0 || !fn || fn(buf, w, ctx);
 }
 
+/* As llama.cpp does for --ignore-eos: a -inf bias on every end-of-generation
+ * token, so sampling and the greedy argmax both pass over them. */
+static void mask_eog(llm_session *s)
+{
+    for (int32_t id = 0; id < s->m->hp.n_vocab; id++)
+        if (llm_token_is_eog(s->m->tok, id)) s->logits[id] = -INFINITY;
+}
+
 ct_status llm_session_generate(llm_session *s, int n_predict, llm_piece_fn fn, void *ctx,
                                volatile sig_atomic_t *stop, llm_gen_stats *stats)
 {
@@ -121,6 +130,7 @@ ct_status llm_session_generate(llm_session *s, int n_predict, llm_piece_fn fn, v
             stats->interrupted = true;
             break;
         }
+        if (s->ignore_eog) mask_eog(s);
         int32_t id = llm_sampler_sample(s->smp, s->logits, n_vocab, s->hist, s->kv.n_past);
         if (id < 0) {
             st = CT_ERR_INVALID_ARG;

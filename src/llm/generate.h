@@ -18,6 +18,7 @@ typedef struct llm_session {
     float *logits;     /* [n_vocab] logits after the last evaluated token */
     bool have_logits;
     llm_detok detok;
+    bool ignore_eog;   /* end-of-generation tokens are never sampled (llama.cpp's --ignore-eos) */
 } llm_session;
 
 typedef struct llm_gen_stats {

@@ -18,8 +18,6 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 
 /* Shared helpers (main.c). */
-/* True when argv[i] is -h or --help for any i >= 1. */
-bool cli_wants_help(int argc, char **argv);
 /* Writes s as a JSON string literal (quotes and escapes included). */
 void cli_json_string(FILE *f, const char *s);
 /* "12.3 GiB", "512 MiB", ... */

@@ -12,14 +12,6 @@
 #include "llm/generate.h"
 #include "llm_cli.h"
 
-static int usage(void)
-{
-    fprintf(stderr, "usage: ctorch bench -m MODEL.gguf [-p 512] [-n 128] [-r 3] [-t THREADS] [-d DEVICES] "
-                    "[-o md|json] [--kv-f32]\n"
-                    "  -p 0 or -n 0 skips that test\n");
-    return 2;
-}
-
 typedef struct bench_result {
     const char *test; /* "pp" or "tg" */
     int n_prompt, n_gen, reps;
@@ -87,31 +79,19 @@ int cmd_bench(int argc, char **argv)
 {
     llm_cli_opts o = {0};
     int n_prompt = 512, n_gen = 128, reps = 3;
-    bool json = false;
-    for (int i = 1; i < argc; i++) {
-        int c = llm_cli_common_arg("bench", &o, argc, argv, &i);
-        if (c < 0) return 2;
-        if (c > 0) continue;
-        const char *a = argv[i];
-        if (i + 1 >= argc) return usage();
-        const char *v = argv[++i];
-        bool ok = true;
-        if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) ok = llm_cli_int(v, &n_prompt) && n_prompt >= 0;
-        else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) ok = llm_cli_int(v, &n_gen) && n_gen >= 0;
-        else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) ok = llm_cli_int(v, &reps) && reps >= 1 && reps <= 64;
-        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            ok = !strcmp(v, "md") || !strcmp(v, "json");
-            json = !strcmp(v, "json");
-        } else {
-            fprintf(stderr, "ctorch bench: error: unknown option %s\n", a);
-            return usage();
-        }
-        if (!ok) {
-            fprintf(stderr, "ctorch bench: error: bad value '%s' for %s\n", v, a);
-            return 2;
-        }
-    }
-    if (!o.model) return usage();
+    const char *format = "md";
+    const cli_opt opts[] = {
+        LLM_CLI_OPTS(&o),
+        {"-p|--n-prompt", "N", CLI_INT, &n_prompt, 0, CLI_NOMAX, NULL, "prompt tokens of the pp test (default 512; 0 skips it)"},
+        {"-n|--n-gen", "N", CLI_INT, &n_gen, 0, CLI_NOMAX, NULL, "generated tokens of the tg test (default 128; 0 skips it)"},
+        {"-r|--repetitions", "N", CLI_INT, &reps, 1, 64, NULL, "timed runs after one warm-up (default 3)"},
+        {"-o|--output", "md|json", CLI_CHOICE, &format, 0, 0, "md|json", "a markdown table (default) or llama-bench's JSON"},
+    };
+    const cli_spec spec = {"bench", "bench -m MODEL.gguf [options]", NULL, opts, CLI_N(opts), 0};
+    int prc = cli_parse(&spec, argc, argv, NULL, NULL);
+    if (prc < 0) prc = llm_cli_check("bench", &o);
+    if (prc >= 0) return prc;
+    bool json = !strcmp(format, "json");
 
     llm_model *m = llm_cli_load("bench", &o, false);
     if (!m) return 1;

@@ -1,4 +1,4 @@
-/* ctorch chat -m MODEL [--template NAME] [-s SYSTEM] [options]
+/* ctorch chat -m MODEL [--chat-template NAME|FILE] [-sys SYSTEM] [options]
  * Interactive chat with the model's template. Each turn the whole conversation
  * is rendered and tokenized; only the tokens after the part already in the KV
  * cache are evaluated. Ctrl-C stops the current reply; at the prompt it (or
@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
 #include "llm/chat.h"
@@ -20,15 +19,6 @@ static void on_sigint(int sig)
 {
     (void)sig;
     g_stop = 1;
-}
-
-static int usage(void)
-{
-    fprintf(stderr, "usage: ctorch chat -m MODEL.gguf [--template zephyr|gemma|llama3|chatml|llama2] [-s SYSTEM]\n"
-                    "       [-n MAX_REPLY_TOKENS] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
-                    "       [--repeat-penalty R] [--seed S] [-t THREADS] [-c CTX] [-d DEVICES] [--kv-f32]\n"
-                    "  at the prompt: /reset starts over, /exit (or Ctrl-D) quits; Ctrl-C stops a reply\n");
-    return 2;
 }
 
 typedef struct reply {
@@ -80,62 +70,83 @@ static void convo_trim(convo *c, int keep)
     while (c->n > keep) free((char *)c->m[--c->n].content);
 }
 
+typedef struct chat_opts {
+    llm_cli_opts o;
+    llm_sampler_params sp;
+    const char *tmpl_arg, *tmpl_file, *system;
+    int n_predict;
+    int64_t seed;
+    bool ignore_eos, escape, have_tmpl;
+    llm_chat_tmpl tmpl;
+} chat_opts;
+
+static int parse_args(chat_opts *c, int argc, char **argv)
+{
+    llm_cli_opts *o = &c->o;
+    const cli_opt opts[] = {
+        LLM_CLI_OPTS(o),
+        LLM_CLI_CTX_OPT(o, 0),
+        {"--chat-template|--template", "NAME|FILE", CLI_STRING, &c->tmpl_arg, 0, 0, NULL,
+         "zephyr, gemma, llama3, chatml, llama2, or a Jinja file recognised as one of them (default: from the model)"},
+        {"--chat-template-file", "FILE", CLI_STRING, &c->tmpl_file, 0, 0, NULL, "a Jinja template file (as above)"},
+        {"-sys|--system-prompt", "TEXT", CLI_STRING, &c->system, 0, 0, NULL, "system prompt"},
+        {"-e|--escape", NULL, CLI_FLAG, &c->escape, 0, 0, NULL,
+         "process escapes in the system prompt: \\n \\r \\t \\\\ \\' \\\" \\xNN"},
+        {"-n|--n-predict", "N", CLI_INT, &c->n_predict, -1, CLI_NOMAX, NULL,
+         "most tokens per reply (default -1: until end of turn or full context)"},
+        LLM_CLI_SAMPLING_OPTS(&c->sp, &c->seed),
+        {"--ignore-eos", NULL, CLI_FLAG, &c->ignore_eos, 0, 0, NULL, "never stop a reply at end-of-turn (needs -n)"},
+    };
+    const cli_spec spec = {"chat", "chat -m MODEL.gguf [options]",
+                           "at the prompt: /reset starts over, /exit (or Ctrl-D) quits; Ctrl-C stops a reply\n", opts,
+                           CLI_N(opts), 0};
+    int rc = cli_parse(&spec, argc, argv, NULL, NULL);
+    if (rc >= 0) return rc;
+    if (c->tmpl_arg && c->tmpl_file)
+        return cli_usage_error("chat", "--chat-template and --chat-template-file conflict: give one");
+    if ((rc = llm_cli_check("chat", o)) >= 0) return rc;
+    if (c->ignore_eos && c->n_predict < 0)
+        return cli_usage_error("chat", "--ignore-eos needs -n N, or a reply would only end when the context is full");
+    if (c->tmpl_arg || c->tmpl_file) {
+        if (llm_cli_chat_template("chat", c->tmpl_arg ? c->tmpl_arg : c->tmpl_file, !c->tmpl_arg, &c->tmpl))
+            return 2;
+        c->have_tmpl = true;
+    }
+    return llm_cli_check_sampling("chat", &c->sp, c->seed);
+}
+
 int cmd_chat(int argc, char **argv)
 {
-    llm_cli_opts o = {0};
-    llm_sampler_params sp;
-    llm_sampler_params_default(&sp);
-    const char *tmpl_name = NULL, *system = NULL;
-    int n_predict = -1;
-    bool seeded = false;
-    for (int i = 1; i < argc; i++) {
-        int c = llm_cli_common_arg("chat", &o, argc, argv, &i);
-        if (c < 0) return 2;
-        if (c > 0) continue;
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help") || i + 1 >= argc) return usage();
-        const char *v = argv[++i];
-        bool ok = true;
-        if (!strcmp(a, "--template") || !strcmp(a, "--chat-template")) tmpl_name = v;
-        else if (!strcmp(a, "-s") || !strcmp(a, "--system")) system = v;
-        else if (!strcmp(a, "-n")) ok = llm_cli_int(v, &n_predict);
-        else if (!strcmp(a, "--temp")) ok = llm_cli_float(v, &sp.temperature);
-        else if (!strcmp(a, "--top-k")) ok = llm_cli_int(v, &sp.top_k);
-        else if (!strcmp(a, "--top-p")) ok = llm_cli_float(v, &sp.top_p);
-        else if (!strcmp(a, "--min-p")) ok = llm_cli_float(v, &sp.min_p);
-        else if (!strcmp(a, "--repeat-penalty")) ok = llm_cli_float(v, &sp.repeat_penalty);
-        else if (!strcmp(a, "--seed")) {
-            char *e;
-            sp.seed = strtoull(v, &e, 10);
-            ok = *e == 0 && e != v;
-            seeded = true;
-        } else {
-            fprintf(stderr, "ctorch chat: error: unknown option %s\n", a);
-            return usage();
+    chat_opts c = {.n_predict = -1, .seed = -1};
+    llm_sampler_params_default(&c.sp);
+    int rc = parse_args(&c, argc, argv);
+    if (rc >= 0) return rc;
+    const llm_cli_opts o = c.o;
+    llm_sampler_params sp = c.sp;
+    const int n_predict = c.n_predict;
+    char *system = NULL;
+    if (c.system) {
+        system = strdup(c.system);
+        if (!system) {
+            fprintf(stderr, "ctorch chat: error: out of memory\n");
+            return 1;
         }
-        if (!ok) {
-            fprintf(stderr, "ctorch chat: error: bad value '%s' for %s\n", v, a);
-            return 2;
-        }
+        if (c.escape) system[cli_unescape(system, strlen(system))] = 0;
     }
-    if (!o.model) return usage();
-    if (!seeded) sp.seed = (uint64_t)time(NULL);
 
     llm_model *m = llm_cli_load("chat", &o, true);
-    if (!m) return 1;
-    int rc = 1;
+    if (!m) {
+        free(system);
+        return 1;
+    }
+    rc = 1;
     llm_session s = {0};
     convo cv = {0};
     reply r = {0};
-    llm_chat_tmpl tmpl;
-    if (tmpl_name) {
-        if (llm_chat_from_name(tmpl_name, &tmpl) != CT_OK) {
-            rc = llm_cli_fail("chat");
-            goto out;
-        }
-    } else if (!llm_chat_detect(m->chat_template, &tmpl)) {
+    llm_chat_tmpl tmpl = c.tmpl;
+    if (!c.have_tmpl && !llm_chat_detect(m->chat_template, &tmpl)) {
         tmpl = strcmp(m->arch->name, "gemma3") == 0 ? LLM_CHAT_GEMMA : LLM_CHAT_ZEPHYR;
-        fprintf(stderr, "note: %s; using %s (override with --template)\n",
+        fprintf(stderr, "note: %s; using %s (override with --chat-template)\n",
                 m->chat_template ? "the file's chat template is not one ctorch knows" : "the file has no chat template",
                 llm_chat_name(tmpl));
     }
@@ -144,6 +155,7 @@ int cmd_chat(int argc, char **argv)
         rc = llm_cli_fail("chat");
         goto out;
     }
+    s.ignore_eog = c.ignore_eos;
     if (system && !convo_push(&cv, "system", system)) goto oom;
     const int base = cv.n;
     fprintf(stderr, "chat template: %s; context %d tokens; /reset starts over, /exit or Ctrl-D quits, Ctrl-C stops a reply\n",
@@ -229,5 +241,6 @@ out:
     free(r.p);
     llm_session_free(&s);
     llm_model_free(m);
+    free(system);
     return rc;
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "opts.h"
 #include "core/backend.h"
 #include "ctorch/ctorch.h"
 
@@ -149,20 +150,14 @@ static void print_json(void)
 int cmd_devices(int argc, char **argv)
 {
     bool json = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) {
-            json = true;
-        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: ctorch devices [--json]\n\n"
-                   "Lists the device chain in priority order (position, name, kind, memory, dtypes,\n"
-                   "description) and, for every op, the dtypes each device runs it in.\n"
-                   "CTORCH_DEVICES=cuda:0,cpu or CTORCH_DISABLE_GPU=1 change the chain.\n");
-            return 0;
-        } else {
-            fprintf(stderr, "ctorch devices: unknown option '%s' (usage: ctorch devices [--json])\n", argv[i]);
-            return 2;
-        }
-    }
+    const cli_opt opts[] = {{"--json", NULL, CLI_FLAG, &json, 0, 0, NULL, "print JSON"}};
+    const cli_spec spec = {"devices", "devices [--json]",
+                           "Lists the device chain in priority order (position, name, kind, memory, dtypes,\n"
+                           "description) and, for every op, the dtypes each device runs it in.\n"
+                           "CTORCH_DEVICES=cuda:0,cpu or CTORCH_DISABLE_GPU=1 change the chain.\n",
+                           opts, CLI_N(opts), 0};
+    int prc = cli_parse(&spec, argc, argv, NULL, NULL);
+    if (prc >= 0) return prc;
     if (ct_chain_length() <= 0) {
         fprintf(stderr, "ctorch devices: no usable device: %s\n", ct_last_error());
         return 1;

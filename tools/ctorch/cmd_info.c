@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "formats/gguf.h"
+#include "opts.h"
 
 /* Appends printf output to a fixed buffer, silently truncating. */
 typedef struct sbuf {
@@ -199,16 +200,16 @@ static void print_summary(const gguf_file *f, int64_t params, uint64_t bytes)
 
 int cmd_info(int argc, char **argv)
 {
-    const char *path = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-m") && i + 1 < argc && !path) path = argv[++i];
-        else if (argv[i][0] != '-' && !path) path = argv[i];
-        else path = NULL, i = argc; /* -h, unknown option or a second model: usage */
-    }
-    if (!path) {
-        fprintf(stderr, "usage: ctorch info [-m] MODEL.gguf\n");
-        return 2;
-    }
+    const char *path = NULL, *pos[1] = {0};
+    int npos = 0;
+    const cli_opt opts[] = {{"-m|--model", "FILE", CLI_STRING, &path, 0, 0, NULL, "the GGUF file (or give it bare)"}};
+    const cli_spec spec = {"info", "info [-m] MODEL.gguf", NULL, opts, CLI_N(opts), 1};
+    int prc = cli_parse(&spec, argc, argv, pos, &npos);
+    if (prc >= 0) return prc;
+    if (path && npos) return cli_usage_error("info", "two models given ('%s' and '%s'): give one", path, pos[0]);
+    if (!path) path = pos[0];
+    if (!path) return cli_usage_error("info", "no model given: ctorch info MODEL.gguf");
+    if (!cli_check_model_path("info", "model", path)) return 1;
     gguf_file *f = NULL;
     ct_status s = gguf_open(path, &f);
     if (s != CT_OK) {

@@ -12,13 +12,6 @@
 #include "llm/generate.h"
 #include "llm_cli.h"
 
-static int usage(void)
-{
-    fprintf(stderr, "usage: ctorch perplexity -m MODEL.gguf -f TEXTFILE [-c 512] [--chunks N] [-t THREADS] "
-                    "[-d DEVICES] [--kv-f32]\n");
-    return 2;
-}
-
 /* -log softmax(row)[target], in double. */
 static double nll(const float *row, int n, int target)
 {
@@ -32,27 +25,25 @@ static double nll(const float *row, int n, int target)
 
 int cmd_perplexity(int argc, char **argv)
 {
-    llm_cli_opts o = {0};
+    llm_cli_opts o = {.n_ctx = 512};
     const char *file = NULL;
     int max_chunks = -1;
-    for (int i = 1; i < argc; i++) {
-        int c = llm_cli_common_arg("perplexity", &o, argc, argv, &i);
-        if (c < 0) return 2;
-        if (c > 0) continue;
-        if (!strcmp(argv[i], "-f") && i + 1 < argc) file = argv[++i];
-        else if (!strcmp(argv[i], "--chunks") && i + 1 < argc) {
-            if (!llm_cli_int(argv[++i], &max_chunks) || max_chunks < 1) return usage();
-        } else return usage();
-    }
-    if (!o.model || !file) return usage();
-    if (o.n_ctx == 0) o.n_ctx = 512;
+    const cli_opt opts[] = {
+        LLM_CLI_OPTS(&o),
+        /* Below 3 tokens a chunk has no second half to score (the mean would be 0/0). */
+        {"-c|--ctx-size", "N", CLI_INT, &o.n_ctx, 3, CLI_NOMAX, NULL, "chunk length in tokens (default 512)"},
+        {"-f|--file", "FILE", CLI_STRING, &file, 0, 0, NULL, "the text (required)"},
+        {"--chunks", "N", CLI_INT, &max_chunks, 1, CLI_NOMAX, NULL, "score at most N chunks (default all)"},
+    };
+    const cli_spec spec = {"perplexity", "perplexity -m MODEL.gguf -f TEXTFILE [options]", NULL, opts, CLI_N(opts), 0};
+    int prc = cli_parse(&spec, argc, argv, NULL, NULL);
+    if (prc < 0 && !file) prc = cli_usage_error("perplexity", "no text: -f TEXTFILE is required");
+    if (prc < 0) prc = llm_cli_check("perplexity", &o);
+    if (prc >= 0) return prc;
 
     size_t len = 0;
-    char *text = llm_cli_read_file(file, &len);
-    if (!text) {
-        fprintf(stderr, "ctorch perplexity: error: cannot read %s\n", file);
-        return 1;
-    }
+    char *text = cli_read_text_file("perplexity", "-f", file, &len);
+    if (!text) return 1;
     int rc = 1, n_tok = 0;
     int32_t *toks = NULL;
     float *rows = NULL;

@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "formats/quantize.h"
+#include "opts.h"
 #include "progress.h"
 
 static void on_progress(void *ctx, int64_t done, int64_t total, const char *tensor)
@@ -12,30 +13,26 @@ static void on_progress(void *ctx, int64_t done, int64_t total, const char *tens
     progress_update(ctx, done, total, tensor);
 }
 
-static int usage(void)
-{
-    fprintf(stderr, "usage: ctorch quantize IN.gguf OUT.gguf TYPE [-t THREADS] [--allow-requantize]\n  TYPE: %s\n",
-            quantize_mix_names());
-    return 2;
-}
-
 int cmd_quantize(int argc, char **argv)
 {
     const char *pos[3] = {0};
     int npos = 0;
     quantize_options opt = {.n_threads = 2};
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-t") && i + 1 < argc) opt.n_threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--allow-requantize")) opt.allow_requantize = true;
-        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return usage();
-        else if (argv[i][0] == '-' || npos == 3) return usage();
-        else pos[npos++] = argv[i];
-    }
-    if (npos != 3) return usage();
-    if (!quantize_find_mix(pos[2])) {
-        fprintf(stderr, "ctorch quantize: unknown type '%s' (one of: %s)\n", pos[2], quantize_mix_names());
-        return 2;
-    }
+    const cli_opt opts[] = {
+        {"-t|--threads", "N", CLI_INT, &opt.n_threads, 1, CLI_NOMAX, NULL, "threads (default 2; capped at the hardware threads)"},
+        {"--allow-requantize", NULL, CLI_FLAG, &opt.allow_requantize, 0, 0, NULL, "accept an already quantized input"},
+    };
+    char notes[512];
+    snprintf(notes, sizeof notes, "TYPE: %s\n", quantize_mix_names());
+    const cli_spec spec = {"quantize", "quantize [options] IN.gguf OUT.gguf TYPE", notes, opts, CLI_N(opts), 3};
+    int prc = cli_parse(&spec, argc, argv, pos, &npos);
+    if (prc >= 0) return prc;
+    static const char *const names[] = {"IN.gguf", "OUT.gguf", "TYPE"};
+    if (npos != 3) return cli_usage_error("quantize", "missing %s", names[npos]);
+    if (!quantize_find_mix(pos[2]))
+        return cli_usage_error("quantize", "unknown type '%s' (one of: %s)", pos[2], quantize_mix_names());
+    if (!cli_check_model_path("quantize", "input", pos[0])) return 1;
+    opt.n_threads = cli_cap_threads("quantize", opt.n_threads);
     progress bar;
     progress_begin(&bar, "quantize");
     opt.progress = on_progress;

@@ -1,7 +1,9 @@
 /* ctorch run -m MODEL -p PROMPT [options]
  * Streams only the generated text to stdout; loading, devices and timings go
- * to stderr. Ctrl-C stops the generation and still prints the timings. */
+ * to stderr. Ctrl-C stops the generation and still prints the timings. With
+ * -i, each line read afterwards is appended to the context and continued. */
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,24 +19,6 @@ static void on_sigint(int sig)
 {
     (void)sig;
     g_stop = 1;
-}
-
-static int usage(void)
-{
-    fprintf(stderr,
-            "usage: ctorch run -m MODEL.gguf (-p PROMPT | -f FILE) [options]\n"
-            "  -n N               tokens to generate (default 256; -1 = until end of text or full context)\n"
-            "  --temp T           temperature (default 0.8; 0 = greedy)\n"
-            "  --top-k K          (default 40; 0 = off)      --top-p P  (default 0.95; 1 = off)\n"
-            "  --min-p P          (default 0.05; 0 = off)    --repeat-penalty R (default 1.0 = off)\n"
-            "  --repeat-last-n N  history the penalty looks at (default 64)\n"
-            "  --seed S           random seed (default: from the clock, printed)\n"
-            "  -t THREADS         CPU threads           -c CTX   context length (default min(model, 4096))\n"
-            "  -d DEVICES         cpu, cuda, opencl, auto or a chain like cuda:0,cpu (default auto)\n"
-            "  --kv-f32           f32 KV cache (default f16)\n"
-            "  --no-bos           do not add BOS     --parse-special  control-token text becomes tokens\n"
-            "  --dump-logits FILE write the last prompt position's logits (float32 LE)\n");
-    return 2;
 }
 
 static bool put_piece(const char *text, int len, void *ctx)
@@ -67,115 +51,195 @@ static int dump_logits(const char *path, const float *x, int n)
     return 0;
 }
 
+/* ANSI colours as llama.cpp's console uses them: prompt yellow, user input green. */
+#define COLOR_PROMPT "\033[33m"
+#define COLOR_USER "\033[32m"
+#define COLOR_RESET "\033[0m"
+
+typedef struct run_opts {
+    llm_cli_opts o;
+    llm_sampler_params sp;
+    const char *prompt, *file, *dump;
+    int n_predict;
+    int64_t seed;
+    bool no_bos, parse_special, ignore_eos, escape, color, interactive;
+} run_opts;
+
+typedef struct run_totals {
+    int n_prompt, n_gen;
+    double t_prompt, t_gen;
+} run_totals;
+
+static int parse_args(run_opts *r, int argc, char **argv)
+{
+    llm_cli_opts *o = &r->o;
+    llm_sampler_params *sp = &r->sp;
+    const cli_opt opts[] = {
+        LLM_CLI_OPTS(o),
+        LLM_CLI_CTX_OPT(o, 0),
+        {"-p|--prompt", "TEXT", CLI_STRING, &r->prompt, 0, 0, NULL, "the prompt"},
+        {"-f|--file", "FILE", CLI_STRING, &r->file, 0, 0, NULL, "read the prompt from a file"},
+        {"-e|--escape", NULL, CLI_FLAG, &r->escape, 0, 0, NULL, "process escapes in the prompt: \\n \\r \\t \\\\ \\' \\\" \\xNN"},
+        {"-n|--n-predict", "N", CLI_INT, &r->n_predict, -1, CLI_NOMAX, NULL,
+         "tokens to generate (default 256; -1 = until end of text or full context)"},
+        LLM_CLI_SAMPLING_OPTS(sp, &r->seed),
+        {"--ignore-eos", NULL, CLI_FLAG, &r->ignore_eos, 0, 0, NULL, "never stop at end-of-text; generate all -n tokens"},
+        {"--no-bos", NULL, CLI_FLAG, &r->no_bos, 0, 0, NULL, "do not add BOS"},
+        {"--parse-special", NULL, CLI_FLAG, &r->parse_special, 0, 0, NULL, "control-token text becomes tokens"},
+        {"--color", NULL, CLI_FLAG, &r->color, 0, 0, NULL,
+         "echo the prompt (and colour user input) apart from the generated text, when stdout is a terminal"},
+        {"-i|--interactive", NULL, CLI_FLAG, &r->interactive, 0, 0, NULL,
+         "after generating, read lines from stdin and continue the text with each (Ctrl-D ends)"},
+        {"--dump-logits", "FILE", CLI_STRING, &r->dump, 0, 0, NULL,
+         "write the last prompt position's logits (float32 LE)"},
+    };
+    const cli_spec spec = {"run", "run -m MODEL.gguf (-p PROMPT | -f FILE) [options]", NULL, opts, CLI_N(opts), 0};
+    int rc = cli_parse(&spec, argc, argv, NULL, NULL);
+    if (rc >= 0) return rc;
+    if (r->prompt && r->file) return cli_usage_error("run", "-p and -f conflict: give the prompt one way");
+    if ((rc = llm_cli_check("run", o)) >= 0) return rc;
+    if (!r->prompt && !r->file && !r->interactive)
+        return cli_usage_error("run", "no prompt: give -p TEXT or -f FILE (or -i to type it)");
+    return llm_cli_check_sampling("run", sp, r->seed);
+}
+
+/* The prompt as the model will see it: from -p or -f, escapes processed with -e. */
+static char *prompt_text(const run_opts *r, size_t *len)
+{
+    char *t;
+    if (r->file) {
+        t = cli_read_text_file("run", "-f", r->file, len);
+        if (!t) return NULL;
+    } else {
+        const char *p = r->prompt ? r->prompt : "";
+        *len = strlen(p);
+        t = malloc(*len + 1);
+        if (!t) {
+            fprintf(stderr, "ctorch run: error: out of memory\n");
+            return NULL;
+        }
+        memcpy(t, p, *len + 1);
+    }
+    if (r->escape) *len = cli_unescape(t, *len);
+    return t;
+}
+
+/* Evaluates ids and generates after them. 0 ok, 1 error (message printed). */
+static int continue_with(const run_opts *r, llm_session *s, const int32_t *ids, int n_ids, run_totals *tot,
+                         llm_gen_stats *gs)
+{
+    *gs = (llm_gen_stats){0};
+    double t0 = llm_now();
+    if (n_ids && llm_session_eval(s, ids, n_ids) != CT_OK) return llm_cli_fail("run");
+    tot->n_prompt += n_ids;
+    tot->t_prompt += llm_now() - t0;
+    if (!s->have_logits) return 0; /* nothing evaluated yet: wait for more input */
+    if (r->dump && tot->n_prompt == n_ids && dump_logits(r->dump, s->logits, s->m->hp.n_vocab) != 0) return 1;
+    if (llm_session_generate(s, r->n_predict, put_piece, NULL, &g_stop, gs) != CT_OK) return llm_cli_fail("run");
+    tot->n_gen += gs->n_gen;
+    tot->t_gen += gs->t_gen_s;
+    return 0;
+}
+
+static int continue_with_text(const run_opts *r, llm_session *s, const char *text, size_t len, bool bos,
+                              run_totals *tot, llm_gen_stats *gs)
+{
+    int n_ids = 0;
+    int32_t *ids = llm_cli_tokenize(s->m, text, len, bos, r->parse_special, &n_ids);
+    if (!ids) return llm_cli_fail("run");
+    int rc = continue_with(r, s, ids, n_ids, tot, gs);
+    free(ids);
+    return rc;
+}
+
+/* -i: each line typed is appended as it is (newline included, as llama.cpp does). */
+static int interact(const run_opts *r, llm_session *s, bool color, run_totals *tot)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    bool tty = isatty(fileno(stdout));
+    for (;;) {
+        g_stop = 0;
+        if (tty) printf("\n> %s", color ? COLOR_USER : "");
+        fflush(stdout);
+        ssize_t n = getline(&line, &cap, stdin);
+        if (color) printf(COLOR_RESET);
+        if (n < 0) break; /* Ctrl-D, or Ctrl-C at the prompt */
+        size_t len = (size_t)n;
+        if (r->escape) len = cli_unescape(line, len);
+        llm_gen_stats gs;
+        /* The first text of the session gets BOS like any prompt. */
+        if ((rc = continue_with_text(r, s, line, len, !r->no_bos && !s->have_logits, tot, &gs)) != 0) break;
+        if (gs.ctx_full) {
+            fprintf(stderr, "note: stopped: the context (%d tokens) is full\n", s->kv.n_ctx);
+            break;
+        }
+    }
+    free(line);
+    if (tty) fputc('\n', stdout);
+    return rc;
+}
+
 int cmd_run(int argc, char **argv)
 {
-    llm_cli_opts o = {0};
-    llm_sampler_params sp;
-    llm_sampler_params_default(&sp);
-    const char *prompt = NULL, *file = NULL, *dump = NULL;
-    int n_predict = 256;
-    bool seeded = false, add_bos = true, parse_special = false;
-    for (int i = 1; i < argc; i++) {
-        int c = llm_cli_common_arg("run", &o, argc, argv, &i);
-        if (c < 0) return 2;
-        if (c > 0) continue;
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        bool ok = true;
-        if (!strcmp(a, "--no-bos")) add_bos = false;
-        else if (!strcmp(a, "--parse-special")) parse_special = true;
-        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage();
-        else if (!v) ok = false;
-        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = argv[++i];
-        else if (!strcmp(a, "-f") || !strcmp(a, "--file")) file = argv[++i];
-        else if (!strcmp(a, "--dump-logits")) dump = argv[++i];
-        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) ok = llm_cli_int(argv[++i], &n_predict);
-        else if (!strcmp(a, "--temp")) ok = llm_cli_float(argv[++i], &sp.temperature);
-        else if (!strcmp(a, "--top-k")) ok = llm_cli_int(argv[++i], &sp.top_k);
-        else if (!strcmp(a, "--top-p")) ok = llm_cli_float(argv[++i], &sp.top_p);
-        else if (!strcmp(a, "--min-p")) ok = llm_cli_float(argv[++i], &sp.min_p);
-        else if (!strcmp(a, "--repeat-penalty")) ok = llm_cli_float(argv[++i], &sp.repeat_penalty);
-        else if (!strcmp(a, "--repeat-last-n")) ok = llm_cli_int(argv[++i], &sp.repeat_last_n);
-        else if (!strcmp(a, "--seed")) {
-            char *e;
-            sp.seed = strtoull(argv[++i], &e, 10);
-            ok = *e == 0 && e != argv[i];
-            seeded = true;
-        } else {
-            fprintf(stderr, "ctorch run: error: unknown option %s\n", a);
-            return usage();
-        }
-        if (!ok) {
-            fprintf(stderr, "ctorch run: error: bad value for %s\n", a);
-            return 2;
-        }
-    }
-    if (!o.model || (!prompt == !file)) return usage();
-    if (!seeded) sp.seed = (uint64_t)time(NULL);
+    run_opts r = {.n_predict = 256, .seed = -1};
+    llm_sampler_params_default(&r.sp);
+    int rc = parse_args(&r, argc, argv);
+    if (rc >= 0) return rc;
+    bool color = r.color && isatty(fileno(stdout));
 
     size_t plen = 0;
-    char *ftext = NULL;
-    if (file) {
-        ftext = llm_cli_read_file(file, &plen);
-        if (!ftext) {
-            fprintf(stderr, "ctorch run: error: cannot read prompt file %s\n", file);
-            return 1;
-        }
-        prompt = ftext;
-    } else {
-        plen = strlen(prompt);
-    }
+    char *prompt = prompt_text(&r, &plen);
+    if (!prompt) return 1;
 
-    int rc = 1;
+    rc = 1;
     llm_session s = {0};
     int32_t *ids = NULL;
-    llm_model *m = llm_cli_load("run", &o, true);
-    if (!m) goto out;
     int n_ids = 0;
-    ids = llm_cli_tokenize(m, prompt, plen, add_bos, parse_special, &n_ids);
-    if (!ids) {
+    llm_model *m = llm_cli_load("run", &r.o, true);
+    if (!m) goto out;
+    bool have_prompt = r.prompt || r.file;
+    if (have_prompt) {
+        ids = llm_cli_tokenize(m, prompt, plen, !r.no_bos, r.parse_special, &n_ids);
+        if (!ids) {
+            rc = llm_cli_fail("run");
+            goto out;
+        }
+        if (n_ids == 0) {
+            fprintf(stderr, "ctorch run: error: the prompt is empty (no tokens); give some text or drop --no-bos\n");
+            goto out;
+        }
+    }
+    int n_ctx = llm_cli_ctx(&r.o, m);
+    if (llm_session_init(&s, m, n_ctx, r.o.kv_f32 ? CT_F32 : CT_F16, &r.sp) != CT_OK) {
         rc = llm_cli_fail("run");
         goto out;
     }
-    if (n_ids == 0) {
-        fprintf(stderr, "ctorch run: error: the prompt is empty (no tokens); give some text or drop --no-bos\n");
-        goto out;
-    }
-    int n_ctx = llm_cli_ctx(&o, m);
-    if (llm_session_init(&s, m, n_ctx, o.kv_f32 ? CT_F32 : CT_F16, &sp) != CT_OK) {
-        rc = llm_cli_fail("run");
-        goto out;
-    }
+    s.ignore_eog = r.ignore_eos;
     fprintf(stderr, "prompt: %d tokens; context %d; sampling: temp %.2f top-k %d top-p %.2f min-p %.2f "
-                    "repeat-penalty %.2f seed %llu\n",
-            n_ids, n_ctx, (double)sp.temperature, sp.top_k, (double)sp.top_p, (double)sp.min_p,
-            (double)sp.repeat_penalty, (unsigned long long)sp.seed);
+                    "repeat-penalty %.2f seed %llu%s\n",
+            n_ids, n_ctx, (double)r.sp.temperature, r.sp.top_k, (double)r.sp.top_p, (double)r.sp.min_p,
+            (double)r.sp.repeat_penalty, (unsigned long long)r.sp.seed, r.ignore_eos ? "; ignoring end of text" : "");
 
     struct sigaction sa = {0};
-    sa.sa_handler = on_sigint;
+    sa.sa_handler = on_sigint; /* no SA_RESTART: Ctrl-C at an -i prompt interrupts the read */
     sigaction(SIGINT, &sa, NULL);
 
-    double t0 = llm_now();
-    if (llm_session_eval(&s, ids, n_ids) != CT_OK) {
-        rc = llm_cli_fail("run");
-        goto out;
-    }
-    double t_prompt = llm_now() - t0;
-    if (dump && dump_logits(dump, s.logits, m->hp.n_vocab) != 0) goto out;
-
-    llm_gen_stats gs;
-    ct_status st = llm_session_generate(&s, n_predict, put_piece, NULL, &g_stop, &gs);
-    if (isatty(fileno(stdout))) fputc('\n', stdout); /* piped output stays exactly the generated text */
+    if (color && plen) printf(COLOR_PROMPT "%.*s" COLOR_RESET, (int)plen, prompt);
     fflush(stdout);
-    if (st != CT_OK) {
-        rc = llm_cli_fail("run");
-        goto out;
-    }
+    run_totals tot = {0};
+    llm_gen_stats gs = {0};
+    if (have_prompt && continue_with(&r, &s, ids, n_ids, &tot, &gs) != 0) goto out;
     if (gs.ctx_full) fprintf(stderr, "note: stopped: the context (%d tokens) is full\n", n_ctx);
+    else if (r.interactive && !gs.interrupted && interact(&r, &s, color, &tot) != 0) goto out;
+    if (isatty(fileno(stdout)) && !r.interactive) fputc('\n', stdout); /* piped output stays exactly the text */
+    fflush(stdout);
     if (gs.interrupted) fprintf(stderr, "note: interrupted\n");
     fprintf(stderr, "timings: prompt %d tokens in %.3f s (%.2f tokens/s); generation %d tokens in %.3f s "
                     "(%.2f tokens/s)\n",
-            n_ids, t_prompt, n_ids / (t_prompt > 0 ? t_prompt : 1e-9), gs.n_gen, gs.t_gen_s,
-            gs.n_gen / (gs.t_gen_s > 0 ? gs.t_gen_s : 1e-9));
+            tot.n_prompt, tot.t_prompt, tot.n_prompt / (tot.t_prompt > 0 ? tot.t_prompt : 1e-9), tot.n_gen,
+            tot.t_gen, tot.n_gen / (tot.t_gen > 0 ? tot.t_gen : 1e-9));
     fprintf(stderr, "ran on:\n");
     llm_cli_print_devices_used();
     rc = 0;
@@ -183,6 +247,6 @@ out:
     llm_session_free(&s);
     free(ids);
     llm_model_free(m);
-    free(ftext);
+    free(prompt);
     return rc;
 }

@@ -8,57 +8,37 @@
 #include "cli.h"
 #include "formats/gguf.h"
 #include "llm/tokenizer.h"
-
-static int usage(void)
-{
-    fprintf(stderr, "usage: ctorch tokenize -m MODEL.gguf (-p TEXT | -f FILE) [--no-bos] [--parse-special]\n"
-                    "  --no-bos         no BOS/EOS, even when the model adds them\n"
-                    "  --parse-special  text like <|im_end|> becomes that control token\n");
-    return 2;
-}
-
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    for (size_t k; buf && (k = fread(buf + n, 1, cap - n, f)) > 0;) {
-        n += k;
-        if (n == cap) {
-            char *b = realloc(buf, cap *= 2);
-            if (!b) free(buf);
-            buf = b;
-        }
-    }
-    fclose(f);
-    *len = n;
-    return buf;
-}
+#include "opts.h"
 
 int cmd_tokenize(int argc, char **argv)
 {
     const char *model = NULL, *prompt = NULL, *file = NULL;
-    bool add_special = true, parse_special = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-m") && i + 1 < argc) model = argv[++i];
-        else if (!strcmp(argv[i], "-p") && i + 1 < argc) prompt = argv[++i];
-        else if (!strcmp(argv[i], "-f") && i + 1 < argc) file = argv[++i];
-        else if (!strcmp(argv[i], "--no-bos")) add_special = false;
-        else if (!strcmp(argv[i], "--parse-special")) parse_special = true;
-        else return usage();
-    }
-    if (!model || !prompt == !file) return usage();
+    bool no_bos = false, parse_special = false, escape = false;
+    const cli_opt opts[] = {
+        {"-m|--model", "FILE", CLI_STRING, &model, 0, 0, NULL, "the GGUF model (only its vocabulary is read)"},
+        {"-p|--prompt", "TEXT", CLI_STRING, &prompt, 0, 0, NULL, "the text"},
+        {"-f|--file", "FILE", CLI_STRING, &file, 0, 0, NULL, "read the text from a file"},
+        {"-e|--escape", NULL, CLI_FLAG, &escape, 0, 0, NULL, "process escapes in the text: \\n \\t \\xNN ..."},
+        {"--no-bos", NULL, CLI_FLAG, &no_bos, 0, 0, NULL, "no BOS/EOS, even when the model adds them"},
+        {"--parse-special", NULL, CLI_FLAG, &parse_special, 0, 0, NULL, "text like <|im_end|> becomes that control token"},
+    };
+    const cli_spec spec = {"tokenize", "tokenize -m MODEL.gguf (-p TEXT | -f FILE) [options]", NULL, opts, CLI_N(opts), 0};
+    int prc = cli_parse(&spec, argc, argv, NULL, NULL);
+    if (prc >= 0) return prc;
+    if (prompt && file) return cli_usage_error("tokenize", "-p and -f conflict: give the text one way");
+    if (!model) return cli_usage_error("tokenize", "no model given: -m MODEL.gguf is required");
+    if (!prompt && !file) return cli_usage_error("tokenize", "no text: give -p TEXT or -f FILE");
+    if (!cli_check_model_path("tokenize", "model", model)) return 1;
+    bool add_special = !no_bos;
 
     size_t len = 0;
-    char *text = NULL;
-    if (file) {
-        text = read_file(file, &len);
-        if (!text) {
-            fprintf(stderr, "ctorch tokenize: cannot read %s\n", file);
-            return 1;
-        }
+    char *text = file ? cli_read_text_file("tokenize", "-f", file, &len) : strdup(prompt);
+    if (!text) {
+        if (!file) fprintf(stderr, "ctorch tokenize: error: out of memory\n");
+        return 1;
     }
+    if (!file) len = strlen(text);
+    if (escape) len = cli_unescape(text, len);
     gguf_file *f = NULL;
     llm_tokenizer *t = NULL;
     int32_t *ids = NULL;
@@ -66,8 +46,7 @@ int cmd_tokenize(int argc, char **argv)
     ct_status st = gguf_open(model, &f);
     if (!st) st = llm_tokenizer_load(f, &t);
     if (!st) {
-        const char *s = file ? text : prompt;
-        if (!file) len = strlen(prompt);
+        const char *s = text;
         st = llm_tokenize(t, s, len, add_special, parse_special, NULL, 0, &n);
         if (st == CT_ERR_RANGE) {
             ids = malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));

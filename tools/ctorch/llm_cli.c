@@ -1,62 +1,47 @@
 #include "llm_cli.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include "llm/tokenizer.h"
 #include "progress.h"
 
-bool llm_cli_int(const char *s, int *out)
+int llm_cli_check(const char *cmd, llm_cli_opts *o)
 {
-    char *e;
-    errno = 0;
-    long v = strtol(s, &e, 10);
-    if (e == s || *e || errno || v < -1000000000L || v > 1000000000L) return false;
-    *out = (int)v;
-    return true;
+    if (!o->model) return cli_usage_error(cmd, "no model given: -m MODEL.gguf is required");
+    if (!cli_check_model_path(cmd, "model", o->model)) return 1;
+    if (o->threads > 0) o->threads = cli_cap_threads(cmd, o->threads);
+    return -1;
 }
 
-bool llm_cli_float(const char *s, float *out)
+int llm_cli_check_sampling(const char *cmd, llm_sampler_params *sp, int64_t seed)
 {
-    char *e;
-    float v = strtof(s, &e);
-    if (e == s || *e) return false;
-    *out = v;
-    return true;
+    /* 0 would divide the logits by zero; the table's closed ranges cannot say "> 0". */
+    if (!(sp->repeat_penalty > 0)) return cli_usage_error(cmd, "--repeat-penalty must be > 0, got 0");
+    sp->seed = seed < 0 ? (uint64_t)time(NULL) : (uint64_t)seed;
+    return -1;
 }
 
-int llm_cli_common_arg(const char *cmd, llm_cli_opts *o, int argc, char **argv, int *i)
+int llm_cli_chat_template(const char *cmd, const char *arg, bool file_only, llm_chat_tmpl *out)
 {
-    const char *a = argv[*i];
-    bool has_val = *i + 1 < argc;
-    if (!strcmp(a, "--kv-f32")) {
-        o->kv_f32 = true;
-        return 1;
-    }
-    if (strcmp(a, "-m") && strcmp(a, "--model") && strcmp(a, "-t") && strcmp(a, "--threads") && strcmp(a, "-c") &&
-        strcmp(a, "--ctx-size") && strcmp(a, "-d") && strcmp(a, "--devices"))
-        return 0;
-    if (!has_val) {
-        fprintf(stderr, "ctorch %s: error: %s needs a value\n", cmd, a);
-        return -1;
-    }
-    const char *v = argv[++*i];
-    if (a[1] == 'm' || !strcmp(a, "--model")) {
-        o->model = v;
-    } else if (a[1] == 'd' || !strcmp(a, "--devices")) {
-        o->devices = v;
-    } else {
-        int n;
-        if (!llm_cli_int(v, &n) || n < 1) {
-            fprintf(stderr, "ctorch %s: error: %s wants a positive integer, got '%s'\n", cmd, a, v);
-            return -1;
-        }
-        if (a[1] == 't' || !strcmp(a, "--threads")) o->threads = n;
-        else o->n_ctx = n;
-    }
-    return 1;
+    if (!file_only && llm_chat_from_name(arg, out) == CT_OK) return 0;
+    ct_clear_error();
+    struct stat st;
+    if (!file_only && stat(arg, &st) != 0)
+        return cli_usage_error(cmd, "--chat-template '%s' is neither a built-in template (zephyr, gemma, llama3, "
+                                    "chatml, llama2) nor a file", arg);
+    size_t len;
+    char *jinja = cli_read_text_file(cmd, "--chat-template", arg, &len);
+    if (!jinja) return 2;
+    bool known = llm_chat_detect(jinja, out);
+    free(jinja);
+    if (!known)
+        return cli_usage_error(cmd, "--chat-template %s: ctorch does not run Jinja, and this template matches none "
+                                    "it knows (zephyr, gemma, llama3, chatml, llama2); name one of those instead", arg);
+    return 0;
 }
 
 int llm_cli_fail(const char *cmd)
@@ -162,26 +147,6 @@ int32_t *llm_cli_tokenize(const llm_model *m, const char *text, size_t len, bool
         cap = got;
     }
     return NULL;
-}
-
-char *llm_cli_read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (size_t k; buf && (k = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
-        n += k;
-        if (n + 1 == cap) {
-            char *b = realloc(buf, cap *= 2);
-            if (!b) free(buf);
-            buf = b;
-        }
-    }
-    fclose(f);
-    if (buf) buf[n] = 0;
-    if (len) *len = n;
-    return buf;
 }
 
 void llm_cli_print_devices_used(void)

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "opts.h"
 #include "ctorch/ctorch.h"
 
 typedef struct command {
@@ -24,13 +25,6 @@ static const command g_commands[] = {
     {"info", cmd_info, "metadata, tensor table and architecture summary of a GGUF file: info MODEL"},
 };
 #define N_COMMANDS (sizeof g_commands / sizeof g_commands[0])
-
-bool cli_wants_help(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return true;
-    return false;
-}
 
 void cli_json_string(FILE *f, const char *s)
 {
@@ -75,6 +69,13 @@ int main(int argc, char **argv)
     }
     const char *name = argv[1];
     if (!strcmp(name, "-h") || !strcmp(name, "--help") || !strcmp(name, "help")) {
+        if (argc > 2 && !strcmp(name, "help")) { /* `ctorch help run` = `ctorch run --help` */
+            char *sub[] = {argv[2], "--help", NULL};
+            for (size_t i = 0; i < N_COMMANDS; i++)
+                if (!strcmp(argv[2], g_commands[i].name)) return g_commands[i].fn(2, sub);
+            fprintf(stderr, "ctorch: unknown command '%s' (run 'ctorch --help' for the list)\n", argv[2]);
+            return 2;
+        }
         usage(stdout);
         return 0;
     }
@@ -87,10 +88,9 @@ int main(int argc, char **argv)
 
 int cmd_version(int argc, char **argv)
 {
-    if (cli_wants_help(argc, argv)) {
-        printf("usage: ctorch version\n");
-        return 0;
-    }
+    const cli_spec spec = {"version", "version", "Prints the version and the backends compiled in.\n", NULL, 0, 0};
+    int prc = cli_parse(&spec, argc, argv, NULL, NULL);
+    if (prc >= 0) return prc;
     printf("ctorch %d.%d.%d\n", CTORCH_VERSION_MAJOR, CTORCH_VERSION_MINOR, CTORCH_VERSION_PATCH);
 #ifdef CTORCH_HAVE_BLAS
     const char *blas = "yes";
