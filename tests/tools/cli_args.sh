@@ -65,6 +65,7 @@ usage "missing value named"  "-p needs a value"                -- run -m "$M" -p
 usage "missing -m"           "no model given: -m MODEL.gguf is required" -- run -p hi
 usage "-p with -f"           "-p and -f conflict"              -- run -m "$M" -p hi -f "$M"
 usage "no prompt"            "no prompt: give -p TEXT or -f FILE" -- run -m "$M"
+usage "usage before files"   "--temp must be >= 0"             -- run -m "$TMP/none.gguf" -p hi --temp -1
 usage "flag with =value"     "--ignore-eos takes no value"     -- run -m "$M" -p hi --ignore-eos=1
 usage "extra argument"       "unexpected argument 'stray'"     -- run -m "$M" -p hi stray
 usage "chat missing -m"      "no model given"                  -- chat

@@ -104,15 +104,15 @@ static int parse_args(chat_opts *c, int argc, char **argv)
     if (rc >= 0) return rc;
     if (c->tmpl_arg && c->tmpl_file)
         return cli_usage_error("chat", "--chat-template and --chat-template-file conflict: give one");
-    if ((rc = llm_cli_check("chat", o)) >= 0) return rc;
     if (c->ignore_eos && c->n_predict < 0)
         return cli_usage_error("chat", "--ignore-eos needs -n N, or a reply would only end when the context is full");
+    if ((rc = llm_cli_check_sampling("chat", &c->sp, c->seed)) >= 0) return rc;
     if (c->tmpl_arg || c->tmpl_file) {
         if (llm_cli_chat_template("chat", c->tmpl_arg ? c->tmpl_arg : c->tmpl_file, !c->tmpl_arg, &c->tmpl))
             return 2;
         c->have_tmpl = true;
     }
-    return llm_cli_check_sampling("chat", &c->sp, c->seed);
+    return llm_cli_check("chat", o); /* usage errors first: this one looks at the file */
 }
 
 int cmd_chat(int argc, char **argv)

@@ -97,10 +97,10 @@ static int parse_args(run_opts *r, int argc, char **argv)
     int rc = cli_parse(&spec, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
     if (r->prompt && r->file) return cli_usage_error("run", "-p and -f conflict: give the prompt one way");
-    if ((rc = llm_cli_check("run", o)) >= 0) return rc;
-    if (!r->prompt && !r->file && !r->interactive)
+    if (!r->prompt && !r->file && !r->interactive && o->model)
         return cli_usage_error("run", "no prompt: give -p TEXT or -f FILE (or -i to type it)");
-    return llm_cli_check_sampling("run", sp, r->seed);
+    if ((rc = llm_cli_check_sampling("run", sp, r->seed)) >= 0) return rc;
+    return llm_cli_check("run", o); /* usage errors first: this one looks at the file */
 }
 
 /* The prompt as the model will see it: from -p or -f, escapes processed with -e. */
