@@ -1,10 +1,11 @@
 # Entry points for a fresh Debian/Ubuntu machine (see README):
 #   make demo   installs what is missing, builds, runs the CLI on Gemma 3 270M (Q4_K_M)
 #   make test   installs what is missing, builds with -Werror, runs the whole test suite
-# Other targets: build, test-sanitize (ASan+UBSan), fuzz-smoke, bench, install, clean.
+# Other targets: build, test-sanitize (ASan+UBSan), test-clang, fuzz-smoke, bench, install, clean.
 
 BUILD      ?= build
 SAN_BUILD  ?= build-san
+CLANG_BUILD ?= build-clang
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 MODEL_DIR  ?= models
 DEMO_MODEL ?= $(MODEL_DIR)/gemma-3-270m-q4_k_m.gguf
@@ -16,7 +17,7 @@ APT_FUZZ   := clang libclang-rt-dev
 PIP        := python3 -m pip
 PIP_FLAGS  := $(shell $(PIP) install --help 2>/dev/null | grep -q break-system-packages && echo --break-system-packages)
 
-.PHONY: deps build demo test test-sanitize fuzz-smoke bench install clean
+.PHONY: deps build demo test test-sanitize test-clang fuzz-smoke bench install clean
 
 # apt only when something is missing, so the common case needs no root.
 deps:
@@ -51,6 +52,15 @@ test-sanitize: deps
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(SAN_BUILD) -j$(JOBS) --output-on-failure -LE 'bench|simd'
 
+# The library builds with clang as well as gcc: build with clang (-Werror), run the suite
+# (the per-SIMD-level reruns stay with `make test`, to keep this one short).
+test-clang: deps
+	@command -v clang >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq clang >&2; }
+	cmake -S . -B $(CLANG_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Release -DCTORCH_WERROR=ON >/dev/null
+	cmake --build $(CLANG_BUILD) -j$(JOBS)
+	ctest --test-dir $(CLANG_BUILD) -j$(JOBS) --output-on-failure -LE simd
+
 fuzz-smoke: deps
 	@if command -v clang >/dev/null 2>&1; then bash fuzz/run.sh 60; else echo "fuzz-smoke: skipped (no clang)"; fi
 
@@ -61,4 +71,4 @@ install: build
 	cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(SAN_BUILD) build-fuzz
+	rm -rf $(BUILD) $(SAN_BUILD) $(CLANG_BUILD) build-fuzz

@@ -96,7 +96,7 @@ ct_status ct_sdpa(const ct_tensor *q, const ct_tensor *k, const ct_tensor *v, co
     if (p.window < 0) return core_err(CT_ERR_INVALID_ARG, "%s: window %d must be >= 0", name, p.window);
     int64_t full[4] = {B, Hq, Tq, Tk};
     ct_tensor *tmp[5] = {0};
-    const ct_tensor *qu, *ku, *vu, *mu = NULL;
+    const ct_tensor *qu = NULL, *ku = NULL, *vu = NULL, *mu = NULL;
     ct_status s = CT_OK;
     if (mask) {
         int n;

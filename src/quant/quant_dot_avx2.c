@@ -1,13 +1,13 @@
 /* AVX2 vec dots: the shared 256-bit kernels of quant_dot_x86.inc built for AVX2. Only the
  * kernels carry the target; the table fill stays generic, since it runs on every CPU. */
 #include "quant/quant_impl.h"
+#include "quant/quant_target.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #include <math.h>
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
+QUANT_TARGET_BEGIN("avx2,fma,f16c")
 #define QD(name) avx2_##name
 #define QD_VNNI 0
 #include "quant_dot_x86.inc"
@@ -112,7 +112,7 @@ static void avx2_act_q8_k(const float *x, void *dst, int64_t nb)
         y->d = 1 / iscale;
     }
 }
-#pragma GCC pop_options
+QUANT_TARGET_END
 
 void quant_dot_fill_avx2(quant_dot_table tab)
 {

@@ -2,12 +2,12 @@
  * decode (Q8_0, Q4_K, Q6_K), the 256-bit kernels of quant_dot_x86.inc with the EVEX
  * vpdpbusd for the others. Only the kernels carry the target; the table fill stays generic. */
 #include "quant/quant_impl.h"
+#include "quant/quant_target.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
+QUANT_TARGET_BEGIN("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
 #define QD(name) avx512_##name
 #define QD_VNNI 2
 #include "quant_dot_x86.inc"
@@ -138,7 +138,7 @@ static void z_dot_q6_k(int64_t n, float *s, const void *vw, const void *va)
     }
     *s = _mm512_reduce_add_ps(acc) - avx512_hsum(acco);
 }
-#pragma GCC pop_options
+QUANT_TARGET_END
 
 void quant_dot_fill_avx512(quant_dot_table tab)
 {

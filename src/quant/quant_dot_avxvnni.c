@@ -1,16 +1,16 @@
 /* AVX-VNNI vec dots: the shared 256-bit kernels of quant_dot_x86.inc built for AVX-VNNI. Only the
  * kernels carry the target; the table fill stays generic, since it runs on every CPU. */
 #include "quant/quant_impl.h"
+#include "quant/quant_target.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,avxvnni")
+QUANT_TARGET_BEGIN("avx2,fma,f16c,avxvnni")
 #define QD(name) avxvnni_##name
 #define QD_VNNI 1
 #include "quant_dot_x86.inc"
-#pragma GCC pop_options
+QUANT_TARGET_END
 
 void quant_dot_fill_avxvnni(quant_dot_table tab)
 {

@@ -6,12 +6,12 @@
  * the per-block f32 multiply-adds and the final reduction follow the single-row kernels
  * of quant_dot_avx512.c step for step, so the results are bit-identical to them. */
 #include "quant/quant_impl.h"
+#include "quant/quant_target.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
+QUANT_TARGET_BEGIN("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
 
 #define NR_INLINE static inline __attribute__((always_inline))
 
@@ -267,7 +267,7 @@ static_assert(QUANT_NR_MAX_A == 4, "NR_ENTRY's switch covers 1..4 activation row
 NR_ENTRY(g_nr_q4_k, g_q4_k_rows, blk_q4_k)
 NR_ENTRY(g_nr_q6_k, g_q6_k_rows, blk_q6_k)
 
-#pragma GCC pop_options
+QUANT_TARGET_END
 
 void quant_nr_fill_avx512(quant_nr_table tab)
 {

@@ -13,12 +13,12 @@
 #include <stddef.h>
 
 #include "quant/quant_impl.h"
+#include "quant/quant_target.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
+QUANT_TARGET_BEGIN("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
 
 #define P_INLINE static inline __attribute__((always_inline))
 #define P_QVECS 64                  /* quant vectors per 256-element block */
@@ -512,7 +512,7 @@ P_ENTRY(p_gemm_q6_k, p_q6_k)
 P_ENTRY(p_gemm_q8_0, p_q8_0)
 P_ENTRY(r_gemm_q4_k, r_q4_k)
 
-#pragma GCC pop_options
+QUANT_TARGET_END
 
 static const quant_panel_kernels g_panel_q4_k = {P_BLOCK_BYTES, 8, p_pack_q4_k, p_aux_q4_k, p_gemm_q4_k};
 static const quant_panel_kernels g_panel_q6_k = {P_BLOCK_BYTES, 16, p_pack_q6_k, p_aux_q6_k, p_gemm_q6_k};
