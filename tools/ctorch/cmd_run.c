@@ -1,10 +1,12 @@
 /* ctorch run -m MODEL -p PROMPT [options]
  * Streams only the generated text to stdout; loading, devices and timings go
- * to stderr. Ctrl-C stops the generation and still prints the timings. */
+ * to stderr. Ctrl-C stops the generation, still prints the timings and exits
+ * 130, as shells expect of an interrupted command. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,12 +39,31 @@ static int usage(void)
     return 2;
 }
 
+static char g_last_char = '\n'; /* last byte written to stdout */
+
+/* Stops the generation once stdout fails (a full disk): no use computing more. */
 static bool put_piece(const char *text, int len, void *ctx)
 {
     (void)ctx;
     fwrite(text, 1, (size_t)len, stdout);
     fflush(stdout);
-    return true;
+    if (len > 0) g_last_char = text[len - 1];
+    return !ferror(stdout);
+}
+
+/* Piped output stays exactly the generated text; when stderr shares its
+ * destination (2>&1), the log lines that follow still start on a new line. */
+static void end_text_line(void)
+{
+    if (g_last_char == '\n') return;
+    if (isatty(fileno(stdout))) {
+        fputc('\n', stdout);
+        return;
+    }
+    struct stat so, se;
+    if (fstat(fileno(stdout), &so) == 0 && fstat(fileno(stderr), &se) == 0 && so.st_dev == se.st_dev &&
+        so.st_ino == se.st_ino && cli_log_enabled(CT_LOG_INFO))
+        fputc('\n', stderr);
 }
 
 static int dump_logits(const char *path, const float *x, int n)
@@ -63,7 +84,7 @@ static int dump_logits(const char *path, const float *x, int n)
         fprintf(stderr, "ctorch run: error: writing %s failed\n", path);
         return 1;
     }
-    fprintf(stderr, "logits of the last prompt position (%d floats) written to %s\n", n, path);
+    cli_log(CT_LOG_INFO, "logits of the last prompt position (%d floats) written to %s\n", n, path);
     return 0;
 }
 
@@ -145,7 +166,7 @@ int cmd_run(int argc, char **argv)
         rc = llm_cli_fail("run");
         goto out;
     }
-    fprintf(stderr, "prompt: %d tokens; context %d; sampling: temp %.2f top-k %d top-p %.2f min-p %.2f "
+    cli_log(CT_LOG_INFO, "prompt: %d tokens; context %d; sampling: temp %.2f top-k %d top-p %.2f min-p %.2f "
                     "repeat-penalty %.2f seed %llu\n",
             n_ids, n_ctx, (double)sp.temperature, sp.top_k, (double)sp.top_p, (double)sp.min_p,
             (double)sp.repeat_penalty, (unsigned long long)sp.seed);
@@ -164,21 +185,22 @@ int cmd_run(int argc, char **argv)
 
     llm_gen_stats gs;
     ct_status st = llm_session_generate(&s, n_predict, put_piece, NULL, &g_stop, &gs);
-    if (isatty(fileno(stdout))) fputc('\n', stdout); /* piped output stays exactly the generated text */
     fflush(stdout);
+    if (ferror(stdout)) goto out; /* main reports the failed write */
+    end_text_line();
     if (st != CT_OK) {
         rc = llm_cli_fail("run");
         goto out;
     }
-    if (gs.ctx_full) fprintf(stderr, "note: stopped: the context (%d tokens) is full\n", n_ctx);
-    if (gs.interrupted) fprintf(stderr, "note: interrupted\n");
-    fprintf(stderr, "timings: prompt %d tokens in %.3f s (%.2f tokens/s); generation %d tokens in %.3f s "
+    if (gs.ctx_full) cli_log(CT_LOG_WARN, "note: stopped: the context (%d tokens) is full\n", n_ctx);
+    if (g_stop) cli_log(CT_LOG_WARN, "note: interrupted\n");
+    cli_log(CT_LOG_INFO, "timings: prompt %d tokens in %.3f s (%.2f tokens/s); generation %d tokens in %.3f s "
                     "(%.2f tokens/s)\n",
             n_ids, t_prompt, n_ids / (t_prompt > 0 ? t_prompt : 1e-9), gs.n_gen, gs.t_gen_s,
             gs.n_gen / (gs.t_gen_s > 0 ? gs.t_gen_s : 1e-9));
-    fprintf(stderr, "ran on:\n");
+    cli_log(CT_LOG_INFO, "ran on:\n");
     llm_cli_print_devices_used();
-    rc = 0;
+    rc = g_stop ? CLI_EXIT_INTERRUPTED : 0;
 out:
     llm_session_free(&s);
     free(ids);
