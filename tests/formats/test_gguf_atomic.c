@@ -89,6 +89,34 @@ static void test_failed_write_keeps_old_file(void)
     unlink(p);
 }
 
+/* A raised cancel flag (Ctrl-C in `ctorch quantize`) is a clean failure too. */
+static void test_cancel_keeps_old_file(void)
+{
+    char p[600];
+    path_in(p, sizeof p, "c.gguf");
+    CHECK_OK(write_model(p, 16, 1.0f, "old"));
+    size_t n_old = 0, n_now = 0;
+    unsigned char *old = slurp(p, &n_old);
+    float data[32] = {0};
+    int64_t n = 32;
+    volatile sig_atomic_t stop = 1;
+    gguf_writer *w = gguf_writer_new();
+    CHECK(w != NULL);
+    if (w) {
+        CHECK_OK(gguf_writer_add_tensor(w, "t", CT_F32, 1, &n, data));
+        gguf_writer_set_cancel(w, &stop);
+        CHECK_STATUS(gguf_writer_write(w, p), CT_ERR_IO);
+        stop = 0;
+        gguf_writer_free(w);
+    }
+    unsigned char *now = slurp(p, &n_now);
+    CHECK(old && now && n_now == n_old && !memcmp(now, old, n_old));
+    CHECK_MSG(count_entries() == 1, "%d entries in the folder: a temporary file was left", count_entries());
+    free(old);
+    free(now);
+    unlink(p);
+}
+
 static void test_good_write_replaces_keeps_mode(void)
 {
     char p[600];
@@ -170,6 +198,7 @@ int main(void)
         return 1;
     }
     RUN(test_failed_write_keeps_old_file);
+    RUN(test_cancel_keeps_old_file);
     RUN(test_good_write_replaces_keeps_mode);
     RUN(test_missing_folder);
     RUN(test_same_file_refused);
