@@ -63,7 +63,8 @@ int llm_cli_common_arg(const char *cmd, llm_cli_opts *o, int argc, char **argv, 
 int llm_cli_fail(const char *cmd)
 {
     const char *e = ct_last_error();
-    fprintf(stderr, "ctorch %s: error: %s\n", cmd, e && *e ? e : "unknown failure");
+    char esc[2048]; /* messages quote names from the file (general.name, tensor names) */
+    fprintf(stderr, "ctorch %s: error: %s\n", cmd, e && *e ? cli_escape(e, strlen(e), esc, sizeof esc) : "unknown failure");
     return 1;
 }
 
