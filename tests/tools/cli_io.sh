@@ -100,6 +100,19 @@ check "run interrupted: exit 130" "$rc" "130"
 check "run interrupted: says so" "$(has "$T/err" 'interrupted')" "yes"
 check "run interrupted: some text was generated" "$([ -s "$T/out" ] && echo yes)" "yes"
 
+# chat: Ctrl-C at the prompt exits 130 (during a reply it only stops the reply)
+mkfifo "$T/in"
+"$CT" chat -m "$M" -n 4 <"$T/in" >"$T/out" 2>"$T/err" &
+pid=$!
+exec 3>"$T/in"   # keeps chat waiting at its prompt
+i=0
+while [ $i -lt 200 ] && ! grep -q 'chat template' "$T/err"; do sleep 0.05; i=$((i+1)); done
+sleep 0.3
+kill -INT $pid
+wait $pid; rc=$?
+exec 3>&-
+check "chat interrupted at the prompt: exit 130" "$rc" "130"
+
 # ---- tools find their data without a fixed absolute path ----
 if [ -n "${CTORCH_REFDATA:-}" ] && [ -f "$CTORCH_REFDATA/tokenizer/ggml-vocab-llama-spm.gguf" ]; then
   "$MK" --layers 1 --embd 64 --ff 128 --heads 2 --kv-heads 1 --ctx 64 "$T/v.gguf" >/dev/null 2>"$T/err"
