@@ -198,10 +198,6 @@ ct_status gguf_writer_write(gguf_writer *w, const char *path);
 /* A flag (e.g. set by a SIGINT handler) checked between tensors while writing:
  * once nonzero, gguf_writer_write stops, removes its temporary file and fails. */
 void gguf_writer_set_cancel(gguf_writer *w, volatile sig_atomic_t *flag);
-/* Checks, before any work, that out_path can be written: its folder exists and
- * it is not a folder, nor (when in_path is given) the same file as in_path
- * under another name (same device and inode: ./x, a symlink or a hard link). */
-ct_status gguf_check_output_path(const char *out_path, const char *in_path);
 /* Serializes to a malloc'ed buffer (caller frees with free()). */
 ct_status gguf_writer_write_memory(gguf_writer *w, void **data, size_t *size);
 

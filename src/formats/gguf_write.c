@@ -5,13 +5,11 @@
  * llama.cpp-made file through this writer reproduces it byte for byte. */
 #include <errno.h>
 #include <signal.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "formats/atomic_file.h"
 #include "formats/gguf_internal.h"
 
 typedef struct wkv {
@@ -396,23 +394,6 @@ ct_status gguf_writer_write_memory(gguf_writer *w, void **data, size_t *size)
     return s;
 }
 
-/* Writes all of buf, retrying short writes and EINTR. */
-static bool write_all(int fd, const void *buf, size_t n)
-{
-    const uint8_t *p = buf;
-    while (n) {
-        ssize_t k = write(fd, p, n < ((size_t)1 << 30) ? n : ((size_t)1 << 30));
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) {
-            if (k == 0) errno = EIO;
-            return false;
-        }
-        p += k;
-        n -= (size_t)k;
-    }
-    return true;
-}
-
 void gguf_writer_set_cancel(gguf_writer *w, volatile sig_atomic_t *flag)
 {
     if (w) w->cancel = flag;
@@ -422,130 +403,44 @@ void gguf_writer_set_cancel(gguf_writer *w, volatile sig_atomic_t *flag)
 static bool write_body(gguf_writer *w, int fd, const wbuf *b)
 {
     static const uint8_t zeros[256];
-    if (!write_all(fd, b->p, b->n)) return false;
+    if (!formats_write_all(fd, b->p, b->n)) return false;
     for (int64_t i = 0; i < w->n_t; i++) {
         const wtensor *t = &w->ts[i];
         if (w->cancel && *w->cancel) {
             errno = ECANCELED;
             return false;
         }
-        if (!write_all(fd, t->data, t->size)) return false;
+        if (!formats_write_all(fd, t->data, t->size)) return false;
         uint64_t pos = t->offset + t->size, end = align_up(pos, w->alignment);
         while (pos < end) {
             size_t k = end - pos < sizeof zeros ? (size_t)(end - pos) : sizeof zeros;
-            if (!write_all(fd, zeros, k)) return false;
+            if (!formats_write_all(fd, zeros, k)) return false;
             pos += k;
         }
     }
     return true;
 }
 
-/* The folder part of path ("." when there is none), malloc'ed. */
-static char *dir_of(const char *path)
+/* Atomic through formats_atomic_write: a failure never leaves a partial file
+ * under path's name, and an existing file stays untouched until the rename. */
+typedef struct body_ctx {
+    gguf_writer *w;
+    const wbuf *b;
+} body_ctx;
+
+static bool write_body_cb(int fd, void *ctx)
 {
-    const char *slash = strrchr(path, '/');
-    if (!slash) return strdup(".");
-    size_t n = slash == path ? 1 : (size_t)(slash - path);
-    char *d = malloc(n + 1);
-    if (d) {
-        memcpy(d, path, n);
-        d[n] = 0;
-    }
-    return d;
+    body_ctx *c = ctx;
+    return write_body(c->w, fd, c->b);
 }
 
-ct_status gguf_check_output_path(const char *out_path, const char *in_path)
-{
-    if (!out_path || !*out_path) return core_err(CT_ERR_INVALID_ARG, "output path is empty");
-    struct stat so, si;
-    if (stat(out_path, &so) == 0) {
-        if (S_ISDIR(so.st_mode)) return core_err(CT_ERR_INVALID_ARG, "cannot write '%s': it is a folder", out_path);
-        /* same device and inode: the same file under any name (./x, a symlink, a hard link) */
-        if (in_path && stat(in_path, &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino)
-            return core_err(CT_ERR_INVALID_ARG,
-                            "refusing to write '%s': it is the input file '%s' (same file); choose another output name",
-                            out_path, in_path);
-    }
-    char *dir = dir_of(out_path);
-    if (!dir) return core_err(CT_ERR_OOM, "out of memory");
-    struct stat sd;
-    ct_status s = CT_OK;
-    if (stat(dir, &sd) != 0)
-        s = core_err(CT_ERR_IO, "cannot write '%s': folder '%s' does not exist", out_path, dir);
-    else if (!S_ISDIR(sd.st_mode))
-        s = core_err(CT_ERR_INVALID_ARG, "cannot write '%s': '%s' is not a folder", out_path, dir);
-    free(dir);
-    return s;
-}
-
-/* The mode a plain open(O_CREAT, 0666) would give, or the replaced file's mode
- * (mkstemp makes 0600 files). umask can only be read by setting it, so this
- * briefly races with other threads creating files. */
-static mode_t new_file_mode(const char *target)
-{
-    struct stat st;
-    if (stat(target, &st) == 0) return st.st_mode & 07777;
-    mode_t mask = umask(022);
-    umask(mask);
-    return 0666 & ~mask;
-}
-
-/* A temporary file next to the final one, renamed over it only once complete
- * and synced: a failure (disk full, a killed process) never leaves a partial
- * file under the target's name, and an existing file stays untouched until the
- * rename. Symlinks are followed, so the file they point to is replaced. */
 ct_status gguf_writer_write(gguf_writer *w, const char *path)
 {
     if (!w || !path) return core_err(CT_ERR_INVALID_ARG, "gguf_writer_write: null argument");
-    ct_status s = gguf_check_output_path(path, NULL);
-    if (s != CT_OK) {
-        char why[400]; /* core_err formats into the buffer ct_last_error returns */
-        snprintf(why, sizeof why, "%s", ct_last_error());
-        return core_err(s, "gguf writer: %s", why);
-    }
     wbuf b = {0};
     uint64_t dsize;
-    s = build_header(w, &b, &dsize);
-    char *real = realpath(path, NULL); /* NULL when the target does not exist yet */
-    const char *target = real ? real : path;
-    char *dir = dir_of(target);
-    size_t tlen = dir ? strlen(dir) + 32 : 0;
-    char *tmp = dir ? malloc(tlen) : NULL;
-    if (s == CT_OK && !tmp) s = core_err(CT_ERR_OOM, "gguf writer: out of memory");
-    int fd = -1;
-    if (s == CT_OK) {
-        snprintf(tmp, tlen, "%s/.ctorch-tmp-XXXXXX", dir);
-        fd = mkstemp(tmp);
-        if (fd < 0)
-            s = core_err(CT_ERR_IO, "gguf writer: cannot create a temporary file in '%s' for '%s': %s", dir, path,
-                         strerror(errno));
-    }
-    if (s == CT_OK) {
-        const char *step = "writing";
-        bool ok = fchmod(fd, new_file_mode(target)) == 0;
-        if (ok) ok = write_body(w, fd, &b);
-        else step = "setting the mode of";
-        if (ok && !(ok = fsync(fd) == 0)) step = "syncing";
-        int e = errno;
-        if (close(fd) != 0 && ok) ok = false, e = errno, step = "closing";
-        if (ok && !(ok = rename(tmp, target) == 0)) e = errno, step = "renaming into place";
-        if (!ok) {
-            unlink(tmp);
-            s = core_err(CT_ERR_IO, "gguf writer: %s '%s' failed: %s (the previous file, if any, is unchanged)", step,
-                         path, strerror(e));
-        }
-    }
-    if (s == CT_OK) {
-        /* make the rename itself durable; failure here loses nothing already written */
-        int dfd = open(dir, O_RDONLY | O_DIRECTORY);
-        if (dfd >= 0) {
-            fsync(dfd);
-            close(dfd);
-        }
-    }
-    free(tmp);
-    free(dir);
-    free(real);
+    ct_status s = build_header(w, &b, &dsize);
+    if (s == CT_OK) s = formats_atomic_write(path, write_body_cb, &(body_ctx){w, &b}, "gguf writer");
     free(b.p);
     return s;
 }

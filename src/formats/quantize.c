@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "formats/atomic_file.h"
 #include "quant/quant.h"
 
 /* llama_ftype ids (general.file_type). */
@@ -269,7 +270,7 @@ ct_status quantize_file(const char *in_path, const char *out_path, const char *m
     const quantize_mix *mix = quantize_find_mix(mix_name);
     if (!mix) return core_err(CT_ERR_INVALID_ARG, "unknown quantization type '%s' (one of: %s)", mix_name ? mix_name : "", quantize_mix_names());
     /* before any work: the input is mapped while the output is written */
-    ct_status s = gguf_check_output_path(out_path, in_path);
+    ct_status s = formats_check_output(out_path, in_path);
     if (s != CT_OK) return s;
     gguf_file *f = NULL;
     s = gguf_open(in_path, &f);

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "formats/atomic_file.h"
 #include "formats/gguf.h"
 #include "harness.h"
 
@@ -158,8 +159,8 @@ static void test_missing_folder(void)
     path_in(p, sizeof p, "no-such-folder/x.gguf");
     CHECK_STATUS(write_model(p, 4, 0.0f, "x"), CT_ERR_IO);
     CHECK_MSG(strstr(ct_last_error(), "does not exist") != NULL, "%s", ct_last_error());
-    CHECK_STATUS(gguf_check_output_path(p, NULL), CT_ERR_IO);
-    CHECK_STATUS(gguf_check_output_path(g_dir, NULL), CT_ERR_INVALID_ARG); /* a folder */
+    CHECK_STATUS(formats_check_output(p, NULL), CT_ERR_IO);
+    CHECK_STATUS(formats_check_output(g_dir, NULL), CT_ERR_INVALID_ARG); /* a folder */
     CHECK(count_entries() == 0);
 }
 
@@ -174,15 +175,15 @@ static void test_same_file_refused(void)
     CHECK_OK(write_model(in, 4, 0.0f, "in"));
     CHECK(symlink(in, sym) == 0);
     CHECK(link(in, hard) == 0);
-    CHECK_STATUS(gguf_check_output_path(in, in), CT_ERR_INVALID_ARG);
+    CHECK_STATUS(formats_check_output(in, in), CT_ERR_INVALID_ARG);
     CHECK_MSG(strstr(ct_last_error(), "same file") != NULL, "%s", ct_last_error());
-    CHECK_STATUS(gguf_check_output_path(dotted, in), CT_ERR_INVALID_ARG);
-    CHECK_STATUS(gguf_check_output_path(sym, in), CT_ERR_INVALID_ARG);
-    CHECK_STATUS(gguf_check_output_path(in, sym), CT_ERR_INVALID_ARG);
-    CHECK_STATUS(gguf_check_output_path(hard, in), CT_ERR_INVALID_ARG);
-    CHECK_OK(gguf_check_output_path(other, in)); /* absent: fine */
+    CHECK_STATUS(formats_check_output(dotted, in), CT_ERR_INVALID_ARG);
+    CHECK_STATUS(formats_check_output(sym, in), CT_ERR_INVALID_ARG);
+    CHECK_STATUS(formats_check_output(in, sym), CT_ERR_INVALID_ARG);
+    CHECK_STATUS(formats_check_output(hard, in), CT_ERR_INVALID_ARG);
+    CHECK_OK(formats_check_output(other, in)); /* absent: fine */
     CHECK_OK(write_model(other, 4, 0.0f, "other"));
-    CHECK_OK(gguf_check_output_path(other, in)); /* another file: fine, it will be replaced */
+    CHECK_OK(formats_check_output(other, in)); /* another file: fine, it will be replaced */
     unlink(in);
     unlink(sym);
     unlink(hard);

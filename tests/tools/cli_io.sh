@@ -119,6 +119,24 @@ wait $pid; rc=$?
 exec 3>&-
 check "chat interrupted at the prompt: exit 130" "$rc" "130"
 
+# ---- --dump-logits writes its file whole: llama.cpp's logits, bound of tests/llm ----
+"$CT" run -m "$M" -p hello -n 1 --dump-logits "$T/no-such-folder/l.f32" >/dev/null 2>"$T/err"
+check "--dump-logits into a missing folder: exit 1" "$?" "1"
+check "--dump-logits into a missing folder: before loading" "$(has "$T/err" '^loading')" "no"
+R=${CTORCH_REFDATA:-}
+if [ -n "$R" ] && [ -f "$R/mini-a/logits/mini-a-f16.p0.last.f32" ] && command -v python3 >/dev/null; then
+  prompt=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[0], end='')" "$R/mini-a/prompts.json")
+  "$CT" run -m "$R/mini-a/mini-a-f16.gguf" -p "$prompt" -n 1 --temp 0 --dump-logits "$T/l.f32" >/dev/null 2>&1
+  nmse=$(python3 -c "
+import struct,sys
+a=open(sys.argv[1],'rb').read(); b=open(sys.argv[2],'rb').read()
+if len(a)!=len(b): print('sizes', len(a), len(b)); sys.exit()
+x=struct.unpack('<%df'%(len(a)//4),a); y=struct.unpack('<%df'%(len(b)//4),b)
+e=sum((p-q)**2 for p,q in zip(x,y)); n=sum(q*q for q in y)
+print('ok' if e/n < 1e-4 else 'nmse %g'%(e/n))" "$T/l.f32" "$R/mini-a/logits/mini-a-f16.p0.last.f32")
+  check "--dump-logits matches llama.cpp's logits (nmse < 1e-4)" "$nmse" "ok"
+fi
+
 # ---- tools find their data without a fixed absolute path ----
 if [ -n "${CTORCH_REFDATA:-}" ] && [ -f "$CTORCH_REFDATA/tokenizer/ggml-vocab-llama-spm.gguf" ]; then
   "$MK" --layers 1 --embd 64 --ff 128 --heads 2 --kv-heads 1 --ctx 64 "$T/v.gguf" >/dev/null 2>"$T/err"

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "formats/atomic_file.h"
 #include "llm/generate.h"
 #include "llm_cli.h"
 
@@ -66,22 +67,31 @@ static void end_text_line(void)
         fputc('\n', stderr);
 }
 
+typedef struct floats {
+    const float *x;
+    int n;
+} floats;
+
+static bool write_le_floats(int fd, void *ctx)
+{
+    const floats *f = ctx;
+    unsigned char b[4096];
+    size_t k = 0;
+    for (int i = 0; i < f->n; i++) {
+        uint32_t u;
+        memcpy(&u, &f->x[i], 4);
+        for (int j = 0; j < 4; j++) b[k++] = (unsigned char)(u >> (8 * j));
+        if (k == sizeof b && !formats_write_all(fd, b, k)) return false;
+        if (k == sizeof b) k = 0;
+    }
+    return formats_write_all(fd, b, k);
+}
+
+/* Written like every file the command makes: complete or not at all. */
 static int dump_logits(const char *path, const float *x, int n)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        fprintf(stderr, "ctorch run: error: cannot write %s\n", path);
-        return 1;
-    }
-    for (int i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &x[i], 4);
-        unsigned char b[4] = {(unsigned char)u, (unsigned char)(u >> 8), (unsigned char)(u >> 16),
-                              (unsigned char)(u >> 24)};
-        fwrite(b, 1, 4, f);
-    }
-    if (fclose(f) != 0) {
-        fprintf(stderr, "ctorch run: error: writing %s failed\n", path);
+    if (formats_atomic_write(path, write_le_floats, &(floats){x, n}, "--dump-logits") != CT_OK) {
+        fprintf(stderr, "ctorch run: error: %s\n", ct_last_error());
         return 1;
     }
     cli_log(CT_LOG_INFO, "logits of the last prompt position (%d floats) written to %s\n", n, path);
@@ -147,6 +157,11 @@ int cmd_run(int argc, char **argv)
     }
 
     int rc = 1;
+    if (dump && formats_check_output(dump, NULL) != CT_OK) { /* before loading anything */
+        fprintf(stderr, "ctorch run: error: --dump-logits: %s\n", ct_last_error());
+        free(ftext);
+        return 1;
+    }
     llm_session s = {0};
     int32_t *ids = NULL;
     llm_model *m = llm_cli_load("run", &o, true);
