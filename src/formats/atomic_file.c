@@ -57,8 +57,10 @@ ct_status formats_check_output(const char *out_path, const char *in_path)
     if (!dir) return core_err(CT_ERR_OOM, "out of memory");
     struct stat sd;
     ct_status s = CT_OK;
-    if (stat(dir, &sd) != 0)
+    if (stat(dir, &sd) != 0 && errno == ENOENT)
         s = core_err(CT_ERR_IO, "cannot write '%s': folder '%s' does not exist", out_path, dir);
+    else if (stat(dir, &sd) != 0)
+        s = core_err(CT_ERR_IO, "cannot write '%s': folder '%s': %s", out_path, dir, strerror(errno));
     else if (!S_ISDIR(sd.st_mode))
         s = core_err(CT_ERR_INVALID_ARG, "cannot write '%s': '%s' is not a folder", out_path, dir);
     free(dir);

@@ -106,6 +106,20 @@ check "run interrupted: exit 130" "$rc" "130"
 check "run interrupted: says so" "$(has "$T/err" 'interrupted')" "yes"
 check "run interrupted: some text was generated" "$([ -s "$T/out" ] && echo yes)" "yes"
 
+# quantize: Ctrl-C stops it with 130 and leaves neither the output nor a temporary file
+if [ -n "${CTORCH_REFDATA:-}" ] && [ -f "$CTORCH_REFDATA/mini-a/mini-a-f16.gguf" ]; then
+  mkdir -p "$T/qi"
+  "$CT" quantize "$CTORCH_REFDATA/mini-a/mini-a-f16.gguf" "$T/qi/out.gguf" Q4_K_M -t 1 >/dev/null 2>"$T/err" &
+  pid=$!
+  i=0
+  while [ $i -lt 200 ] && ! grep -q '^quantize: 0%' "$T/err"; do sleep 0.02; i=$((i+1)); done
+  kill -INT $pid
+  wait $pid; rc=$?
+  check "quantize interrupted: exit 130" "$rc" "130"
+  check "quantize interrupted: says so" "$(has "$T/err" 'interrupted')" "yes"
+  check "quantize interrupted: folder left empty" "$(ls -A "$T/qi" | wc -l | tr -d ' ')" "0"
+fi
+
 # chat: Ctrl-C at the prompt exits 130 (during a reply it only stops the reply)
 mkfifo "$T/in"
 "$CT" chat -m "$M" -n 4 <"$T/in" >"$T/out" 2>"$T/err" &
