@@ -89,9 +89,10 @@ static ct_status check_logits(llm_session *s, const int32_t *toks, int n, int at
     if (llm_forward_find_nonfinite(s->m, &s->kv, toks, n, &stage, &stage_nan) != CT_OK) stage = INT32_MIN;
     char where[96];
     const int L = s->m->hp.n_layer;
-    if (stage == -1) snprintf(where, sizeof where, "the token embedding produced %s", stage_nan ? "NaN" : "infinity");
-    else if (stage >= 0 && stage < L) snprintf(where, sizeof where, "layer %d produced %s", stage, stage_nan ? "NaN" : "infinity");
-    else if (stage == L) snprintf(where, sizeof where, "the output norm/projection produced %s", stage_nan ? "NaN" : "infinity");
+    const char *what = stage_nan ? "NaN" : "infinity";
+    if (stage == -1) snprintf(where, sizeof where, "the token embedding produced %s", what);
+    else if (stage >= 0 && stage < L) snprintf(where, sizeof where, "layer %d produced %s", stage, what);
+    else if (stage == L) snprintf(where, sizeof where, "the output norm/projection produced %s", what);
     else snprintf(where, sizeof where, "no layer reproduced it");
     return core_err(CT_ERR_RANGE,
                     "%s: the logits after position %d contain %s (%d of %d values, first at token id %d): %s; "

@@ -83,7 +83,8 @@ static llm_model *make_model(const plant *p)
     add(w, keep, &nk, p, "output.weight", V, E, -ws, ws);
     for (int l = 0; l < L; l++) {
         char n[64];
-#define LW(suf, d0, d1, lo, hi) (snprintf(n, sizeof n, "blk.%d.%s.weight", l, suf), add(w, keep, &nk, p, n, d0, d1, lo, hi))
+#define LW(suf, d0, d1, lo, hi) \
+    (snprintf(n, sizeof n, "blk.%d.%s.weight", l, suf), add(w, keep, &nk, p, n, d0, d1, lo, hi))
         LW("attn_norm", E, 0, 0.8, 1.2);
         LW("attn_q", H * D, E, -ws, ws);
         LW("attn_k", HKV * D, E, -ws, ws);

@@ -99,8 +99,8 @@ static void print_metadata(const gguf_file *f)
         if (gguf_kv_value(f, k, &v) == CT_OK) sb_value(&b, f, &v, 0);
         const char *key = gguf_kv_key(f, k);
         char ekey[4 * 256 + 1];
-        printf("  %-44s %-4s %s\n", cli_escape(key, strlen(key), ekey, sizeof ekey), gguf_type_name(gguf_kv_type(f, k)),
-               line);
+        printf("  %-44s %-4s %s\n", cli_escape(key, strlen(key), ekey, sizeof ekey),
+               gguf_type_name(gguf_kv_type(f, k)), line);
     }
 }
 
@@ -122,7 +122,8 @@ static void print_tensors(const gguf_file *f, int64_t *params, uint64_t *bytes)
         char shape[96];
         shape_text(t, shape, sizeof shape);
         char ename[4 * 64 + 1];
-        printf("  %-40s %-8s %-20s %12zu%s\n", cli_escape(t->name, strlen(t->name), ename, sizeof ename), gguf_ggml_type_name(t->ggml_type), shape, t->size,
+        printf("  %-40s %-8s %-20s %12zu%s\n", cli_escape(t->name, strlen(t->name), ename, sizeof ename),
+               gguf_ggml_type_name(t->ggml_type), shape, t->size,
                t->dtype == CT_DTYPE_COUNT ? "  (unsupported by ctorch)" : "");
         *params += gguf_tensor_numel(t);
         *bytes += t->size;

@@ -87,8 +87,8 @@ int cmd_perplexity(int argc, char **argv)
     int n_chunks = n_tok / n_ctx;
     if (max_chunks > 0 && max_chunks < n_chunks) n_chunks = max_chunks;
     bool bos = llm_tokenizer_add_bos(m->tok) && llm_token_bos(m->tok) >= 0;
-    cli_log(CT_LOG_INFO, "perplexity: %d tokens, %d chunks of %d, scoring the last %d of each\n", n_tok, n_chunks, n_ctx,
-            n_ctx - first - 1);
+    cli_log(CT_LOG_INFO, "perplexity: %d tokens, %d chunks of %d, scoring the last %d of each\n", n_tok, n_chunks,
+            n_ctx, n_ctx - first - 1);
     double sum = 0, sum2 = 0;
     long count = 0;
     double t0 = llm_now();

@@ -46,7 +46,8 @@ int cmd_quantize(int argc, char **argv)
     ct_status s = quantize_file(pos[0], pos[1], pos[2], &opt, &rep);
     if (s != CT_OK) {
         progress_abort(&bar);
-        fprintf(stderr, "ctorch quantize: %s\n", cli_interrupted ? "interrupted; nothing was written" : ct_last_error());
+        const char *why = cli_interrupted ? "interrupted; nothing was written" : ct_last_error();
+        fprintf(stderr, "ctorch quantize: %s\n", why);
         return cli_interrupted ? CLI_EXIT_INTERRUPTED : 1;
     }
     char summary[200];

@@ -182,7 +182,7 @@ int cmd_run(int argc, char **argv)
         goto out;
     }
     cli_log(CT_LOG_INFO, "prompt: %d tokens; context %d; sampling: temp %.2f top-k %d top-p %.2f min-p %.2f "
-                    "repeat-penalty %.2f seed %llu\n",
+                         "repeat-penalty %.2f seed %llu\n",
             n_ids, n_ctx, (double)sp.temperature, sp.top_k, (double)sp.top_p, (double)sp.min_p,
             (double)sp.repeat_penalty, (unsigned long long)sp.seed);
 
@@ -210,7 +210,7 @@ int cmd_run(int argc, char **argv)
     if (gs.ctx_full) cli_log(CT_LOG_WARN, "note: stopped: the context (%d tokens) is full\n", n_ctx);
     if (g_stop) cli_log(CT_LOG_WARN, "note: interrupted\n");
     cli_log(CT_LOG_INFO, "timings: prompt %d tokens in %.3f s (%.2f tokens/s); generation %d tokens in %.3f s "
-                    "(%.2f tokens/s)\n",
+                         "(%.2f tokens/s)\n",
             n_ids, t_prompt, n_ids / (t_prompt > 0 ? t_prompt : 1e-9), gs.n_gen, gs.t_gen_s,
             gs.n_gen / (gs.t_gen_s > 0 ? gs.t_gen_s : 1e-9));
     cli_log(CT_LOG_INFO, "ran on:\n");

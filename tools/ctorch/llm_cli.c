@@ -64,7 +64,8 @@ int llm_cli_fail(const char *cmd)
 {
     const char *e = ct_last_error();
     char esc[2048]; /* messages quote names from the file (general.name, tensor names) */
-    fprintf(stderr, "ctorch %s: error: %s\n", cmd, e && *e ? cli_escape(e, strlen(e), esc, sizeof esc) : "unknown failure");
+    fprintf(stderr, "ctorch %s: error: %s\n", cmd,
+            e && *e ? cli_escape(e, strlen(e), esc, sizeof esc) : "unknown failure");
     return 1;
 }
 
@@ -139,8 +140,8 @@ int llm_cli_ctx(const llm_cli_opts *o, const llm_model *m)
     int train = m->hp.n_ctx_train > 0 ? m->hp.n_ctx_train : 4096;
     if (o->n_ctx > 0) {
         if (o->n_ctx > train)
-            cli_log(CT_LOG_WARN, "note: -c %d is more than the model's context length %d; using %d\n", o->n_ctx, train,
-                    train);
+            cli_log(CT_LOG_WARN, "note: -c %d is more than the model's context length %d; using %d\n", o->n_ctx,
+                    train, train);
         return o->n_ctx < train ? o->n_ctx : train;
     }
     return train < 4096 ? train : 4096;
@@ -196,7 +197,8 @@ void llm_cli_print_devices_used(void)
         if (!st[i].ops) continue;
         cli_log(CT_LOG_INFO, "  %-10s %8llu ops", st[i].device, (unsigned long long)st[i].ops);
         if (st[i].time_ns) cli_log(CT_LOG_INFO, "  %8.3f s", (double)st[i].time_ns * 1e-9);
-        if (st[i].fallbacks) cli_log(CT_LOG_INFO, "  (%llu fell back from here)", (unsigned long long)st[i].fallbacks);
+        if (st[i].fallbacks)
+            cli_log(CT_LOG_INFO, "  (%llu fell back from here)", (unsigned long long)st[i].fallbacks);
         cli_log(CT_LOG_INFO, "\n");
     }
 }
