@@ -231,7 +231,7 @@ int cmd_chat(int argc, char **argv)
         if (!convo_push(&cv, "assistant", r.p ? r.p : "")) goto oom;
         fprintf(stderr, "[%d tokens, %.2f tokens/s]\n", gs.n_gen, gs.n_gen / (gs.t_gen_s > 0 ? gs.t_gen_s : 1e-9));
     }
-    rc = 0;
+    rc = g_stop ? CLI_EXIT_INTERRUPTED : 0; /* Ctrl-C at the prompt: 130, as shells expect */
     goto out;
 oom:
     fprintf(stderr, "ctorch chat: error: out of memory\n");
