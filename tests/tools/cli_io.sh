@@ -61,6 +61,12 @@ for cmd in "--help" "version" "devices" "devices --json" "info $M" "tokenize -m 
   check "$cmd >/dev/full: message" "$(has "$T/err" 'writing the output failed')" "yes"
 done
 
+"$CT" help run >/dev/full 2>"$T/err"
+check "help run >/dev/full: exit 1" "$?" "1"
+printf 'hello\nworld\n' | "$CT" run -m "$M" -i -n 4 --temp 0 >/dev/full 2>"$T/err"
+check "run -i >/dev/full: exit 1" "$?" "1"
+check "run -i >/dev/full: message once" "$(grep -c 'writing the output failed' "$T/err")" "1"
+
 # ---- escaped metadata ----
 "$CT" info "$M" >"$T/out" 2>&1
 check "info: no raw ESC" "$(tr -d -c '\033' <"$T/out" | wc -c | tr -d ' ')" "0"
@@ -81,6 +87,10 @@ check "run: stdout is exactly the text (file vs pipe)" "$(sum "$T/out")" "$(sum 
 # ---- CTORCH_LOG quiets the command's own lines ----
 CTORCH_LOG=warn "$CT" run -m "$M" -p hello -n 4 --temp 0 >/dev/null 2>"$T/err"
 check "CTORCH_LOG=warn run: nothing on stderr" "$(wc -c <"$T/err" | tr -d ' ')" "0"
+printf 'hello\n' | CTORCH_LOG=warn "$CT" run -m "$M" -p hi -i -n 4 --temp 0 --ignore-eos >/dev/null 2>"$T/err"
+check "CTORCH_LOG=warn run -i --ignore-eos: nothing on stderr" "$(wc -c <"$T/err" | tr -d ' ')" "0"
+CTORCH_LOG=error "$CT" run -m "$M" -p hi -n 2 -t 100000 >/dev/null 2>"$T/err"
+check "CTORCH_LOG=error run -t (too many): no warning" "$(wc -c <"$T/err" | tr -d ' ')" "0"
 CTORCH_LOG=error "$CT" quantize "$M" "$T/q/quiet.gguf" Q8_0 >/dev/null 2>"$T/err"
 check "CTORCH_LOG=error quantize: nothing on stderr" "$(wc -c <"$T/err" | tr -d ' ')" "0"
 CTORCH_LOG=warn "$CT" bench -m "$M" -p 8 -n 4 -r 1 >/dev/null 2>"$T/err"
@@ -105,6 +115,25 @@ wait $pid; rc=$?
 check "run interrupted: exit 130" "$rc" "130"
 check "run interrupted: says so" "$(has "$T/err" 'interrupted')" "yes"
 check "run interrupted: some text was generated" "$([ -s "$T/out" ] && echo yes)" "yes"
+
+# run -i: Ctrl-C at the prompt (after a reply to a typed line) exits 130
+mkfifo "$T/rin"
+"$CT" run -m "$M" -p hello -i -n 4 --temp 0 <"$T/rin" >"$T/out" 2>"$T/err" &
+pid=$!
+exec 3>"$T/rin"
+printf 'more\n' >&3
+i=0
+while [ $i -lt 200 ] && [ "$(grep -c 'prompt: ' "$T/err")" = 0 ]; do sleep 0.05; i=$((i+1)); done
+sleep 0.5
+kill -INT $pid
+# a loaded machine may still be replying: that Ctrl-C only stops the reply, the next one is at the prompt
+i=0
+while [ $i -lt 20 ] && kill -0 $pid 2>/dev/null; do sleep 0.1; i=$((i+1)); done
+kill -0 $pid 2>/dev/null && kill -INT $pid
+wait $pid; rc=$?
+exec 3>&-
+check "run -i interrupted at the prompt: exit 130" "$rc" "130"
+check "run -i interrupted: timings still printed" "$(grep -c '^timings: ' "$T/err")" "1"
 
 # quantize: Ctrl-C stops it with 130 and leaves neither the output nor a temporary file
 if [ -n "${CTORCH_REFDATA:-}" ] && [ -f "$CTORCH_REFDATA/mini-a/mini-a-f16.gguf" ]; then

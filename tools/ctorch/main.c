@@ -177,7 +177,10 @@ int main(int argc, char **argv)
         if (argc > 2 && !strcmp(name, "help")) { /* `ctorch help run` = `ctorch run --help` */
             char *sub[] = {argv[2], "--help", NULL};
             for (size_t i = 0; i < N_COMMANDS; i++)
-                if (!strcmp(argv[2], g_commands[i].name)) return g_commands[i].fn(2, sub);
+                if (!strcmp(argv[2], g_commands[i].name)) {
+                    int rc = g_commands[i].fn(2, sub);
+                    return finish_stdout() != 0 && rc == 0 ? 1 : rc;
+                }
             fprintf(stderr, "ctorch: unknown command '%s' (run 'ctorch --help' for the list)\n", argv[2]);
             return 2;
         }
