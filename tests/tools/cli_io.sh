@@ -66,6 +66,9 @@ check "help run >/dev/full: exit 1" "$?" "1"
 printf 'hello\nworld\n' | "$CT" run -m "$M" -i -n 4 --temp 0 >/dev/full 2>"$T/err"
 check "run -i >/dev/full: exit 1" "$?" "1"
 check "run -i >/dev/full: message once" "$(grep -c 'writing the output failed' "$T/err")" "1"
+yes hello | head -n 50 | "$CT" chat -m "$M" -n 4 >/dev/full 2>"$T/err"
+check "chat >/dev/full: exit 1" "$?" "1"
+check "chat >/dev/full: stops at the first reply" "$(grep -c '^\[' "$T/err")" "0"
 
 # ---- escaped metadata ----
 "$CT" info "$M" >"$T/out" 2>&1

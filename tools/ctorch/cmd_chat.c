@@ -42,7 +42,7 @@ static bool on_piece(const char *text, int len, void *ctx)
     memcpy(r->p + r->n, text, (size_t)len);
     r->n += (size_t)len;
     r->p[r->n] = 0;
-    return true;
+    return !ferror(stdout); /* stdout failed (a full disk): stop the reply */
 }
 
 typedef struct convo {
@@ -222,6 +222,7 @@ int cmd_chat(int argc, char **argv)
         st = llm_session_generate(&s, n_predict, on_piece, &r, &g_stop, &gs);
         printf("\n");
         fflush(stdout);
+        if (ferror(stdout)) goto out; /* rc is 1; main reports the failed write */
         if (st != CT_OK) {
             rc = llm_cli_fail("chat");
             goto out;
