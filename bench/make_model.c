@@ -28,6 +28,33 @@ typedef struct shape {
     const char *name;
 } shape;
 
+#define VOCAB_FILE "ggml-vocab-llama-spm.gguf"
+#ifndef CTORCH_REFDATA_DIR
+#define CTORCH_REFDATA_DIR "" /* set by CMake: ../shared/refdata beside the source tree */
+#endif
+
+static bool is_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
+/* The default vocabulary, looked up where this checkout and this user keep
+ * it, never at one machine's absolute path. NULL when there is none. */
+static const char *default_vocab(char *buf, size_t len)
+{
+    const char *env = getenv("CTORCH_REFDATA"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (env && *env && snprintf(buf, len, "%s/tokenizer/" VOCAB_FILE, env) < (int)len && is_file(buf)) return buf;
+    if (*CTORCH_REFDATA_DIR && snprintf(buf, len, "%s/tokenizer/" VOCAB_FILE, CTORCH_REFDATA_DIR) < (int)len &&
+        is_file(buf))
+        return buf;
+    if (xdg && *xdg && snprintf(buf, len, "%s/ctorch/" VOCAB_FILE, xdg) < (int)len && is_file(buf)) return buf;
+    if (home && *home && snprintf(buf, len, "%s/.cache/ctorch/" VOCAB_FILE, home) < (int)len && is_file(buf))
+        return buf;
+    return NULL;
+}
+
 static int usage(void)
 {
     fprintf(stderr,
@@ -46,8 +73,9 @@ static int usage(void)
             "  --tied          no output.weight (tied embeddings)\n"
             "  --name S        general.name           (default tinyllama-random)\n"
             "  --vocab-file F  copy tokenizer.ggml.* from this GGUF when its vocabulary size matches\n"
-            "                  (default /work/shared/refdata/tokenizer/ggml-vocab-llama-spm.gguf;\n"
-            "                  otherwise a SentencePiece-style vocabulary is synthesized)\n");
+            "                  (default: " VOCAB_FILE " from $CTORCH_REFDATA, else from the refdata beside\n"
+            "                  this source tree, else from $XDG_CACHE_HOME/ctorch or ~/.cache/ctorch;\n"
+            "                  when none is there, a SentencePiece-style vocabulary is synthesized)\n");
     return 2;
 }
 
@@ -295,7 +323,8 @@ int main(int argc, char **argv)
 {
     shape sh = {.n_layer = 22, .n_embd = 2048, .n_ff = 5632, .n_head = 32, .n_head_kv = 4, .n_vocab = 32000,
                 .n_ctx = 2048, .rope_base = 10000.0, .rms_eps = 1e-5, .seed = 1234, .threads = 2,
-                .vocab_path = "/work/shared/refdata/tokenizer/ggml-vocab-llama-spm.gguf", .name = "tinyllama-random"};
+                .name = "tinyllama-random"};
+    char vocab_buf[4096];
     const char *out_path = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -365,7 +394,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "ctorch-make-model: %s\n", ct_last_error());
         goto out;
     }
-    int v = copy_vocab(g.w, sh.vocab_path, sh.n_vocab);
+    if (!sh.vocab_path) sh.vocab_path = default_vocab(vocab_buf, sizeof vocab_buf);
+    int v = sh.vocab_path ? copy_vocab(g.w, sh.vocab_path, sh.n_vocab) : 0;
     if (v == 0) v = synth_vocab(g.w, sh.n_vocab);
     if (v < 0) goto out;
 

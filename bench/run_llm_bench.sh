@@ -8,7 +8,8 @@
 #   4. per file, back to back: `ctorch bench` and llama.cpp (bench/llama_cpp_bench.py,
 #      needs `pip install llama-cpp-python`; skipped when missing)
 #   5. prints a markdown table; raw JSON stays in $RESULTS_DIR
-# Environment knobs (defaults): BUILD_DIR=<repo>/build-bench  MODELS_DIR=/work/models
+# Environment knobs (defaults): BUILD_DIR=<repo>/build-bench
+#   MODELS_DIR=${XDG_CACHE_HOME:-~/.cache}/ctorch/models
 #   TYPES="F16 Q8_0 Q4_K_M"  PP=128 TG=64 REPS=3 THREADS=2  SKIP_LLAMA=0  SKIP_CTORCH=0
 #   SKIP_BUILD=0  RESULTS_DIR=$MODELS_DIR/bench-results  PYTHON=python3
 # Model files are large (2.2 GB for F16): keep MODELS_DIR outside the repository.
@@ -16,7 +17,7 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$REPO/build-bench}"
-MODELS_DIR="${MODELS_DIR:-/work/models}"
+MODELS_DIR="${MODELS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ctorch/models}"
 TYPES="${TYPES:-F16 Q8_0 Q4_K_M}"
 PP="${PP:-128}"
 TG="${TG:-64}"

@@ -16,6 +16,7 @@
 #ifndef CT_FORMATS_GGUF_H
 #define CT_FORMATS_GGUF_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -190,7 +191,13 @@ ct_status gguf_writer_add_tensor(gguf_writer *w, const char *name, ct_dtype dtyp
 /* Same with a raw ggml type id and ggml-order ne (for types ctorch lacks). */
 ct_status gguf_writer_add_tensor_raw(gguf_writer *w, const char *name, uint32_t ggml_type, int n_dims,
                                      const int64_t *ne, const void *data, size_t size);
+/* Atomic: writes a temporary file in path's folder, syncs it and renames it
+ * over path only when complete; on failure the temporary file is removed and
+ * an existing file at path is left as it was. A symlink at path is followed. */
 ct_status gguf_writer_write(gguf_writer *w, const char *path);
+/* A flag (e.g. set by a SIGINT handler) checked between tensors while writing:
+ * once nonzero, gguf_writer_write stops, removes its temporary file and fails. */
+void gguf_writer_set_cancel(gguf_writer *w, volatile sig_atomic_t *flag);
 /* Serializes to a malloc'ed buffer (caller frees with free()). */
 ct_status gguf_writer_write_memory(gguf_writer *w, void **data, size_t *size);
 

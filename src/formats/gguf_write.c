@@ -4,10 +4,12 @@
  * to the alignment (also the last one, as ggml's reader expects). Rewriting a
  * llama.cpp-made file through this writer reproduces it byte for byte. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/atomic_file.h"
 #include "formats/gguf_internal.h"
 
 typedef struct wkv {
@@ -34,6 +36,7 @@ struct gguf_writer {
     int64_t n_kv, cap_kv;
     wtensor *ts;
     int64_t n_t, cap_t;
+    volatile sig_atomic_t *cancel; /* optional: nonzero stops gguf_writer_write */
 };
 
 typedef struct wbuf {
@@ -391,44 +394,53 @@ ct_status gguf_writer_write_memory(gguf_writer *w, void **data, size_t *size)
     return s;
 }
 
+void gguf_writer_set_cancel(gguf_writer *w, volatile sig_atomic_t *flag)
+{
+    if (w) w->cancel = flag;
+}
+
+/* false with errno set; ECANCELED when the cancel flag was raised */
+static bool write_body(gguf_writer *w, int fd, const wbuf *b)
+{
+    static const uint8_t zeros[256];
+    if (!formats_write_all(fd, b->p, b->n)) return false;
+    for (int64_t i = 0; i < w->n_t; i++) {
+        const wtensor *t = &w->ts[i];
+        if (w->cancel && *w->cancel) {
+            errno = ECANCELED;
+            return false;
+        }
+        if (!formats_write_all(fd, t->data, t->size)) return false;
+        uint64_t pos = t->offset + t->size, end = align_up(pos, w->alignment);
+        while (pos < end) {
+            size_t k = end - pos < sizeof zeros ? (size_t)(end - pos) : sizeof zeros;
+            if (!formats_write_all(fd, zeros, k)) return false;
+            pos += k;
+        }
+    }
+    return true;
+}
+
+/* Atomic through formats_atomic_write: a failure never leaves a partial file
+ * under path's name, and an existing file stays untouched until the rename. */
+typedef struct body_ctx {
+    gguf_writer *w;
+    const wbuf *b;
+} body_ctx;
+
+static bool write_body_cb(int fd, void *ctx)
+{
+    body_ctx *c = ctx;
+    return write_body(c->w, fd, c->b);
+}
+
 ct_status gguf_writer_write(gguf_writer *w, const char *path)
 {
     if (!w || !path) return core_err(CT_ERR_INVALID_ARG, "gguf_writer_write: null argument");
     wbuf b = {0};
     uint64_t dsize;
     ct_status s = build_header(w, &b, &dsize);
-    if (s != CT_OK) {
-        free(b.p);
-        return s;
-    }
-    FILE *fp = fopen(path, "wb");
-    if (!fp) {
-        free(b.p);
-        return core_err(CT_ERR_IO, "gguf writer: cannot create '%s': %s", path, strerror(errno));
-    }
-    bool ok = fwrite(b.p, 1, b.n, fp) == b.n;
-    static const uint8_t zeros[256];
-    uint64_t pos = 0;
-    for (int64_t i = 0; ok && i < w->n_t; i++) {
-        const wtensor *t = &w->ts[i];
-        ok = fwrite(t->data, 1, t->size, fp) == t->size;
-        pos = t->offset + t->size;
-        uint64_t end = align_up(pos, w->alignment);
-        while (ok && pos < end) {
-            size_t k = end - pos < sizeof zeros ? (size_t)(end - pos) : sizeof zeros;
-            ok = fwrite(zeros, 1, k, fp) == k;
-            pos += k;
-        }
-    }
-    int e = errno;
-    if (fclose(fp) != 0 && ok) {
-        ok = false;
-        e = errno;
-    }
+    if (s == CT_OK) s = formats_atomic_write(path, write_body_cb, &(body_ctx){w, &b}, "gguf writer");
     free(b.p);
-    if (!ok) {
-        remove(path);
-        return core_err(CT_ERR_IO, "gguf writer: writing '%s' failed: %s", path, strerror(e));
-    }
-    return CT_OK;
+    return s;
 }

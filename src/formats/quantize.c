@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "formats/atomic_file.h"
 #include "quant/quant.h"
 
 /* llama_ftype ids (general.file_type). */
@@ -268,8 +269,11 @@ ct_status quantize_file(const char *in_path, const char *out_path, const char *m
     quantize_report rep = {0};
     const quantize_mix *mix = quantize_find_mix(mix_name);
     if (!mix) return core_err(CT_ERR_INVALID_ARG, "unknown quantization type '%s' (one of: %s)", mix_name ? mix_name : "", quantize_mix_names());
+    /* before any work: the input is mapped while the output is written */
+    ct_status s = formats_check_output(out_path, in_path);
+    if (s != CT_OK) return s;
     gguf_file *f = NULL;
-    ct_status s = gguf_open(in_path, &f);
+    s = gguf_open(in_path, &f);
     if (s != CT_OK) return s;
     quantize_state qs = {.mix = mix};
     plan p = {0};
@@ -284,6 +288,10 @@ ct_status quantize_file(const char *in_path, const char *out_path, const char *m
         const gguf_tensor *t = p.order[i];
         const void *data = t->data;
         int64_t numel = gguf_tensor_numel(t);
+        if (opt.stop && *opt.stop) {
+            s = core_err(CT_ERR_IO, "quantize: interrupted before %s; '%s' was not written", t->name, out_path);
+            break;
+        }
         if (opt.progress) opt.progress(opt.progress_ctx, done, total, t->name);
         if (p.type[i] != t->dtype) {
             p.data[i] = malloc(ct_dtype_row_bytes(p.type[i], numel) + 1);
@@ -299,7 +307,10 @@ ct_status quantize_file(const char *in_path, const char *out_path, const char *m
         rep.bytes_out += ct_dtype_row_bytes(p.type[i], numel);
         done += (int64_t)t->size;
     }
-    if (s == CT_OK) s = gguf_writer_write(w, out_path);
+    if (s == CT_OK) {
+        gguf_writer_set_cancel(w, opt.stop);
+        s = gguf_writer_write(w, out_path);
+    }
     if (s == CT_OK && opt.progress) opt.progress(opt.progress_ctx, total, total, "");
     rep.n_tensors = (int)p.n;
     rep.n_fallback = qs.n_fallback;

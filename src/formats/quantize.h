@@ -43,6 +43,7 @@ typedef struct quantize_options {
     bool allow_requantize;    /* quantized inputs are refused unless set (quality loss) */
     quantize_progress_fn progress;
     void *progress_ctx;
+    volatile sig_atomic_t *stop; /* optional: nonzero cancels (checked between tensors and while writing) */
 } quantize_options;
 
 typedef struct quantize_report {

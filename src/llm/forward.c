@@ -121,8 +121,44 @@ out:
     return st;
 }
 
-ct_status llm_forward(const llm_model *m, llm_kv_cache *kv, const int32_t *tokens, int n, bool all_logits,
-                      ct_tensor **logits)
+/* Where a non-finite value first appears (llm_forward_find_nonfinite). */
+typedef struct probe {
+    int stage;    /* -1 embedding, 0..n_layer-1 a layer, n_layer the output; INT32_MIN: all finite */
+    bool nan;     /* NaN (else only infinities) */
+} probe;
+
+/* Counts NaN and infinite values of x (any float dtype: cast to f32 first). */
+static ct_status count_nonfinite(const ct_tensor *x, int64_t *n_nan, int64_t *n_inf)
+{
+    ct_tensor *f = NULL;
+    ct_status st = ct_tensor_dtype(x) == CT_F32 ? CT_OK : ct_cast(x, CT_F32, &f);
+    const ct_tensor *src = f ? f : x;
+    int64_t n = ct_tensor_numel(src);
+    float *buf = st == CT_OK ? malloc((size_t)(n > 0 ? n : 1) * sizeof *buf) : NULL;
+    if (st == CT_OK && !buf) st = core_err(CT_ERR_OOM, "llm: out of memory checking %lld values", (long long)n);
+    if (st == CT_OK) st = ct_tensor_to_host(src, buf, (size_t)n * sizeof *buf);
+    *n_nan = *n_inf = 0;
+    for (int64_t i = 0; st == CT_OK && i < n; i++) {
+        if (isnan(buf[i])) ++*n_nan;
+        else if (isinf(buf[i])) ++*n_inf;
+    }
+    free(buf);
+    ct_tensor_free(f);
+    return st;
+}
+
+/* True (and pr filled) when x holds a non-finite value at this stage. */
+static bool probe_hit(probe *pr, const ct_tensor *x, int stage, ct_status *st)
+{
+    int64_t nn = 0, ni = 0;
+    if (!pr || (*st = count_nonfinite(x, &nn, &ni)) != CT_OK || !(nn + ni)) return false;
+    pr->stage = stage;
+    pr->nan = nn > 0;
+    return true;
+}
+
+static ct_status forward(const llm_model *m, llm_kv_cache *kv, const int32_t *tokens, int n, bool all_logits,
+                         ct_tensor **logits, probe *pr)
 {
     if (!m || !kv || !tokens || !logits) return core_err(CT_ERR_INVALID_ARG, "llm_forward: NULL argument");
     *logits = NULL;
@@ -155,12 +191,13 @@ ct_status llm_forward(const llm_model *m, llm_kv_cache *kv, const int32_t *token
         x = xs;
         if (st != CT_OK) goto out;
     }
+    if (probe_hit(pr, x, -1, &st) || st != CT_OK) goto out;
     for (int il = 0; il < hp->n_layer; il++) {
         ct_tensor *y = NULL;
         st = layer_forward(m, il, kv, x, pos, n, &y);
         ct_tensor_free(x);
         x = y;
-        if (st != CT_OK) goto out;
+        if (st != CT_OK || probe_hit(pr, x, il, &st) || st != CT_OK) goto out;
     }
 
     ct_tensor *last, *xn, *lg;
@@ -179,10 +216,32 @@ ct_status llm_forward(const llm_model *m, llm_kv_cache *kv, const int32_t *token
     } else {
         TRY(ct_linear(xn, m->output, NULL, logits));
     }
+    if (probe_hit(pr, *logits, hp->n_layer, &st) || st != CT_OK) goto out;
     kv->n_past += n;
 out:
     scope_free(&sc);
     ct_tensor_free(x);
     free(posv);
+    return st;
+}
+
+ct_status llm_forward(const llm_model *m, llm_kv_cache *kv, const int32_t *tokens, int n, bool all_logits,
+                      ct_tensor **logits)
+{
+    return forward(m, kv, tokens, n, all_logits, logits, NULL);
+}
+
+ct_status llm_forward_find_nonfinite(const llm_model *m, llm_kv_cache *kv, const int32_t *tokens, int n,
+                                     int *stage, bool *nan)
+{
+    if (!stage || !nan) return core_err(CT_ERR_INVALID_ARG, "llm_forward_find_nonfinite: NULL argument");
+    probe pr = {.stage = INT32_MIN};
+    ct_tensor *lg = NULL;
+    int n_past = kv ? kv->n_past : 0;
+    ct_status st = forward(m, kv, tokens, n, false, &lg, &pr);
+    ct_tensor_free(lg);
+    if (kv) kv->n_past = n_past; /* a diagnosis, not an evaluation */
+    *stage = pr.stage;
+    *nan = pr.nan;
     return st;
 }

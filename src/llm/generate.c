@@ -1,6 +1,7 @@
 /* Generation: evaluate, sample, stream, feed back. Buffers (history, logits)
  * are allocated once per session, so the decode loop allocates nothing of its own. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -69,6 +70,36 @@ void llm_session_truncate(llm_session *s, int n)
     }
 }
 
+/* Non-finite logits would otherwise sample as all -inf (token 0, often empty
+ * text): report them, and name the first stage whose output went bad. */
+static ct_status check_logits(llm_session *s, const int32_t *toks, int n, int at)
+{
+    const int V = s->m->hp.n_vocab;
+    int n_bad = 0, first = -1;
+    bool nan = false;
+    for (int i = 0; i < V; i++)
+        if (!isfinite(s->logits[i])) {
+            if (first < 0) first = i;
+            nan |= isnan(s->logits[i]);
+            n_bad++;
+        }
+    if (!n_bad) return CT_OK;
+    int stage = INT32_MIN;
+    bool stage_nan = nan;
+    if (llm_forward_find_nonfinite(s->m, &s->kv, toks, n, &stage, &stage_nan) != CT_OK) stage = INT32_MIN;
+    char where[96];
+    const int L = s->m->hp.n_layer;
+    const char *what = stage_nan ? "NaN" : "infinity";
+    if (stage == -1) snprintf(where, sizeof where, "the token embedding produced %s", what);
+    else if (stage >= 0 && stage < L) snprintf(where, sizeof where, "layer %d produced %s", stage, what);
+    else if (stage == L) snprintf(where, sizeof where, "the output norm/projection produced %s", what);
+    else snprintf(where, sizeof where, "no layer reproduced it");
+    return core_err(CT_ERR_RANGE,
+                    "%s: the logits after position %d contain %s (%d of %d values, first at token id %d): %s; "
+                    "the weights or activations are not finite",
+                    s->m->name, at + n - 1, nan ? "NaN" : "infinity", n_bad, V, first, where);
+}
+
 ct_status llm_session_eval(llm_session *s, const int32_t *toks, int n)
 {
     if (!s || (!toks && n > 0)) return core_err(CT_ERR_INVALID_ARG, "llm_session_eval: NULL argument");
@@ -81,6 +112,7 @@ ct_status llm_session_eval(llm_session *s, const int32_t *toks, int n)
     ct_status st = llm_forward(s->m, &s->kv, toks, n, false, &lg);
     if (st == CT_OK) st = ct_tensor_to_host(lg, s->logits, (size_t)s->m->hp.n_vocab * sizeof(float));
     ct_tensor_free(lg);
+    if (st == CT_OK && (st = check_logits(s, toks, n, at)) != CT_OK) s->kv.n_past = at;
     if (st != CT_OK) {
         s->have_logits = false;
         return st;
@@ -150,7 +182,12 @@ ct_status llm_session_generate(llm_session *s, int n_predict, llm_piece_fn fn, v
             stats->ctx_full = true;
             break;
         }
-        if ((st = llm_session_eval(s, &id, 1)) != CT_OK) break;
+        if ((st = llm_session_eval(s, &id, 1)) != CT_OK) {
+            char why[400]; /* core_err writes the buffer ct_last_error returns */
+            snprintf(why, sizeof why, "%s", ct_last_error());
+            core_err(st, "generation step %d (token %d): %s", i + 1, (int)id, why);
+            break;
+        }
     }
     char tail[16];
     int w = llm_detok_flush(&s->detok, tail, (int)sizeof tail);

@@ -122,5 +122,12 @@ void llm_kv_cache_free(llm_kv_cache *c);
  * tokens do not fit in the cache's context; bad token ids give CT_ERR_RANGE. */
 ct_status llm_forward(const llm_model *m, llm_kv_cache *kv, const int32_t *tokens, int n, bool all_logits,
                       ct_tensor **logits);
+/* Diagnosis after non-finite logits: runs the same tokens at the same
+ * positions again, checking the hidden state after the embedding and after
+ * every layer (too slow for every step). *stage: -1 the token embedding,
+ * 0..n_layer-1 that layer, n_layer the output norm/projection, INT32_MIN all
+ * finite this time; *nan: NaN rather than only infinities. kv->n_past is kept. */
+ct_status llm_forward_find_nonfinite(const llm_model *m, llm_kv_cache *kv, const int32_t *tokens, int n,
+                                     int *stage, bool *nan);
 
 #endif

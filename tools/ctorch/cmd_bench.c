@@ -124,24 +124,24 @@ int cmd_bench(int argc, char **argv)
         if (np + ng == 0) continue;
         bench_result *r = &res[nres++];
         *r = (bench_result){.test = t == 0 ? "pp" : "tg", .n_prompt = np, .n_gen = ng, .reps = reps};
-        fprintf(stderr, "bench %s%d: warm-up", r->test, np + ng);
+        cli_log(CT_LOG_INFO, "bench %s%d: warm-up", r->test, np + ng);
         if (run_once(&s, toks, np, ng) < 0) {
-            fprintf(stderr, "\n");
+            cli_log(CT_LOG_INFO, "\n");
             rc = llm_cli_fail("bench");
             goto out;
         }
         for (int k = 0; k < reps; k++) {
             double sec = run_once(&s, toks, np, ng);
             if (sec < 0) {
-                fprintf(stderr, "\n");
+                cli_log(CT_LOG_INFO, "\n");
                 rc = llm_cli_fail("bench");
                 goto out;
             }
             r->samples_ns[k] = sec * 1e9;
             r->samples_ts[k] = (np + ng) / sec;
-            fprintf(stderr, ", %.2f t/s", r->samples_ts[k]);
+            cli_log(CT_LOG_INFO, ", %.2f t/s", r->samples_ts[k]);
         }
-        fprintf(stderr, "\n");
+        cli_log(CT_LOG_INFO, "\n");
         stats(r->samples_ts, reps, &r->avg_ts, &r->sd_ts);
         stats(r->samples_ns, reps, &r->avg_ns, &r->sd_ns);
     }

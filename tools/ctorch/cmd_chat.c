@@ -42,7 +42,7 @@ static bool on_piece(const char *text, int len, void *ctx)
     memcpy(r->p + r->n, text, (size_t)len);
     r->n += (size_t)len;
     r->p[r->n] = 0;
-    return true;
+    return !ferror(stdout); /* stdout failed (a full disk): stop the reply */
 }
 
 typedef struct convo {
@@ -222,6 +222,7 @@ int cmd_chat(int argc, char **argv)
         st = llm_session_generate(&s, n_predict, on_piece, &r, &g_stop, &gs);
         printf("\n");
         fflush(stdout);
+        if (ferror(stdout)) goto out; /* rc is 1; main reports the failed write */
         if (st != CT_OK) {
             rc = llm_cli_fail("chat");
             goto out;
@@ -231,7 +232,7 @@ int cmd_chat(int argc, char **argv)
         if (!convo_push(&cv, "assistant", r.p ? r.p : "")) goto oom;
         fprintf(stderr, "[%d tokens, %.2f tokens/s]\n", gs.n_gen, gs.n_gen / (gs.t_gen_s > 0 ? gs.t_gen_s : 1e-9));
     }
-    rc = 0;
+    rc = g_stop ? CLI_EXIT_INTERRUPTED : 0; /* Ctrl-C at the prompt: 130, as shells expect */
     goto out;
 oom:
     fprintf(stderr, "ctorch chat: error: out of memory\n");

@@ -27,17 +27,18 @@ static void sb_printf(sbuf *b, const char *fmt, ...)
     if (k > 0) b->n += (size_t)k < b->cap - b->n ? (size_t)k : b->cap - b->n - 1;
 }
 
-/* Quoted, with control bytes escaped and at most `max` bytes shown. */
+/* Quoted and escaped (cli_escape, plus \"), at most `max` bytes of it shown. */
 static void sb_string(sbuf *b, const uint8_t *s, uint64_t len, size_t max)
 {
     sb_printf(b, "\"");
-    for (uint64_t i = 0; i < len && i < max; i++) {
-        uint8_t c = s[i];
-        if (c == '\n') sb_printf(b, "\\n");
-        else if (c == '\t') sb_printf(b, "\\t");
-        else if (c == '"' || c == '\\') sb_printf(b, "\\%c", c);
-        else if (c < 0x20 || c == 0x7f) sb_printf(b, "\\x%02x", c);
-        else sb_printf(b, "%c", c);
+    size_t n = len < max ? (size_t)len : max;
+    char esc[8 * 64 + 1];
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j < n && j - i < 64 && s[j] != '"') j++;
+        sb_printf(b, "%s", cli_escape((const char *)s + i, j - i, esc, sizeof esc));
+        if (j < n && s[j] == '"') sb_printf(b, "\\\""), j++;
+        i = j;
     }
     sb_printf(b, len > max ? "\"...(%" PRIu64 " bytes)" : "\"", len);
 }
@@ -97,7 +98,10 @@ static void print_metadata(const gguf_file *f)
         sbuf b = {line, 0, sizeof line};
         line[0] = 0;
         if (gguf_kv_value(f, k, &v) == CT_OK) sb_value(&b, f, &v, 0);
-        printf("  %-44s %-4s %s\n", gguf_kv_key(f, k), gguf_type_name(gguf_kv_type(f, k)), line);
+        const char *key = gguf_kv_key(f, k);
+        char ekey[4 * 256 + 1];
+        printf("  %-44s %-4s %s\n", cli_escape(key, strlen(key), ekey, sizeof ekey),
+               gguf_type_name(gguf_kv_type(f, k)), line);
     }
 }
 
@@ -118,7 +122,9 @@ static void print_tensors(const gguf_file *f, int64_t *params, uint64_t *bytes)
         const gguf_tensor *t = gguf_tensor_at(f, i);
         char shape[96];
         shape_text(t, shape, sizeof shape);
-        printf("  %-40s %-8s %-20s %12zu%s\n", t->name, gguf_ggml_type_name(t->ggml_type), shape, t->size,
+        char ename[4 * 64 + 1];
+        printf("  %-40s %-8s %-20s %12zu%s\n", cli_escape(t->name, strlen(t->name), ename, sizeof ename),
+               gguf_ggml_type_name(t->ggml_type), shape, t->size,
                t->dtype == CT_DTYPE_COUNT ? "  (unsupported by ctorch)" : "");
         *params += gguf_tensor_numel(t);
         *bytes += t->size;
@@ -160,9 +166,9 @@ static void print_summary(const gguf_file *f, int64_t params, uint64_t bytes)
 {
     const char *arch = NULL;
     size_t alen = 0;
-    char archz[128] = "-";
+    char archz[512] = "-";
     if (gguf_get_str(f, "general.architecture", &arch, &alen) == CT_OK)
-        snprintf(archz, sizeof archz, "%.*s", (int)(alen < 100 ? alen : 100), arch);
+        cli_escape(arch, alen < 100 ? alen : 100, archz, sizeof archz);
     printf("\nsummary:\n  %-22s %s\n", "architecture", archz);
     static const struct {
         const char *label, *suffix;

@@ -78,8 +78,8 @@ int cmd_perplexity(int argc, char **argv)
     int n_chunks = n_tok / n_ctx;
     if (max_chunks > 0 && max_chunks < n_chunks) n_chunks = max_chunks;
     bool bos = llm_tokenizer_add_bos(m->tok) && llm_token_bos(m->tok) >= 0;
-    fprintf(stderr, "perplexity: %d tokens, %d chunks of %d, scoring the last %d of each\n", n_tok, n_chunks, n_ctx,
-            n_ctx - first - 1);
+    cli_log(CT_LOG_INFO, "perplexity: %d tokens, %d chunks of %d, scoring the last %d of each\n", n_tok, n_chunks,
+            n_ctx, n_ctx - first - 1);
     double sum = 0, sum2 = 0;
     long count = 0;
     double t0 = llm_now();
@@ -107,14 +107,14 @@ int cmd_perplexity(int argc, char **argv)
             rc = llm_cli_fail("perplexity");
             goto out;
         }
-        fprintf(stderr, "[%d]%.4f%s", c + 1, exp(sum / (double)count), c + 1 == n_chunks ? "\n" : ",");
-        if (c == 0) fprintf(stderr, " (%.2f s per chunk) ", llm_now() - t0);
+        cli_log(CT_LOG_INFO, "[%d]%.4f%s", c + 1, exp(sum / (double)count), c + 1 == n_chunks ? "\n" : ",");
+        if (c == 0) cli_log(CT_LOG_INFO, " (%.2f s per chunk) ", llm_now() - t0);
     }
     double mean = sum / (double)count, var = sum2 / (double)count - mean * mean;
     double err = count > 1 && var > 0 ? sqrt(var / (double)(count - 1)) : 0;
     double ppl = exp(mean);
     printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, ppl * err);
-    fprintf(stderr, "%ld tokens scored in %.2f s\n", count, llm_now() - t0);
+    cli_log(CT_LOG_INFO, "%ld tokens scored in %.2f s\n", count, llm_now() - t0);
     rc = 0;
 out:
     free(rows);

@@ -37,12 +37,15 @@ int cmd_quantize(int argc, char **argv)
     progress_begin(&bar, "quantize");
     opt.progress = on_progress;
     opt.progress_ctx = &bar;
+    cli_catch_sigint(); /* stop cleanly: the library then removes its temporary file */
+    opt.stop = &cli_interrupted;
     quantize_report rep;
     ct_status s = quantize_file(pos[0], pos[1], pos[2], &opt, &rep);
     if (s != CT_OK) {
-        if (bar.tty) fputc('\n', stderr);
-        fprintf(stderr, "ctorch quantize: %s\n", ct_last_error());
-        return 1;
+        progress_abort(&bar);
+        const char *why = cli_interrupted ? "interrupted; nothing was written" : ct_last_error();
+        fprintf(stderr, "ctorch quantize: %s\n", why);
+        return cli_interrupted ? CLI_EXIT_INTERRUPTED : 1;
     }
     char summary[200];
     snprintf(summary, sizeof summary, "%d tensors (%d converted, %d fallbacks), %.1f MB -> %.1f MB", rep.n_tensors,

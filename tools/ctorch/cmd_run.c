@@ -1,16 +1,20 @@
 /* ctorch run -m MODEL -p PROMPT [options]
  * Streams only the generated text to stdout; loading, devices and timings go
- * to stderr. Ctrl-C stops the generation and still prints the timings. With
- * -i, each line read afterwards is appended to the context and continued. */
+ * to stderr. Ctrl-C stops the generation, still prints the timings and exits
+ * 130, as shells expect of an interrupted command. With -i, each line read
+ * afterwards is appended to the context and continued (Ctrl-C during a reply
+ * stops the reply; at the prompt it ends the command with 130). */
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "formats/atomic_file.h"
 #include "llm/generate.h"
 #include "llm_cli.h"
 
@@ -21,33 +25,67 @@ static void on_sigint(int sig)
     g_stop = 1;
 }
 
+static char g_last_char = '\n'; /* last byte of text written to stdout */
+
+/* Text on stdout (generated, echoed prompt, -i's "> "); false once stdout fails
+ * (a full disk), which also stops the generation: no use computing more. */
+static bool put_text(const char *text, size_t len)
+{
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+    if (len > 0) g_last_char = text[len - 1];
+    return !ferror(stdout);
+}
+
 static bool put_piece(const char *text, int len, void *ctx)
 {
     (void)ctx;
-    fwrite(text, 1, (size_t)len, stdout);
-    fflush(stdout);
-    return true;
+    return put_text(text, (size_t)len);
 }
 
+/* Piped output stays exactly the generated text; when stderr shares its
+ * destination (2>&1), the log lines that follow still start on a new line. */
+static void end_text_line(void)
+{
+    if (g_last_char == '\n') return;
+    if (isatty(fileno(stdout))) {
+        fputc('\n', stdout);
+        return;
+    }
+    struct stat so, se;
+    if (fstat(fileno(stdout), &so) == 0 && fstat(fileno(stderr), &se) == 0 && so.st_dev == se.st_dev &&
+        so.st_ino == se.st_ino && cli_log_enabled(CT_LOG_INFO))
+        fputc('\n', stderr);
+}
+
+typedef struct floats {
+    const float *x;
+    int n;
+} floats;
+
+static bool write_le_floats(int fd, void *ctx)
+{
+    const floats *f = ctx;
+    unsigned char b[4096];
+    size_t k = 0;
+    for (int i = 0; i < f->n; i++) {
+        uint32_t u;
+        memcpy(&u, &f->x[i], 4);
+        for (int j = 0; j < 4; j++) b[k++] = (unsigned char)(u >> (8 * j));
+        if (k == sizeof b && !formats_write_all(fd, b, k)) return false;
+        if (k == sizeof b) k = 0;
+    }
+    return formats_write_all(fd, b, k);
+}
+
+/* Written like every file the command makes: complete or not at all. */
 static int dump_logits(const char *path, const float *x, int n)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        fprintf(stderr, "ctorch run: error: cannot write %s\n", path);
+    if (formats_atomic_write(path, write_le_floats, &(floats){x, n}, "--dump-logits") != CT_OK) {
+        fprintf(stderr, "ctorch run: error: %s\n", ct_last_error());
         return 1;
     }
-    for (int i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &x[i], 4);
-        unsigned char b[4] = {(unsigned char)u, (unsigned char)(u >> 8), (unsigned char)(u >> 16),
-                              (unsigned char)(u >> 24)};
-        fwrite(b, 1, 4, f);
-    }
-    if (fclose(f) != 0) {
-        fprintf(stderr, "ctorch run: error: writing %s failed\n", path);
-        return 1;
-    }
-    fprintf(stderr, "logits of the last prompt position (%d floats) written to %s\n", n, path);
+    cli_log(CT_LOG_INFO, "logits of the last prompt position (%d floats) written to %s\n", n, path);
     return 0;
 }
 
@@ -135,7 +173,9 @@ static int continue_with(const run_opts *r, llm_session *s, const int32_t *ids, 
     tot->t_prompt += llm_now() - t0;
     if (!s->have_logits) return 0; /* nothing evaluated yet: wait for more input */
     if (r->dump && tot->n_prompt == n_ids && dump_logits(r->dump, s->logits, s->m->hp.n_vocab) != 0) return 1;
-    if (llm_session_generate(s, r->n_predict, put_piece, NULL, &g_stop, gs) != CT_OK) return llm_cli_fail("run");
+    ct_status st = llm_session_generate(s, r->n_predict, put_piece, NULL, &g_stop, gs);
+    if (ferror(stdout)) return 1; /* main reports the failed write */
+    if (st != CT_OK) return llm_cli_fail("run");
     tot->n_gen += gs->n_gen;
     tot->t_gen += gs->t_gen_s;
     return 0;
@@ -161,23 +201,23 @@ static int interact(const run_opts *r, llm_session *s, bool color, run_totals *t
     bool tty = isatty(fileno(stdout));
     for (;;) {
         g_stop = 0;
-        if (tty) printf("\n> %s", color ? COLOR_USER : "");
+        if (tty && !put_text("\n> ", 3)) return 1; /* main reports the failed write */
+        if (color) printf(COLOR_USER);
         fflush(stdout);
         ssize_t n = getline(&line, &cap, stdin);
         if (color) printf(COLOR_RESET);
-        if (n < 0) break; /* Ctrl-D, or Ctrl-C at the prompt */
+        if (n < 0) break; /* Ctrl-D, or Ctrl-C at the prompt (g_stop stays set: exit 130) */
         size_t len = (size_t)n;
         if (r->escape) len = cli_unescape(line, len);
         llm_gen_stats gs;
         /* The first text of the session gets BOS like any prompt. */
         if ((rc = continue_with_text(r, s, line, len, !r->no_bos && !s->have_logits, tot, &gs)) != 0) break;
         if (gs.ctx_full) {
-            fprintf(stderr, "note: stopped: the context (%d tokens) is full\n", s->kv.n_ctx);
+            cli_log(CT_LOG_WARN, "note: stopped: the context (%d tokens) is full\n", s->kv.n_ctx);
             break;
         }
     }
     free(line);
-    if (tty) fputc('\n', stdout);
     return rc;
 }
 
@@ -193,6 +233,11 @@ int cmd_run(int argc, char **argv)
     char *prompt = prompt_text(&r, &plen);
     if (!prompt) return 1;
 
+    if (r.dump && formats_check_output(r.dump, NULL) != CT_OK) { /* before loading anything */
+        fprintf(stderr, "ctorch run: error: --dump-logits: %s\n", ct_last_error());
+        free(prompt);
+        return 1;
+    }
     rc = 1;
     llm_session s = {0};
     int32_t *ids = NULL;
@@ -217,32 +262,39 @@ int cmd_run(int argc, char **argv)
         goto out;
     }
     s.ignore_eog = r.ignore_eos;
-    fprintf(stderr, "prompt: %d tokens; context %d; sampling: temp %.2f top-k %d top-p %.2f min-p %.2f "
-                    "repeat-penalty %.2f seed %llu%s\n",
+    cli_log(CT_LOG_INFO, "prompt: %d tokens; context %d; sampling: temp %.2f top-k %d top-p %.2f min-p %.2f "
+                         "repeat-penalty %.2f seed %llu%s\n",
             n_ids, n_ctx, (double)r.sp.temperature, r.sp.top_k, (double)r.sp.top_p, (double)r.sp.min_p,
-            (double)r.sp.repeat_penalty, (unsigned long long)r.sp.seed, r.ignore_eos ? "; ignoring end of text" : "");
+            (double)r.sp.repeat_penalty, (unsigned long long)r.sp.seed,
+            r.ignore_eos ? "; ignoring end of text" : "");
 
     struct sigaction sa = {0};
     sa.sa_handler = on_sigint; /* no SA_RESTART: Ctrl-C at an -i prompt interrupts the read */
     sigaction(SIGINT, &sa, NULL);
 
-    if (color && plen) printf(COLOR_PROMPT "%.*s" COLOR_RESET, (int)plen, prompt);
+    if (color && plen) {
+        printf(COLOR_PROMPT);
+        bool ok = put_text(prompt, plen);
+        printf(COLOR_RESET);
+        if (!ok) goto out; /* main reports the failed write */
+    }
     fflush(stdout);
     run_totals tot = {0};
     llm_gen_stats gs = {0};
     if (have_prompt && continue_with(&r, &s, ids, n_ids, &tot, &gs) != 0) goto out;
-    if (gs.ctx_full) fprintf(stderr, "note: stopped: the context (%d tokens) is full\n", n_ctx);
-    else if (r.interactive && !gs.interrupted && interact(&r, &s, color, &tot) != 0) goto out;
-    if (isatty(fileno(stdout)) && !r.interactive) fputc('\n', stdout); /* piped output stays exactly the text */
+    if (gs.ctx_full) cli_log(CT_LOG_WARN, "note: stopped: the context (%d tokens) is full\n", n_ctx);
+    else if (r.interactive && !g_stop && interact(&r, &s, color, &tot) != 0) goto out;
     fflush(stdout);
-    if (gs.interrupted) fprintf(stderr, "note: interrupted\n");
-    fprintf(stderr, "timings: prompt %d tokens in %.3f s (%.2f tokens/s); generation %d tokens in %.3f s "
-                    "(%.2f tokens/s)\n",
+    if (ferror(stdout)) goto out; /* main reports the failed write */
+    end_text_line();
+    if (g_stop) cli_log(CT_LOG_WARN, "note: interrupted\n");
+    cli_log(CT_LOG_INFO, "timings: prompt %d tokens in %.3f s (%.2f tokens/s); generation %d tokens in %.3f s "
+                         "(%.2f tokens/s)\n",
             tot.n_prompt, tot.t_prompt, tot.n_prompt / (tot.t_prompt > 0 ? tot.t_prompt : 1e-9), tot.n_gen,
             tot.t_gen, tot.n_gen / (tot.t_gen > 0 ? tot.t_gen : 1e-9));
-    fprintf(stderr, "ran on:\n");
+    cli_log(CT_LOG_INFO, "ran on:\n");
     llm_cli_print_devices_used();
-    rc = 0;
+    rc = g_stop ? CLI_EXIT_INTERRUPTED : 0;
 out:
     llm_session_free(&s);
     free(ids);

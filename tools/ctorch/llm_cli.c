@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "cli.h"
 #include "llm/tokenizer.h"
 #include "progress.h"
 
@@ -47,7 +48,9 @@ int llm_cli_chat_template(const char *cmd, const char *arg, bool file_only, llm_
 int llm_cli_fail(const char *cmd)
 {
     const char *e = ct_last_error();
-    fprintf(stderr, "ctorch %s: error: %s\n", cmd, e && *e ? e : "unknown failure");
+    char esc[2048]; /* messages quote names from the file (general.name, tensor names) */
+    fprintf(stderr, "ctorch %s: error: %s\n", cmd,
+            e && *e ? cli_escape(e, strlen(e), esc, sizeof esc) : "unknown failure");
     return 1;
 }
 
@@ -70,7 +73,7 @@ llm_model *llm_cli_load(const char *cmd, const llm_cli_opts *o, bool need_tokeni
     progress_begin(&pr, "loading");
     llm_model *m = NULL;
     if (llm_model_load(o->model, on_progress, &pr, &m) != CT_OK) {
-        if (pr.tty) fprintf(stderr, "\n");
+        progress_abort(&pr);
         llm_cli_fail(cmd);
         return NULL;
     }
@@ -88,18 +91,20 @@ llm_model *llm_cli_load(const char *cmd, const llm_cli_opts *o, bool need_tokeni
             n += (size_t)snprintf(chain + n, sizeof chain - n, "%s%s (%s)", i ? " -> " : "", info.name,
                                   info.description);
     }
-    fprintf(stderr, "devices: %s; %d CPU thread%s\n", chain, ct_get_num_threads(), ct_get_num_threads() == 1 ? "" : "s");
+    cli_log(CT_LOG_INFO, "devices: %s; %d CPU thread%s\n", chain, ct_get_num_threads(),
+            ct_get_num_threads() == 1 ? "" : "s");
 
-    char desc[256];
+    /* the description quotes general.name and the architecture from the file */
+    char desc[256], edesc[4 * 256];
     llm_model_describe(m, desc, sizeof desc);
-    fprintf(stderr, "model: %s\n", desc);
+    cli_log(CT_LOG_INFO, "model: %s\n", cli_escape(desc, strlen(desc), edesc, sizeof edesc));
 
     progress_begin(&pr, "placing weights");
     uint64_t placed = 0;
     ct_device_info head = {0};
     ct_chain_get(0, &head);
     if (llm_model_place(m, NULL, on_progress, &pr, &placed) != CT_OK) {
-        if (pr.tty) fprintf(stderr, "\n");
+        progress_abort(&pr);
         llm_cli_fail(cmd);
         llm_model_free(m);
         return NULL;
@@ -120,8 +125,8 @@ int llm_cli_ctx(const llm_cli_opts *o, const llm_model *m)
     int train = m->hp.n_ctx_train > 0 ? m->hp.n_ctx_train : 4096;
     if (o->n_ctx > 0) {
         if (o->n_ctx > train)
-            fprintf(stderr, "note: -c %d is more than the model's context length %d; using %d\n", o->n_ctx, train,
-                    train);
+            cli_log(CT_LOG_WARN, "note: -c %d is more than the model's context length %d; using %d\n", o->n_ctx,
+                    train, train);
         return o->n_ctx < train ? o->n_ctx : train;
     }
     return train < 4096 ? train : 4096;
@@ -155,9 +160,10 @@ void llm_cli_print_devices_used(void)
     int n = ct_exec_stats(st, 8);
     for (int i = 0; i < n && i < 8; i++) {
         if (!st[i].ops) continue;
-        fprintf(stderr, "  %-10s %8llu ops", st[i].device, (unsigned long long)st[i].ops);
-        if (st[i].time_ns) fprintf(stderr, "  %8.3f s", (double)st[i].time_ns * 1e-9);
-        if (st[i].fallbacks) fprintf(stderr, "  (%llu fell back from here)", (unsigned long long)st[i].fallbacks);
-        fputc('\n', stderr);
+        cli_log(CT_LOG_INFO, "  %-10s %8llu ops", st[i].device, (unsigned long long)st[i].ops);
+        if (st[i].time_ns) cli_log(CT_LOG_INFO, "  %8.3f s", (double)st[i].time_ns * 1e-9);
+        if (st[i].fallbacks)
+            cli_log(CT_LOG_INFO, "  (%llu fell back from here)", (unsigned long long)st[i].fallbacks);
+        cli_log(CT_LOG_INFO, "\n");
     }
 }

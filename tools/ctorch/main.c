@@ -1,7 +1,10 @@
 /* ctorch: the command-line front end. Commands live in their own files and are
  * listed once in the table below. */
+#include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli.h"
 #include "opts.h"
@@ -39,6 +42,49 @@ void cli_json_string(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* Length of the valid UTF-8 sequence at p (at most n bytes), 0 if invalid. */
+static size_t utf8_len(const unsigned char *p, size_t n, unsigned *cp)
+{
+    size_t k = p[0] >= 0xf0 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc0 ? 2 : 0;
+    if (!k || k > n || p[0] > 0xf4) return 0;
+    unsigned c = p[0] & (0x7f >> k);
+    for (size_t i = 1; i < k; i++) {
+        if ((p[i] & 0xc0) != 0x80) return 0;
+        c = c << 6 | (p[i] & 0x3f);
+    }
+    static const unsigned min[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (c < min[k] || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) return 0;
+    *cp = c;
+    return k;
+}
+
+const char *cli_escape(const char *s, size_t n, char *out, size_t cap)
+{
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    size_t o = 0;
+    if (!cap) return out;
+    for (size_t i = 0; i < n;) {
+        char esc[12];
+        size_t k = 1, len;
+        unsigned cp = 0;
+        if (p[i] == '\\') len = (size_t)snprintf(esc, sizeof esc, "\\\\");
+        else if (p[i] == '\n') len = (size_t)snprintf(esc, sizeof esc, "\\n");
+        else if (p[i] == '\t') len = (size_t)snprintf(esc, sizeof esc, "\\t");
+        else if (p[i] < 0x20 || p[i] == 0x7f) len = (size_t)snprintf(esc, sizeof esc, "\\x%02x", p[i]);
+        else if (p[i] < 0x80) esc[0] = (char)p[i], len = 1;
+        else if (!(k = utf8_len(p + i, n - i, &cp))) k = 1, len = (size_t)snprintf(esc, sizeof esc, "\\x%02x", p[i]);
+        /* C1 controls (U+0080..U+009F) include CSI, which some terminals obey */
+        else if (cp < 0xa0) len = (size_t)snprintf(esc, sizeof esc, "\\u%04x", cp);
+        else memcpy(esc, p + i, k), len = k;
+        if (o + len >= cap) break;
+        memcpy(out + o, esc, len);
+        o += len;
+        i += k;
+    }
+    out[o] = 0;
+    return out;
+}
+
 const char *cli_bytes(unsigned long long bytes, char *buf, size_t len)
 {
     static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -50,6 +96,65 @@ const char *cli_bytes(unsigned long long bytes, char *buf, size_t len)
     }
     snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
     return buf;
+}
+
+volatile sig_atomic_t cli_interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    cli_interrupted = 1;
+}
+
+void cli_catch_sigint(void)
+{
+    struct sigaction sa = {0};
+    sa.sa_handler = on_sigint; /* no SA_RESTART: a blocked read or write returns EINTR */
+    sigaction(SIGINT, &sa, NULL);
+}
+
+/* The library's CTORCH_LOG names, but unset means info here: the command's
+ * status lines (devices, model, progress, timings) are what a user expects to
+ * see, while the library is quiet below warnings by default. */
+static int cli_level(void)
+{
+    static int level = -1;
+    if (level < 0) {
+        const char *e = getenv("CTORCH_LOG");
+        level = CT_LOG_INFO;
+        if (e && !strcasecmp(e, "debug")) level = CT_LOG_DEBUG;
+        else if (e && !strcasecmp(e, "warn")) level = CT_LOG_WARN;
+        else if (e && !strcasecmp(e, "error")) level = CT_LOG_ERROR;
+    }
+    return level;
+}
+
+bool cli_log_enabled(ct_log_level level) { return (int)level >= cli_level(); }
+
+void cli_log(ct_log_level level, const char *fmt, ...)
+{
+    if (!cli_log_enabled(level)) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+}
+
+/* Output that could not be written is a failure, not a silent exit 0 (a full
+ * disk behind `> file`, a closed pipe reader that ignores SIGPIPE). */
+static int finish_stdout(void)
+{
+    errno = 0;
+    bool bad = fflush(stdout) != 0;
+    int e = errno;
+    bad |= ferror(stdout) != 0;
+    if (fclose(stdout) != 0 && !bad) {
+        bad = true;
+        e = errno;
+    }
+    if (!bad) return 0;
+    fprintf(stderr, "ctorch: error: writing the output failed%s%s\n", e ? ": " : "", e ? strerror(e) : "");
+    return 1;
 }
 
 static void usage(FILE *f)
@@ -72,16 +177,23 @@ int main(int argc, char **argv)
         if (argc > 2 && !strcmp(name, "help")) { /* `ctorch help run` = `ctorch run --help` */
             char *sub[] = {argv[2], "--help", NULL};
             for (size_t i = 0; i < N_COMMANDS; i++)
-                if (!strcmp(argv[2], g_commands[i].name)) return g_commands[i].fn(2, sub);
+                if (!strcmp(argv[2], g_commands[i].name)) {
+                    int rc = g_commands[i].fn(2, sub);
+                    return finish_stdout() != 0 && rc == 0 ? 1 : rc;
+                }
             fprintf(stderr, "ctorch: unknown command '%s' (run 'ctorch --help' for the list)\n", argv[2]);
             return 2;
         }
         usage(stdout);
-        return 0;
+        return finish_stdout();
     }
     if (!strcmp(name, "--version") || !strcmp(name, "-V")) name = "version";
     for (size_t i = 0; i < N_COMMANDS; i++)
-        if (!strcmp(name, g_commands[i].name)) return g_commands[i].fn(argc - 1, argv + 1);
+        if (!strcmp(name, g_commands[i].name)) {
+            int rc = g_commands[i].fn(argc - 1, argv + 1);
+            if (finish_stdout() != 0 && rc == 0) rc = 1;
+            return rc;
+        }
     fprintf(stderr, "ctorch: unknown command '%s' (run 'ctorch --help' for the list)\n", name);
     return 2;
 }

@@ -1,5 +1,7 @@
 #include "opts.h"
 
+#include "cli.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -201,8 +203,8 @@ int cli_cap_threads(const char *cmd, int threads)
 {
     long hw = sysconf(_SC_NPROCESSORS_ONLN);
     if (hw > 0 && threads > hw) {
-        fprintf(stderr, "ctorch %s: warning: -t %d is more than the %ld hardware threads; using %ld\n", cmd, threads,
-                hw, hw);
+        cli_log(CT_LOG_WARN, "ctorch %s: warning: -t %d is more than the %ld hardware threads; using %ld\n", cmd,
+                threads, hw, hw);
         return (int)hw;
     }
     return threads;
