@@ -111,8 +111,9 @@ static void test_errors(void)
     CHECK(strstr(ct_last_error(), "allow-requantize") != NULL);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    th_args(argc, argv);
     RUN(test_rules_mini_a_q4_k_m);
     RUN(test_rules_fallbacks);
     RUN(test_file_q8_0);

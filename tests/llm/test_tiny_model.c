@@ -364,6 +364,16 @@ static void test_rope_linear_scaling(void)
     check_model(&c, "tiny_llama_ropescale.gguf");
 }
 
+/* The larger Gemma 3 models scale RoPE linearly (factor 8) on their global layers
+ * only; the sliding-window layers keep their own base unscaled. The reference applies
+ * the factor to the one global layer of six, so scaling every layer fails here. */
+static void test_gemma3_rope_linear_scaling(void)
+{
+    tiny_cfg c = g_gemma;
+    c.rope_factor = 8.0;
+    check_model(&c, "tiny_gemma3_ropescale.gguf");
+}
+
 /* The session API as the commands use it: prompt eval, truncation to a shared
  * prefix (chat), context limits, and the errors of a model without a tokenizer. */
 static void test_session(void)
@@ -470,6 +480,7 @@ int main(void)
     RUN(test_tiny_llama);
     RUN(test_tiny_gemma3);
     RUN(test_rope_linear_scaling);
+    RUN(test_gemma3_rope_linear_scaling);
     RUN(test_session);
     RUN(test_errors);
     return th_finish();
