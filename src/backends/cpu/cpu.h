@@ -16,6 +16,9 @@ int cpu_num_threads(void);
 /* Spinning workers go to sleep until the next job: called before handing the cores to a
  * library with threads of its own (OpenBLAS), which would otherwise compete with them. */
 void cpu_pool_park(void);
+/* Joins the workers (at exit, and when the executor releases the CPU device); the
+ * next parallel call starts them again. Must not race with running ops. */
+void cpu_pool_shutdown(void);
 
 /* ---- SIMD level chosen at run time (simd.c); CTORCH_SIMD=portable|avx2|avx512 caps it ---- */
 typedef enum cpu_simd { CPU_SIMD_PORTABLE = 0, CPU_SIMD_AVX2 = 1, CPU_SIMD_AVX512 = 2 } cpu_simd;
