@@ -428,6 +428,26 @@ static void test_var_size1(void)
         }
 }
 
+/* all_reduce over a single process (no process group yet) leaves the values as they are,
+ * for every reduce op, and still checks its arguments. */
+static void test_all_reduce_single(void)
+{
+    th_rng r = {5};
+    int64_t shape[2] = {3, 7};
+    ct_tensor *t = th_random(&r, 2, shape, CT_F32, -3, 3);
+    double *before = th_values(t);
+    for (int op = CT_REDUCE_SUM; op <= CT_REDUCE_AVG; op++) {
+        CHECK_OK(ct_all_reduce(t, (ct_reduce_op)op));
+        double *after = th_values(t);
+        CHECK_MSG(th_allclose(after, before, 21, 0, 0), "op %d changed the tensor", op);
+        free(after);
+    }
+    CHECK_STATUS(ct_all_reduce(t, (ct_reduce_op)(CT_REDUCE_AVG + 1)), CT_ERR_INVALID_ARG);
+    CHECK_STATUS(ct_all_reduce(NULL, CT_REDUCE_SUM), CT_ERR_INVALID_ARG);
+    free(before);
+    ct_tensor_free(t);
+}
+
 static void test_errors(void)
 {
     int64_t s[2] = {2, 3};
@@ -466,6 +486,7 @@ int main(void)
     RUN(test_argmax_ties);
     RUN(test_empty);
     RUN(test_var_size1);
+    RUN(test_all_reduce_single);
     RUN(test_errors);
     return th_finish();
 }
