@@ -1,11 +1,16 @@
 # Entry points for a fresh Debian/Ubuntu machine (see README):
 #   make demo   installs what is missing, builds, runs the CLI on Gemma 3 270M (Q4_K_M)
 #   make test   installs what is missing, builds with -Werror, runs the whole test suite
-# Other targets: build, test-sanitize (ASan+UBSan), test-clang, fuzz-smoke, bench, install, clean.
+# Other targets: build, test-sanitize (ASan+UBSan), test-clang, test-valgrind, coverage,
+# fuzz-smoke, bench, install, clean.
 
 BUILD      ?= build
 SAN_BUILD  ?= build-san
 CLANG_BUILD ?= build-clang
+VG_BUILD   ?= build-vg
+COV_BUILD  ?= build-cov
+REFDATA    ?= ../shared/refdata
+VG_MODEL   ?= $(REFDATA)/mini-a/mini-a-q4_k_m.gguf
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 MODEL_DIR  ?= models
 DEMO_MODEL ?= $(MODEL_DIR)/gemma-3-270m-q4_k_m.gguf
@@ -17,7 +22,7 @@ APT_FUZZ   := clang libclang-rt-dev
 PIP        := python3 -m pip
 PIP_FLAGS  := $(shell $(PIP) install --help 2>/dev/null | grep -q break-system-packages && echo --break-system-packages)
 
-.PHONY: deps build demo test test-sanitize test-clang fuzz-smoke bench install clean
+.PHONY: deps build demo test test-sanitize test-clang test-valgrind coverage fuzz-smoke bench install clean
 
 # apt only when something is missing, so the common case needs no root.
 deps:
@@ -61,6 +66,28 @@ test-clang: deps
 	cmake --build $(CLANG_BUILD) -j$(JOBS)
 	ctest --test-dir $(CLANG_BUILD) -j$(JOBS) --output-on-failure -LE simd
 
+# One short generation with 2 threads under valgrind: no leak, no thread left running.
+test-valgrind: deps
+	@if ! command -v valgrind >/dev/null 2>&1; then echo "test-valgrind: skipped (no valgrind)"; exit 0; fi; \
+	if [ ! -f "$(VG_MODEL)" ]; then \
+	  if [ "$$CTORCH_REQUIRE_SHARED" = 1 ]; then echo "test-valgrind: $(VG_MODEL) is missing (CTORCH_REQUIRE_SHARED=1)" >&2; exit 1; fi; \
+	  echo "test-valgrind: skipped ($(VG_MODEL) absent)"; exit 0; fi; \
+	cmake -S . -B $(VG_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCTORCH_WERROR=ON -DCTORCH_BUILD_TESTS=OFF \
+	  -DCTORCH_BUILD_BENCH=OFF >/dev/null && cmake --build $(VG_BUILD) -j$(JOBS) --target ctorch_cli >/dev/null && \
+	valgrind -q --leak-check=full --error-exitcode=1 $(VG_BUILD)/tools/ctorch run -m $(VG_MODEL) -p hi -n 8 -t 2 \
+	  --temp 0 >/dev/null && echo "test-valgrind: passed"
+
+# Line and branch coverage per layer (gcc --coverage, gcovr from PyPI).
+coverage: deps
+	@python3 -m gcovr --version >/dev/null 2>&1 || $(PIP) install -q $(PIP_FLAGS) gcovr >&2
+	cmake -S . -B $(COV_BUILD) -DCMAKE_BUILD_TYPE= -DCMAKE_C_FLAGS="-O1 -g --coverage -fprofile-update=atomic" \
+	  -DCMAKE_EXE_LINKER_FLAGS=--coverage -DCMAKE_SHARED_LINKER_FLAGS=--coverage -DCTORCH_BUILD_BENCH=OFF >/dev/null
+	cmake --build $(COV_BUILD) -j$(JOBS) >/dev/null
+	find $(COV_BUILD) -name '*.gcda' -delete
+	-ctest --test-dir $(COV_BUILD) -j$(JOBS) -LE bench >$(COV_BUILD)/ctest.log 2>&1 || \
+	  { echo "coverage: some tests failed (see $(COV_BUILD)/ctest.log)" >&2; grep -E "\*\*\*|Failed" $(COV_BUILD)/ctest.log >&2; }
+	python3 tests/coverage_summary.py $(COV_BUILD)
+
 fuzz-smoke: deps
 	@if command -v clang >/dev/null 2>&1; then bash fuzz/run.sh 60; else echo "fuzz-smoke: skipped (no clang)"; fi
 
@@ -71,4 +98,4 @@ install: build
 	cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(SAN_BUILD) $(CLANG_BUILD) build-fuzz
+	rm -rf $(BUILD) $(SAN_BUILD) $(CLANG_BUILD) $(VG_BUILD) $(COV_BUILD) build-fuzz

@@ -1,6 +1,7 @@
 /* The CPU thread pool: every index of [0, n) runs exactly once and is finished
  * when cpu_parallel_for returns, for any n/grain, across thousands of back-to-back
  * jobs, after the workers have gone to sleep, nested, and from racing callers. */
+#include <dirent.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,6 +143,50 @@ static void test_thread_count(void)
     ct_set_num_threads(n0);
 }
 
+static int count_tasks(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* cpu_pool_shutdown joins the 3 workers (valgrind then sees no thread left at exit);
+ * the next job starts them again with the requested count. */
+static void test_shutdown(void)
+{
+    CHECK(run_checked(100000, 1));
+    int before = count_tasks();
+    if (before < 0) {
+        th_skip("no /proc/self/task to count threads");
+        return;
+    }
+    cpu_pool_shutdown();
+    CHECK_MSG(count_tasks() == before - 3, "%d threads after shutdown, %d before", count_tasks(), before);
+    cpu_pool_shutdown(); /* twice is harmless */
+    CHECK(ct_get_num_threads() == 4);
+    CHECK(run_checked(100000, 1));
+    CHECK_MSG(count_tasks() == before, "%d threads after restart, %d before", count_tasks(), before);
+    /* the executor's teardown releases the CPU device, which stops the pool too; ops
+     * afterwards bring both back */
+    int64_t shape[1] = {4096};
+    ct_tensor *a = NULL, *b = NULL, *c = NULL;
+    CHECK_OK(ct_ones(1, shape, CT_F32, &a));
+    CHECK_OK(ct_add(a, a, &b));
+    ct_exec_shutdown();
+    CHECK_MSG(count_tasks() == before - 3, "%d threads after ct_exec_shutdown, %d before", count_tasks(), before);
+    CHECK_OK(ct_add(b, a, &c));
+    double v = 0;
+    if (c) CHECK_OK(ct_tensor_item(c, 4095, &v));
+    CHECK(v == 3.0);
+    ct_tensor_free(a);
+    ct_tensor_free(b);
+    ct_tensor_free(c);
+    CHECK(run_checked(100000, 1));
+}
+
 int main(void)
 {
     /* before the pool starts: workers even on a one-core machine, so the hand-off is exercised */
@@ -152,5 +197,6 @@ int main(void)
     RUN(test_nested);
     RUN(test_racing_callers);
     RUN(test_thread_count);
+    RUN(test_shutdown);
     return th_finish();
 }

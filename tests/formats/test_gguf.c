@@ -505,8 +505,9 @@ static void test_refdata(void)
     check_rewrite_identical(path);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    th_args(argc, argv);
     RUN(test_roundtrip);
     RUN(test_writer_errors);
     RUN(test_python_reader);

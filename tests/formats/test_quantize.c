@@ -103,20 +103,30 @@ static void test_errors(void)
     quantize_report rep;
     CHECK_STATUS(quantize_file("/nonexistent/model.gguf", "/tmp/x.gguf", "Q4_K_M", NULL, &rep), CT_ERR_IO);
     CHECK_STATUS(quantize_file("/nonexistent/model.gguf", "/tmp/x.gguf", "Q9_Z", NULL, &rep), CT_ERR_INVALID_ARG);
+}
+
+static void test_requantize_refused(void)
+{
+    quantize_report rep;
     const char *ref = th_refdata();
-    if (!ref) return;
+    if (!ref) {
+        th_skip("CTORCH_REFDATA (../shared/refdata) is absent");
+        return;
+    }
     char in[512];
     snprintf(in, sizeof in, "%s/mini-a/mini-a-q8_0.gguf", ref);
     CHECK_STATUS(quantize_file(in, "/tmp/ctorch-requant.gguf", "Q4_K_M", NULL, &rep), CT_ERR_DTYPE);
     CHECK(strstr(ct_last_error(), "allow-requantize") != NULL);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    th_args(argc, argv);
     RUN(test_rules_mini_a_q4_k_m);
     RUN(test_rules_fallbacks);
     RUN(test_file_q8_0);
     RUN(test_file_q4_k_m);
     RUN(test_errors);
+    RUN(test_requantize_refused);
     return th_finish();
 }

@@ -364,6 +364,16 @@ static void test_rope_linear_scaling(void)
     check_model(&c, "tiny_llama_ropescale.gguf");
 }
 
+/* The larger Gemma 3 models scale RoPE linearly (factor 8) on their global layers
+ * only; the sliding-window layers keep their own base unscaled. The reference applies
+ * the factor to the one global layer of six, so scaling every layer fails here. */
+static void test_gemma3_rope_linear_scaling(void)
+{
+    tiny_cfg c = g_gemma;
+    c.rope_factor = 8.0;
+    check_model(&c, "tiny_gemma3_ropescale.gguf");
+}
+
 /* The session API as the commands use it: prompt eval, truncation to a shared
  * prefix (chat), context limits, and the errors of a model without a tokenizer. */
 static void test_session(void)
@@ -465,12 +475,97 @@ static void test_errors(void)
     llm_model_free(m);
 }
 
+/* One metadata edit of a valid model file: drop `drop`, then set key to a value of
+ * type kind ('u' u32, 'f' f32, 's' string; 0: nothing). */
+typedef struct md_edit {
+    const char *drop, *key;
+    char kind;
+    double num;
+    const char *str;
+    ct_status want;      /* CT_OK: loads */
+    const char *in_msg;  /* must appear in the error message */
+} md_edit;
+
+static void rewrite_model(const char *src, const char *dst, const md_edit *e)
+{
+    gguf_file *f = NULL;
+    CHECK_OK(gguf_open(src, &f));
+    if (!f) return;
+    gguf_writer *w = gguf_writer_new();
+    for (int64_t k = 0; k < gguf_kv_count(f); k++) {
+        const char *key = gguf_kv_key(f, k);
+        if ((e->drop && !strcmp(key, e->drop)) || (e->key && !strcmp(key, e->key))) continue;
+        CHECK_OK(gguf_writer_copy_kv(w, f, k));
+    }
+    if (e->kind == 'u') CHECK_OK(gguf_writer_set_u32(w, e->key, (uint32_t)e->num));
+    if (e->kind == 'f') CHECK_OK(gguf_writer_set_f32(w, e->key, (float)e->num));
+    if (e->kind == 's') CHECK_OK(gguf_writer_set_str(w, e->key, e->str));
+    for (int64_t i = 0; i < gguf_tensor_count(f); i++) {
+        const gguf_tensor *t = gguf_tensor_at(f, i);
+        CHECK_OK(gguf_writer_add_tensor_raw(w, t->name, t->ggml_type, t->n_dims, t->ne, t->data, t->size));
+    }
+    CHECK_OK(gguf_writer_write(w, dst));
+    gguf_writer_free(w);
+    gguf_close(f);
+}
+
+/* Every hyper-parameter check of the loader: a clear error naming the problem. */
+static void test_bad_metadata(void)
+{
+    static const md_edit edits[] = {
+        {"general.architecture", NULL, 0, 0, NULL, CT_ERR_FORMAT, "general.architecture"},
+        {"llama.block_count", NULL, 0, 0, NULL, CT_ERR_FORMAT, "llama.block_count"},
+        {NULL, "llama.block_count", 'u', 1000, NULL, CT_ERR_FORMAT, "block_count"},
+        {NULL, "llama.embedding_length", 'u', 0, NULL, CT_ERR_FORMAT, "embedding_length"},
+        {NULL, "llama.attention.head_count_kv", 'u', 3, NULL, CT_ERR_FORMAT, "KV heads"},
+        {NULL, "llama.rope.dimension_count", 'u', 7, NULL, CT_ERR_FORMAT, "rope.dimension_count"},
+        {NULL, "llama.attention.layer_norm_rms_epsilon", 'f', 0, NULL, CT_ERR_FORMAT, "epsilon"},
+        {NULL, "llama.rope.freq_base", 'f', NAN, NULL, CT_ERR_FORMAT, "rope.freq_base"},
+        {NULL, "llama.rope.freq_base", 's', 0, "10000", CT_ERR_FORMAT, "rope.freq_base"},
+        {NULL, "llama.rope.scaling.type", 's', 0, "yarn", CT_ERR_UNSUPPORTED, "yarn"},
+        {NULL, "llama.rope.scaling.type", 's', 0, "none", CT_OK, NULL},
+        {NULL, "llama.rope.scale_linear", 'f', -2, NULL, CT_ERR_FORMAT, "rope scaling factor"},
+        {"general.name", NULL, 0, 0, NULL, CT_OK, NULL},
+    };
+    char src[512], dst[512];
+    tiny_w tw = {0};
+    write_model(&g_llama, tmp_path("tiny_md_src.gguf", src, sizeof src), &tw, NULL, NULL);
+    free_w(&tw, g_llama.n_layer);
+    for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+        const md_edit *e = &edits[i];
+        rewrite_model(src, tmp_path("tiny_md.gguf", dst, sizeof dst), e);
+        llm_model *m = NULL;
+        ct_status st = llm_model_load(dst, NULL, NULL, &m);
+        CHECK_MSG(st == e->want, "edit %zu (%s%s): %s, want %s (%s)", i, e->drop ? "drop " : "",
+                  e->drop ? e->drop : e->key, ct_status_name(st), ct_status_name(e->want), ct_last_error());
+        if (e->in_msg)
+            CHECK_MSG(strstr(ct_last_error(), e->in_msg) != NULL, "edit %zu: message \"%s\" lacks \"%s\"", i,
+                      ct_last_error(), e->in_msg);
+        if (m && e->drop && !strcmp(e->drop, "general.name")) /* unnamed: the file's name */
+            CHECK_MSG(strcmp(m->name, "tiny_md.gguf") == 0, "name %s", m->name);
+        CHECK((st == CT_OK) == (m != NULL));
+        llm_model_free(m);
+        remove(dst);
+    }
+    /* The legacy key rope.scale_linear sets the same linear scaling. */
+    md_edit legacy = {NULL, "llama.rope.scale_linear", 'f', 4, NULL, CT_OK, NULL};
+    rewrite_model(src, dst, &legacy);
+    llm_model *m = NULL;
+    CHECK_OK(llm_model_load(dst, NULL, NULL, &m));
+    if (m) CHECK_NEAR(m->hp.rope_scale, 0.25, 1e-12);
+    llm_model_free(m);
+    remove(dst);
+    remove(src);
+}
+
 int main(void)
 {
     RUN(test_tiny_llama);
     RUN(test_tiny_gemma3);
     RUN(test_rope_linear_scaling);
+    RUN(test_gemma3_rope_linear_scaling);
     RUN(test_session);
     RUN(test_errors);
+    RUN(test_bad_metadata);
     return th_finish();
 }

@@ -405,6 +405,57 @@ static void test_empty(void)
     ct_tensor_free(a);
 }
 
+/* var/std over a size-1 dim: the population form (unbiased=false) is exactly 0, the
+ * sample form divides 0 by 0 and is NaN, as in PyTorch. Checked value by value, since
+ * th_allclose counts NaN == NaN as a match and would let a NaN population var through. */
+static void test_var_size1(void)
+{
+    static const ct_dtype dts[4] = {CT_F32, CT_F64, CT_F16, CT_BF16};
+    static const int64_t shapes[3][3] = {{3, 1, 5}, {5, 1, 1}, {1, 1, 7}};
+    static const int dims[3] = {1, 1, 0};
+    th_rng r = {77};
+    for (int k = 0; k < 4; k++)
+        for (int s = 0; s < 3; s++) {
+            ct_tensor *a = th_random(&r, 3, shapes[s], dts[k], -2, 2);
+            for (int op = 0; op < 2; op++)
+                for (int unbiased = 0; unbiased < 2; unbiased++) {
+                    ct_tensor *o = NULL;
+                    CHECK_OK(op ? ct_std(a, &dims[s], 1, unbiased, false, &o)
+                                : ct_var(a, &dims[s], 1, unbiased, false, &o));
+                    if (!o) continue;
+                    double *v = th_values(o);
+                    int64_t n = ct_tensor_numel(o), bad = 0;
+                    for (int64_t i = 0; i < n; i++) bad += unbiased ? !isnan(v[i]) : v[i] != 0.0;
+                    CHECK_MSG(bad == 0, "%s %s unbiased=%d over dim %d of [%lld, %lld, %lld]: %lld of %lld wrong (first %g)",
+                              op ? "std" : "var", ct_dtype_name(dts[k]), unbiased, dims[s], (long long)shapes[s][0],
+                              (long long)shapes[s][1], (long long)shapes[s][2], (long long)bad, (long long)n, v[0]);
+                    free(v);
+                    ct_tensor_free(o);
+                }
+            ct_tensor_free(a);
+        }
+}
+
+/* all_reduce over a single process (no process group yet) leaves the values as they are,
+ * for every reduce op, and still checks its arguments. */
+static void test_all_reduce_single(void)
+{
+    th_rng r = {5};
+    int64_t shape[2] = {3, 7};
+    ct_tensor *t = th_random(&r, 2, shape, CT_F32, -3, 3);
+    double *before = th_values(t);
+    for (int op = CT_REDUCE_SUM; op <= CT_REDUCE_AVG; op++) {
+        CHECK_OK(ct_all_reduce(t, (ct_reduce_op)op));
+        double *after = th_values(t);
+        CHECK_MSG(th_allclose(after, before, 21, 0, 0), "op %d changed the tensor", op);
+        free(after);
+    }
+    CHECK_STATUS(ct_all_reduce(t, (ct_reduce_op)(CT_REDUCE_AVG + 1)), CT_ERR_INVALID_ARG);
+    CHECK_STATUS(ct_all_reduce(NULL, CT_REDUCE_SUM), CT_ERR_INVALID_ARG);
+    free(before);
+    ct_tensor_free(t);
+}
+
 static void test_errors(void)
 {
     int64_t s[2] = {2, 3};
@@ -442,6 +493,8 @@ int main(void)
     RUN(test_int_and_bool);
     RUN(test_argmax_ties);
     RUN(test_empty);
+    RUN(test_var_size1);
+    RUN(test_all_reduce_single);
     RUN(test_errors);
     return th_finish();
 }

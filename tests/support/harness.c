@@ -2,20 +2,43 @@
 
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 int th_checks_failed, th_tests_passed, th_tests_failed;
 static int th_tests_skipped, th_skipped_now;
+/* A program whose refdata tests have their own ctest entries runs once per such test
+ * (th_only) and once for the rest (th_except, a comma-separated list). */
+static const char *th_only, *th_except;
+static int th_only_found;
 const char *th_current = "";
+
+void th_args(int argc, char **argv)
+{
+    if (argc > 2 && strcmp(argv[1], "--except") == 0) th_except = argv[2];
+    else if (argc > 1) th_only = argv[1];
+}
+
+static int th_listed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == '\0')) return 1;
+    return 0;
+}
 
 void th_run(const char *name, th_fn fn)
 {
+    if (th_only && strcmp(name, th_only) != 0) return;
+    if (th_except && th_listed(th_except, name)) return;
+    th_only_found = 1;
     int before = th_checks_failed;
     th_current = name;
     th_skipped_now = 0;
     ct_clear_error();
     fn();
-    if (th_skipped_now) {
+    /* A failed check outranks a skip: CTORCH_REQUIRE_SHARED turns a missing refdata into one. */
+    if (th_skipped_now && th_checks_failed == before) {
         th_tests_skipped++;
         fprintf(stderr, "SKIP %s\n", name);
     } else if (th_checks_failed == before) {
@@ -40,6 +63,11 @@ void th_skip(const char *fmt, ...)
 
 int th_finish(void)
 {
+    if (th_only && !th_only_found) {
+        /* A misspelt sub-test in tests/CMakeLists.txt must not pass as "0 passed". */
+        fprintf(stderr, "no test named %s in this program\n", th_only);
+        return 1;
+    }
     printf("%d passed, %d failed, %d skipped\n", th_tests_passed, th_tests_failed, th_tests_skipped);
     if (th_tests_failed) return 1;
     if (th_tests_passed == 0 && th_tests_skipped > 0) return 77;
@@ -98,10 +126,24 @@ int th_allclose(const double *got, const double *want, int64_t n, double atol, d
     return 1;
 }
 
+int th_require_shared(void)
+{
+    const char *v = getenv("CTORCH_REQUIRE_SHARED");
+    return v && strcmp(v, "1") == 0;
+}
+
 const char *th_refdata(void)
 {
     const char *p = getenv("CTORCH_REFDATA");
     struct stat st;
-    if (!p || stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) return NULL;
+    if (!p || stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        /* CI must not go green on a checkout that silently lost ../shared. */
+        if (th_require_shared()) {
+            th_checks_failed++;
+            fprintf(stderr, "%s: CTORCH_REQUIRE_SHARED=1 but the refdata folder %s is missing\n", th_current,
+                    p ? p : "(CTORCH_REFDATA unset)");
+        }
+        return NULL;
+    }
     return p;
 }

@@ -57,6 +57,9 @@ extern const char *th_current;
 typedef void (*th_fn)(void);
 void th_run(const char *name, th_fn fn);
 #define RUN(fn) th_run(#fn, fn)
+/* Command line of a test program: `NAME` runs only that test, `--except A,B` all but
+ * those (tests/CMakeLists.txt gives tests that need ../shared their own ctest entries). */
+void th_args(int argc, char **argv);
 /* Prints the summary; returns 0, 1, or 77 when every test skipped. */
 int th_finish(void);
 /* Marks the current test skipped with a reason (printed). */
@@ -71,7 +74,10 @@ ct_tensor *th_random(th_rng *r, int ndim, const int64_t *shape, ct_dtype dtype, 
 double *th_values(const ct_tensor *t);
 /* Max |a-b| / (atol + rtol*|b|) style comparison: true if all within. Prints the first miss. */
 int th_allclose(const double *got, const double *want, int64_t n, double atol, double rtol);
-/* Path of ../shared/refdata (CTORCH_REFDATA), or NULL when absent. */
+/* Path of ../shared/refdata (CTORCH_REFDATA), or NULL when absent; absent under
+ * CTORCH_REQUIRE_SHARED=1 also counts as a failed check of the current test. */
 const char *th_refdata(void);
+/* True when CTORCH_REQUIRE_SHARED=1 (CI): missing refdata is a failure, not a skip. */
+int th_require_shared(void);
 
 #endif

@@ -7,9 +7,14 @@ set -u
 CT=$1
 REF=${CTORCH_REFDATA:-}
 TMP=${CTORCH_TEST_TMP:-/tmp}
-if [ -z "$REF" ] || [ ! -f "$REF/mini-a/greedy.json" ] || ! command -v python3 >/dev/null; then
-  echo "skipped: refdata or python3 absent"; exit 77
+if [ -z "$REF" ] || [ ! -f "$REF/mini-a/greedy.json" ]; then
+  # CI sets CTORCH_REQUIRE_SHARED=1: a checkout without ../shared must not pass as skipped.
+  if [ "${CTORCH_REQUIRE_SHARED:-}" = 1 ]; then
+    echo "FAIL: CTORCH_REQUIRE_SHARED=1 but refdata (${REF:-CTORCH_REFDATA unset}) is missing" >&2; exit 1
+  fi
+  echo "skipped: refdata absent (CTORCH_REFDATA=${REF:-unset})"; exit 77
 fi
+if ! command -v python3 >/dev/null; then echo "skipped: python3 absent"; exit 77; fi
 pass=0; fail=0
 check() { if [ "$2" = "$3" ]; then pass=$((pass+1)); echo "ok   $1"; else fail=$((fail+1)); echo "FAIL $1"; echo "  got:  $2"; echo "  want: $3"; fi; }
 

@@ -111,6 +111,12 @@ static ct_status cpu_run(ct_device *dev, const ct_op *op)
     return core_err(CT_ERR_UNSUPPORTED, "cpu: op %s has no kernel", op_kind_name(op->kind));
 }
 
+static void cpu_device_release(ct_device *dev)
+{
+    (void)dev;
+    cpu_pool_shutdown();
+}
+
 static ct_status cpu_sync(ct_device *dev)
 {
     (void)dev;
@@ -122,7 +128,7 @@ const ct_backend_ops cpu_backend_ops = {
     .kind = CT_DEVICE_CPU,
     .device_count = cpu_device_count,
     .device_init = cpu_device_init,
-    .device_release = NULL,
+    .device_release = cpu_device_release,
     .supports = cpu_supports,
     .alloc = cpu_alloc,
     .release = cpu_release,

@@ -16,6 +16,9 @@ int cpu_num_threads(void);
 /* Spinning workers go to sleep until the next job: called before handing the cores to a
  * library with threads of its own (OpenBLAS), which would otherwise compete with them. */
 void cpu_pool_park(void);
+/* Joins the workers (at exit, and when the executor releases the CPU device); the
+ * next parallel call starts them again. Must not race with running ops. */
+void cpu_pool_shutdown(void);
 
 /* ---- SIMD level chosen at run time (simd.c); CTORCH_SIMD=portable|avx2|avx512 caps it ----
  * The same level caps the quant kernels (quant_simd_apply_cap), so one setting decides

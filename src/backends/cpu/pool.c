@@ -35,6 +35,7 @@ typedef struct pool {
     _Alignas(64) atomic_int done;        /* chunks finished in the current job */
     _Alignas(64) atomic_int sleepers;    /* workers in (or going into) cond_wait */
     atomic_int park;                     /* set: spinning workers sleep now (cpu_pool_park) */
+    atomic_int stop;                     /* set: workers return (cpu_pool_shutdown) */
     /* the current job: written by the caller before it publishes claim, read by a
      * worker only after it has claimed a chunk, so never while being rewritten */
     cpu_range_fn fn;
@@ -50,8 +51,12 @@ typedef struct pool {
     pthread_mutex_t submit; /* one job at a time */
 } pool;
 
-static pool g_pool;
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static pool g_pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
+                      .submit = PTHREAD_MUTEX_INITIALIZER};
+/* Not pthread_once: the pool is torn down by cpu_pool_shutdown and may start again. */
+static atomic_int g_ready;
+static pthread_mutex_t g_init_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool g_exiting, g_atexit;
 static _Thread_local int t_in_pool;
 
 static uint64_t pack_claim(uint32_t tag, uint64_t n_chunks, uint64_t next)
@@ -131,12 +136,24 @@ static void *worker(void *arg)
     uint32_t seen = 0;
     for (;;) {
         seen = wait_job(p, seen);
+        if (atomic_load_explicit(&p->stop, memory_order_acquire)) break;
         /* job_threads may already be a later job's: then the claims below fail on the tag */
         if (idx < atomic_load_explicit(&p->job_threads, memory_order_relaxed)) run_chunks(p, seen);
     }
     return NULL;
 }
 
+static void pool_stop(bool wait);
+
+static void pool_at_exit(void)
+{
+    g_exiting = true; /* work done by later exit handlers runs on the calling thread */
+    /* exit() from a signal handler may interrupt this very thread inside a job: then
+     * the workers are left running rather than waiting on a lock we hold. */
+    pool_stop(false);
+}
+
+/* Caller holds g_init_mu. */
 static void pool_init(void)
 {
     pool *p = &g_pool;
@@ -144,33 +161,79 @@ static void pool_init(void)
     const char *e = getenv("CTORCH_THREADS");
     if (e && atoi(e) > 0) n = atoi(e);
     if (g_requested > 0) n = g_requested;
-    if (n < 1) n = 1;
+    if (n < 1 || g_exiting) n = 1;
     if (n > POOL_MAX) n = POOL_MAX;
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->cv, NULL);
-    pthread_mutex_init(&p->submit, NULL);
+    atomic_store(&p->stop, 0);
     p->n_threads = 1;
     for (int i = 1; i < n; i++) {
         g_args[i] = (worker_arg){p, i};
         if (pthread_create(&p->th[i], NULL, worker, &g_args[i]) != 0) break;
-        pthread_detach(p->th[i]);
         p->n_threads++;
     }
     p->active = p->n_threads;
+    /* Workers are joined at exit so that leak checkers (valgrind) see no thread left
+     * running; the executor registers its own exit handler the same way. */
+    if (p->n_threads > 1 && !g_atexit) {
+        atexit(pool_at_exit);
+        g_atexit = true;
+    }
 }
+
+static void pool_ensure(void)
+{
+    if (atomic_load_explicit(&g_ready, memory_order_acquire)) return;
+    pthread_mutex_lock(&g_init_mu);
+    if (!atomic_load_explicit(&g_ready, memory_order_relaxed)) {
+        pool_init();
+        atomic_store_explicit(&g_ready, 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&g_init_mu);
+}
+
+static void pool_stop(bool wait)
+{
+    pool *p = &g_pool;
+    if (wait) pthread_mutex_lock(&g_init_mu);
+    else if (pthread_mutex_trylock(&g_init_mu) != 0) return;
+    if (!atomic_load_explicit(&g_ready, memory_order_relaxed)) {
+        pthread_mutex_unlock(&g_init_mu);
+        return;
+    }
+    if (wait) pthread_mutex_lock(&p->submit); /* a running job finishes first */
+    else if (pthread_mutex_trylock(&p->submit) != 0) {
+        pthread_mutex_unlock(&g_init_mu);
+        return;
+    }
+    atomic_store(&p->stop, 1);
+    /* A tag no worker has seen wakes spinning workers; the broadcast wakes sleeping ones.
+     * Its zero chunks make any claim fail, so no worker runs stale work. */
+    uint32_t tag = ++p->tag;
+    if (tag == 0) tag = ++p->tag;
+    atomic_store(&p->claim, pack_claim(tag, 0, 0));
+    pthread_mutex_lock(&p->mu);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 1; i < p->n_threads; i++) pthread_join(p->th[i], NULL);
+    p->n_threads = p->active = 1;
+    atomic_store_explicit(&g_ready, 0, memory_order_release);
+    pthread_mutex_unlock(&p->submit);
+    pthread_mutex_unlock(&g_init_mu);
+}
+
+void cpu_pool_shutdown(void) { pool_stop(true); }
 
 void ct_set_num_threads(int n)
 {
     if (n < 1) n = 1;
     g_requested = n;
-    pthread_once(&g_once, pool_init);
+    pool_ensure();
     /* the pool never grows after start-up; more threads than it has are capped */
     __atomic_store_n(&g_pool.active, n < g_pool.n_threads ? n : g_pool.n_threads, __ATOMIC_RELAXED);
 }
 
 int ct_get_num_threads(void)
 {
-    pthread_once(&g_once, pool_init);
+    pool_ensure();
     return __atomic_load_n(&g_pool.active, __ATOMIC_RELAXED);
 }
 
@@ -178,7 +241,7 @@ int cpu_num_threads(void) { return ct_get_num_threads(); }
 
 void cpu_pool_park(void)
 {
-    pthread_once(&g_once, pool_init);
+    pool_ensure();
     atomic_store_explicit(&g_pool.park, 1, memory_order_relaxed);
 }
 
