@@ -444,6 +444,12 @@ P_INLINE void r_q4_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
 
 P_ENTRY(p_gemm_q4_k, p_q4_k)
 P_ENTRY(p_gemm_q6_k, p_q6_k)
+static_assert(P_BLOCK_BYTES == P_K16_BLOCK_BYTES, "Q3_K panels reuse the Q6_K layout");
+void quant_panel_gemm_k16(int64_t K, const void *panel, const void *a, size_t as, const float *aux, size_t xs, int na,
+                          float *s, size_t ss, int nw)
+{
+    p_gemm_q6_k(K, panel, a, as, aux, xs, na, s, ss, nw);
+}
 P_ENTRY(p_gemm_q8_0, p_q8_0)
 P_ENTRY(r_gemm_q4_k, r_q4_k)
 
@@ -467,6 +473,7 @@ void quant_panel_fill_avx512(quant_panel_table tab)
     tab[CT_Q8_0] = &g_panel_q8_0;
     tab[CT_Q4_0] = &g_panel_q4_0;
     quant_panel_legacy_fill_avx512(tab);
+    quant_panel_k23_fill_avx512(tab);
 }
 #else
 void quant_panel_fill_avx512(quant_panel_table tab) { (void)tab; }

@@ -81,6 +81,15 @@ P_INLINE void p_store(float *s, size_t ss, const __m512 *tot, int nw, const int 
         }                                                                                                            \
     }
 
+/* The Q6_K panel kernel (quant_panel_avx512.c), shared with Q3_K: per 256-element block,
+ * 64 vectors of unsigned quants (vector t: quants 4t..4t+3 of each row), then 16 vectors of
+ * f32 group scales [group][row]; aux: 16 floats per block, the zero point times each
+ * group's activation sum. out = sum_b d_a sum_g scale_g (isum_g - aux_g). */
+#define P_K16_QBYTES (64 * 64)
+#define P_K16_BLOCK_BYTES (P_K16_QBYTES + 16 * 64)
+void quant_panel_gemm_k16(int64_t K, const void *panel, const void *a, size_t as, const float *aux, size_t xs, int na,
+                          float *s, size_t ss, int nw);
+
 #pragma GCC pop_options
 
 #endif

@@ -1,6 +1,8 @@
 /* ctorch quantize: the per-tensor type rules, and whole-file agreement with
  * llama-quantize (the refdata Q8_0 and Q4_K_M files were made by it from the same
- * F16 file, without an importance matrix, so every tensor must match byte for byte). */
+ * F16 file, without an importance matrix, so every tensor must match byte for byte).
+ * The mixes without a llama.cpp file here (Q4_1, Q5_1, Q3_K_S, Q3_K_L, Q2_K_S) are checked
+ * for their per-tensor types and for how close they dequantize to the F16 input. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,8 +197,8 @@ static double nmse_bound(ct_dtype t)
     }
 }
 
-/* mini-a's expected types per mix (4 layers, GQA 2: no "first eighth", no GQA >= 4 rules). */
-static ct_dtype mini_a_type(const char *mix, const char *name, int layer)
+/* mini-a's expected types per new mix (4 layers, GQA 2: no "first eighth", no GQA >= 4 rules). */
+static ct_dtype mini_a_type(const char *mix, const char *name)
 {
     bool out = !strcmp(name, "output.weight"), v = strstr(name, "attn_v") != NULL, d = strstr(name, "ffn_down") != NULL;
     bool o = strstr(name, "attn_output") != NULL;
@@ -205,8 +207,6 @@ static ct_dtype mini_a_type(const char *mix, const char *name, int layer)
     if (!strcmp(mix, "Q5_1")) return CT_Q5_1;
     if (!strcmp(mix, "Q3_K_S")) return CT_Q3_K;
     if (!strcmp(mix, "Q3_K_L")) return v || d || o ? CT_Q5_K : CT_Q3_K;
-    if (!strcmp(mix, "Q3_K_M")) return v ? (layer < 2 ? CT_Q5_K : CT_Q4_K) : d || o ? CT_Q4_K : CT_Q3_K;
-    if (!strcmp(mix, "Q2_K")) return v || d || o ? CT_Q3_K : CT_Q2_K;
     return CT_Q2_K; /* Q2_K_S */
 }
 
@@ -241,16 +241,16 @@ static void check_mini_a_mix(const char *mix, int want_ftype)
             CHECK_MSG(tq->dtype == ta->dtype && !memcmp(tq->data, ta->data, ta->size), "%s: %s not copied", mix, ta->name);
             continue;
         }
-        int layer = -1;
-        sscanf(ta->name, "blk.%d.", &layer);
-        ct_dtype want = mini_a_type(mix, ta->name, layer);
+        ct_dtype want = mini_a_type(mix, ta->name);
         CHECK_MSG(tq->dtype == want, "%s: %s is %s, llama.cpp's rules give %s", mix, ta->name, ct_dtype_name(tq->dtype),
                   ct_dtype_name(want));
         int64_t ne0 = ta->ne[0], rows = gguf_tensor_numel(ta) / ne0;
         float *x = malloc(sizeof(float) * (size_t)ne0), *y = malloc(sizeof(float) * (size_t)ne0);
         double err = 0, sig = 0;
         size_t ra = ct_dtype_row_bytes(ta->dtype, ne0), rq = ct_dtype_row_bytes(tq->dtype, ne0);
-        for (int64_t r = 0; r < rows; r++) {
+        /* every row of the layers, a seventh of the 32000-row embedding and output (time
+         * under the sanitizers) */
+        for (int64_t r = 0; r < rows; r += rows > 4096 ? 7 : 1) {
             CHECK_OK(quant_dequantize_row(ta->dtype, (const char *)ta->data + (size_t)r * ra, x, ne0));
             CHECK_OK(quant_dequantize_row(tq->dtype, (const char *)tq->data + (size_t)r * rq, y, ne0));
             for (int64_t k = 0; k < ne0; k++) err += ((double)y[k] - x[k]) * ((double)y[k] - x[k]), sig += (double)x[k] * x[k];
@@ -274,8 +274,6 @@ static void test_file_new_mixes(void)
     check_mini_a_mix("Q3_K_S", 11);
     check_mini_a_mix("Q3_K_L", 13);
     check_mini_a_mix("Q2_K_S", 21);
-    check_mini_a_mix("Q2_K", 10);
-    check_mini_a_mix("Q3_K_M", 12);
 }
 
 static void test_errors(void)

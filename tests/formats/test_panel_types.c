@@ -1,4 +1,5 @@
-/* Packed-panel prefill kernels of Q4_1, Q5_0 and Q5_1 (src/quant/quant_panel_legacy_avx512.c):
+/* Packed-panel prefill kernels of Q4_1, Q5_0, Q5_1 (src/quant/quant_panel_legacy_avx512.c) and
+ * Q2_K, Q3_K (src/quant/quant_panel_k23_avx512.c):
  * every (weight row, activation row) result against the scalar row dot and against a
  * double-precision dot of the dequantized rows, at every SIMD level this CPU has, for full
  * and partial panels, odd and even block counts, 1..QUANT_PANEL_MAX_A activation rows,
@@ -10,9 +11,9 @@
 
 #include "core/cpuid.h"
 #include "harness.h"
-#include "quant/quant.h"
+#include "quant/quant_impl.h"
 
-static const ct_dtype k_types[] = {CT_Q4_1, CT_Q5_0, CT_Q5_1};
+static const ct_dtype k_types[] = {CT_Q4_1, CT_Q5_0, CT_Q5_1, CT_Q2_K, CT_Q3_K};
 #define N_TYPES ((int)(sizeof k_types / sizeof k_types[0]))
 #define EPS32 5.9604645e-8 /* 2^-24 */
 
@@ -29,59 +30,88 @@ static float f16_at(const uint8_t *p)
     return ct_f16_to_f32(h);
 }
 
-/* |largest weight| a block can dequantize to: |d| * max|q - zero| + |m| */
-static double block_wmax(ct_dtype t, const uint8_t *blk)
+/* The f16 scale fields of a block (byte offsets; -1: none). */
+static void scale_offsets(ct_dtype t, int offs[2])
+{
+    offs[0] = offs[1] = -1;
+    switch (t) {
+    case CT_Q5_0: offs[0] = 0; break;
+    case CT_Q4_1: case CT_Q5_1: offs[0] = 0, offs[1] = 2; break;
+    case CT_Q2_K: offs[0] = 80, offs[1] = 82; break;
+    default: offs[0] = 108; break; /* Q3_K */
+    }
+}
+
+/* Quants per scale group, the unit the bounds below are computed over. */
+static int group_size(ct_dtype t) { return ct_dtype_block_size(t) == 32 ? 32 : 16; }
+
+/* |largest weight| group g of a block can dequantize to: |d| * max|q - zero| + |m|. */
+static double group_wmax(ct_dtype t, const uint8_t *blk, int g)
 {
     switch (t) {
     case CT_Q5_0: return fabs(f16_at(blk)) * 16;
     case CT_Q4_1: return fabs(f16_at(blk)) * 15 + fabs(f16_at(blk + 2));
-    default: return fabs(f16_at(blk)) * 31 + fabs(f16_at(blk + 2));
+    case CT_Q5_1: return fabs(f16_at(blk)) * 31 + fabs(f16_at(blk + 2));
+    case CT_Q2_K: {
+        const blk_q2_k *b = (const blk_q2_k *)blk;
+        return fabs(f16_at(blk + 80)) * (b->scales[g] & 15) * 3 + fabs(f16_at(blk + 82)) * (b->scales[g] >> 4);
+    }
+    default: {
+        int8_t sc[16];
+        quant_k3_unpack(((const blk_q3_k *)blk)->scales, sc);
+        return fabs(f16_at(blk + 108)) * abs(sc[g]) * 4;
+    }
     }
 }
 
-/* Random quants with finite moderate f16 d (and m); row 0 has every quant at its maximum
- * (all bits set) and row 1 at zero, the extremes of the unsigned bytes the panels hold. */
+/* Random quants and scales with finite moderate f16 d (and m); row 0 has every other byte
+ * at 0xFF (largest quants and scales), row 1 at zero: the extremes of what the panels hold. */
 static void make_weights(ct_dtype t, uint8_t *w, size_t ws, int rows, int64_t nblk, th_rng *r)
 {
     size_t bb = ct_dtype_block_bytes(t);
+    int offs[2];
+    scale_offsets(t, offs);
     for (size_t k = 0; k < ws * (size_t)rows; k++) w[k] = (uint8_t)th_uniform(r, 0, 256);
     for (int i = 0; i < rows; i++)
         for (int64_t b = 0; b < nblk; b++) {
             uint8_t *blk = w + (size_t)i * ws + (size_t)b * bb;
-            size_t head = t == CT_Q5_0 ? 2 : 4;
-            if (i < 2) memset(blk + head, i == 0 ? 0xFF : 0x00, bb - head);
-            for (size_t o = 0; o < head; o += 2) {
-                uint16_t h = ct_f32_to_f16((float)(th_uniform(r, -1, 1) * pow(2.0, th_uniform(r, -8, 0))));
-                memcpy(blk + o, &h, 2);
-            }
+            if (i < 2) memset(blk, i == 0 ? 0xFF : 0x00, bb);
+            for (int k = 0; k < 2; k++)
+                if (offs[k] >= 0) {
+                    uint16_t h = ct_f32_to_f16((float)(th_uniform(r, -1, 1) * pow(2.0, th_uniform(r, -8, 0))));
+                    memcpy(blk + offs[k], &h, 2);
+                }
         }
 }
 
 /* One panel result against the scalar dot and a double dot of the dequantized rows.
- * Integer block sums are exact on both sides; each block adds ~4 f32 roundings (scale
- * products, fma into the total) of at most 2^-24 of the running magnitude, which never
- * exceeds mag = sum_b wmax_b * sum|a_b|; both sides together: 2 * (4 nblk + 4) of them. */
+ * Integer sums are exact on both sides; each scale group adds at most ~2 f32 roundings
+ * (scale product, fma into the block or running total) of 2^-24 of the running magnitude,
+ * which never exceeds mag = sum_groups wmax_g * sum|a_g|; both sides together, plus a few
+ * per block: 2 * (2 groups + 4 blocks + 4) roundings. */
 static void check_result(ct_dtype t, int64_t n, const uint8_t *w, const uint8_t *a, float got, const char *ctx)
 {
     ct_dtype vt = quant_vec_dot_type(t);
-    int64_t nblk = n / 32;
+    int64_t bs = ct_dtype_block_size(t), nblk = n / bs, gs = group_size(t), ngrp = n / gs;
     float *wf = malloc(sizeof(float) * (size_t)n), *af = malloc(sizeof(float) * (size_t)n);
     CHECK_OK(quant_dequantize_row(t, w, wf, n));
     CHECK_OK(quant_dequantize_row(vt, a, af, n));
     double ref = 0, mag = 0;
-    for (int64_t b = 0; b < nblk; b++) {
+    for (int64_t g = 0; g < ngrp; g++) {
         double asum = 0;
-        for (int64_t i = 32 * b; i < 32 * b + 32; i++) ref += (double)wf[i] * af[i], asum += fabs(af[i]);
-        mag += block_wmax(t, w + (size_t)b * ct_dtype_block_bytes(t)) * asum;
+        for (int64_t i = gs * g; i < gs * (g + 1); i++) ref += (double)wf[i] * af[i], asum += fabs(af[i]);
+        const uint8_t *blk = w + (size_t)(g * gs / bs) * ct_dtype_block_bytes(t);
+        mag += group_wmax(t, blk, (int)(g % (bs / gs))) * asum;
     }
     float want;
     quant_get_vec_dot_at(t, QUANT_SIMD_SCALAR)(n, &want, w, a);
-    double tol = 2.0 * (4.0 * (double)nblk + 4.0) * EPS32 * mag + 1e-30;
+    double tol = 2.0 * (2.0 * (double)ngrp + 4.0 * (double)nblk + 4.0) * EPS32 * mag + 1e-30;
     CHECK_MSG(fabs((double)got - want) <= tol, "%s %s: %.9g vs scalar dot %.9g (tol %.3g)", ct_dtype_name(t), ctx, got,
               want, tol);
-    /* the f32 dequantizer rounds d * q + m once per weight: another 2^-24 of mag */
-    CHECK_MSG(fabs((double)got - ref) <= tol + EPS32 * mag, "%s %s: %.9g vs double %.9g (tol %.3g)", ct_dtype_name(t),
-              ctx, got, ref, tol);
+    /* the f32 dequantizers round each weight up to four times (Q2_K: d sc, q, dmin m, the
+     * difference): another 4 * 2^-24 of mag */
+    CHECK_MSG(fabs((double)got - ref) <= tol + 4 * EPS32 * mag, "%s %s: %.9g vs double %.9g (tol %.3g)",
+              ct_dtype_name(t), ctx, got, ref, tol);
     free(wf), free(af);
 }
 
@@ -101,7 +131,7 @@ static void run_panel_case(ct_dtype t, const quant_panel_kernels *pk, int64_t nb
 {
     enum { PR = QUANT_PANEL_ROWS, MA = QUANT_PANEL_MAX_A, SS = QUANT_PANEL_ROWS + 3 };
     const float sentinel = 12345.f;
-    int64_t n = nblk * 32;
+    int64_t n = nblk * ct_dtype_block_size(t);
     size_t auxrow = (size_t)nblk * (size_t)pk->aux_n;
     void *panel = aligned_alloc(64, ((size_t)nblk * pk->block_bytes + 63) & ~(size_t)63);
     float *aux = malloc(sizeof(float) * auxrow * MA);
@@ -141,9 +171,9 @@ static void test_panel_kernels(void)
     int checked = 0;
     for (int ti = 0; ti < N_TYPES; ti++) {
         ct_dtype t = k_types[ti], vt = quant_vec_dot_type(t);
-        const int64_t nblocks[] = {1, 2, 3, 8, 9};
+        const int64_t nblocks[] = {1, 2, 3, 8, 9}; /* odd and even counts: legacy panels pack pairs */
         for (size_t bi = 0; bi < sizeof nblocks / sizeof nblocks[0]; bi++) {
-            int64_t nblk = nblocks[bi], n = nblk * 32;
+            int64_t nblk = nblocks[bi], n = nblk * ct_dtype_block_size(t);
             /* odd padding: rows only 2-byte (weights) / 4-byte (activations) aligned */
             size_t ws = ct_dtype_row_bytes(t, n) + 2, as = ct_dtype_row_bytes(vt, n) + 4;
             uint8_t *wq = malloc(ws * PR), *aq = malloc(as * MA);
@@ -211,10 +241,11 @@ static void test_linear_prompt(void)
         if (lv == QUANT_SIMD_AVX2_VNNI && !cpu_has_avxvnni()) continue;
         if (quant_set_simd_level((quant_simd)lv) != CT_OK) continue;
         for (int ti = 0; ti < N_TYPES; ti++) {
+            int64_t bs = ct_dtype_block_size(k_types[ti]);
             /* odd block count, a partial panel, a partial group of activation rows */
-            linear_case(k_types[ti], 13, 96, 37, &r);
+            linear_case(k_types[ti], 13, 3 * bs, 37, &r);
             /* several full panels and two threads' worth of work */
-            linear_case(k_types[ti], 33, 640, 64, &r);
+            linear_case(k_types[ti], 33, bs == 32 ? 640 : 768, 64, &r);
         }
     }
     CHECK_OK(quant_set_simd_level(top));
