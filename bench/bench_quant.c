@@ -308,6 +308,8 @@ int main(int argc, char **argv)
         rc |= bench_linear(CT_Q4_1, 5632, 2048);
         rc |= bench_linear(CT_Q5_0, 5632, 2048);
         rc |= bench_linear(CT_Q5_1, 5632, 2048);
+        rc |= bench_linear(CT_Q2_K, 5632, 2048);
+        rc |= bench_linear(CT_Q3_K, 5632, 2048);
         return rc;
     }
     static const ct_dtype all[] = {CT_Q4_0, CT_Q4_1, CT_Q5_0, CT_Q5_1, CT_Q8_0, CT_Q8_1,

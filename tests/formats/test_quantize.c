@@ -3,6 +3,7 @@
  * F16 file, without an importance matrix, so every tensor must match byte for byte).
  * The mixes without a llama.cpp file here (Q4_1, Q5_1, Q3_K_S, Q3_K_L, Q2_K_S) are checked
  * for their per-tensor types and for how close they dequantize to the F16 input. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,31 +201,98 @@ static double nmse_bound(ct_dtype t)
 /* mini-a's expected types per new mix (4 layers, GQA 2: no "first eighth", no GQA >= 4 rules). */
 static ct_dtype mini_a_type(const char *mix, const char *name)
 {
-    bool out = !strcmp(name, "output.weight"), v = strstr(name, "attn_v") != NULL, d = strstr(name, "ffn_down") != NULL;
-    bool o = strstr(name, "attn_output") != NULL;
-    if (out) return CT_Q6_K;
-    if (!strcmp(mix, "Q4_1")) return CT_Q4_1;
-    if (!strcmp(mix, "Q5_1")) return CT_Q5_1;
-    if (!strcmp(mix, "Q3_K_S")) return CT_Q3_K;
+    bool v = strstr(name, "attn_v") != NULL, d = strstr(name, "ffn_down") != NULL, o = strstr(name, "attn_output") != NULL;
+    if (!strcmp(name, "output.weight")) return CT_Q6_K;
     if (!strcmp(mix, "Q3_K_L")) return v || d || o ? CT_Q5_K : CT_Q3_K;
-    return CT_Q2_K; /* Q2_K_S */
+    return CT_DTYPE_COUNT;
 }
 
-/* Quantizes mini-a's F16 file to `mix`; every weight gets mini_a_type's type, norms stay F32,
- * and every quantized tensor dequantizes to within its type's NMSE bound of the input. */
-static void check_mini_a_mix(const char *mix, int want_ftype)
+/* The test's tiny model: rows of 320 (not a multiple of 256), ffn_down rows of 256, GQA 4,
+ * tied output. 4 layers: no "first eighth" rules. The K-quants fall back per row length
+ * (Q2_K/Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1), the tied token_embd takes the output's
+ * Q6_K rule, which a 320 row turns into Q8_0. */
+static ct_dtype tiny_type(const char *mix, const char *name)
 {
-    const char *ref = th_refdata(), *tmp = getenv("CTORCH_TEST_TMP");
-    if (!ref) {
-        th_skip("CTORCH_REFDATA (../shared/refdata) is absent");
-        return;
-    }
-    char in[512], out[512];
-    snprintf(in, sizeof in, "%s/mini-a/mini-a-f16.gguf", ref);
+    bool v = strstr(name, "attn_v") != NULL, d = strstr(name, "ffn_down") != NULL, o = strstr(name, "attn_output") != NULL;
+    if (!strcmp(name, "token_embd.weight")) return CT_Q8_0;
+    if (!strcmp(mix, "Q4_1")) return CT_Q4_1;
+    if (!strcmp(mix, "Q5_1")) return CT_Q5_1;
+    if (!strcmp(mix, "Q3_K_S")) return d ? CT_Q3_K : CT_Q4_0;
+    if (!strcmp(mix, "Q3_K_L")) return d ? CT_Q5_K : v || o ? CT_Q5_1 : CT_Q4_0;
+    if (!strcmp(mix, "Q2_K_S")) return d ? CT_Q2_K : v ? CT_Q5_0 : CT_Q4_0;
+    return CT_DTYPE_COUNT;
+}
+
+enum { TINY_EMBD = 320, TINY_FF = 256, TINY_KV = 80, TINY_VOCAB = 512, TINY_LAYERS = 4 };
+
+/* Writes the tiny model (N(0, 1) weights as F16, norms F32) to path. */
+static void write_tiny_model(const char *path)
+{
+    gguf_writer *w = gguf_writer_new();
+    CHECK(w != NULL);
+    if (!w) return;
+    CHECK_OK(gguf_writer_set_str(w, "general.architecture", "llama"));
+    CHECK_OK(gguf_writer_set_u32(w, "llama.block_count", TINY_LAYERS));
+    CHECK_OK(gguf_writer_set_u32(w, "llama.attention.head_count", 8));
+    CHECK_OK(gguf_writer_set_u32(w, "llama.attention.head_count_kv", 2));
+    static const struct { const char *name; int64_t rows, cols; } mats[] = {
+        {"attn_q", TINY_EMBD, TINY_EMBD}, {"attn_k", TINY_KV, TINY_EMBD}, {"attn_v", TINY_KV, TINY_EMBD},
+        {"attn_output", TINY_EMBD, TINY_EMBD}, {"ffn_gate", TINY_FF, TINY_EMBD}, {"ffn_up", TINY_FF, TINY_EMBD},
+        {"ffn_down", TINY_EMBD, TINY_FF},
+    };
+    enum { NT = TINY_LAYERS * 9 + 2 };
+    void *bufs[NT] = {0};
+    int nb = 0;
+    th_rng r = {2024};
+    char name[64];
+    for (int l = -1; l < TINY_LAYERS; l++)
+        for (int k = 0; k < (l < 0 ? 3 : 9); k++) {
+            int64_t rows, cols;
+            bool norm;
+            if (l < 0) { /* token_embd, output_norm, and a second 1-D tensor stays F32 too */
+                snprintf(name, sizeof name, "%s", k == 0 ? "token_embd.weight" : k == 1 ? "output_norm.weight" : "rope_freqs");
+                rows = k == 0 ? TINY_VOCAB : 1, cols = k == 0 ? TINY_EMBD : k == 1 ? TINY_EMBD : 16, norm = k > 0;
+            } else if (k < 7) {
+                snprintf(name, sizeof name, "blk.%d.%s.weight", l, mats[k].name);
+                rows = mats[k].rows, cols = mats[k].cols, norm = false;
+            } else {
+                snprintf(name, sizeof name, "blk.%d.%s.weight", l, k == 7 ? "attn_norm" : "ffn_norm");
+                rows = 1, cols = TINY_EMBD, norm = true;
+            }
+            if (nb >= NT) break;
+            int64_t n = rows * cols, shape[2] = {rows, cols};
+            if (norm) {
+                float *f = malloc(sizeof(float) * (size_t)n);
+                for (int64_t i = 0; i < n; i++) f[i] = 1.f + 0.1f * (float)th_uniform(&r, -1, 1);
+                CHECK_OK(gguf_writer_add_tensor(w, name, CT_F32, 1, shape + 1, f));
+                bufs[nb++] = f;
+            } else {
+                uint16_t *h = malloc(sizeof(uint16_t) * (size_t)n);
+                for (int64_t i = 0; i < n; i++) {
+                    double u1 = th_uniform(&r, 1e-12, 1), u2 = th_uniform(&r, 0, 1);
+                    h[i] = ct_f32_to_f16((float)(sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2)));
+                }
+                CHECK_OK(gguf_writer_add_tensor(w, name, CT_F16, 2, shape, h));
+                bufs[nb++] = h;
+            }
+        }
+    CHECK_OK(gguf_writer_write(w, path));
+    for (int i = 0; i < nb; i++) free(bufs[i]);
+    gguf_writer_free(w);
+}
+
+/* Quantizes `in` to `mix`; every weight gets want()'s type, 1-D tensors are copied as they
+ * are, and every quantized tensor dequantizes to within its type's NMSE bound of the input. */
+static void check_mix_file(const char *in, const char *mix, int want_ftype, ct_dtype (*want_type)(const char *, const char *),
+                           int want_fallbacks)
+{
+    const char *tmp = getenv("CTORCH_TEST_TMP");
+    char out[512];
     snprintf(out, sizeof out, "%s/quantize-mix-%s.gguf", tmp ? tmp : "/tmp", mix);
     quantize_options opt = {.n_threads = 2};
     quantize_report rep;
     CHECK_OK(quantize_file(in, out, mix, &opt, &rep));
+    CHECK_MSG(rep.n_fallback == want_fallbacks, "%s: %d fallbacks, want %d", mix, rep.n_fallback, want_fallbacks);
     gguf_file *a = NULL, *q = NULL;
     CHECK_OK(gguf_open(in, &a));
     CHECK_OK(gguf_open(out, &q));
@@ -241,15 +309,15 @@ static void check_mini_a_mix(const char *mix, int want_ftype)
             CHECK_MSG(tq->dtype == ta->dtype && !memcmp(tq->data, ta->data, ta->size), "%s: %s not copied", mix, ta->name);
             continue;
         }
-        ct_dtype want = mini_a_type(mix, ta->name);
+        ct_dtype want = want_type(mix, ta->name);
         CHECK_MSG(tq->dtype == want, "%s: %s is %s, llama.cpp's rules give %s", mix, ta->name, ct_dtype_name(tq->dtype),
-                  ct_dtype_name(want));
+                  want == CT_DTYPE_COUNT ? "?" : ct_dtype_name(want));
         int64_t ne0 = ta->ne[0], rows = gguf_tensor_numel(ta) / ne0;
         float *x = malloc(sizeof(float) * (size_t)ne0), *y = malloc(sizeof(float) * (size_t)ne0);
         double err = 0, sig = 0;
         size_t ra = ct_dtype_row_bytes(ta->dtype, ne0), rq = ct_dtype_row_bytes(tq->dtype, ne0);
-        /* every row of the layers, a seventh of the 32000-row embedding and output (time
-         * under the sanitizers) */
+        /* every row of the layers, a seventh of mini-a's 32000-row embedding and output
+         * (time under the sanitizers) */
         for (int64_t r = 0; r < rows; r += rows > 4096 ? 7 : 1) {
             CHECK_OK(quant_dequantize_row(ta->dtype, (const char *)ta->data + (size_t)r * ra, x, ne0));
             CHECK_OK(quant_dequantize_row(tq->dtype, (const char *)tq->data + (size_t)r * rq, y, ne0));
@@ -260,8 +328,8 @@ static void check_mini_a_mix(const char *mix, int want_ftype)
         if (nmse / bound > worst) worst = nmse / bound, worst_name = ta->name;
         free(x), free(y);
     }
-    fprintf(stderr, "  %s: %d tensors quantized, %.1f MB -> %.1f MB, worst NMSE %.2f of its bound (%s)\n", mix,
-            rep.n_quantized, rep.bytes_in / 1e6, rep.bytes_out / 1e6, worst, worst_name);
+    fprintf(stderr, "  %s: %d tensors quantized, %.2f MB -> %.2f MB, %d fallbacks, worst NMSE %.2f of its bound (%s)\n",
+            mix, rep.n_quantized, rep.bytes_in / 1e6, rep.bytes_out / 1e6, rep.n_fallback, worst, worst_name);
     gguf_close(a);
     gguf_close(q);
     remove(out);
@@ -269,11 +337,27 @@ static void check_mini_a_mix(const char *mix, int want_ftype)
 
 static void test_file_new_mixes(void)
 {
-    check_mini_a_mix("Q4_1", 3);
-    check_mini_a_mix("Q5_1", 9);
-    check_mini_a_mix("Q3_K_S", 11);
-    check_mini_a_mix("Q3_K_L", 13);
-    check_mini_a_mix("Q2_K_S", 21);
+    const char *tmp = getenv("CTORCH_TEST_TMP");
+    char tiny[512];
+    snprintf(tiny, sizeof tiny, "%s/quantize-tiny-f16.gguf", tmp ? tmp : "/tmp");
+    write_tiny_model(tiny);
+    /* fallbacks: the 32-block mixes only for token_embd's Q6_K, as llama.cpp counts them;
+     * the K-quant mixes for the 6 matrices of 320-element rows in each of 4 layers */
+    check_mix_file(tiny, "Q4_1", 3, tiny_type, 1);
+    check_mix_file(tiny, "Q5_1", 9, tiny_type, 1);
+    check_mix_file(tiny, "Q3_K_S", 11, tiny_type, 24);
+    check_mix_file(tiny, "Q3_K_L", 13, tiny_type, 24);
+    check_mix_file(tiny, "Q2_K_S", 21, tiny_type, 24);
+    remove(tiny);
+    /* a real file's layout (untied output, GQA 2), with the mix that has the most rules */
+    const char *ref = th_refdata();
+    if (!ref) {
+        th_skip("CTORCH_REFDATA (../shared/refdata) is absent");
+        return;
+    }
+    char in[512];
+    snprintf(in, sizeof in, "%s/mini-a/mini-a-f16.gguf", ref);
+    check_mix_file(in, "Q3_K_L", 13, mini_a_type, 0);
 }
 
 static void test_errors(void)
