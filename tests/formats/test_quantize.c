@@ -360,6 +360,32 @@ static void test_file_new_mixes(void)
     check_mix_file(in, "Q3_K_L", 13, mini_a_type, 0);
 }
 
+/* The tiny model quantized to Q4_1, Q5_1 and Q3_K_S (whose 320-wide rows fall back to Q4_0,
+ * token_embd to Q8_0): each tensor gguf-py can quantize must hold gguf-py's bytes. */
+static void test_gguf_py_cross_check(void)
+{
+    if (system("python3 -c 'import gguf, numpy' >/dev/null 2>&1") != 0) {
+        th_skip("python gguf package not installed");
+        return;
+    }
+    const char *tmp = getenv("CTORCH_TEST_TMP"), *src = __FILE__, *slash = strrchr(src, '/');
+    int dirlen = slash ? (int)(slash - src) : 1;
+    char tiny[512], out[512], cmd[1600];
+    snprintf(tiny, sizeof tiny, "%s/quantize-py-f16.gguf", tmp ? tmp : "/tmp");
+    write_tiny_model(tiny);
+    static const struct { const char *mix; int min_checked; } runs[] = {{"Q4_1", 29}, {"Q5_1", 29}, {"Q3_K_S", 25}};
+    for (int i = 0; i < 3; i++) {
+        snprintf(out, sizeof out, "%s/quantize-py-%s.gguf", tmp ? tmp : "/tmp", runs[i].mix);
+        quantize_options opt = {.n_threads = 2};
+        CHECK_OK(quantize_file(tiny, out, runs[i].mix, &opt, NULL));
+        snprintf(cmd, sizeof cmd, "python3 %.*s/check_quantize_py.py %s %s %d", dirlen, slash ? src : ".", tiny, out,
+                 runs[i].min_checked);
+        CHECK_MSG(system(cmd) == 0, "%s failed", cmd);
+        remove(out);
+    }
+    remove(tiny);
+}
+
 static void test_errors(void)
 {
     quantize_report rep;
@@ -382,6 +408,7 @@ int main(void)
     RUN(test_file_q8_0);
     RUN(test_file_q4_k_m);
     RUN(test_file_new_mixes);
+    RUN(test_gguf_py_cross_check);
     RUN(test_errors);
     return th_finish();
 }
