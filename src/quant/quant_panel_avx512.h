@@ -1,7 +1,7 @@
 /* Internal to src/quant: the building blocks every AVX-512 VNNI packed-panel file shares
  * (quant_panel_avx512.c for Q4_0/Q8_0/Q4_K/Q5_K/Q6_K, quant_panel_legacy_avx512.c for
  * Q4_1/Q5_0/Q5_1). Include only on x86-64 GCC/Clang builds; the helpers carry their own
- * target attributes, so the includer's pragma region need not match. */
+ * target attributes, so the includer's target region need not match. */
 #ifndef CT_QUANT_PANEL_AVX512_H
 #define CT_QUANT_PANEL_AVX512_H
 
@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "quant/quant_impl.h"
+#include "quant/quant_target.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
+QUANT_TARGET_BEGIN("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
 
 #define P_INLINE static inline __attribute__((always_inline))
 
@@ -90,6 +90,6 @@ P_INLINE void p_store(float *s, size_t ss, const __m512 *tot, int nw, const int 
 void quant_panel_gemm_k16(int64_t K, const void *panel, const void *a, size_t as, const float *aux, size_t xs, int na,
                           float *s, size_t ss, int nw);
 
-#pragma GCC pop_options
+QUANT_TARGET_END
 
 #endif

@@ -16,12 +16,12 @@
 #include <stddef.h>
 
 #include "quant/quant_impl.h"
+#include "quant/quant_target.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include "quant/quant_panel_avx512.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
+QUANT_TARGET_BEGIN("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
 
 #define Q2_QBYTES (64 * 64)                        /* 64 quad vectors per 256-element block */
 #define Q2_BLOCK_BYTES (Q2_QBYTES + 8 * 64 + 2 * 64) /* + 8 vectors of min pairs, d, dmin */
@@ -176,7 +176,7 @@ static void k3_aux(const void *va, int64_t K, float *aux)
         for (int g = 0; g < 16; g++) aux[16 * b + g] = 4.f * (float)a[b].bsums[g];
 }
 
-#pragma GCC pop_options
+QUANT_TARGET_END
 
 static const quant_panel_kernels g_panel_q2_k = {Q2_BLOCK_BYTES, 1, k2_pack, k2_aux, k2_gemm};
 static const quant_panel_kernels g_panel_q3_k = {P_K16_BLOCK_BYTES, 16, k3_pack, k3_aux, quant_panel_gemm_k16};

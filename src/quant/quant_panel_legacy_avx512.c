@@ -14,12 +14,12 @@
 #include <stddef.h>
 
 #include "quant/quant_impl.h"
+#include "quant/quant_target.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include "quant/quant_panel_avx512.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
+QUANT_TARGET_BEGIN("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
 
 #define L_QBYTES (8 * 64)                   /* 8 quad vectors per block of 32 */
 #define L_BLOCK_BYTES_D (L_QBYTES + 64)     /* + the 16 rows' d */
@@ -186,7 +186,7 @@ P_INLINE void l_gemm_aff(int64_t K, const uint8_t *panel, const char *a, size_t 
 P_ENTRY(l_gemm_q5_0, l_gemm_off)
 P_ENTRY(l_gemm_q8_1, l_gemm_aff)
 
-#pragma GCC pop_options
+QUANT_TARGET_END
 
 static const quant_panel_kernels g_panel_q4_1 = {L_BLOCK_BYTES_DM, 2, l_pack_q4_1, l_aux_q8_1, l_gemm_q8_1};
 static const quant_panel_kernels g_panel_q5_0 = {L_BLOCK_BYTES_D, 2, l_pack_q5_0, l_aux_q5_0, l_gemm_q5_0};
