@@ -5,9 +5,15 @@
  *   gemm: the prefill tile loop (QUANT_MBLOCK-style: 16 activation rows x 32 weight rows,
  *         K = 2048) with the multi-row dot against one single-row dot per output;
  *   linear (--linear [threads]): ct_linear of x [128, K] with a TinyLlama-shaped weight,
- *         as tokens/s of a 128-token prefill, through the public API.
+ *         as tokens/s of a 128-token prefill, through the public API;
+ *   panels (--panels [types...]): the prefill of one weight matrix by 128 activation rows,
+ *         single thread, A/B in one run: the row-dot tile loop linear.c falls back to
+ *         (16 x 32 tiles, multi-row dots where the type has them) against the packed panels
+ *         (activation sums, pack 16 rows, gemm 4 activation rows at a time); medians of
+ *         alternating runs.
  * Usage: bench_quant [types...]   e.g. bench_quant q4_k q6_k q8_0 (default: all)
- *        bench_quant --linear [threads] (default 2) */
+ *        bench_quant --linear [threads] (default 2)
+ *        bench_quant --panels [types...] (default: every type with panels) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,14 +194,122 @@ static int bench_linear(ct_dtype t, int64_t N, int64_t K)
     return 0;
 }
 
+/* One prefill of w [N, K] by a [PM, K] (quantized activations), single thread. */
+enum { PM = 128, PREPS = 9 };
+
+static void prefill_rowdots(ct_dtype t, const uint8_t *w, size_t wb, const uint8_t *a, size_t ab, int64_t N, int64_t K,
+                            float *out)
+{
+    quant_vec_dot_nr_fn nr = quant_get_vec_dot_nr(t);
+    quant_vec_dot_fn dot = quant_get_vec_dot(t);
+    for (int64_t m0 = 0; m0 < PM; m0 += TM)
+        for (int64_t n0 = 0; n0 < N; n0 += TN) {
+            int64_t n1 = n0 + TN < N ? n0 + TN : N;
+            for (int64_t n = n0; n < n1; n += nr ? QUANT_NR_MAX_W : 1)
+                for (int64_t m = m0; m < m0 + TM; m += nr ? QUANT_NR_MAX_A : 1) {
+                    int nw = (int)(n1 - n < QUANT_NR_MAX_W ? n1 - n : QUANT_NR_MAX_W);
+                    if (nr) nr(K, out + m * N + n, (size_t)N, w + wb * n, wb, nw, a + ab * m, ab, QUANT_NR_MAX_A);
+                    else dot(K, out + m * N + n, w + wb * n, a + ab * m);
+                }
+        }
+}
+
+static void prefill_panels(const quant_panel_kernels *pk, const uint8_t *w, size_t wb, const uint8_t *a, size_t ab,
+                           int64_t N, int64_t K, int64_t bs, void *panel, float *aux, float *out)
+{
+    size_t auxrow = (size_t)(K / bs) * (size_t)pk->aux_n;
+    for (int m = 0; m < PM; m++) pk->act_aux(a + ab * m, K, aux + auxrow * m);
+    for (int64_t n0 = 0; n0 < N; n0 += QUANT_PANEL_ROWS) {
+        int nw = (int)(N - n0 < QUANT_PANEL_ROWS ? N - n0 : QUANT_PANEL_ROWS);
+        pk->pack(w + wb * n0, wb, nw, K, panel);
+        for (int m = 0; m < PM; m += QUANT_PANEL_MAX_A)
+            pk->gemm(K, panel, a + ab * m, ab, aux + auxrow * m, auxrow, QUANT_PANEL_MAX_A, out + m * N + n0, (size_t)N, nw);
+    }
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+static int bench_panel(ct_dtype t, int64_t N, int64_t K)
+{
+    const quant_panel_kernels *pk = quant_get_panel(t);
+    if (!pk) {
+        printf("panels %-5s: none at %s\n", ct_dtype_name(t), quant_simd_name(quant_simd_level()));
+        return 0;
+    }
+    ct_dtype vt = quant_vec_dot_type(t);
+    int64_t bs = ct_dtype_block_size(t);
+    size_t wb = ct_dtype_row_bytes(t, K), ab = ct_dtype_row_bytes(vt, K);
+    uint8_t *w = malloc(wb * (size_t)N), *a = malloc(ab * PM);
+    float *x = malloc(sizeof(float) * (size_t)K), *out = malloc(sizeof(float) * (size_t)(PM * N));
+    float *aux = malloc(sizeof(float) * (size_t)(PM * (K / bs) * pk->aux_n));
+    void *panel = aligned_alloc(64, ((size_t)(K / bs) * pk->block_bytes + 63) & ~(size_t)63);
+    if (!w || !a || !x || !out || !aux || !panel) {
+        fprintf(stderr, "out of memory\n");
+        return 1;
+    }
+    for (int64_t r = 0; r < N; r++) {
+        if (r < 16) {
+            for (int64_t i = 0; i < K; i++) x[i] = rnd_normal() * 0.02f;
+            quant_quantize_row(t, x, w + wb * (size_t)r, K);
+        } else {
+            memcpy(w + wb * (size_t)r, w + wb * (size_t)(r % 16), wb);
+        }
+    }
+    for (int m = 0; m < PM; m++) {
+        for (int64_t i = 0; i < K; i++) x[i] = rnd_normal();
+        quant_quantize_row(vt, x, a + ab * m, K);
+    }
+    double tv[2][PREPS];
+    for (int rep = 0; rep < PREPS; rep++)
+        for (int v = 0; v < 2; v++) {
+            double t0 = now_s();
+            if (v) prefill_panels(pk, w, wb, a, ab, N, K, bs, panel, aux, out);
+            else prefill_rowdots(t, w, wb, a, ab, N, K, out);
+            tv[v][rep] = now_s() - t0;
+        }
+    qsort(tv[0], PREPS, sizeof(double), cmp_double);
+    qsort(tv[1], PREPS, sizeof(double), cmp_double);
+    double flop = 2.0 * PM * (double)N * (double)K, r0 = tv[0][PREPS / 2], r1 = tv[1][PREPS / 2];
+    printf("panels %-5s x [%d, %lld] w [%lld, %lld], 1 thread, median of %d: row dots %7.2f ms %6.1f GFLOP/s | "
+           "panels %7.2f ms %6.1f GFLOP/s | x%.2f\n",
+           ct_dtype_name(t), PM, (long long)K, (long long)N, (long long)K, PREPS, r0 * 1e3, flop / r0 * 1e-9, r1 * 1e3,
+           flop / r1 * 1e-9, r0 / r1);
+    free(w), free(a), free(x), free(out), free(aux), free(panel);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--panels") == 0) {
+        static const ct_dtype def[] = {CT_Q4_0, CT_Q4_1, CT_Q5_0, CT_Q5_1, CT_Q8_0, CT_Q2_K, CT_Q3_K, CT_Q4_K, CT_Q5_K, CT_Q6_K};
+        int rc = 0, nt = argc > 2 ? argc - 2 : (int)(sizeof def / sizeof def[0]);
+        for (int i = 0; i < nt; i++) {
+            ct_dtype t = def[i];
+            if (argc > 2 && (ct_dtype_from_name(argv[i + 2], &t) != CT_OK || !ct_dtype_is_quantized(t))) {
+                fprintf(stderr, "not a block format: %s\n", argv[i + 2]);
+                return 2;
+            }
+            /* a Gemma 3 270M FFN matrix (K = 640, not a multiple of 256) and a TinyLlama one */
+            if (ct_dtype_block_size(t) == 32) rc |= bench_panel(t, 2048, 640);
+            rc |= bench_panel(t, 2048, 2048);
+        }
+        return rc;
+    }
     if (argc > 1 && strcmp(argv[1], "--linear") == 0) {
         ct_set_num_threads(argc > 2 ? atoi(argv[2]) : 2);
         int rc = bench_linear(CT_Q4_K, 5632, 2048);
         rc |= bench_linear(CT_Q6_K, 2048, 5632);
         rc |= bench_linear(CT_Q8_0, 2048, 5632);
         rc |= bench_linear(CT_Q8_0, 5632, 2048);
+        rc |= bench_linear(CT_Q4_1, 5632, 2048);
+        rc |= bench_linear(CT_Q5_0, 5632, 2048);
+        rc |= bench_linear(CT_Q5_1, 5632, 2048);
+        rc |= bench_linear(CT_Q2_K, 5632, 2048);
+        rc |= bench_linear(CT_Q3_K, 5632, 2048);
         return rc;
     }
     static const ct_dtype all[] = {CT_Q4_0, CT_Q4_1, CT_Q5_0, CT_Q5_1, CT_Q8_0, CT_Q8_1,

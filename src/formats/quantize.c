@@ -13,11 +13,15 @@
 #include "formats/atomic_file.h"
 #include "quant/quant.h"
 
-/* llama_ftype ids (general.file_type). */
+/* llama_ftype ids (general.file_type). Q2_K_S: llama-quantize refuses it without an
+ * importance matrix (Q2_K alone loses too much); ctorch has none, so it writes the same
+ * tensor types with the reference quantizer, as llama.cpp would with the check lifted. */
 static const quantize_mix g_mixes[] = {
-    {"Q8_0", 7, CT_Q8_0},   {"Q6_K", 18, CT_Q6_K},   {"Q5_K_M", 17, CT_Q5_K}, {"Q5_K_S", 16, CT_Q5_K},
-    {"Q4_K_M", 15, CT_Q4_K}, {"Q4_K_S", 14, CT_Q4_K}, {"Q4_0", 2, CT_Q4_0},    {"Q5_0", 8, CT_Q5_0},
-    {"Q3_K_M", 12, CT_Q3_K}, {"Q2_K", 10, CT_Q2_K},   {"F16", 1, CT_F16},      {"BF16", 32, CT_BF16},
+    {"Q8_0", 7, CT_Q8_0},    {"Q6_K", 18, CT_Q6_K},   {"Q5_K_M", 17, CT_Q5_K}, {"Q5_K_S", 16, CT_Q5_K},
+    {"Q5_1", 9, CT_Q5_1},    {"Q5_0", 8, CT_Q5_0},    {"Q4_K_M", 15, CT_Q4_K}, {"Q4_K_S", 14, CT_Q4_K},
+    {"Q4_1", 3, CT_Q4_1},    {"Q4_0", 2, CT_Q4_0},    {"Q3_K_L", 13, CT_Q3_K}, {"Q3_K_M", 12, CT_Q3_K},
+    {"Q3_K_S", 11, CT_Q3_K}, {"Q2_K", 10, CT_Q2_K},   {"Q2_K_S", 21, CT_Q2_K}, {"F16", 1, CT_F16},
+    {"BF16", 32, CT_BF16},
 };
 #define N_MIXES (sizeof g_mixes / sizeof g_mixes[0])
 
@@ -30,7 +34,8 @@ const quantize_mix *quantize_find_mix(const char *name)
 
 const char *quantize_mix_names(void)
 {
-    return "Q8_0, Q6_K, Q5_K_M, Q5_K_S, Q4_K_M, Q4_K_S, Q4_0, Q5_0, Q3_K_M, Q2_K, F16, BF16";
+    return "Q8_0, Q6_K, Q5_K_M, Q5_K_S, Q5_1, Q5_0, Q4_K_M, Q4_K_S, Q4_1, Q4_0, Q3_K_L, Q3_K_M, Q3_K_S, Q2_K, Q2_K_S, "
+           "F16, BF16";
 }
 
 static bool has(const char *name, const char *part) { return strstr(name, part) != NULL; }
@@ -50,11 +55,14 @@ static bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || 
 
 static bool is_mix(const quantize_state *qs, const char *name) { return !strcasecmp(qs->mix->name, name); }
 
+/* attn_v (and, counted with it, attn_qkv in n_attention_wv): the most sensitive matrix. */
 static ct_dtype attn_v_type(const quantize_state *qs, ct_dtype t)
 {
     int i = qs->i_attention_wv;
     if (is_mix(qs, "Q2_K")) return qs->n_gqa >= 4 ? CT_Q4_K : CT_Q3_K;
+    if (is_mix(qs, "Q2_K_S")) return qs->n_gqa >= 4 ? CT_Q4_K : t;
     if (is_mix(qs, "Q3_K_M")) return i < 2 ? CT_Q5_K : CT_Q4_K;
+    if (is_mix(qs, "Q3_K_L")) return CT_Q5_K;
     if ((is_mix(qs, "Q4_K_M") || is_mix(qs, "Q5_K_M")) && use_more_bits(i, qs->n_attention_wv)) return CT_Q6_K;
     if (is_mix(qs, "Q4_K_S") && i < 4) return CT_Q5_K;
     return t;
@@ -64,15 +72,34 @@ static ct_dtype ffn_down_type(const quantize_state *qs, ct_dtype t)
 {
     int i = qs->i_ffn_down, n = qs->n_layer;
     if (is_mix(qs, "Q2_K")) return CT_Q3_K;
+    if (is_mix(qs, "Q2_K_S")) return i < n / 8 ? CT_Q4_K : t;
     if (is_mix(qs, "Q3_K_M")) return i < n / 16 ? CT_Q5_K : CT_Q4_K;
+    if (is_mix(qs, "Q3_K_L")) return CT_Q5_K;
     if ((is_mix(qs, "Q4_K_M") || is_mix(qs, "Q5_K_M")) && use_more_bits(i, n)) return CT_Q6_K;
     if (is_mix(qs, "Q4_K_S") && i < n / 8) return CT_Q5_K;
     return t;
 }
 
+static ct_dtype attn_output_type(const quantize_state *qs, ct_dtype t)
+{
+    if (is_mix(qs, "Q2_K")) return CT_Q3_K;
+    if (is_mix(qs, "Q3_K_M")) return CT_Q4_K;
+    if (is_mix(qs, "Q3_K_L")) return CT_Q5_K;
+    return t;
+}
+
+static ct_dtype attn_qkv_type(const quantize_state *qs, ct_dtype t)
+{
+    if (is_mix(qs, "Q3_K_M") || is_mix(qs, "Q3_K_L")) return CT_Q4_K;
+    if (is_mix(qs, "Q4_K_M")) return CT_Q5_K;
+    if (is_mix(qs, "Q5_K_M")) return CT_Q6_K;
+    return t;
+}
+
 /* Row lengths that are not a multiple of a K-quant's 256: llama.cpp falls back to a
- * 32-block type of similar size. It uses IQ4_NL for Q2_K/Q3_K, which ctorch lacks:
- * Q4_0 (same 4.5 bits per weight) stands in. */
+ * 32-block type of similar size (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K/Q3_K ->
+ * Q4_0; older releases used IQ4_NL for the last two, which ctorch lacks), and to F16
+ * where even 32 does not divide the row. 32-block base types never need it. */
 static ct_dtype fallback_type(quantize_state *qs, ct_dtype t, int64_t ne0)
 {
     if (ne0 % ct_dtype_block_size(t) == 0) return t;
@@ -97,12 +124,9 @@ ct_dtype quantize_tensor_type(quantize_state *qs, const char *name, int64_t ne0)
         t = ffn_down_type(qs, t);
         qs->i_ffn_down++;
     } else if (has(name, "attn_output.weight")) {
-        if (is_mix(qs, "Q2_K")) t = CT_Q3_K;
-        else if (is_mix(qs, "Q3_K_M")) t = CT_Q4_K;
+        t = attn_output_type(qs, t);
     } else if (has(name, "attn_qkv.weight")) {
-        if (is_mix(qs, "Q3_K_M")) t = CT_Q4_K;
-        else if (is_mix(qs, "Q4_K_M")) t = CT_Q5_K;
-        else if (is_mix(qs, "Q5_K_M")) t = CT_Q6_K;
+        t = attn_qkv_type(qs, t);
     }
     return fallback_type(qs, t, ne0);
 }

@@ -139,6 +139,8 @@ void quant_nr_fill_avx512(quant_nr_table tab);
 /* Packed-panel kernels (quant_panel_*.c), indexed by dtype; no fallback between levels. */
 typedef const quant_panel_kernels *quant_panel_table[CT_DTYPE_COUNT];
 void quant_panel_fill_avx512(quant_panel_table tab);
+void quant_panel_legacy_fill_avx512(quant_panel_table tab); /* both called by quant_panel_fill_avx512 */
+void quant_panel_k23_fill_avx512(quant_panel_table tab);
 void quant_repack_fill_avx512(quant_panel_table tab);
 
 /* Faster quantizers for the activation formats, byte-identical to quant_ref_*. */

@@ -16,44 +16,13 @@
 #include "quant/quant_target.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
+#include "quant/quant_panel_avx512.h"
 
 QUANT_TARGET_BEGIN("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
 
-#define P_INLINE static inline __attribute__((always_inline))
 #define P_QVECS 64                  /* quant vectors per 256-element block */
 #define P_QBYTES (P_QVECS * 64)     /* their bytes */
 #define P_BLOCK_BYTES (P_QBYTES + 16 * 64) /* K-quants: + 16 vectors of f32 scales (Q4_K: 8 scales, 8 mins) */
-
-static_assert(QUANT_PANEL_ROWS == 16, "one panel row per 32-bit lane of a 512-bit vector");
-static_assert(QUANT_PANEL_MAX_A == 4, "the kernels' switches cover 1..4 activation rows");
-
-/* r[i] holds 16 dwords of row i; afterwards r[j] holds dword j of every row. */
-P_INLINE void p_transpose16(__m512i r[16])
-{
-    __m512i t[16], u[16];
-    for (int k = 0; k < 8; k++) {
-        t[2 * k] = _mm512_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
-        t[2 * k + 1] = _mm512_unpackhi_epi32(r[2 * k], r[2 * k + 1]);
-    }
-    /* in each 128-bit lane L of u[4k + c]: dword 4L + c of rows 4k .. 4k+3 */
-    for (int k = 0; k < 4; k++) {
-        u[4 * k + 0] = _mm512_unpacklo_epi64(t[4 * k], t[4 * k + 2]);
-        u[4 * k + 1] = _mm512_unpackhi_epi64(t[4 * k], t[4 * k + 2]);
-        u[4 * k + 2] = _mm512_unpacklo_epi64(t[4 * k + 1], t[4 * k + 3]);
-        u[4 * k + 3] = _mm512_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);
-    }
-    for (int c = 0; c < 4; c++) {
-        __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x88), w0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xDD);
-        __m512i v1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x88), w1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xDD);
-        r[c] = _mm512_shuffle_i32x4(v0, v1, 0x88);
-        r[8 + c] = _mm512_shuffle_i32x4(v0, v1, 0xDD);
-        r[4 + c] = _mm512_shuffle_i32x4(w0, w1, 0x88);
-        r[12 + c] = _mm512_shuffle_i32x4(w0, w1, 0xDD);
-    }
-}
-
-P_INLINE __m512i p_join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
 
 /* Quants 64c .. 64c+63 of a Q4_K block, one byte each (0..15). */
 P_INLINE __m512i p_q4k_chunk(const blk_q4_k *b, int c)
@@ -91,14 +60,6 @@ P_INLINE __m512i p_q6k_chunk(const blk_q6_k *b, int c)
 }
 
 /* ---- packing: rows beyond nw are zero ---- */
-
-/* The 16 rows are 16 far-apart streams, more than the hardware prefetchers follow:
- * fetch the next block of each row while this one is unpacked. */
-P_INLINE void p_prefetch_rows(const void *vw, size_t ws, int nw, size_t off, size_t bytes)
-{
-    for (int i = 0; i < nw; i++)
-        for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)vw + (size_t)i * ws + off + o, _MM_HINT_T0);
-}
 
 /* The K-quant block types the packers read. */
 typedef enum p_kquant { P_Q4_K, P_Q5_K, P_Q6_K } p_kquant;
@@ -199,20 +160,6 @@ static void p_aux_q6_k(const void *va, int64_t K, float *aux)
 }
 
 /* ---- kernels ---- */
-
-P_INLINE __m512i p_bcast4(const int8_t *q)
-{
-    int32_t v;
-    memcpy(&v, q, 4);
-    return _mm512_set1_epi32(v);
-}
-
-P_INLINE void p_store(float *s, size_t ss, const __m512 *tot, int nw, const int NA)
-{
-    __mmask16 m = (__mmask16)((1u << nw) - 1u);
-#pragma GCC unroll 4
-    for (int j = 0; j < NA; j++) _mm512_mask_storeu_ps(s + (size_t)j * ss, m, tot[j]);
-}
 
 /* out = sum_b d_a * sum_sub (scale * isum - min * asum), the Q4_K dot per lane */
 P_INLINE void p_q4_k(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs,
@@ -495,20 +442,14 @@ P_INLINE void r_q4_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
     p_store(s, ss, tot, nw, NA);
 }
 
-#define P_ENTRY(name, body)                                                                                          \
-    static void name(int64_t K, const void *panel, const void *a, size_t as, const float *aux, size_t xs, int na,   \
-                     float *s, size_t ss, int nw)                                                                    \
-    {                                                                                                                \
-        switch (na) {                                                                                                \
-        case 1: body(K, panel, a, as, aux, xs, s, ss, nw, 1); break;                                                 \
-        case 2: body(K, panel, a, as, aux, xs, s, ss, nw, 2); break;                                                 \
-        case 3: body(K, panel, a, as, aux, xs, s, ss, nw, 3); break;                                                 \
-        default: body(K, panel, a, as, aux, xs, s, ss, nw, 4); break;                                                \
-        }                                                                                                            \
-    }
-
 P_ENTRY(p_gemm_q4_k, p_q4_k)
 P_ENTRY(p_gemm_q6_k, p_q6_k)
+static_assert(P_BLOCK_BYTES == P_K16_BLOCK_BYTES, "Q3_K panels reuse the Q6_K layout");
+void quant_panel_gemm_k16(int64_t K, const void *panel, const void *a, size_t as, const float *aux, size_t xs, int na,
+                          float *s, size_t ss, int nw)
+{
+    p_gemm_q6_k(K, panel, a, as, aux, xs, na, s, ss, nw);
+}
 P_ENTRY(p_gemm_q8_0, p_q8_0)
 P_ENTRY(r_gemm_q4_k, r_q4_k)
 
@@ -531,6 +472,8 @@ void quant_panel_fill_avx512(quant_panel_table tab)
     tab[CT_Q5_K] = &g_panel_q5_k;
     tab[CT_Q8_0] = &g_panel_q8_0;
     tab[CT_Q4_0] = &g_panel_q4_0;
+    quant_panel_legacy_fill_avx512(tab);
+    quant_panel_k23_fill_avx512(tab);
 }
 #else
 void quant_panel_fill_avx512(quant_panel_table tab) { (void)tab; }

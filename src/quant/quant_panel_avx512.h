@@ -1,0 +1,95 @@
+/* Internal to src/quant: the building blocks every AVX-512 VNNI packed-panel file shares
+ * (quant_panel_avx512.c for Q4_0/Q8_0/Q4_K/Q5_K/Q6_K, quant_panel_legacy_avx512.c for
+ * Q4_1/Q5_0/Q5_1). Include only on x86-64 GCC/Clang builds; the helpers carry their own
+ * target attributes, so the includer's target region need not match. */
+#ifndef CT_QUANT_PANEL_AVX512_H
+#define CT_QUANT_PANEL_AVX512_H
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "quant/quant_impl.h"
+#include "quant/quant_target.h"
+
+QUANT_TARGET_BEGIN("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
+
+#define P_INLINE static inline __attribute__((always_inline))
+
+static_assert(QUANT_PANEL_ROWS == 16, "one panel row per 32-bit lane of a 512-bit vector");
+static_assert(QUANT_PANEL_MAX_A == 4, "the kernels' switches cover 1..4 activation rows");
+
+/* r[i] holds 16 dwords of row i; afterwards r[j] holds dword j of every row. */
+P_INLINE void p_transpose16(__m512i r[16])
+{
+    __m512i t[16], u[16];
+    for (int k = 0; k < 8; k++) {
+        t[2 * k] = _mm512_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
+        t[2 * k + 1] = _mm512_unpackhi_epi32(r[2 * k], r[2 * k + 1]);
+    }
+    /* in each 128-bit lane L of u[4k + c]: dword 4L + c of rows 4k .. 4k+3 */
+    for (int k = 0; k < 4; k++) {
+        u[4 * k + 0] = _mm512_unpacklo_epi64(t[4 * k], t[4 * k + 2]);
+        u[4 * k + 1] = _mm512_unpackhi_epi64(t[4 * k], t[4 * k + 2]);
+        u[4 * k + 2] = _mm512_unpacklo_epi64(t[4 * k + 1], t[4 * k + 3]);
+        u[4 * k + 3] = _mm512_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);
+    }
+    for (int c = 0; c < 4; c++) {
+        __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x88), w0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xDD);
+        __m512i v1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x88), w1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xDD);
+        r[c] = _mm512_shuffle_i32x4(v0, v1, 0x88);
+        r[8 + c] = _mm512_shuffle_i32x4(v0, v1, 0xDD);
+        r[4 + c] = _mm512_shuffle_i32x4(w0, w1, 0x88);
+        r[12 + c] = _mm512_shuffle_i32x4(w0, w1, 0xDD);
+    }
+}
+
+P_INLINE __m512i p_join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+
+/* The 16 rows are 16 far-apart streams, more than the hardware prefetchers follow:
+ * fetch the next block of each row while this one is unpacked. */
+P_INLINE void p_prefetch_rows(const void *vw, size_t ws, int nw, size_t off, size_t bytes)
+{
+    for (int i = 0; i < nw; i++)
+        for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)vw + (size_t)i * ws + off + o, _MM_HINT_T0);
+}
+
+P_INLINE __m512i p_bcast4(const int8_t *q)
+{
+    int32_t v;
+    memcpy(&v, q, 4);
+    return _mm512_set1_epi32(v);
+}
+
+P_INLINE void p_store(float *s, size_t ss, const __m512 *tot, int nw, const int NA)
+{
+    __mmask16 m = (__mmask16)((1u << nw) - 1u);
+#pragma GCC unroll 4
+    for (int j = 0; j < NA; j++) _mm512_mask_storeu_ps(s + (size_t)j * ss, m, tot[j]);
+}
+
+/* A gemm entry point over a kernel body templated on the activation-row count, so each
+ * count gets its own fully unrolled loops. */
+#define P_ENTRY(name, body)                                                                                          \
+    static void name(int64_t K, const void *panel, const void *a, size_t as, const float *aux, size_t xs, int na,   \
+                     float *s, size_t ss, int nw)                                                                    \
+    {                                                                                                                \
+        switch (na) {                                                                                                \
+        case 1: body(K, panel, a, as, aux, xs, s, ss, nw, 1); break;                                                 \
+        case 2: body(K, panel, a, as, aux, xs, s, ss, nw, 2); break;                                                 \
+        case 3: body(K, panel, a, as, aux, xs, s, ss, nw, 3); break;                                                 \
+        default: body(K, panel, a, as, aux, xs, s, ss, nw, 4); break;                                                \
+        }                                                                                                            \
+    }
+
+/* The Q6_K panel kernel (quant_panel_avx512.c), shared with Q3_K: per 256-element block,
+ * 64 vectors of unsigned quants (vector t: quants 4t..4t+3 of each row), then 16 vectors of
+ * f32 group scales [group][row]; aux: 16 floats per block, the zero point times each
+ * group's activation sum. out = sum_b d_a sum_g scale_g (isum_g - aux_g). */
+#define P_K16_QBYTES (64 * 64)
+#define P_K16_BLOCK_BYTES (P_K16_QBYTES + 16 * 64)
+void quant_panel_gemm_k16(int64_t K, const void *panel, const void *a, size_t as, const float *aux, size_t xs, int na,
+                          float *s, size_t ss, int nw);
+
+QUANT_TARGET_END
+
+#endif
