@@ -2,7 +2,9 @@
  * llama-quantize (the refdata Q8_0 and Q4_K_M files were made by it from the same
  * F16 file, without an importance matrix, so every tensor must match byte for byte).
  * The mixes without a llama.cpp file here (Q4_1, Q5_1, Q3_K_S, Q3_K_L, Q2_K_S) are checked
- * for their per-tensor types and for how close they dequantize to the F16 input. */
+ * for their per-tensor types and for how close they dequantize to the F16 input, against
+ * gguf-py's quantizers, and, where llama-cpp-python is installed, against llama.cpp's own
+ * llama_model_quantize byte for byte. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
