@@ -2,7 +2,9 @@
  * llama-quantize (the refdata Q8_0 and Q4_K_M files were made by it from the same
  * F16 file, without an importance matrix, so every tensor must match byte for byte).
  * The mixes without a llama.cpp file here (Q4_1, Q5_1, Q3_K_S, Q3_K_L, Q2_K_S) are checked
- * for their per-tensor types and for how close they dequantize to the F16 input. */
+ * for their per-tensor types and for how close they dequantize to the F16 input, against
+ * gguf-py's quantizers, and, where llama-cpp-python is installed, against llama.cpp's own
+ * llama_model_quantize byte for byte. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -235,6 +237,13 @@ static void write_tiny_model(const char *path)
     CHECK_OK(gguf_writer_set_u32(w, "llama.block_count", TINY_LAYERS));
     CHECK_OK(gguf_writer_set_u32(w, "llama.attention.head_count", 8));
     CHECK_OK(gguf_writer_set_u32(w, "llama.attention.head_count_kv", 2));
+    /* what llama.cpp's loader needs to quantize it too */
+    CHECK_OK(gguf_writer_set_u32(w, "llama.context_length", 64));
+    CHECK_OK(gguf_writer_set_u32(w, "llama.embedding_length", TINY_EMBD));
+    CHECK_OK(gguf_writer_set_u32(w, "llama.feed_forward_length", TINY_FF));
+    CHECK_OK(gguf_writer_set_u32(w, "llama.rope.dimension_count", TINY_EMBD / 8));
+    CHECK_OK(gguf_writer_set_u32(w, "llama.vocab_size", TINY_VOCAB));
+    CHECK_OK(gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f));
     static const struct { const char *name; int64_t rows, cols; } mats[] = {
         {"attn_q", TINY_EMBD, TINY_EMBD}, {"attn_k", TINY_KV, TINY_EMBD}, {"attn_v", TINY_KV, TINY_EMBD},
         {"attn_output", TINY_EMBD, TINY_EMBD}, {"ffn_gate", TINY_FF, TINY_EMBD}, {"ffn_up", TINY_FF, TINY_EMBD},
@@ -386,6 +395,43 @@ static void test_gguf_py_cross_check(void)
     remove(tiny);
 }
 
+/* When llama-cpp-python is installed: llama.cpp's own llama_model_quantize on the tiny model
+ * (every fallback rule, tied output, GQA 4) and on mini-a (untied, GQA 2) must write the
+ * bytes ctorch writes, for each new mix and the older K-quant mixes llama.cpp made no
+ * refdata file for. (Q2_K_S is left out: llama.cpp refuses it without an importance matrix.) */
+static void test_llama_cpp_python(void)
+{
+    if (system("python3 -c 'import llama_cpp' >/dev/null 2>&1") != 0) {
+        th_skip("llama-cpp-python not installed");
+        return;
+    }
+    const char *tmp = getenv("CTORCH_TEST_TMP"), *src = __FILE__, *slash = strrchr(src, '/'), *ref = th_refdata();
+    int dirlen = slash ? (int)(slash - src) : 1;
+    char tiny[512], mini[512], ours[512], theirs[512], cmd[1600];
+    snprintf(tiny, sizeof tiny, "%s/quantize-llama-f16.gguf", tmp ? tmp : "/tmp");
+    write_tiny_model(tiny);
+    if (ref) snprintf(mini, sizeof mini, "%s/mini-a/mini-a-f16.gguf", ref);
+    static const struct { const char *mix; int ftype; bool mini_a; } runs[] = {
+        {"Q4_1", 3, true}, {"Q5_1", 9, false}, {"Q3_K_S", 11, false}, {"Q3_K_L", 13, true}, {"Q2_K", 10, false}, {"Q3_K_M", 12, false},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++)
+        for (int m = 0; m < (runs[i].mini_a && ref ? 2 : 1); m++) {
+            const char *in = m ? mini : tiny;
+            snprintf(ours, sizeof ours, "%s/quantize-ours-%s.gguf", tmp ? tmp : "/tmp", runs[i].mix);
+            snprintf(theirs, sizeof theirs, "%s/quantize-llama-%s.gguf", tmp ? tmp : "/tmp", runs[i].mix);
+            snprintf(cmd, sizeof cmd, "python3 %.*s/llama_quantize.py %s %s %d 2>/dev/null", dirlen, slash ? src : ".", in,
+                     theirs, runs[i].ftype);
+            CHECK_MSG(system(cmd) == 0, "%s failed", cmd);
+            quantize_options opt = {.n_threads = 2};
+            CHECK_OK(quantize_file(in, ours, runs[i].mix, &opt, NULL));
+            fprintf(stderr, "  %s on %s vs llama.cpp\n", runs[i].mix, m ? "mini-a" : "the tiny model");
+            compare_files(ours, theirs);
+            remove(ours);
+            remove(theirs);
+        }
+    remove(tiny);
+}
+
 static void test_errors(void)
 {
     quantize_report rep;
@@ -418,6 +464,7 @@ int main(int argc, char **argv)
     RUN(test_file_q4_k_m);
     RUN(test_file_new_mixes);
     RUN(test_gguf_py_cross_check);
+    RUN(test_llama_cpp_python);
     RUN(test_errors);
     RUN(test_requantize_refused);
     return th_finish();
