@@ -4,9 +4,7 @@
  *    (tokenizer_pretok.c).
  * 2. Each word's bytes map to printable code points (GPT-2 byte-to-unicode).
  * 3. Adjacent symbols merge, lowest merge rank first (ties: leftmost).
- * 4. Each final symbol is looked up; a symbol missing from the vocabulary is
- *    emitted character by character (unknown characters become unk, or are
- *    dropped when the vocabulary has none). */
+ * 4. Each final symbol is looked up (see emit_symbol for one that is missing). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -120,6 +118,9 @@ static void try_pair(const llm_tokenizer *t, bpe_work *w, const char *word, int 
     if (rank >= 0) heap_push(w, (bpe_pair){left, right, rank, l->n + r->n});
 }
 
+/* A final symbol missing from the vocabulary (its byte's character is not a
+ * token) falls back, as in llama.cpp, to single bytes of its mapped UTF-8 text
+ * that are tokens themselves (printable ASCII ones); the rest is dropped. */
 static void emit_symbol(const llm_tokenizer *t, const char *s, size_t n, tok_out *out)
 {
     int32_t id = tok_map_find(&t->vocab_map, &t->vocab, s, n);
@@ -127,13 +128,9 @@ static void emit_symbol(const llm_tokenizer *t, const char *s, size_t n, tok_out
         tok_out_push(out, id);
         return;
     }
-    for (size_t i = 0; i < n;) {
-        size_t k = tok_utf8_len((unsigned char)s[i]);
-        if (k > n - i) k = n - i;
-        id = tok_map_find(&t->vocab_map, &t->vocab, s + i, k);
-        if (id < 0) id = t->unk;
+    for (size_t i = 0; i < n; i++) {
+        id = tok_map_find(&t->vocab_map, &t->vocab, s + i, 1);
         if (id >= 0) tok_out_push(out, id);
-        i += k;
     }
 }
 
