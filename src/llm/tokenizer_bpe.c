@@ -200,17 +200,20 @@ int tok_bpe_split(llm_pretok pre, const char *text, size_t len, size_t *ends, in
     return n;
 }
 
+/* Words are built from the decoded code points, not the raw bytes: as in
+ * llama.cpp, each invalid UTF-8 byte becomes U+FFFD (EF BF BD) before merging. */
 ct_status tok_bpe_encode(const llm_tokenizer *t, const char *text, size_t len, tok_out *out)
 {
     if (len == 0) return CT_OK;
-    if (len > (size_t)INT32_MAX / 4) return core_err(CT_ERR_RANGE, "llm_tokenize: text of %zu bytes is too long", len);
+    if (len > (size_t)INT32_MAX / 16) return core_err(CT_ERR_RANGE, "llm_tokenize: text of %zu bytes is too long", len);
+    size_t max_bytes = 3 * len; /* after invalid bytes became U+FFFD */
     uint32_t *cp = malloc(sizeof(uint32_t) * len);
     size_t *off = malloc(sizeof(size_t) * (len + 1));
     size_t *wend = malloc(sizeof(size_t) * len);
-    char *word = malloc(2 * len + 1);
+    char *word = malloc(2 * max_bytes + 1);
     bpe_work w = {0};
-    w.sym = malloc(sizeof(bpe_sym) * (len + 1));
-    w.key = malloc(4 * len + 2);
+    w.sym = malloc(sizeof(bpe_sym) * (max_bytes + 1));
+    w.key = malloc(4 * max_bytes + 2);
     ct_status st = CT_OK;
     int n_words = -1;
     if (cp && off && wend && word && w.sym && w.key)
@@ -222,7 +225,11 @@ ct_status tok_bpe_encode(const llm_tokenizer *t, const char *text, size_t len, t
     size_t start = 0; /* code point index where word k starts */
     for (int k = 0; k < n_words && !w.oom; k++) {
         size_t wl = 0;
-        for (size_t b = off[start]; b < off[wend[k]]; b++) wl += (size_t)tok_bpe_byte_to_utf8((unsigned char)text[b], word + wl);
+        for (size_t i = start; i < wend[k]; i++) {
+            char u8[4];
+            int nb = tok_utf8_encode(cp[i], u8);
+            for (int b = 0; b < nb; b++) wl += (size_t)tok_bpe_byte_to_utf8((unsigned char)u8[b], word + wl);
+        }
         bpe_word(t, &w, word, wl, out);
         start = wend[k];
     }

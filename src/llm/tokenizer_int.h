@@ -83,8 +83,12 @@ int tok_bpe_byte_to_utf8(unsigned char b, char *dst);
 int tok_bpe_cp_to_byte(uint32_t cp);
 
 /* Decodes one UTF-8 codepoint at s[0..len) (len > 0); an invalid or
- * truncated sequence decodes as U+FFFD with *n = 1 (classed as "other"). */
+ * truncated sequence decodes as U+FFFD with *n = 1 (classed as "other").
+ * As llama.cpp's decoder: lead bytes F8-FF are invalid, overlong forms and
+ * surrogates decode to their value. */
 uint32_t tok_utf8_decode(const char *s, size_t len, size_t *n);
+/* Writes cp as UTF-8 (1-4 bytes; above U+10FFFF: U+FFFD), returns the count. */
+int tok_utf8_encode(uint32_t cp, char *dst);
 
 /* Unicode categories used by the pre-tokenizers (tokenizer_unicode.c). */
 bool tok_uni_is_letter(uint32_t cp);  /* \p{L} */

@@ -348,6 +348,7 @@ typedef struct pt_text {
     const uint32_t *c; /* code points, non-ASCII whitespace as U+000B */
     const uint8_t *f;  /* F_* flags */
     size_t end;        /* end of the fragment being searched */
+    size_t ws_tail;    /* start of the whitespace run that ends the fragment (end if none) */
 } pt_text;
 
 static uint32_t ascii_lower(uint32_t c) { return in(c, 'A', 'Z') ? c + 32 : c; }
@@ -383,6 +384,12 @@ static size_t match_seq(const pt_text *t, const pt_item *it, size_t pos)
         return it->min ? NOMATCH : match_seq(t, it + 1, pos);
     }
     default: {
+        /* \s+$ from the fragment's trailing whitespace: scanning instead costs
+         * O(run) at each position of a long run that does not end the fragment */
+        if (it[1].kind == IT_EOS && it->cls == K_WS) {
+            size_t n = t->end - pos;
+            return pos >= t->ws_tail && n >= it->min && n <= it->max ? match_seq(t, it + 1, t->end) : NOMATCH;
+        }
         size_t n = 0;
         while (n < it->max && pos + n < t->end && class_has(it->cls, t->c[pos + n], t->f[pos + n])) n++;
         for (;; n--) { /* greedy: longest run first, then give back one at a time */
@@ -413,7 +420,8 @@ static size_t run_stage(const pt_item *re, const uint32_t *c, const uint8_t *f, 
 {
     size_t n_out = 0, start = 0;
     for (size_t k = 0; k < nf; k++) {
-        pt_text t = {c, f, frag[k]};
+        pt_text t = {c, f, frag[k], frag[k]};
+        while (t.ws_tail > start && (f[t.ws_tail - 1] & F_WS)) t.ws_tail--;
         size_t gap = start; /* start of the unmatched text before the next match */
         for (size_t pos = start; pos < t.end;) {
             size_t e = match_at(&t, re, pos);

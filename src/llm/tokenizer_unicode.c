@@ -348,7 +348,7 @@ uint32_t tok_utf8_decode(const char *s, size_t len, size_t *n)
 {
     const unsigned char *u = (const unsigned char *)s;
     size_t need = tok_utf8_len(u[0]);
-    if (need == 1 || need > len) {
+    if (need == 1 || need > len || u[0] >= 0xF8) {
         *n = 1;
         return u[0] < 0x80 ? u[0] : 0xFFFD;
     }
@@ -362,4 +362,26 @@ uint32_t tok_utf8_decode(const char *s, size_t len, size_t *n)
     }
     *n = need;
     return cp;
+}
+
+int tok_utf8_encode(uint32_t cp, char *dst)
+{
+    unsigned char *u = (unsigned char *)dst;
+    if (cp > 0x10FFFF) cp = 0xFFFD;
+    if (cp < 0x80) {
+        u[0] = (unsigned char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        u[0] = (unsigned char)(0xC0 | (cp >> 6)), u[1] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        u[0] = (unsigned char)(0xE0 | (cp >> 12)), u[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+        u[2] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    u[0] = (unsigned char)(0xF0 | (cp >> 18)), u[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+    u[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F)), u[3] = (unsigned char)(0x80 | (cp & 0x3F));
+    return 4;
 }

@@ -7,6 +7,8 @@
  * the choice of pre-tokenizer (file name, forced name, CTORCH_BPE_PRE, unknown
  * names), and the splitter on hostile input. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
+#include <time.h>
+
 #include "pretok_vectors.h"
 
 static gguf_file *open_mini(void)
@@ -243,11 +245,36 @@ static void test_hostile(void)
     free(ends);
 }
 
+/* Long runs cost linear time: a 100 KB space run ended by a digit took 30 s
+ * under deepseek-llm's \s+$ before that stage stopped rescanning the run. */
+static void test_long_runs(void)
+{
+    static const char *const units[] = {" ", "A", "a", "1", "\xcc\x81", "'", "\n", " \n", "\xf0\x9f\x98\x80", "\xe3\x80\x80"};
+    size_t n = 100000;
+    char *buf = malloc(n + 8);
+    size_t *ends = malloc(sizeof(size_t) * (n + 8));
+    for (size_t u = 0; buf && ends && u < sizeof units / sizeof units[0]; u++) {
+        size_t k = strlen(units[u]), len = 0;
+        while (len + k < n) memcpy(buf + len, units[u], k), len += k;
+        buf[len++] = '7';
+        for (int p = 0; p < LLM_PRETOK_COUNT; p++) {
+            clock_t t0 = clock();
+            int w = tok_bpe_split((llm_pretok)p, buf, len, ends, 0);
+            double s = (double)(clock() - t0) / CLOCKS_PER_SEC;
+            CHECK_MSG(w > 0 && s < 3.0, "%s on %zu bytes of '%s': %d words in %.2f s", llm_pretok_name((llm_pretok)p),
+                      len, units[u], w, s);
+        }
+    }
+    free(buf);
+    free(ends);
+}
+
 int main(void)
 {
     RUN(test_names);
     RUN(test_choice);
     RUN(test_hostile);
+    RUN(test_long_runs);
     RUN(test_llama_cpp_vectors);
     RUN(test_llama_cpp_splits);
     return th_finish();
