@@ -5,6 +5,8 @@
  * newer Unicode versions only add characters, so text in scripts assigned
  * after 14.0 is classed as "other" (llama.cpp's tables are newer: those
  * characters can split differently there). */
+#include <string.h>
+
 #include "llm/tokenizer_int.h"
 
 static const uint32_t uni_letter[][2] = {
@@ -318,13 +320,14 @@ bool tok_uni_is_number(uint32_t cp)
 /* ASCII punctuation and symbols by their Unicode categories (P*, S*). */
 bool tok_uni_is_punct(uint32_t cp)
 {
-    if (cp < 0x80) return cp > 0x20 && cp < 0x7F && !tok_uni_is_letter(cp) && !tok_uni_is_number(cp) && !tok_uni_is_symbol(cp);
+    if (cp < 0x80)
+        return cp > 0x20 && cp < 0x7F && !tok_uni_is_letter(cp) && !tok_uni_is_number(cp) && !tok_uni_is_symbol(cp);
     return in_ranges(uni_punct, sizeof uni_punct / sizeof uni_punct[0], cp);
 }
 
 bool tok_uni_is_symbol(uint32_t cp)
 {
-    if (cp < 0x80) return cp == '$' || cp == '+' || cp == '<' || cp == '=' || cp == '>' || cp == '^' || cp == '`' || cp == '|' || cp == '~';
+    if (cp < 0x80) return cp && strchr("$+<=>^`|~", (int)cp);
     return in_ranges(uni_symbol, sizeof uni_symbol / sizeof uni_symbol[0], cp);
 }
 

@@ -261,7 +261,7 @@ static void test_long_runs(void)
             clock_t t0 = clock();
             int w = tok_bpe_split((llm_pretok)p, buf, len, ends, 0);
             double s = (double)(clock() - t0) / CLOCKS_PER_SEC;
-            CHECK_MSG(w > 0 && s < 3.0, "%s on %zu bytes of '%s': %d words in %.2f s", llm_pretok_name((llm_pretok)p),
+            CHECK_MSG(w > 0 && s < 5.0, "%s on %zu bytes of '%s': %d words in %.2f s", llm_pretok_name((llm_pretok)p),
                       len, units[u], w, s);
         }
     }
