@@ -51,6 +51,12 @@ typedef enum llm_pretok {
     LLM_PRETOK_GPT4O,         /* gpt-4o, llama4, minimax-m2, kanana2 */
     LLM_PRETOK_SEED_CODER,    /* seed-coder */
     LLM_PRETOK_BAILINGMOE,    /* bailingmoe, bailingmoe2, llada-moe */
+    LLM_PRETOK_QWEN35,        /* qwen35 */
+    LLM_PRETOK_MINICPM5,      /* minicpm5 */
+    LLM_PRETOK_UFAKZEKA,      /* ufakzeka */
+    LLM_PRETOK_JAIS2,         /* jais-2 */
+    LLM_PRETOK_SPARK2_5,      /* spark2_5 */
+    LLM_PRETOK_LAGUNA,        /* laguna */
     LLM_PRETOK_COUNT
 } llm_pretok;
 

@@ -54,7 +54,10 @@ enum pt_class {
     K_DSL_PUNCT,    /* [!-/:-~！-／：-～‘-‟　-。] */
     K_CJK_DS,       /* [一-龥ࠀ-一가-퟿] */
     K_CJK_DS3,      /* [一-龥぀-ゟ゠-ヿ] */
-    K_BLOOM         /* [^(\s|.,!?…。，、।۔،)] */
+    K_BLOOM,        /* [^(\s|.,!?…。，、।۔،)] */
+    K_OTHER_NO_M,   /* [^\s\p{L}\p{M}\p{N}] */
+    K_LF,           /* \n */
+    K_NOT_LF        /* [^\n] */
 };
 
 typedef struct pt_item {
@@ -107,6 +110,27 @@ static const pt_item re_gpt4o[] = {OPT(K_PREFIX), STAR(K_UPPERISH), PLUS(K_LOWER
 static const pt_item re_ds3_main[] = {ONE(K_ASCII_PUNCT), PLUS(K_ASCII_ALPHA), ALT, OPT(K_DS3_PREFIX), PLUS(K_LM),
                                       ALT, OPT(K_SPACE), PLUS(K_PS), STAR(K_NL), ALT, STAR(K_WS), PLUS(K_NL), ALT,
                                       PLUS(K_WS), NOT_NONSPACE, ALT, PLUS(K_WS), END};
+/* Qwen 3.5: (?:'[sS]|...)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+static const pt_item re_qwen35[] = {CONTR_CI, ALT, OPT(K_PREFIX), PLUS(K_LM), ALT, ONE(K_N), ALT, OPT(K_SPACE),
+                                    PLUS(K_OTHER_NO_M), STAR(K_NL), ALT, STAR(K_WS), PLUS(K_NL), ALT, PLUS(K_WS),
+                                    NOT_NONSPACE, ALT, PLUS(K_WS), END};
+/* MiniCPM 5 (after \p{N}{1,3}): the llama3 regex with \p{N}+ */
+static const pt_item re_minicpm5[] = {LLAMA3_LIKE(PLUS(K_N))};
+/* ufakzeka: qwen2's regex without the contractions */
+static const pt_item re_ufakzeka[] = {OPT(K_PREFIX), PLUS(K_L), ALT, ONE(K_N), ALT, OPT(K_SPACE), PLUS(K_OTHER),
+                                      STAR(K_NL), ALT, STAR(K_WS), PLUS(K_NL), ALT, PLUS(K_WS), NOT_NONSPACE, ALT,
+                                      PLUS(K_WS), END};
+/* Jais 2: llama3's regex with whitespace runs cut in powers of two: \s{512}(?!\S)|...|\s{4}(?!\S)|\s{1,2}(?!\S)|\s{1} */
+#define WS_EXACT(n) CL(K_WS, n, n), NOT_NONSPACE, ALT
+static const pt_item re_jais2[] = {CONTR_CI, ALT, OPT(K_PREFIX), PLUS(K_L), ALT, CL(K_N, 1, 3), ALT, OPT(K_SPACE),
+                                   PLUS(K_OTHER), STAR(K_NL), ALT, STAR(K_WS), PLUS(K_NL), ALT, WS_EXACT(512),
+                                   WS_EXACT(256), WS_EXACT(128), WS_EXACT(64), WS_EXACT(32), WS_EXACT(16),
+                                   WS_EXACT(8), WS_EXACT(4), CL(K_WS, 1, 2), NOT_NONSPACE, ALT, ONE(K_WS), END};
+/* Spark 2.5's main regex: DeepSeek V3's with [\r\n] alone and no [\r\n]* after punctuation */
+static const pt_item re_spark_main[] = {ONE(K_ASCII_PUNCT), PLUS(K_ASCII_ALPHA), ALT, OPT(K_DS3_PREFIX), PLUS(K_LM),
+                                        ALT, OPT(K_SPACE), PLUS(K_PS), ALT, ONE(K_NL), ALT, PLUS(K_WS), NOT_NONSPACE,
+                                        ALT, PLUS(K_WS), END};
+static const pt_item re_lines[] = {PLUS(K_NOT_LF), ALT, PLUS(K_LF), END}; /* [^\n]+|[\n]+ */
 static const pt_item re_n1[] = {ONE(K_N), END};          /* \p{N} */
 static const pt_item re_n3[] = {CL(K_N, 1, 3), END};     /* \p{N}{1,3} */
 static const pt_item re_nplus[] = {PLUS(K_N), END};      /* \p{N}+ */
@@ -140,6 +164,12 @@ static const pt_item *const pre_tekken[] = {re_tekken, NULL};
 static const pt_item *const pre_gpt4o[] = {re_gpt4o, NULL};
 static const pt_item *const pre_seed_coder[] = {re_seed_coder, NULL};
 static const pt_item *const pre_bailingmoe[] = {re_bailingmoe, NULL};
+static const pt_item *const pre_qwen35[] = {re_qwen35, NULL};
+static const pt_item *const pre_minicpm5[] = {re_n3, re_minicpm5, NULL};
+static const pt_item *const pre_ufakzeka[] = {re_ufakzeka, NULL};
+static const pt_item *const pre_jais2[] = {re_jais2, NULL};
+static const pt_item *const pre_spark[] = {re_n3, re_cjk_ds3, re_spark_main, re_n1, NULL};
+static const pt_item *const pre_laguna[] = {re_lines, re_qwen2, NULL};
 
 static const pt_item *const *const pretok_stages[LLM_PRETOK_COUNT] = {
     [LLM_PRETOK_GPT2] = pre_gpt2,
@@ -157,6 +187,12 @@ static const pt_item *const *const pretok_stages[LLM_PRETOK_COUNT] = {
     [LLM_PRETOK_GPT4O] = pre_gpt4o,
     [LLM_PRETOK_SEED_CODER] = pre_seed_coder,
     [LLM_PRETOK_BAILINGMOE] = pre_bailingmoe,
+    [LLM_PRETOK_QWEN35] = pre_qwen35,
+    [LLM_PRETOK_MINICPM5] = pre_minicpm5,
+    [LLM_PRETOK_UFAKZEKA] = pre_ufakzeka,
+    [LLM_PRETOK_JAIS2] = pre_jais2,
+    [LLM_PRETOK_SPARK2_5] = pre_spark,
+    [LLM_PRETOK_LAGUNA] = pre_laguna,
 };
 
 /* ---- names (llama.cpp's llama_vocab::impl::load) ---- */
@@ -182,6 +218,12 @@ static const struct pretok_name {
     {"gpt-4o", LLM_PRETOK_GPT4O, false},
     {"seed-coder", LLM_PRETOK_SEED_CODER, false},
     {"bailingmoe", LLM_PRETOK_BAILINGMOE, false},
+    {"qwen35", LLM_PRETOK_QWEN35, false},
+    {"minicpm5", LLM_PRETOK_MINICPM5, true},
+    {"ufakzeka", LLM_PRETOK_UFAKZEKA, false},
+    {"jais-2", LLM_PRETOK_JAIS2, false},
+    {"spark2_5", LLM_PRETOK_SPARK2_5, false},
+    {"laguna", LLM_PRETOK_LAGUNA, false},
     /* aliases */
     {"gpt-2", LLM_PRETOK_GPT2, false},
     {"phi-2", LLM_PRETOK_GPT2, false},
@@ -336,6 +378,9 @@ static bool class_has(uint8_t k, uint32_t c, unsigned f)
     case K_CJK_DS: return in(c, 0x800, 0x9FA5) || in(c, 0xAC00, 0xD7FF);
     case K_CJK_DS3: return in(c, 0x4E00, 0x9FA5) || in(c, 0x3040, 0x30FF);
     case K_BLOOM: return !(f & F_WS) && !bloom_stop(c);
+    case K_OTHER_NO_M: return !(f & (F_WS | F_L | F_M | F_N));
+    case K_LF: return c == '\n';
+    case K_NOT_LF: return c != '\n';
     default: return false;
     }
 }

@@ -62,6 +62,7 @@ NAMES = [
     "gpt-2", "llama-bpe", "qwen2", "default", "smollm", "falcon", "deepseek-llm", "deepseek-coder",
     "deepseek-v3", "bloom", "viking", "tekken", "gpt-4o", "seed-coder", "bailingmoe",
     "dbrx", "glm4", "command-r", "stablelm2", "poro-chat",
+    "qwen35", "minicpm5", "ufakzeka", "jais-2", "spark2_5", "laguna",
 ]
 
 TEXTS = [
@@ -75,7 +76,7 @@ TEXTS = [
     "Hello, world!", "What?!", "Wait...", "--option=value", "(a) [b] {c}", "$100 + 20% = ?", "a+b=c<d>e^f",
     "~/path|pipe`tick`", "#include <stdio.h>", "// comment\n/* block */", "x->y != z && !w", "a/b/c\n/d",
     "\"quoted\" 'single'", "@user #tag", "emails: a.b@c.de", "http://example.com/path?q=1&r=2",
-    "def f(x):\n    return x**2\n", "if (a) {\n\treturn;\n}", "    indented code", "<|im_start|>user",
+    "def f(x):\n    return x**2\n", "a" + " " * 37 + "b", "x" + " " * 70 + "\ty\n" + " " * 9, "if (a) {\n\treturn;\n}", "    indented code", "<|im_start|>user",
     "\u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8", "\u4f60\u597d\uff0c\u4e16\u754c\u3002",
     "\u3053\u3093\u306b\u3061\u306f\u4e16\u754c", "\u30ab\u30bf\u30ab\u30ca", "\ud55c\uad6d\uc5b4 \ud14d\uc2a4\ud2b8",
     "\u4e2d\u6587123English", "\u0e20\u0e32\u0e29\u0e32\u0e44\u0e17\u0e22",
