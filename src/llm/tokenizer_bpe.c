@@ -205,20 +205,28 @@ int tok_bpe_split(llm_pretok pre, const char *text, size_t len, size_t *ends, in
 ct_status tok_bpe_encode(const llm_tokenizer *t, const char *text, size_t len, tok_out *out)
 {
     if (len == 0) return CT_OK;
-    if (len > (size_t)INT32_MAX / 16) return core_err(CT_ERR_RANGE, "llm_tokenize: text of %zu bytes is too long", len);
-    size_t max_bytes = 3 * len; /* after invalid bytes became U+FFFD */
+    if (len > (size_t)INT32_MAX / 4) return core_err(CT_ERR_RANGE, "llm_tokenize: text of %zu bytes is too long", len);
     uint32_t *cp = malloc(sizeof(uint32_t) * len);
     size_t *off = malloc(sizeof(size_t) * (len + 1));
     size_t *wend = malloc(sizeof(size_t) * len);
-    char *word = malloc(2 * max_bytes + 1);
+    char *word = NULL;
     bpe_work w = {0};
-    w.sym = malloc(sizeof(bpe_sym) * (max_bytes + 1));
-    w.key = malloc(4 * max_bytes + 2);
     ct_status st = CT_OK;
-    int n_words = -1;
-    if (cp && off && wend && word && w.sym && w.key)
-        n_words = tok_pretok_run(t->pre, cp, decode_all(text, len, cp, off), wend);
-    if (n_words < 0) {
+    int n_words = cp && off && wend ? tok_pretok_run(t->pre, cp, decode_all(text, len, cp, off), wend) : -1;
+    /* Merge buffers for the longest word: up to 4 UTF-8 bytes a code point
+     * (3 for an invalid byte read as U+FFFD), 2 mapped bytes each. */
+    size_t max_cp = 0;
+    for (int k = 0; k < n_words; k++) {
+        size_t n = wend[k] - (k ? wend[k - 1] : 0);
+        if (n > max_cp) max_cp = n;
+    }
+    size_t max_bytes = 4 * max_cp;
+    if (n_words >= 0) {
+        word = malloc(2 * max_bytes + 1);
+        w.sym = malloc(sizeof(bpe_sym) * (max_bytes + 1));
+        w.key = malloc(4 * max_bytes + 2);
+    }
+    if (n_words < 0 || !word || !w.sym || !w.key) {
         st = core_err(CT_ERR_OOM, "llm_tokenize: out of memory for %zu bytes of text", len);
         goto done;
     }
