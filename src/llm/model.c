@@ -15,6 +15,7 @@ typedef struct loader {
     gguf_file *f;
     llm_model *m;
     char arch[32];
+    const char *bpe_pre; /* forced BPE pre-tokenizer name, or NULL */
 } loader;
 
 static const char *base_name(const char *path)
@@ -264,7 +265,7 @@ static ct_status load_all(loader *ld, llm_progress_fn progress, void *ctx)
         m->chat_template[len] = 0;
     }
     if (gguf_find_key(f, "tokenizer.ggml.model") >= 0) {
-        if ((st = llm_tokenizer_load(f, &m->tok)) != CT_OK) return st;
+        if ((st = llm_tokenizer_load_opts(f, ld->bpe_pre, &m->tok)) != CT_OK) return st;
         int nv = llm_vocab_size(m->tok);
         if (nv > hp->n_vocab)
             return core_err(CT_ERR_FORMAT, "%s: the tokenizer has %d tokens but token_embd only %d rows", gguf_name(f),
@@ -276,6 +277,12 @@ static ct_status load_all(loader *ld, llm_progress_fn progress, void *ctx)
 
 ct_status llm_model_load(const char *path, llm_progress_fn progress, void *ctx, llm_model **out)
 {
+    return llm_model_load_opts(path, NULL, progress, ctx, out);
+}
+
+ct_status llm_model_load_opts(const char *path, const llm_load_opts *opts, llm_progress_fn progress, void *ctx,
+                              llm_model **out)
+{
     if (!path || !out) return core_err(CT_ERR_INVALID_ARG, "llm_model_load: NULL argument");
     *out = NULL;
     llm_model *m = calloc(1, sizeof *m);
@@ -284,7 +291,7 @@ ct_status llm_model_load(const char *path, llm_progress_fn progress, void *ctx, 
     snprintf(m->path, sizeof m->path, "%s", path);
     ct_status s = gguf_open(path, &m->gguf);
     if (s == CT_OK) {
-        loader ld = {.f = m->gguf, .m = m};
+        loader ld = {.f = m->gguf, .m = m, .bpe_pre = opts ? opts->bpe_pre : NULL};
         s = load_all(&ld, progress, ctx);
     }
     if (s != CT_OK) {

@@ -94,6 +94,13 @@ typedef void (*llm_progress_fn)(uint64_t done, uint64_t total, void *ctx);
  * (zero-copy over the mapping) and the tokenizer. Errors name the file and
  * the missing or malformed key/tensor. */
 ct_status llm_model_load(const char *path, llm_progress_fn progress, void *ctx, llm_model **out);
+/* Load options; a zeroed struct gives llm_model_load's behaviour. */
+typedef struct llm_load_opts {
+    const char *bpe_pre; /* BPE pre-tokenizer to use instead of the file's tokenizer.ggml.pre ("gpt2", ...);
+                            NULL: CTORCH_BPE_PRE, else the file's. The CLI's `--bpe-pre NAME`. */
+} llm_load_opts;
+ct_status llm_model_load_opts(const char *path, const llm_load_opts *opts, llm_progress_fn progress, void *ctx,
+                              llm_model **out);
 void llm_model_free(llm_model *m);
 /* Makes every weight valid on `device` ahead of use (NULL = the chain head);
  * a weight that does not fit stays where it is and the executor falls back.

@@ -116,14 +116,40 @@ void llm_tokenizer_free(llm_tokenizer *t)
     free(t);
 }
 
-static llm_pretok pretok_from_name(const char *name)
+/* Printable ASCII copy of a name from a file (no terminal escapes in messages). */
+static const char *printable(const char *name, char *buf, size_t cap)
 {
-    if (!name) return LLM_PRETOK_GPT2;
-    if (!strcmp(name, "llama3") || !strcmp(name, "llama-bpe") || !strcmp(name, "llama-v3")) return LLM_PRETOK_LLAMA3;
-    if (!strcmp(name, "qwen2")) return LLM_PRETOK_QWEN2;
-    if (strcmp(name, "default") && strcmp(name, "gpt2") && strcmp(name, "gpt-2"))
-        core_log(CT_LOG_WARN, "tokenizer: pre-tokenizer '%s' not implemented, using the GPT-2 rules", name);
-    return LLM_PRETOK_GPT2;
+    size_t n = 0;
+    for (; name[n] && n + 1 < cap; n++) buf[n] = name[n] >= 0x20 && name[n] < 0x7F ? name[n] : '?';
+    buf[n] = '\0';
+    return buf;
+}
+
+/* The BPE pre-tokenizer: the user's choice, else the file's, else llama.cpp's default. */
+static ct_status choose_pretok(llm_tokenizer *t, const llm_tokenizer_desc *d)
+{
+    char a[64], b[64];
+    t->pre = LLM_PRETOK_DEFAULT;
+    t->ignore_merges = false;
+    if (t->type != LLM_VOCAB_BPE) return CT_OK;
+    if (d->pre_override) {
+        if (!llm_pretok_lookup(d->pre_override, &t->pre, &t->ignore_merges))
+            return core_err(CT_ERR_INVALID_ARG, "tokenizer: unknown BPE pre-tokenizer '%s' requested (known: gpt2, "
+                            "llama3, qwen2, smollm, starcoder, falcon, deepseek-llm, deepseek-coder, deepseek-v3, "
+                            "gpt-4o, tekken, bloom, viking, default, ...)", printable(d->pre_override, a, sizeof a));
+        if (!d->pre || strcmp(d->pre, d->pre_override))
+            core_log(CT_LOG_WARN, "tokenizer: using the '%s' pre-tokenizer as asked, instead of the file's '%s'",
+                     printable(d->pre_override, a, sizeof a), d->pre ? printable(d->pre, b, sizeof b) : "default");
+        return CT_OK;
+    }
+    if (!d->pre) {
+        core_log(CT_LOG_WARN, "tokenizer: no tokenizer.ggml.pre, using llama.cpp's default BPE pre-tokenizer");
+        return CT_OK;
+    }
+    if (llm_pretok_lookup(d->pre, &t->pre, &t->ignore_merges)) return CT_OK;
+    return core_err(CT_ERR_UNSUPPORTED, "tokenizer: BPE pre-tokenizer '%s' (tokenizer.ggml.pre) is not supported; "
+                    "CTORCH_BPE_PRE=gpt2 (or --bpe-pre gpt2) tokenizes with GPT-2's rules instead, which can split "
+                    "text unlike the model was trained", printable(d->pre, a, sizeof a));
 }
 
 /* Keys that sort longest text first, then lowest id: (~len << 32) | id. */
@@ -199,8 +225,7 @@ ct_status llm_tokenizer_new(const llm_tokenizer_desc *d, llm_tokenizer **out)
     if (!t) return core_err(CT_ERR_OOM, "llm_tokenizer_new: out of memory");
     int n = d->n_vocab;
     t->type = d->type;
-    t->pre = pretok_from_name(d->pre);
-    t->ignore_merges = t->type == LLM_VOCAB_BPE && t->pre == LLM_PRETOK_LLAMA3;
+    if ((st = choose_pretok(t, d))) goto fail;
     t->bos = d->bos, t->eos = d->eos, t->eot = d->eot, t->unk = d->unk, t->pad = d->pad;
     t->add_bos = d->add_bos, t->add_eos = d->add_eos, t->add_space_prefix = d->add_space_prefix;
     t->score = calloc((size_t)n, sizeof(float));
@@ -284,7 +309,9 @@ static ct_status load_vocab_array(const gguf_file *f, const char *key, gguf_type
     return CT_OK;
 }
 
-ct_status llm_tokenizer_load(const gguf_file *f, llm_tokenizer **out)
+ct_status llm_tokenizer_load(const gguf_file *f, llm_tokenizer **out) { return llm_tokenizer_load_opts(f, NULL, out); }
+
+ct_status llm_tokenizer_load_opts(const gguf_file *f, const char *bpe_pre, llm_tokenizer **out)
 {
     if (!out) return core_err(CT_ERR_INVALID_ARG, "llm_tokenizer_load: out is NULL");
     *out = NULL;
@@ -339,6 +366,8 @@ ct_status llm_tokenizer_load(const gguf_file *f, llm_tokenizer **out)
         (st = gguf_get_bool_or(f, "tokenizer.ggml.add_eos_token", d.add_eos, &d.add_eos)) ||
         (st = gguf_get_bool_or(f, "tokenizer.ggml.add_space_prefix", d.add_space_prefix, &d.add_space_prefix)))
         goto done;
+    if (!bpe_pre) bpe_pre = getenv("CTORCH_BPE_PRE");
+    if (bpe_pre && *bpe_pre) d.pre_override = bpe_pre;
     d.n_vocab = (int)n_vocab;
     d.tokens = tokens;
     d.token_lens = token_lens;
@@ -368,6 +397,7 @@ done:
 static bool valid_id(const llm_tokenizer *t, int32_t id) { return t && id >= 0 && id < t->vocab.n; }
 
 llm_vocab_type llm_tokenizer_type(const llm_tokenizer *t) { return t ? t->type : LLM_VOCAB_SPM; }
+llm_pretok llm_tokenizer_pretok(const llm_tokenizer *t) { return t ? t->pre : LLM_PRETOK_DEFAULT; }
 int llm_vocab_size(const llm_tokenizer *t) { return t ? t->vocab.n : 0; }
 const char *llm_token_text(const llm_tokenizer *t, int32_t id) { return valid_id(t, id) ? t->vocab.s[id] : NULL; }
 float llm_token_score(const llm_tokenizer *t, int32_t id) { return valid_id(t, id) ? t->score[id] : 0.0f; }

@@ -32,12 +32,40 @@ typedef enum llm_token_type {
     LLM_TOKEN_BYTE = 6
 } llm_token_type;
 
-/* BPE pre-tokenizer (text splitting before merges), from tokenizer.ggml.pre. */
+/* BPE pre-tokenizer (text splitting before merges), from tokenizer.ggml.pre.
+ * Each is one of llama.cpp's regex lists (llama-vocab.cpp); the comments name
+ * the tokenizer.ggml.pre values that use it (llm_pretok_lookup knows them all). */
 typedef enum llm_pretok {
-    LLM_PRETOK_GPT2 = 0, /* "default", "gpt2" and unknown names */
-    LLM_PRETOK_LLAMA3,   /* "llama3", "llama-bpe", "llama-v3" */
-    LLM_PRETOK_QWEN2     /* "qwen2" */
+    LLM_PRETOK_GPT2 = 0,      /* gpt2, gpt-2, phi-2, mpt, olmo, jais, trillion, exaone4, roberta-bpe, ... */
+    LLM_PRETOK_LLAMA3,        /* llama3, llama-bpe, dbrx, smaug-bpe, chatglm-bpe, glm4, falcon3, pixtral, ... */
+    LLM_PRETOK_QWEN2,         /* qwen2, stablelm2, megrez, hunyuan, grok-2, deepseek-r1-qwen, ... */
+    LLM_PRETOK_DEFAULT,       /* "default" or no name: llama.cpp's catch-all list */
+    LLM_PRETOK_STARCODER,     /* starcoder, refact, command-r, smollm, codeshell, exaone, minerva-7b */
+    LLM_PRETOK_FALCON,        /* falcon */
+    LLM_PRETOK_DEEPSEEK_LLM,  /* deepseek-llm */
+    LLM_PRETOK_DEEPSEEK_CODER, /* deepseek-coder */
+    LLM_PRETOK_DEEPSEEK3,     /* deepseek-v3, hunyuan-dense, joyai-llm, hy_v4 */
+    LLM_PRETOK_BLOOM,         /* bloom, poro-chat, gpt3-finnish */
+    LLM_PRETOK_VIKING,        /* viking */
+    LLM_PRETOK_TEKKEN,        /* tekken */
+    LLM_PRETOK_GPT4O,         /* gpt-4o, llama4, minimax-m2, kanana2 */
+    LLM_PRETOK_SEED_CODER,    /* seed-coder */
+    LLM_PRETOK_BAILINGMOE,    /* bailingmoe, bailingmoe2, llada-moe */
+    LLM_PRETOK_QWEN35,        /* qwen35 */
+    LLM_PRETOK_MINICPM5,      /* minicpm5 */
+    LLM_PRETOK_UFAKZEKA,      /* ufakzeka */
+    LLM_PRETOK_JAIS2,         /* jais-2 */
+    LLM_PRETOK_SPARK2_5,      /* spark2_5 */
+    LLM_PRETOK_LAGUNA,        /* laguna */
+    LLM_PRETOK_COUNT
 } llm_pretok;
+
+/* Looks a tokenizer.ggml.pre value up. *ignore_merges (may be NULL): llama.cpp
+ * takes a word that is a whole vocabulary token as is for this name. Returns
+ * false for an unknown name. */
+bool llm_pretok_lookup(const char *name, llm_pretok *pre, bool *ignore_merges);
+/* Canonical name of a pre-tokenizer ("gpt2", "llama3", ...). */
+const char *llm_pretok_name(llm_pretok pre);
 
 /* Everything a tokenizer is built from; llm_tokenizer_load fills one from a
  * GGUF file, tests fill one by hand. Arrays are copied. */
@@ -51,7 +79,9 @@ typedef struct llm_tokenizer_desc {
     int n_merges;               /* BPE only */
     const char *const *merges;  /* [n_merges] "left right", rank = index */
     const size_t *merge_lens;   /* [n_merges] or NULL: strlen */
-    const char *pre;            /* pre-tokenizer name, NULL: "default" */
+    const char *pre;            /* BPE pre-tokenizer name (tokenizer.ggml.pre), NULL: "default";
+                                   an unknown name is CT_ERR_UNSUPPORTED */
+    const char *pre_override;   /* BPE: the user's choice ("gpt2", ...) replacing pre, or NULL */
     int32_t bos, eos, eot, unk, pad; /* -1 when absent */
     bool add_bos, add_eos;
     bool add_space_prefix;      /* SPM: prepend U+2581 to the text */
@@ -60,8 +90,13 @@ typedef struct llm_tokenizer_desc {
 /* Defaults for a type: ids -1, add_bos (SPM true, BPE false), add_space_prefix (SPM true). */
 void llm_tokenizer_desc_init(llm_tokenizer_desc *d, llm_vocab_type type);
 ct_status llm_tokenizer_new(const llm_tokenizer_desc *d, llm_tokenizer **out);
-/* Reads tokenizer.ggml.* from an open GGUF file. */
+/* Reads tokenizer.ggml.* from an open GGUF file. A BPE pre-tokenizer name
+ * that is not known is CT_ERR_UNSUPPORTED unless CTORCH_BPE_PRE names the
+ * rules to use instead (e.g. CTORCH_BPE_PRE=gpt2). */
 ct_status llm_tokenizer_load(const gguf_file *f, llm_tokenizer **out);
+/* As llm_tokenizer_load; bpe_pre (NULL: CTORCH_BPE_PRE, or the file's own
+ * name) forces a BPE pre-tokenizer by name, as `--bpe-pre NAME` would. */
+ct_status llm_tokenizer_load_opts(const gguf_file *f, const char *bpe_pre, llm_tokenizer **out);
 void llm_tokenizer_free(llm_tokenizer *t); /* NULL is fine */
 
 /* Tokenizes text[0..len). add_special: BOS/EOS according to the file's
@@ -72,6 +107,8 @@ ct_status llm_tokenize(const llm_tokenizer *t, const char *text, size_t len, boo
                        bool parse_special, int32_t *ids, int cap, int *n_out);
 
 llm_vocab_type llm_tokenizer_type(const llm_tokenizer *t);
+/* The BPE pre-tokenizer in use (LLM_PRETOK_DEFAULT for SentencePiece). */
+llm_pretok llm_tokenizer_pretok(const llm_tokenizer *t);
 int llm_vocab_size(const llm_tokenizer *t);
 /* The raw vocabulary string ("▁the", "<0x0A>", "Ġthe"), NUL-terminated; NULL when out of range. */
 const char *llm_token_text(const llm_tokenizer *t, int32_t id);

@@ -1,18 +1,10 @@
-/* Byte-level BPE ("gpt2" vocabularies: GPT-2, Llama 3, Qwen 2).
+/* Byte-level BPE ("gpt2" vocabularies: GPT-2, Llama 3, Qwen 2, SmolLM, ...).
  *
- * 1. Pre-tokenizer: the text is cut into words by the model's regex, matched
- *    here by hand with regex semantics (first alternative wins, greedy with
- *    backtracking where it matters). Patterns, with \s = White_Space:
- *      gpt2:   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
- *      llama3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
- *              ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
- *      qwen2:  as llama3 with \p{N} (single digits).
- *    Case-insensitive contractions fold ASCII only.
+ * 1. Pre-tokenizer: the text is cut into words by the model's regex list
+ *    (tokenizer_pretok.c).
  * 2. Each word's bytes map to printable code points (GPT-2 byte-to-unicode).
  * 3. Adjacent symbols merge, lowest merge rank first (ties: leftmost).
- * 4. Each final symbol is looked up; a symbol missing from the vocabulary is
- *    emitted character by character (unknown characters become unk, or are
- *    dropped when the vocabulary has none). */
+ * 4. Each final symbol is looked up (see emit_symbol for one that is missing). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,95 +42,6 @@ int tok_bpe_cp_to_byte(uint32_t cp)
     if (cp < 256 + 67) return (int)(cp - 256 - 33 + 0x7F);
     if (cp == 256 + 67) return 0xAD;
     return -1;
-}
-
-/* ---- pre-tokenizer ---- */
-
-typedef struct cps {
-    const uint32_t *c;
-    size_t n;
-} cps;
-
-static bool is_l(cps s, size_t i) { return i < s.n && tok_uni_is_letter(s.c[i]); }
-static bool is_n(cps s, size_t i) { return i < s.n && tok_uni_is_number(s.c[i]); }
-static bool is_s(cps s, size_t i) { return i < s.n && tok_uni_is_space(s.c[i]); }
-static bool is_nl(cps s, size_t i) { return i < s.n && (s.c[i] == '\r' || s.c[i] == '\n'); }
-/* [^\s\p{L}\p{N}] */
-static bool is_o(cps s, size_t i) { return i < s.n && !is_s(s, i) && !is_l(s, i) && !is_n(s, i); }
-
-static uint32_t fold(uint32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
-
-/* 's 't 're 've 'm 'll 'd at i; returns the end or 0. */
-static size_t contraction(cps s, size_t i, bool icase)
-{
-    if (s.c[i] != '\'' || i + 1 >= s.n) return 0;
-    uint32_t a = icase ? fold(s.c[i + 1]) : s.c[i + 1];
-    if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
-    if (i + 2 >= s.n) return 0;
-    uint32_t b = icase ? fold(s.c[i + 2]) : s.c[i + 2];
-    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
-    return 0;
-}
-
-/* \s+(?!\S) then \s+, at a whitespace position i. */
-static size_t space_run(cps s, size_t i)
-{
-    size_t e = i;
-    while (is_s(s, e)) e++;
-    if (e == s.n || e - i == 1) return e;
-    return e - 1; /* leave the last space to prefix the next word */
-}
-
-static size_t match_gpt2(cps s, size_t i)
-{
-    size_t e, j = i + (s.c[i] == ' ');
-    if ((e = contraction(s, i, false))) return e;
-    if (is_l(s, j)) {
-        while (is_l(s, j)) j++;
-        return j;
-    }
-    if (is_n(s, j)) {
-        while (is_n(s, j)) j++;
-        return j;
-    }
-    if (is_o(s, j)) {
-        while (is_o(s, j)) j++;
-        return j;
-    }
-    if (is_s(s, i)) return space_run(s, i);
-    return i + 1;
-}
-
-static size_t match_llama3(cps s, size_t i, size_t max_digits)
-{
-    size_t e, j;
-    if ((e = contraction(s, i, true))) return e;
-    if (is_l(s, i) || (!is_nl(s, i) && !is_n(s, i) && is_l(s, i + 1))) {
-        j = i + 1;
-        while (is_l(s, j)) j++;
-        return j;
-    }
-    if (is_n(s, i)) {
-        for (j = i + 1; j < i + max_digits && is_n(s, j);) j++;
-        return j;
-    }
-    j = i + (s.c[i] == ' ');
-    if (is_o(s, j)) {
-        while (is_o(s, j)) j++;
-        while (is_nl(s, j)) j++;
-        return j;
-    }
-    if (is_s(s, i)) {
-        /* \s*[\r\n]+: backtracking ends the match after the run's last \r or \n */
-        size_t end = i, last = 0;
-        while (is_s(s, end)) {
-            if (is_nl(s, end)) last = end + 1;
-            end++;
-        }
-        if (last) return last;
-        return space_run(s, i);
-    }
-    return i + 1;
 }
 
 /* ---- merges ---- */
@@ -215,6 +118,9 @@ static void try_pair(const llm_tokenizer *t, bpe_work *w, const char *word, int 
     if (rank >= 0) heap_push(w, (bpe_pair){left, right, rank, l->n + r->n});
 }
 
+/* A final symbol missing from the vocabulary (its byte's character is not a
+ * token) falls back, as in llama.cpp, to single bytes of its mapped UTF-8 text
+ * that are tokens themselves (printable ASCII ones); the rest is dropped. */
 static void emit_symbol(const llm_tokenizer *t, const char *s, size_t n, tok_out *out)
 {
     int32_t id = tok_map_find(&t->vocab_map, &t->vocab, s, n);
@@ -222,13 +128,9 @@ static void emit_symbol(const llm_tokenizer *t, const char *s, size_t n, tok_out
         tok_out_push(out, id);
         return;
     }
-    for (size_t i = 0; i < n;) {
-        size_t k = tok_utf8_len((unsigned char)s[i]);
-        if (k > n - i) k = n - i;
-        id = tok_map_find(&t->vocab_map, &t->vocab, s + i, k);
-        if (id < 0) id = t->unk;
+    for (size_t i = 0; i < n; i++) {
+        id = tok_map_find(&t->vocab_map, &t->vocab, s + i, 1);
         if (id >= 0) tok_out_push(out, id);
-        i += k;
     }
 }
 
@@ -266,13 +168,6 @@ static void bpe_word(const llm_tokenizer *t, bpe_work *w, const char *word, size
     for (int i = 0; i >= 0; i = w->sym[i].next) emit_symbol(t, word + w->sym[i].off, w->sym[i].n, out);
 }
 
-static size_t match_word(llm_pretok pre, cps s, size_t i)
-{
-    if (pre == LLM_PRETOK_LLAMA3) return match_llama3(s, i, 3);
-    if (pre == LLM_PRETOK_QWEN2) return match_llama3(s, i, 1);
-    return match_gpt2(s, i);
-}
-
 /* Decodes text into code points with their byte offsets (off has n + 1 entries). */
 static size_t decode_all(const char *text, size_t len, uint32_t *cp, size_t *off)
 {
@@ -293,49 +188,64 @@ int tok_bpe_split(llm_pretok pre, const char *text, size_t len, size_t *ends, in
     if (len > (size_t)INT32_MAX / 4) return -1;
     uint32_t *cp = malloc(sizeof(uint32_t) * len);
     size_t *off = malloc(sizeof(size_t) * (len + 1));
-    if (!cp || !off) {
-        free(cp), free(off);
-        return -1;
-    }
-    cps s = {cp, decode_all(text, len, cp, off)};
-    int n = 0;
-    for (size_t i = 0; i < s.n; n++) {
-        size_t e = match_word(pre, s, i);
-        if (n < cap) ends[n] = off[e];
-        i = e;
+    size_t *wend = malloc(sizeof(size_t) * len);
+    int n = -1;
+    if (cp && off && wend) {
+        n = tok_pretok_run(pre, cp, decode_all(text, len, cp, off), wend);
+        for (int i = 0; i < n && i < cap; i++) ends[i] = off[wend[i]];
     }
     free(cp);
     free(off);
+    free(wend);
     return n;
 }
 
+/* Words are built from the decoded code points, not the raw bytes: as in
+ * llama.cpp, each invalid UTF-8 byte becomes U+FFFD (EF BF BD) before merging. */
 ct_status tok_bpe_encode(const llm_tokenizer *t, const char *text, size_t len, tok_out *out)
 {
     if (len == 0) return CT_OK;
     if (len > (size_t)INT32_MAX / 4) return core_err(CT_ERR_RANGE, "llm_tokenize: text of %zu bytes is too long", len);
     uint32_t *cp = malloc(sizeof(uint32_t) * len);
     size_t *off = malloc(sizeof(size_t) * (len + 1));
-    char *word = malloc(2 * len + 1);
+    size_t *wend = malloc(sizeof(size_t) * len);
+    char *word = NULL;
     bpe_work w = {0};
-    w.sym = malloc(sizeof(bpe_sym) * (len + 1));
-    w.key = malloc(4 * len + 2);
     ct_status st = CT_OK;
-    if (!cp || !off || !word || !w.sym || !w.key) {
+    int n_words = cp && off && wend ? tok_pretok_run(t->pre, cp, decode_all(text, len, cp, off), wend) : -1;
+    /* Merge buffers for the longest word: up to 4 UTF-8 bytes a code point
+     * (3 for an invalid byte read as U+FFFD), 2 mapped bytes each. */
+    size_t max_cp = 0;
+    for (int k = 0; k < n_words; k++) {
+        size_t n = wend[k] - (k ? wend[k - 1] : 0);
+        if (n > max_cp) max_cp = n;
+    }
+    size_t max_bytes = 4 * max_cp;
+    if (n_words >= 0) {
+        word = malloc(2 * max_bytes + 1);
+        w.sym = malloc(sizeof(bpe_sym) * (max_bytes + 1));
+        w.key = malloc(4 * max_bytes + 2);
+    }
+    if (n_words < 0 || !word || !w.sym || !w.key) {
         st = core_err(CT_ERR_OOM, "llm_tokenize: out of memory for %zu bytes of text", len);
         goto done;
     }
-    cps s = {cp, decode_all(text, len, cp, off)};
-    for (size_t i = 0; i < s.n && !w.oom;) {
-        size_t e = match_word(t->pre, s, i);
+    size_t start = 0; /* code point index where word k starts */
+    for (int k = 0; k < n_words && !w.oom; k++) {
         size_t wl = 0;
-        for (size_t b = off[i]; b < off[e]; b++) wl += (size_t)tok_bpe_byte_to_utf8((unsigned char)text[b], word + wl);
+        for (size_t i = start; i < wend[k]; i++) {
+            char u8[4];
+            int nb = tok_utf8_encode(cp[i], u8);
+            for (int b = 0; b < nb; b++) wl += (size_t)tok_bpe_byte_to_utf8((unsigned char)u8[b], word + wl);
+        }
         bpe_word(t, &w, word, wl, out);
-        i = e;
+        start = wend[k];
     }
     if (w.oom) st = core_err(CT_ERR_OOM, "llm_tokenize: out of memory merging %zu bytes of text", len);
 done:
     free(cp);
     free(off);
+    free(wend);
     free(word);
     free(w.sym);
     free(w.heap);

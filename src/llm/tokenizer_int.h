@@ -71,18 +71,31 @@ ct_status tok_bpe_encode(const llm_tokenizer *t, const char *text, size_t len, t
  * written). Returns the word count, or -1 when out of memory. */
 int tok_bpe_split(llm_pretok pre, const char *text, size_t len, size_t *ends, int cap);
 
+/* The pre-tokenizer over decoded text (tokenizer_pretok.c): cp[0..n) code
+ * points; writes word ends (code point indices, ascending, the last is n) to
+ * ends, which must hold n entries. Returns the word count, or -1 when out of
+ * memory. */
+int tok_pretok_run(llm_pretok pre, const uint32_t *cp, size_t n, size_t *ends);
+
 /* GPT-2 byte <-> unicode mapping. tok_bpe_byte_to_utf8 writes 1-2 bytes, returns the count. */
 int tok_bpe_byte_to_utf8(unsigned char b, char *dst);
 /* Inverse on one codepoint; -1 if the codepoint is not an image of a byte. */
 int tok_bpe_cp_to_byte(uint32_t cp);
 
 /* Decodes one UTF-8 codepoint at s[0..len) (len > 0); an invalid or
- * truncated sequence decodes as U+FFFD with *n = 1 (classed as "other"). */
+ * truncated sequence decodes as U+FFFD with *n = 1 (classed as "other").
+ * As llama.cpp's decoder: lead bytes F8-FF are invalid, overlong forms and
+ * surrogates decode to their value. */
 uint32_t tok_utf8_decode(const char *s, size_t len, size_t *n);
+/* Writes cp as UTF-8 (1-4 bytes; above U+10FFFF: U+FFFD), returns the count. */
+int tok_utf8_encode(uint32_t cp, char *dst);
 
 /* Unicode categories used by the pre-tokenizers (tokenizer_unicode.c). */
 bool tok_uni_is_letter(uint32_t cp);  /* \p{L} */
 bool tok_uni_is_number(uint32_t cp);  /* \p{N} */
 bool tok_uni_is_space(uint32_t cp);   /* \s: White_Space */
+bool tok_uni_is_punct(uint32_t cp);   /* \p{P} */
+bool tok_uni_is_symbol(uint32_t cp);  /* \p{S} */
+bool tok_uni_is_mark(uint32_t cp);    /* \p{M} */
 
 #endif

@@ -256,14 +256,26 @@ static void test_bpe_bytes_and_specials(void)
     if (!t) return;
     int im_end = synth_find(&v, "<|im_end|>"), tool = synth_find(&v, "<tool>"), eot = synth_find(&v, "<|endoftext|>");
     CHECK(llm_token_is_eog(t, im_end) && llm_token_is_eog(t, eot) && llm_token_eot(t) == im_end);
-    /* Random bytes (invalid UTF-8 included) round-trip through the byte tokens. */
+    /* Random valid UTF-8 (1-4 byte characters) round-trips through the byte tokens. */
     for (int it = 0; it < 50; it++) {
-        char s[64], back[64];
-        int len = (int)th_uniform(&r, 1, 60);
-        for (int i = 0; i < len; i++) s[i] = (char)(int)th_uniform(&r, 1, 256);
+        char s[80], back[80];
+        int len = 0;
+        while (len < 56) {
+            static const uint32_t lo[4] = {1, 0x80, 0x800, 0x10000}, hi[4] = {0x7F, 0x7FF, 0xD7FF, 0x10FFFF};
+            int k = (int)th_uniform(&r, 0, 4);
+            len += tok_utf8_encode((uint32_t)th_uniform(&r, lo[k], hi[k] + 1), s + len);
+        }
         int n;
         int32_t *ids = tok(t, s, (size_t)len, false, false, &n);
         CHECK(llm_detokenize(t, ids, n, back, sizeof back, false) == len && !memcmp(back, s, (size_t)len));
+        free(ids);
+    }
+    /* Invalid bytes become U+FFFD, as llama.cpp reads them (tests/llm/test_pretok.c checks the ids). */
+    {
+        char back[32];
+        int n;
+        int32_t *ids = tok(t, "a\xff\xc3", 3, false, false, &n);
+        CHECK(llm_detokenize(t, ids, n, back, sizeof back, false) == 7 && !memcmp(back, "a\xef\xbf\xbd\xef\xbf\xbd", 7));
         free(ids);
     }
     /* User-defined tokens split out always; control tokens only with parse_special. */
