@@ -10,7 +10,7 @@ MODEL_DIR  ?= models
 DEMO_MODEL ?= $(MODEL_DIR)/gemma-3-270m-q4_k_m.gguf
 DEMO_PROMPT ?= The sky looks blue during the day because
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PKGS   := build-essential cmake pkg-config libopenblas-dev python3 python3-pip
+APT_PKGS   := build-essential cmake pkg-config libopenblas-dev libedit-dev python3 python3-pip
 # only for fuzzing (libFuzzer); names differ between releases, so a miss is not fatal
 APT_FUZZ   := clang libclang-rt-dev
 PIP        := python3 -m pip
