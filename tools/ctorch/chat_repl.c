@@ -28,16 +28,17 @@ static void on_sigint(int sig)
 /* ---------------- input ---------------- */
 
 typedef struct line_in {
-    bool tty;   /* stdin is a terminal: prompt (and line editing when built with libedit) */
+    bool tty;   /* stdin is a terminal: prompt, no echo */
+    bool edit;  /* line editing: built with libedit, and stdout is the terminal too (it draws the line there) */
     char *line; /* the last line read, without its end of line */
-    size_t cap; /* getline's buffer size (0 while line came from readline) */
+    size_t cap; /* getline's buffer size (unused with line editing: readline allocates) */
 } line_in;
 
 /* The next line of any length, or NULL at the end of the input or on Ctrl-C at the prompt. */
 static const char *read_line(line_in *in, const char *prompt)
 {
 #ifdef CTORCH_HAVE_LIBEDIT
-    if (in->tty) {
+    if (in->edit) {
         free(in->line);
         in->line = readline(prompt);
         if (in->line && in->line[0]) add_history(in->line);
@@ -300,17 +301,15 @@ int chat_repl_run(const chat_repl_cfg *cfg)
     p.reserve = cfg->n_predict > 0 ? cfg->n_predict : p.n_ctx / 4;
     if (p.reserve > p.n_ctx / 2) p.reserve = p.n_ctx / 2;
     line_in in = {.tty = isatty(STDIN_FILENO)};
+#ifdef CTORCH_HAVE_LIBEDIT
+    in.edit = in.tty && isatty(STDOUT_FILENO);
+#endif
     int rc = 1;
     if (cfg->system && !(p.cv.system = strdup(cfg->system))) goto oom;
     fprintf(stderr, "chat template: %s; context %d tokens; /help lists the commands, /exit or Ctrl-D quits, "
                     "Ctrl-C stops a reply%s\n",
             llm_chat_name(cfg->tmpl), p.n_ctx,
-#ifdef CTORCH_HAVE_LIBEDIT
-            in.tty ? "; line editing and history on" : ""
-#else
-            ""
-#endif
-    );
+            in.edit ? "; line editing and history on" : "");
 
     struct sigaction sa = {0};
     sa.sa_handler = on_sigint; /* no SA_RESTART: Ctrl-C at the prompt interrupts the read */

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""`ctorch chat` on a terminal (a pseudo-terminal here), built with libedit:
+the up arrow recalls the previous line (a command, so nothing reaches the
+model), Ctrl-C during a reply stops it, Ctrl-C at the prompt ends the program
+with exit code 0. Skipped (77) without ../shared/refdata or without libedit.
+Usage: cli_chat_tty.py CTORCH_BINARY   (CTORCH_REFDATA names the refdata folder)"""
+import os
+import pty
+import select
+import sys
+import time
+
+ct = sys.argv[1]
+model = os.path.join(os.environ.get("CTORCH_REFDATA", ""), "mini-a", "mini-a-q4_k_m.gguf")
+if not os.path.isfile(model):
+    print("skipped: refdata absent")
+    sys.exit(77)
+
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(ct, [ct, "chat", "-m", model, "--seed", "1", "-c", "2048"])
+out = b""
+
+
+def wait_for(pat, seconds=30):
+    """Reads the terminal until pat appears (True) or the time is up (False)."""
+    global out
+    end = time.time() + seconds
+    while time.time() < end:
+        if pat in out:
+            return True
+        r, _, _ = select.select([fd], [], [], 0.2)
+        if r:
+            try:
+                data = os.read(fd, 4096)
+            except OSError:
+                return False
+            if not data:
+                return False
+            out += data
+    return pat in out
+
+
+def take():
+    global out
+    got, out = out, b""
+    return got
+
+
+failed = 0
+
+
+def check(name, ok):
+    global failed
+    print(("ok   " if ok else "FAIL ") + name)
+    failed += not ok
+
+
+if not wait_for(b"chat template:") or not wait_for(b"> "):
+    check("banner and prompt", False)
+    sys.exit(1)
+if b"line editing and history on" not in out:
+    os.kill(pid, 9)
+    print("skipped: built without libedit")
+    sys.exit(77)
+take()
+os.write(fd, b"/stats\r")
+check("/stats", wait_for(b"replies: 0"))
+wait_for(b"> ")
+take()
+os.write(fd, b"\x1b[A\r")  # up arrow: the previous line again
+check("history recalls /stats", wait_for(b"replies: 0"))
+wait_for(b"> ")
+take()
+os.write(fd, b"tell me a long story\r")
+time.sleep(1.0)
+os.write(fd, b"\x03")  # Ctrl-C during the reply (no -n: it would run to the full context)
+check("Ctrl-C stops a reply", wait_for(b"(stopped)"))
+wait_for(b"> ")
+take()
+os.write(fd, b"/stats\r")
+check("the stopped reply is kept", wait_for(b"replies: 1"))
+wait_for(b"> ")
+os.write(fd, b"\x03")  # Ctrl-C at the prompt
+status = None
+for _ in range(100):
+    p, st = os.waitpid(pid, os.WNOHANG)
+    if p == pid:
+        status = st
+        break
+    wait_for(b"\x00", 0.1)
+check("Ctrl-C at the prompt exits 0", status is not None and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0)
+if status is None:
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+sys.exit(1 if failed else 0)
