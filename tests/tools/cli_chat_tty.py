@@ -41,6 +41,23 @@ def wait_for(pat, seconds=30):
     return pat in out
 
 
+def settle(quiet=0.5, seconds=30):
+    """Reads until the program has been silent for `quiet` seconds: it waits at the prompt."""
+    global out
+    end = time.time() + seconds
+    while time.time() < end:
+        r, _, _ = select.select([fd], [], [], quiet)
+        if not r:
+            return
+        try:
+            data = os.read(fd, 4096)
+        except OSError:
+            return
+        if not data:
+            return
+        out += data
+
+
 def take():
     global out
     got, out = out, b""
@@ -66,7 +83,7 @@ if b"line editing and history on" not in out:
 take()
 os.write(fd, b"/stats\r")
 check("/stats", wait_for(b"replies: 0"))
-wait_for(b"> ")
+settle()
 take()
 os.write(fd, b"\x1b[A\r")  # up arrow: the previous line again
 check("history recalls /stats", wait_for(b"replies: 0"))
@@ -76,20 +93,25 @@ os.write(fd, b"tell me a long story\r")
 time.sleep(1.0)
 os.write(fd, b"\x03")  # Ctrl-C during the reply (no -n: it would run to the full context)
 check("Ctrl-C stops a reply", wait_for(b"(stopped)"))
-wait_for(b"> ")
+settle()
 take()
 os.write(fd, b"/stats\r")
 check("the stopped reply is kept", wait_for(b"replies: 1"))
-wait_for(b"> ")
+settle()  # a Ctrl-C before the prompt is up would be taken for one during the command
 os.write(fd, b"\x03")  # Ctrl-C at the prompt
 status = None
-for _ in range(100):
+end = time.time() + 30
+while time.time() < end:
     p, st = os.waitpid(pid, os.WNOHANG)
     if p == pid:
         status = st
         break
-    wait_for(b"\x00", 0.1)
+    settle(0.1, 0.2)  # keeps the terminal drained while the program exits
+    time.sleep(0.05)
 check("Ctrl-C at the prompt exits 0", status is not None and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0)
+if status is None or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+    settle(0.2, 2)
+    print("  status %s; the terminal's last output:\n%s" % (status, out.decode(errors="replace")[-1500:]))
 if status is None:
     os.kill(pid, 9)
     os.waitpid(pid, 0)

@@ -275,8 +275,7 @@ static int send_message(repl *p)
 
     p->r.n = 0;
     if (p->r.p) p->r.p[0] = 0;
-    llm_gen_stats gs;
-    g_stop = 0;
+    llm_gen_stats gs; /* g_stop is not cleared here: a Ctrl-C during the prompt's evaluation stops the reply too */
     st = llm_session_generate(p->s, p->cfg->n_predict, on_piece, &p->r, &g_stop, &gs);
     printf("\n");
     fflush(stdout);
