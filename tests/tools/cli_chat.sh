@@ -31,6 +31,11 @@ check "commands: /reset keeps the system prompt" \
   "$(grep -c '^conversation: 0 turns kept (0 messages), 0 dropped to fit the context; system prompt: set$' "$TMP.out")" "1"
 check "commands: /quit ends the input" "$(grep -c 'not read' "$TMP.out")" "0"
 
+# 1b. leaving before any message (no turns were ever stored: UBSan once saw memmove(NULL) here)
+printf '/stats\n/quit\n' | "$CT" chat -m "$M" -n 4 --seed 1 >"$TMP.out" 2>"$TMP.err"
+check "no message: exit code" "$?" "0"
+check "no message: /stats answered" "$(grep -c '^conversation: 0 turns kept' "$TMP.out")" "1"
+
 # 2. a line of 12,000 bytes is one message (fgets with an 8 KiB buffer made two)
 python3 -c "print(' '.join(['international'] * 860)); print('/stats')" |
   "$CT" chat -m "$M" -n 4 --seed 1 >"$TMP.out" 2>"$TMP.err"

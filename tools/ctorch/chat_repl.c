@@ -89,6 +89,7 @@ static bool convo_push(convo *c, const char *role, const char *text)
 /* Drops the first k turns' messages. */
 static void convo_drop_front(convo *c, int k)
 {
+    if (k <= 0) return; /* turns is NULL before the first message: memmove must not see it */
     for (int i = 0; i < k; i++) free((char *)c->turns[i].content);
     memmove(c->turns, c->turns + k, sizeof *c->turns * (size_t)(c->n - k));
     c->n -= k;
