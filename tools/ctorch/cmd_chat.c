@@ -1,74 +1,15 @@
 /* ctorch chat -m MODEL [--chat-template NAME|FILE] [-sys SYSTEM] [options]
- * Interactive chat with the model's template. Each turn the whole conversation
- * is rendered and tokenized; only the tokens after the part already in the KV
- * cache are evaluated. Ctrl-C stops the current reply; at the prompt it (or
- * Ctrl-D, /exit) ends the program. /reset starts a new conversation. */
-#include <errno.h>
-#include <signal.h>
+ * Interactive chat with the model's template: options, loading and the
+ * template choice here; the conversation loop is chat_repl.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat_repl.h"
 #include "cli.h"
 #include "llm/chat.h"
 #include "llm/generate.h"
 #include "llm_cli.h"
-
-static volatile sig_atomic_t g_stop;
-static void on_sigint(int sig)
-{
-    (void)sig;
-    g_stop = 1;
-}
-
-typedef struct reply {
-    char *p;
-    size_t n, cap;
-} reply;
-
-static bool on_piece(const char *text, int len, void *ctx)
-{
-    reply *r = ctx;
-    fwrite(text, 1, (size_t)len, stdout);
-    fflush(stdout);
-    if (r->n + (size_t)len + 1 > r->cap) {
-        size_t cap = (r->cap ? r->cap : 256);
-        while (cap < r->n + (size_t)len + 1) cap *= 2;
-        char *p = realloc(r->p, cap);
-        if (!p) return false;
-        r->p = p;
-        r->cap = cap;
-    }
-    memcpy(r->p + r->n, text, (size_t)len);
-    r->n += (size_t)len;
-    r->p[r->n] = 0;
-    return !ferror(stdout); /* stdout failed (a full disk): stop the reply */
-}
-
-typedef struct convo {
-    llm_chat_msg *m;
-    int n, cap;
-} convo;
-
-static bool convo_push(convo *c, const char *role, const char *text)
-{
-    if (c->n == c->cap) {
-        int cap = c->cap ? 2 * c->cap : 16;
-        llm_chat_msg *m = realloc(c->m, sizeof *m * (size_t)cap);
-        if (!m) return false;
-        c->m = m;
-        c->cap = cap;
-    }
-    char *dup = strdup(text);
-    if (!dup) return false;
-    c->m[c->n++] = (llm_chat_msg){role, dup};
-    return true;
-}
-
-static void convo_trim(convo *c, int keep)
-{
-    while (c->n > keep) free((char *)c->m[--c->n].content);
-}
 
 typedef struct chat_opts {
     llm_cli_opts o;
@@ -98,7 +39,7 @@ static int parse_args(chat_opts *c, int argc, char **argv)
         {"--ignore-eos", NULL, CLI_FLAG, &c->ignore_eos, 0, 0, NULL, "never stop a reply at end-of-turn (needs -n)"},
     };
     const cli_spec spec = {"chat", "chat -m MODEL.gguf [options]",
-                           "at the prompt: /reset starts over, /exit (or Ctrl-D) quits; Ctrl-C stops a reply\n", opts,
+                           "at the prompt: /help lists the commands, /exit (or Ctrl-D, Ctrl-C) quits; Ctrl-C during a reply stops it\n", opts,
                            CLI_N(opts), 0};
     int rc = cli_parse(&spec, argc, argv, NULL, NULL);
     if (rc >= 0) return rc;
@@ -141,12 +82,10 @@ int cmd_chat(int argc, char **argv)
     }
     rc = 1;
     llm_session s = {0};
-    convo cv = {0};
-    reply r = {0};
     llm_chat_tmpl tmpl = c.tmpl;
     if (!c.have_tmpl && !llm_chat_detect(m->chat_template, &tmpl)) {
         tmpl = strcmp(m->arch->name, "gemma3") == 0 ? LLM_CHAT_GEMMA : LLM_CHAT_ZEPHYR;
-        fprintf(stderr, "note: %s; using %s (override with --chat-template)\n",
+        cli_log(CT_LOG_WARN, "note: %s; using %s (override with --chat-template)\n",
                 m->chat_template ? "the file's chat template is not one ctorch knows" : "the file has no chat template",
                 llm_chat_name(tmpl));
     }
@@ -156,90 +95,9 @@ int cmd_chat(int argc, char **argv)
         goto out;
     }
     s.ignore_eog = c.ignore_eos;
-    if (system && !convo_push(&cv, "system", system)) goto oom;
-    const int base = cv.n;
-    fprintf(stderr, "chat template: %s; context %d tokens; /reset starts over, /exit or Ctrl-D quits, Ctrl-C stops a reply\n",
-            llm_chat_name(tmpl), n_ctx);
-
-    struct sigaction sa = {0};
-    sa.sa_handler = on_sigint; /* no SA_RESTART: Ctrl-C at the prompt interrupts the read */
-    sigaction(SIGINT, &sa, NULL);
-
-    char line[8192];
-    for (;;) {
-        g_stop = 0;
-        printf("\n> ");
-        fflush(stdout);
-        errno = 0;
-        if (!fgets(line, sizeof line, stdin)) {
-            printf("\n");
-            break; /* Ctrl-D, or Ctrl-C at the prompt */
-        }
-        size_t ln = strlen(line);
-        while (ln && (line[ln - 1] == '\n' || line[ln - 1] == '\r')) line[--ln] = 0;
-        if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
-        if (!strcmp(line, "/reset")) {
-            convo_trim(&cv, base);
-            llm_session_reset(&s);
-            fprintf(stderr, "(new conversation)\n");
-            continue;
-        }
-        if (!ln) continue;
-        if (!convo_push(&cv, "user", line)) goto oom;
-        char *text = NULL;
-        if (llm_chat_format(tmpl, cv.m, cv.n, true, &text) != CT_OK) {
-            rc = llm_cli_fail("chat");
-            goto out;
-        }
-        int n = 0;
-        int32_t *ids = llm_cli_tokenize(m, text, strlen(text), true, true, &n);
-        free(text);
-        if (!ids) {
-            rc = llm_cli_fail("chat");
-            goto out;
-        }
-        /* Reuse the cached prefix; at least one token is evaluated so there are fresh logits. */
-        int keep = 0, past = llm_session_n_past(&s);
-        while (keep < past && keep < n - 1 && s.hist[keep] == ids[keep]) keep++;
-        llm_session_truncate(&s, keep);
-        if (n - keep > n_ctx - keep) {
-            fprintf(stderr, "ctorch chat: the conversation (%d tokens) no longer fits in the context (%d); "
-                            "starting a new one\n", n, n_ctx);
-            free(ids);
-            convo_trim(&cv, base);
-            llm_session_reset(&s);
-            continue;
-        }
-        ct_status st = llm_session_eval(&s, ids + keep, n - keep);
-        free(ids);
-        if (st != CT_OK) {
-            rc = llm_cli_fail("chat");
-            goto out;
-        }
-        r.n = 0;
-        if (r.p) r.p[0] = 0;
-        llm_gen_stats gs;
-        st = llm_session_generate(&s, n_predict, on_piece, &r, &g_stop, &gs);
-        printf("\n");
-        fflush(stdout);
-        if (ferror(stdout)) goto out; /* rc is 1; main reports the failed write */
-        if (st != CT_OK) {
-            rc = llm_cli_fail("chat");
-            goto out;
-        }
-        if (gs.interrupted) fprintf(stderr, "(stopped)\n");
-        if (gs.ctx_full) fprintf(stderr, "(the context is full; /reset to start over)\n");
-        if (!convo_push(&cv, "assistant", r.p ? r.p : "")) goto oom;
-        fprintf(stderr, "[%d tokens, %.2f tokens/s]\n", gs.n_gen, gs.n_gen / (gs.t_gen_s > 0 ? gs.t_gen_s : 1e-9));
-    }
-    rc = g_stop ? CLI_EXIT_INTERRUPTED : 0; /* Ctrl-C at the prompt: 130, as shells expect */
-    goto out;
-oom:
-    fprintf(stderr, "ctorch chat: error: out of memory\n");
+    chat_repl_cfg rc_cfg = {.m = m, .s = &s, .tmpl = tmpl, .system = system, .n_predict = n_predict};
+    rc = chat_repl_run(&rc_cfg);
 out:
-    convo_trim(&cv, 0);
-    free(cv.m);
-    free(r.p);
     llm_session_free(&s);
     llm_model_free(m);
     free(system);

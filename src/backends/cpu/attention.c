@@ -26,6 +26,7 @@
 
 #define SDPA_QB 16  /* query rows per task (Tq > 1) */
 #define SDPA_KC 128 /* keys per chunk */
+#define SDPA_DECODE_TASKS 16 /* decode tasks to aim for (heads x key segments): 2 per thread up to 8 */
 
 static void set_status(ct_status *dst, ct_status s)
 {
@@ -542,10 +543,12 @@ static ct_status run_sdpa(ct_device *dev, const ct_op *op)
     c.n_qblk = (c.Tq + SDPA_QB - 1) / SDPA_QB;
     c.rows_max = c.decode ? c.G : SDPA_QB;
     int64_t n_tasks = c.decode ? c.B * c.Hkv : c.B * c.Hq * c.n_qblk;
+    /* Decode with few KV heads splits the keys into segments so every thread has work. The split
+     * depends on the sizes only, never on the thread count: merging segments rounds differently from
+     * one pass, and sampled text at a fixed seed must not change with -t. */
     c.n_seg = 1;
-    int64_t want = 2 * (int64_t)cpu_num_threads();
-    if (c.decode && n_tasks < want && c.Tk >= 2 * SDPA_KC) {
-        c.n_seg = (want + n_tasks - 1) / n_tasks;
+    if (c.decode && n_tasks < SDPA_DECODE_TASKS && c.Tk >= 2 * SDPA_KC) {
+        c.n_seg = (SDPA_DECODE_TASKS + n_tasks - 1) / n_tasks;
         if (c.n_seg > c.Tk / SDPA_KC) c.n_seg = c.Tk / SDPA_KC;
     }
     if (c.n_seg > 1) {

@@ -522,6 +522,7 @@ static void columns(void *vctx, int64_t t0, int64_t t1)
 
 /* ---------------- one long contiguous run split across threads ---------------- */
 #define SPLIT_MAX 64
+#define SPLIT_MIN 16384 /* elements per part at least */
 
 typedef struct split_job {
     const red_plan *p;
@@ -545,8 +546,10 @@ static void split_parts(void *vctx, int64_t c0, int64_t c1)
 static void reduce_split(const red_plan *p)
 {
     split_job s = {.p = p};
-    int64_t parts = cpu_num_threads() * 4;
+    /* as many parts as the length calls for, whatever the thread count, so the sum rounds the same way */
+    int64_t parts = p->nred / SPLIT_MIN;
     if (parts > SPLIT_MAX) parts = SPLIT_MAX;
+    if (parts < 1) parts = 1;
     s.chunk = (p->nred + parts - 1) / parts;
     parts = (p->nred + s.chunk - 1) / s.chunk;
     cpu_parallel_for(parts, 1, split_parts, &s);
@@ -630,8 +633,7 @@ ct_status cpu_run_reduce(ct_device *dev, const ct_op *op)
     }
     bool split_kind = p.kind == CT_OP_SUM || p.kind == CT_OP_MEAN || col_kind || p.kind == CT_OP_ARGMAX ||
                       p.kind == CT_OP_ARGMIN;
-    if (p.nout == 1 && p.nr == 1 && inner_run && p.nred >= 65536 && split_kind && !p.exact_int && !p.cplx &&
-        cpu_num_threads() > 1) {
+    if (p.nout == 1 && p.nr == 1 && inner_run && p.nred >= 4 * SPLIT_MIN && split_kind && !p.exact_int && !p.cplx) {
         reduce_split(&p);
         return CT_OK;
     }
