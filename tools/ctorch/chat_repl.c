@@ -2,7 +2,8 @@
  * conversation with the template and evaluates only the tokens after the part
  * already in the KV cache. When the conversation outgrows the context, the
  * oldest whole turns are dropped (the system prompt and the newest message
- * never are), and a part of the context stays free for the reply. */
+ * never are) until it takes at most half of the room, and a part of the
+ * context stays free for the reply. */
 #include "chat_repl.h"
 
 #include <errno.h>
@@ -254,6 +255,17 @@ static int send_message(repl *p)
         return 0;
     }
     if (st != CT_OK) return llm_cli_fail("chat"), -1;
+    if (fit.first > fit.n_sys) {
+        /* Dropping turns costs a new evaluation of all that follows the system prompt: drop down to half
+         * the budget (llama.cpp's context shift discards half too), so that happens every few messages
+         * rather than at each one. When the newest message alone is more than that, drop only what must go. */
+        llm_chat_fit half;
+        if (llm_chat_fit_context(p->cfg->m->tok, p->cfg->tmpl, all, n_all, budget / 2, &half) == CT_OK) {
+            free(fit.ids);
+            fit = half;
+        }
+        ct_clear_error();
+    }
     int drop = fit.first - fit.n_sys;
     if (drop > 0) {
         int turns_before = count_turns(&p->cv);
@@ -262,9 +274,9 @@ static int send_message(repl *p)
         p->dropped_turns += gone;
         int kept = count_turns(&p->cv);
         cli_log(CT_LOG_WARN, "(the conversation, %d tokens, outgrew the %d the context leaves for the prompt: dropped the "
-                        "oldest %d turn%s; kept %s%d turn%s, this one included)\n",
+                             "oldest %d turn%s; kept %s%d turn%s, this one included: %d tokens)\n",
                 fit.n_all, budget, gone, gone == 1 ? "" : "s", p->cv.system ? "the system prompt and " : "", kept,
-                kept == 1 ? "" : "s");
+                kept == 1 ? "" : "s", fit.n_ids);
     }
     /* Reuse the cached prefix; at least one token is evaluated so there are fresh logits. */
     const int32_t *ids = fit.ids;
