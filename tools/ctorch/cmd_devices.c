@@ -163,7 +163,7 @@ int cmd_devices(int argc, char **argv)
             return 2;
         }
     }
-    if (ct_chain_length() <= 0) {
+    if (ct_exec_init() != CT_OK || ct_chain_length() <= 0) {
         fprintf(stderr, "ctorch devices: no usable device: %s\n", ct_last_error());
         return 1;
     }

@@ -81,6 +81,10 @@ llm_model *llm_cli_load(const char *cmd, const llm_cli_opts *o, bool need_tokeni
             return NULL;
         }
     }
+    if (ct_exec_init() != CT_OK) { /* a bad CTORCH_* setting */
+        llm_cli_fail(cmd);
+        return NULL;
+    }
     progress pr;
     progress_begin(&pr, "loading");
     llm_model *m = NULL;
