@@ -37,7 +37,9 @@ typedef enum ct_status {
     CT_ERR_IO,            /* file could not be opened/read/written */
     CT_ERR_FORMAT,        /* malformed file contents */
     CT_ERR_NOT_FOUND,     /* named device, key or tensor does not exist */
-    CT_ERR_RANGE          /* index or value out of range */
+    CT_ERR_RANGE,         /* index or value out of range */
+    CT_ERR_DEVICE_LOST    /* a device failed late (at a sync point): the data that lived only
+                             there is gone, and the device is out of the chain until ct_exec_reinit */
 } ct_status;
 
 CT_API const char *ct_status_name(ct_status s);

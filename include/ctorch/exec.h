@@ -9,6 +9,8 @@
  *   CTORCH_TRACE=1 | path.json   one line per op on stderr | a Chrome/Perfetto trace file (0: off)
  *   CTORCH_FAULT=dev:op:err[:n]  make `dev` fail `op` (or *) with err (oom|fault|unsupported) n times
  *   CTORCH_SMALL_BYTES=N         ops whose operands are CPU-resident and smaller stay on the CPU
+ *   CTORCH_SYNC=1                wait for every op to finish, so a late device fault is charged
+ *                                to the op that caused it (debugging; slow on accelerators)
  *   CTORCH_STATS=1               time every op; ct_exec_stats_requested() is true, and the ctorch
  *                                command prints ct_exec_stats_format's summary at exit (the library
  *                                prints nothing; without it or a trace, ops and bytes are counted, not time)
@@ -58,6 +60,12 @@ CT_API ct_status ct_chain_get(int pos, ct_device_info *info);
  * capability query for tooling; routing asks the backend with full shapes. */
 CT_API bool ct_device_supports(const char *device, const char *op_name, ct_dtype dtype);
 
+/* The host waits for the work queued on `device` (NULL: every device). Reading a
+ * tensor's data (ct_tensor_data, ct_tensor_item, printing) is a sync point too.
+ * CT_ERR_DEVICE_LOST when the device reported an error late: it is then out of the
+ * chain until ct_exec_reinit, and tensors whose data lived only there report
+ * CT_ERR_DEVICE_LOST when read. */
+CT_API ct_status ct_device_sync(const char *device);
 /* Replace the chain ("cuda:0,cpu"); it overrides CTORCH_DEVICES until NULL restores the
  * chain of the settings in force (CTORCH_DEVICES as last read, else the platform default).
  * On an error the chain in force stays. */

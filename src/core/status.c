@@ -17,7 +17,7 @@ const char *ct_status_name(ct_status s)
     static const char *names[] = {
         "ok", "invalid argument", "shape mismatch", "dtype mismatch", "out of memory",
         "device out of memory", "device fault", "unsupported", "strict mode", "i/o error",
-        "malformed file", "not found", "out of range",
+        "malformed file", "not found", "out of range", "device lost",
     };
     if ((unsigned)s < sizeof names / sizeof names[0]) return names[s];
     return "unknown status";

@@ -141,12 +141,14 @@ ct_status ct_tensor_data(const ct_tensor *t, const void **data)
 
 ct_status ct_tensor_data_mut(ct_tensor *t, void **data)
 {
+    ct_status s = tensor_check("ct_tensor_data_mut", "tensor", t);
+    if (s != CT_OK) return s;
     if (!data) return core_err(CT_ERR_INVALID_ARG, "ct_tensor_data_mut: data is NULL");
-    const void *p;
-    ct_status s = ct_tensor_data(t, &p);
+    void *p;
+    s = storage_host_mut(t->st, &p); /* devices still reading the old bytes finish first */
     if (s != CT_OK) return s;
     storage_mark_written(t->st, NULL);
-    *data = (void *)p;
+    *data = (char *)p + tensor_byte_offset(t);
     return CT_OK;
 }
 

@@ -14,27 +14,79 @@ static _Thread_local struct {
     char detail[96];
 } t_last;
 
-/* Operands valid on dev; the output allocated there (fresh) or made valid (partial write). */
-static ct_status make_resident(ct_op *op, ct_device *dev, bool dst_fresh, uint64_t *moved)
+/* One try of an op on one device: what it allocated there (released if it fails)
+ * and which device a failure is charged to. */
+typedef struct attempt_ctx {
+    ct_device *failed;
+    ct_storage *allocated[CT_OP_MAX_SRC + 1];
+    int n_alloc;
+} attempt_ctx;
+
+static void note_alloc(attempt_ctx *a, ct_storage *st, bool allocated)
 {
-    for (int i = 0; i < op->n_src; i++) {
-        if (!op->src[i]) continue;
-        ct_status s = storage_make_valid(op->src[i]->st, dev, moved);
-        if (s != CT_OK) return s;
-    }
-    if (dst_fresh) return storage_alloc_on(op->dst->st, dev);
-    return storage_make_valid(op->dst->st, dev, moved);
+    if (allocated && a->n_alloc < CT_OP_MAX_SRC + 1) a->allocated[a->n_alloc++] = st;
 }
 
-static ct_status attempt(ct_op *op, ct_device *dev, bool dst_fresh, uint64_t *moved)
+static bool never_written(const ct_storage *st)
 {
+    for (int i = 0; i < st->n_copies; i++)
+        if (st->copies[i].valid) return false;
+    return true;
+}
+
+/* Operands valid on dev; the output allocated there (fresh) or made valid (partial
+ * write); dev's queue ordered after everything those copies wait for. */
+static ct_status make_resident(ct_op *op, ct_device *dev, bool dst_fresh, uint64_t *moved, attempt_ctx *a)
+{
+    bool allocated;
+    for (int i = 0; i < op->n_src; i++) {
+        if (!op->src[i]) continue;
+        ct_status s = storage_make_valid_ex(op->src[i]->st, dev, moved, &a->failed, &allocated);
+        note_alloc(a, op->src[i]->st, allocated);
+        if (s != CT_OK) return s;
+    }
+    ct_storage *dst = op->dst->st;
+    ct_status s;
+    if (dst_fresh) {
+        ct_storage_copy *c = storage_find(dst, dev);
+        allocated = !(c && c->buf.ptr);
+        s = storage_alloc_on(dst, dev);
+        a->failed = s == CT_OK || status_is_device_error(s) ? dev : NULL;
+        if (s == CT_OK) note_alloc(a, dst, allocated);
+    } else {
+        s = storage_make_valid_ex(dst, dev, moved, &a->failed, &allocated);
+        note_alloc(a, dst, allocated);
+    }
+    if (s != CT_OK) return s;
+    a->failed = NULL;
+    return storage_order_write(dst, dev);
+}
+
+static ct_status attempt(ct_op *op, ct_device *dev, bool dst_fresh, bool sync, uint64_t *moved, attempt_ctx *a)
+{
+    a->failed = dev;
     ct_status s = fault_check(dev, op->kind);
     if (s != CT_OK) return s;
-    s = make_resident(op, dev, dst_fresh, moved);
+    s = make_resident(op, dev, dst_fresh, moved, a);
     if (s != CT_OK) return s;
+    a->failed = dev;
     s = dev->ops->run(dev, op);
-    if (s == CT_OK) storage_mark_written(op->dst->st, dev);
-    return s;
+    ct_event *ev = NULL;
+    if (s == CT_OK) s = event_record(dev, &ev);
+    if (s != CT_OK) return s;
+    storage_mark_written_at(op->dst->st, dev, ev);
+    event_release(ev);
+    /* CTORCH_SYNC: a late fault is charged to the op that caused it */
+    if (sync && (s = device_sync(dev)) != CT_OK) return s;
+    a->n_alloc = 0; /* kept: they hold the op's operands and result */
+    return CT_OK;
+}
+
+/* A failed attempt releases what it allocated on its device. */
+static void undo_attempt(attempt_ctx *a, const ct_device *dev)
+{
+    for (int i = 0; i < a->n_alloc; i++) storage_drop_copy(a->allocated[i], dev);
+    a->n_alloc = 0;
 }
 
 static void note_failure(exec_state *st, const ct_op *op, ct_device *dev, ct_status s, char *detail, size_t len)
@@ -47,6 +99,32 @@ static void note_failure(exec_state *st, const ct_op *op, ct_device *dev, ct_sta
                  op_kind_name(op->kind), dev->info.name, ct_status_name(s), ct_last_error());
 }
 
+/* Decides whether an attempt's failure is retried: CT_OK to try again (the device
+ * that failed is excluded, or marked lost), else the status to return. An error is
+ * charged to the device that failed, which is not always the one the op was sent to:
+ * a download from a faulted device while feeding a CPU op is that device's failure. */
+static ct_status charge_failure(exec_state *st, exec_route_ctx *ctx, const ct_op *op, ct_device *dev,
+                                ct_device *culprit, ct_status s, char *detail, size_t len)
+{
+    if (!culprit) return s; /* not a device's error: bad input, host memory, data already lost */
+    if (s != CT_ERR_DEVICE_LOST && !status_is_device_error(s)) return s;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", ct_last_error());
+    bool progress = false;
+    if (culprit != dev && s == CT_ERR_DEVICE_FAULT && !device_is_lost(culprit)) {
+        device_mark_lost(culprit, msg); /* it cannot give its data back */
+        progress = true;
+    }
+    if (!((ctx->excluded >> culprit->id) & 1u)) {
+        ctx->excluded |= 1u << culprit->id;
+        progress = true;
+    }
+    if (!progress) return core_err(s, "%s", msg);
+    note_failure(st, op, culprit, s, detail, len);
+    core_err(s, "%s", msg);
+    return CT_OK;
+}
+
 ct_status exec_run(ct_op *op)
 {
     ct_status ready = exec_ready();
@@ -56,7 +134,8 @@ ct_status exec_run(ct_op *op)
     /* two clock reads per op only when asked for */
     bool timed = __atomic_load_n(&st->timing, __ATOMIC_RELAXED) || trace_enabled();
     uint64_t t0 = timed ? exec_now_ns() : 0, moved = 0;
-    bool dst_fresh = !storage_valid_device(op->dst->st) && !op->dst->st->copies[0].valid;
+    bool dst_fresh = never_written(op->dst->st);
+    bool sync = __atomic_load_n(&st->sync, __ATOMIC_RELAXED);
     exec_route_ctx ctx = {st->devs, st->chain, st->n_chain, 0, t_forced, strict,
                           __atomic_load_n(&st->small_bytes, __ATOMIC_RELAXED)};
     char detail[96] = "";
@@ -65,7 +144,8 @@ ct_status exec_run(ct_op *op)
         ct_status s = exec_route(&ctx, op, &r);
         if (s != CT_OK) return s;
         ct_device *dev = st->devs[r.dev];
-        s = attempt(op, dev, dst_fresh, &moved);
+        attempt_ctx a = {0};
+        s = attempt(op, dev, dst_fresh, sync, &moved, &a);
         if (s == CT_OK) {
             uint64_t dur = timed ? exec_now_ns() - t0 : 0;
             exec_stat_add(&st->stats[dev->id].ops, 1);
@@ -79,12 +159,12 @@ ct_status exec_run(ct_op *op)
             if (timed) trace_op(op, dev, r.reason, t0, dur, moved, detail);
             return CT_OK;
         }
-        if (!status_is_device_error(s)) return s;
-        note_failure(st, op, dev, s, detail, sizeof detail);
-        ctx.excluded |= 1u << dev->id;
+        undo_attempt(&a, dev);
+        s = charge_failure(st, &ctx, op, dev, a.failed, s, detail, sizeof detail);
+        if (s != CT_OK) return s;
         if (strict)
             return core_err(CT_ERR_STRICT, "strict mode: %s failed on %s (%s) and fallback is disabled",
-                            op_kind_name(op->kind), dev->info.name, ct_status_name(s));
+                            op_kind_name(op->kind), dev->info.name, ct_last_error());
     }
 }
 

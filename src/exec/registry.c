@@ -168,6 +168,8 @@ static ct_status init_locked(void)
     memset(s->stats, 0, sizeof s->stats);
     memset(s->logged, 0, sizeof s->logged);
     discover(s);
+    for (int i = 0; i < s->n_devs; i++) device_clear_lost(s->devs[i]); /* lost until re-initialization */
+    device_table_set(s->devs, s->n_devs);
     storage_set_transfer_hook(exec_count_transfer);
     if (!g_atexit) {
         atexit(at_exit);
@@ -232,6 +234,7 @@ void ct_exec_shutdown(void)
     trace_configure(NULL);
     fault_clear();
     release_devices(&g_state);
+    device_table_set(g_state.devs, 0);
     g_state.n_chain = 0;
     g_state.ready = false;
     pthread_mutex_unlock(&g_lock);

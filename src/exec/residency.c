@@ -1,4 +1,5 @@
-/* Residency requested by the caller: copies made ahead of the ops that need them. */
+/* Residency requested by the caller: copies made ahead of the ops that need them,
+ * and waiting for devices. */
 #include "exec/exec.h"
 
 ct_status ct_tensor_prefetch(const ct_tensor *t, const char *device)
@@ -10,4 +11,23 @@ ct_status ct_tensor_prefetch(const ct_tensor *t, const char *device)
     ct_device *d = exec_find_device(device);
     if (!d) return core_err(CT_ERR_NOT_FOUND, "ct_tensor_prefetch: no device '%s'", device ? device : "(null)");
     return storage_make_valid(t->st, d, NULL);
+}
+
+ct_status ct_device_sync(const char *device)
+{
+    ct_status s = exec_ready();
+    if (s != CT_OK) return s;
+    if (device) {
+        ct_device *d = exec_find_device(device);
+        if (!d) return core_err(CT_ERR_NOT_FOUND, "ct_device_sync: no device '%s'", device);
+        return device_sync(d);
+    }
+    ct_status first = CT_OK;
+    for (int i = 0, n = ct_device_count(); i < n; i++) {
+        ct_device_info info;
+        if (ct_device_get(i, &info) != CT_OK) continue;
+        ct_device *d = exec_find_device(info.name);
+        if (d && (s = device_sync(d)) != CT_OK && first == CT_OK) first = s;
+    }
+    return first == CT_OK ? CT_OK : core_err(first, "%s", ct_last_error());
 }

@@ -7,7 +7,7 @@ static bool excluded(const exec_route_ctx *c, int id) { return (c->excluded >> i
 static bool capable(const exec_route_ctx *c, int id, const ct_op *op)
 {
     const ct_device *d = c->devs[id];
-    return !excluded(c, id) && d->ops->supports(d, op);
+    return !excluded(c, id) && !device_is_lost(d) && d->ops->supports(d, op);
 }
 
 /* All present sources valid on dev (an op with no sources is "resident" nowhere). */

@@ -116,6 +116,29 @@ static ct_status cpu_sync(ct_device *dev)
     return CT_OK;
 }
 
+/* The CPU's queue is the caller: its work is done when run returns, so it has no
+ * events (NULL), and never needs to wait for one. */
+static ct_status cpu_event_record(ct_device *dev, void **handle)
+{
+    (void)dev;
+    *handle = NULL;
+    return CT_OK;
+}
+
+static ct_status cpu_event_wait(ct_device *dev, ct_device *ev_dev, void *handle)
+{
+    (void)dev, (void)ev_dev, (void)handle;
+    return CT_OK;
+}
+
+static ct_status cpu_event_sync(ct_device *dev, void *handle)
+{
+    (void)dev, (void)handle;
+    return CT_OK;
+}
+
+static void cpu_event_release(ct_device *dev, void *handle) { (void)dev, (void)handle; }
+
 const ct_backend_ops cpu_backend_ops = {
     .name = "cpu",
     .kind = CT_DEVICE_CPU,
@@ -129,4 +152,8 @@ const ct_backend_ops cpu_backend_ops = {
     .download = cpu_download,
     .run = cpu_run,
     .sync = cpu_sync,
+    .event_record = cpu_event_record,
+    .event_wait = cpu_event_wait,
+    .event_sync = cpu_event_sync,
+    .event_release = cpu_event_release,
 };
