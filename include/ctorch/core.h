@@ -112,8 +112,13 @@ CT_API ct_status ct_tensor_data_mut(ct_tensor *t, void **data);
 CT_API ct_status ct_tensor_to_host(const ct_tensor *t, void *dst, size_t bytes);
 /* Element at a flat row-major index, converted to double (real part for c64). */
 CT_API ct_status ct_tensor_item(const ct_tensor *t, int64_t index, double *value);
-/* Makes the storage valid on a device ("cpu", "cuda:0", ...): used to place weights once. */
+/* Makes the storage valid on a device ("cpu", "cuda:0", ...) now, ahead of the ops that need it. */
 CT_API ct_status ct_tensor_prefetch(const ct_tensor *t, const char *device);
+/* Places the tensor's storage on a device (a weight, a KV cache): its data lives there, and
+ * routing follows it, so ops that read it run there unless that would move more bytes
+ * than running elsewhere (`--gpu-layers N` = placing those layers' weights). The other
+ * views of the storage share the placement. NULL removes it. */
+CT_API ct_status ct_tensor_place(const ct_tensor *t, const char *device);
 /* Human-readable dump (shape, dtype and up to `max_items` values) into buf. */
 CT_API const char *ct_tensor_format(const ct_tensor *t, int max_items, char *buf, size_t len);
 

@@ -128,9 +128,11 @@ typedef struct ct_backend_ops {
     ct_status (*upload)(ct_device *dev, ct_buffer *buf, size_t off, const void *host, size_t bytes);
     ct_status (*download)(ct_device *dev, const ct_buffer *buf, size_t off, void *host, size_t bytes);
     /* Optional (NULL: transfers between two devices of this backend stage through the
-     * host). Copies `bytes` from src's buffer to dst's, both devices of this backend;
-     * CT_ERR_UNSUPPORTED when this pair has no direct path (the caller then stages). */
-    ct_status (*copy_peer)(ct_device *dst, ct_buffer *dst_buf, ct_device *src, const ct_buffer *src_buf, size_t bytes);
+     * host). Copies `bytes` at byte offset `off` from src's buffer to the same place in
+     * dst's, both devices of this backend, on dst's queue; CT_ERR_UNSUPPORTED when this
+     * pair has no direct path (the caller then stages). */
+    ct_status (*copy_peer)(ct_device *dst, ct_buffer *dst_buf, ct_device *src, const ct_buffer *src_buf, size_t off,
+                           size_t bytes);
     ct_status (*run)(ct_device *dev, const ct_op *op);
     /* Host waits for everything submitted to dev. An error here is a late one: the
      * executor marks the device lost. */

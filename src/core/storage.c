@@ -50,6 +50,11 @@ static void drop_derived(ct_storage *st)
     st->derived = NULL;
 }
 
+static void set_failed(ct_device **failed, ct_device *dev)
+{
+    if (failed) *failed = dev;
+}
+
 /* ---- events of one copy ---- */
 
 static void set_writer(ct_storage_copy *c, ct_event *ev)
@@ -107,13 +112,40 @@ static void wait_readers(ct_storage_copy *c, ct_device *dev)
     }
 }
 
-/* A copy holds the data: valid, on a healthy device, and not written by a device
- * that failed before the write was known to be done. */
-static bool usable(const ct_storage_copy *c)
+/* A copy holds the data (but for its stale range): valid, on a healthy device, and not
+ * written by work that a failed device took part in. */
+static bool healthy(const ct_storage_copy *c)
 {
     if (!c->valid) return false;
     if (!is_host(c->dev) && device_is_lost(c->dev)) return false;
     return !(c->writer && (device_is_lost(c->writer->dev) || device_lost_among(c->writer->deps)));
+}
+
+static bool stale(const ct_storage_copy *c) { return c->stale_lo < c->stale_hi; }
+
+/* A copy holds all the data. */
+static bool usable(const ct_storage_copy *c) { return healthy(c) && !stale(c); }
+
+static void set_complete(ct_storage_copy *c)
+{
+    c->valid = true;
+    c->stale_lo = c->stale_hi = 0;
+}
+
+/* What refreshing a copy moves: its stale range, or everything. */
+static void refresh_range(const ct_storage *st, const ct_storage_copy *c, size_t *lo, size_t *hi)
+{
+    if (c && healthy(c)) *lo = c->stale_lo, *hi = c->stale_hi;
+    else *lo = 0, *hi = st->nbytes;
+}
+
+size_t storage_bytes_to_move(const ct_storage *st, const ct_device *dev)
+{
+    const ct_storage_copy *c = storage_find((ct_storage *)st, dev);
+    if (c && usable(c)) return 0;
+    size_t lo, hi;
+    refresh_range(st, c, &lo, &hi);
+    return hi - lo;
 }
 
 static void release_copy(ct_storage_copy *c)
@@ -247,17 +279,16 @@ void storage_drop_copy(ct_storage *st, const ct_device *dev)
     }
 }
 
-static void set_failed(ct_device **failed, ct_device *dev)
-{
-    if (failed) *failed = dev;
-}
 
-/* Host copy valid, fetched from whichever device holds the data. `staging`: the
- * download is the first leg of a device-to-device copy, reported once as STAGED. */
+/* Host copy complete, its missing bytes fetched from whichever device holds them all.
+ * `staging`: the download is the first leg of a device-to-device copy, reported once
+ * as STAGED. */
 static ct_status make_host_valid_for(ct_storage *st, uint64_t *moved, bool staging, ct_device **failed)
 {
     if (usable(&st->copies[0])) return CT_OK;
     if (storage_lost_on(st)) return lost_error(st);
+    size_t lo, hi;
+    refresh_range(st, &st->copies[0], &lo, &hi);
     ct_status s = storage_alloc_on(st, NULL);
     if (s != CT_OK) return s;
     ct_storage_copy *h = &st->copies[0];
@@ -267,7 +298,7 @@ static ct_status make_host_valid_for(ct_storage *st, uint64_t *moved, bool stagi
         /* the download overwrites the host bytes: after whatever still uses the old ones */
         if (h->writer) event_order(c->dev, h->writer);
         wait_readers(h, c->dev);
-        s = c->dev->ops->download(c->dev, &c->buf, 0, h->buf.ptr, st->nbytes);
+        s = c->dev->ops->download(c->dev, &c->buf, lo, (char *)h->buf.ptr + lo, hi - lo);
         ct_event *ev = NULL;
         if (s == CT_OK) s = event_record(c->dev, &ev);
         if (s != CT_OK) {
@@ -276,11 +307,11 @@ static ct_status make_host_valid_for(ct_storage *st, uint64_t *moved, bool stagi
         }
         set_writer(h, ev);
         event_release(ev);
-        if (!staging) transferred(c->dev, NULL, st->nbytes, CT_TRANSFER_DEVICE_TO_HOST);
-        if (moved) *moved += st->nbytes;
+        if (!staging) transferred(c->dev, NULL, hi - lo, CT_TRANSFER_DEVICE_TO_HOST);
+        if (moved) *moved += hi - lo;
         break;
     }
-    h->valid = true; /* never-written storage: contents undefined, like torch.empty */
+    set_complete(h); /* never-written storage: contents undefined, like torch.empty */
     return CT_OK;
 }
 
@@ -307,12 +338,12 @@ static ct_status filled(ct_storage *st, ct_device *dev, ct_storage_copy *src, ct
     set_writer(c, ev);
     add_reader(src, ev);
     event_release(ev);
-    c->valid = true;
+    set_complete(c);
     return CT_OK;
 }
 
-static ct_status copy_from_peer(ct_storage *st, ct_device *dev, ct_storage_copy *peer, uint64_t *moved,
-                                ct_device **failed)
+static ct_status copy_from_peer(ct_storage *st, ct_device *dev, ct_storage_copy *peer, size_t lo, size_t hi,
+                                uint64_t *moved, ct_device **failed)
 {
     ct_storage_copy *c = storage_find(st, dev);
     ct_status s = event_order(dev, peer->writer);
@@ -320,17 +351,18 @@ static ct_status copy_from_peer(ct_storage *st, ct_device *dev, ct_storage_copy 
         set_failed(failed, peer->dev);
         return s;
     }
-    s = dev->ops->copy_peer(dev, &c->buf, peer->dev, &peer->buf, st->nbytes);
+    s = dev->ops->copy_peer(dev, &c->buf, peer->dev, &peer->buf, lo, hi - lo);
     if (s != CT_OK) {
         set_failed(failed, dev);
         return s;
     }
-    transferred(peer->dev, dev, st->nbytes, CT_TRANSFER_PEER);
-    if (moved) *moved += st->nbytes;
+    transferred(peer->dev, dev, hi - lo, CT_TRANSFER_PEER);
+    if (moved) *moved += hi - lo;
     return filled(st, dev, peer, failed);
 }
 
-static ct_status upload_from_host(ct_storage *st, ct_device *dev, uint64_t *moved, ct_device **failed)
+static ct_status upload_from_host(ct_storage *st, ct_device *dev, size_t lo, size_t hi, uint64_t *moved,
+                                  ct_device **failed)
 {
     ct_device *from = usable(&st->copies[0]) ? NULL : storage_valid_device(st);
     ct_status s = make_host_valid_for(st, moved, from != NULL, failed);
@@ -342,13 +374,13 @@ static ct_status upload_from_host(ct_storage *st, ct_device *dev, uint64_t *move
         set_failed(failed, writer);
         return s;
     }
-    s = dev->ops->upload(dev, &c->buf, 0, h->buf.ptr, st->nbytes);
+    s = dev->ops->upload(dev, &c->buf, lo, (char *)h->buf.ptr + lo, hi - lo);
     if (s != CT_OK) {
         set_failed(failed, dev);
         return s;
     }
-    transferred(from, dev, st->nbytes, from ? CT_TRANSFER_STAGED : CT_TRANSFER_HOST_TO_DEVICE);
-    if (moved) *moved += st->nbytes;
+    transferred(from, dev, hi - lo, from ? CT_TRANSFER_STAGED : CT_TRANSFER_HOST_TO_DEVICE);
+    if (moved) *moved += hi - lo;
     return filled(st, dev, h, failed);
 }
 
@@ -363,6 +395,8 @@ static ct_status make_device_valid(ct_storage *st, ct_device *dev, uint64_t *mov
     }
     bool had_data = any_usable(st);
     if (!had_data && storage_lost_on(st)) return lost_error(st);
+    size_t lo, hi; /* only the stale range of a copy that holds the rest */
+    refresh_range(st, c, &lo, &hi);
     bool existed = c && c->buf.ptr;
     ct_status s = storage_alloc_on(st, dev);
     if (s != CT_OK) {
@@ -373,16 +407,16 @@ static ct_status make_device_valid(ct_storage *st, ct_device *dev, uint64_t *mov
     c = storage_find(st, dev);
     wait_readers(c, dev); /* peers may still be reading the old bytes */
     if (!had_data) { /* never written: contents undefined, like torch.empty */
-        c->valid = true;
+        set_complete(c);
         return CT_OK;
     }
     ct_storage_copy *peer = peer_source(st, dev);
     if (peer) {
-        s = copy_from_peer(st, dev, peer, moved, failed);
+        s = copy_from_peer(st, dev, peer, lo, hi, moved, failed);
         if (s != CT_ERR_UNSUPPORTED || (failed && *failed != dev)) return s;
         set_failed(failed, NULL); /* no direct path for this pair: stage below */
     }
-    return upload_from_host(st, dev, moved, failed);
+    return upload_from_host(st, dev, lo, hi, moved, failed);
 }
 
 ct_status storage_make_valid_ex(ct_storage *st, ct_device *dev, uint64_t *moved, ct_device **failed, bool *allocated)
@@ -416,16 +450,32 @@ ct_status storage_order_write(ct_storage *st, ct_device *dev)
     return s;
 }
 
-void storage_mark_written_at(ct_storage *st, const ct_device *dev, ct_event *ev)
+void storage_mark_written_at(ct_storage *st, const ct_device *dev, ct_event *ev, size_t lo, size_t hi)
 {
     ct_storage_copy *w = storage_find(st, dev);
-    for (int i = 0; i < st->n_copies; i++) st->copies[i].valid = &st->copies[i] == w;
-    if (w && (ev || w->writer)) set_writer(w, ev);
-    if (w) clear_readers(w); /* the write was ordered after them */
+    bool whole = lo == 0 && hi >= st->nbytes;
+    st->written_on = (ct_device *)dev;
+    for (int i = 0; i < st->n_copies; i++) {
+        ct_storage_copy *c = &st->copies[i];
+        if (c == w || !c->valid || lo >= hi) continue;
+        if (whole) {
+            c->valid = false;
+            continue;
+        }
+        /* one stale range per copy: the hull of what was written elsewhere since */
+        c->stale_lo = stale(c) && c->stale_lo < lo ? c->stale_lo : lo;
+        c->stale_hi = stale(c) && c->stale_hi > hi ? c->stale_hi : hi;
+        if (c->stale_lo == 0 && c->stale_hi >= st->nbytes) c->valid = false;
+    }
+    if (w) {
+        set_complete(w); /* it was made complete before a partial write */
+        if (ev || w->writer) set_writer(w, ev);
+        clear_readers(w); /* the write was ordered after them */
+    }
     if (st->derived) drop_derived(st);
 }
 
-void storage_mark_written(ct_storage *st, const ct_device *dev) { storage_mark_written_at(st, dev, NULL); }
+void storage_mark_written(ct_storage *st, const ct_device *dev) { storage_mark_written_at(st, dev, NULL, 0, st->nbytes); }
 
 void *storage_derived(const ct_storage *st, const uint64_t key[STORAGE_DERIVED_KEY])
 {

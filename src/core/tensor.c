@@ -99,6 +99,25 @@ size_t tensor_byte_offset(const ct_tensor *t)
     return (size_t)(t->offset / bs) * ct_dtype_block_bytes(t->dtype);
 }
 
+void tensor_byte_range(const ct_tensor *t, size_t *lo, size_t *hi)
+{
+    *lo = 0, *hi = t->st->nbytes;
+    if (ct_dtype_is_quantized(t->dtype)) return;
+    int64_t last = t->offset;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] == 0) {
+            *hi = 0;
+            return;
+        }
+        if (t->stride[d] < 0) return;
+        last += (t->shape[d] - 1) * t->stride[d];
+    }
+    size_t es = ct_dtype_block_bytes(t->dtype);
+    *lo = (size_t)t->offset * es;
+    *hi = (size_t)(last + 1) * es;
+    if (*hi > t->st->nbytes) *lo = 0, *hi = t->st->nbytes; /* never past the storage */
+}
+
 bool tensor_is_contiguous(const ct_tensor *t)
 {
     int64_t s = 1;

@@ -24,7 +24,8 @@ struct ct_event;
 typedef struct ct_storage_copy {
     struct ct_device *dev;
     ct_buffer buf;
-    bool valid;
+    bool valid;                                /* holds the data, but for the stale range */
+    size_t stale_lo, stale_hi;                 /* bytes written elsewhere since (empty: lo == hi) */
     struct ct_event *writer;                   /* the last write into this copy (NULL: done) */
     struct ct_event *readers[CT_COPY_READERS]; /* reads by other devices' queues since */
 } ct_storage_copy;
@@ -51,6 +52,9 @@ typedef struct ct_storage {
     void (*deleter)(void *data, void *ctx); /* external host memory (from_blob) */
     void *deleter_ctx;
     bool host_external;                     /* host copy not ours to free */
+    struct ct_device *home;                 /* ct_tensor_place: where its data lives (NULL: anywhere) */
+    struct ct_device *written_on;           /* the device of the last op that wrote it (NULL: the
+                                               caller's host data, or never written) */
     /* Backends' rearrangements of the host bytes (the CPU's repacked weight panels), one
      * per view (key; a model's weights are views of one mapped file): made on first
      * use, dropped when the storage is written, freed with it. */
@@ -91,6 +95,9 @@ ct_status tensor_new_shell(int ndim, const int64_t *shape, ct_dtype dtype, ct_te
 ct_status tensor_new_view(const ct_tensor *t, int ndim, const int64_t *shape, const int64_t *stride,
                           int64_t offset, ct_tensor **out);
 size_t tensor_byte_offset(const ct_tensor *t);
+/* The bytes of its storage a view spans: [*lo, *hi) (the whole storage for block
+ * dtypes or negative strides; empty for a view with no elements). */
+void tensor_byte_range(const ct_tensor *t, size_t *lo, size_t *hi);
 bool tensor_is_contiguous(const ct_tensor *t);
 /* Argument check helper: returns CT_ERR_INVALID_ARG naming `op` when t is NULL. */
 ct_status tensor_check(const char *op, const char *what, const ct_tensor *t);
@@ -116,11 +123,14 @@ ct_status storage_alloc_on(ct_storage *st, struct ct_device *dev);
 /* Orders dev's queue (or the host) before a write into dev's copy: after its last
  * write and after reads of it by other devices. */
 ct_status storage_order_write(ct_storage *st, struct ct_device *dev);
-/* After a write on dev (ending at event ev, NULL when done): only dev's copy stays valid. */
-void storage_mark_written_at(ct_storage *st, const struct ct_device *dev, struct ct_event *ev);
+/* After a write on dev of bytes [lo, hi) (ending at event ev, NULL when done): dev's
+ * copy is complete, the others are stale in that range (invalid when it is all). */
+void storage_mark_written_at(ct_storage *st, const struct ct_device *dev, struct ct_event *ev, size_t lo, size_t hi);
 void storage_mark_written(ct_storage *st, const struct ct_device *dev);
 /* Releases dev's copy (after its pending work), e.g. what a failed attempt allocated. */
 void storage_drop_copy(ct_storage *st, const struct ct_device *dev);
+/* Bytes that making dev's copy complete would move: 0, the stale range, or all. */
+size_t storage_bytes_to_move(const ct_storage *st, const struct ct_device *dev);
 /* The device holding the storage's data when it is lost with it, else NULL. */
 struct ct_device *storage_lost_on(const ct_storage *st);
 /* The derived data made for `key` since the last write, or NULL. */

@@ -74,7 +74,9 @@ static ct_status attempt(ct_op *op, ct_device *dev, bool dst_fresh, bool sync, u
     ct_event *ev = NULL;
     if (s == CT_OK) s = event_record(dev, &ev);
     if (s != CT_OK) return s;
-    storage_mark_written_at(op->dst->st, dev, ev);
+    size_t lo = 0, hi = op->dst->st->nbytes;
+    if (!dst_fresh) tensor_byte_range(op->dst, &lo, &hi); /* a KV append leaves the rest valid elsewhere */
+    storage_mark_written_at(op->dst->st, dev, ev, lo, hi);
     event_release(ev);
     /* CTORCH_SYNC: a late fault is charged to the op that caused it */
     if (sync && (s = device_sync(dev)) != CT_OK) return s;

@@ -13,6 +13,25 @@ ct_status ct_tensor_prefetch(const ct_tensor *t, const char *device)
     return storage_make_valid(t->st, d, NULL);
 }
 
+ct_status ct_tensor_place(const ct_tensor *t, const char *device)
+{
+    ct_status s = tensor_check("ct_tensor_place", "tensor", t);
+    if (s != CT_OK) return s;
+    s = exec_ready();
+    if (s != CT_OK) return s;
+    if (!device) {
+        t->st->home = NULL;
+        return CT_OK;
+    }
+    ct_device *d = exec_find_device(device);
+    if (!d) return core_err(CT_ERR_NOT_FOUND, "ct_tensor_place: no device '%s'", device);
+    if (device_is_lost(d)) return device_lost_error(d, "ct_tensor_place");
+    s = storage_make_valid(t->st, d, NULL);
+    if (s != CT_OK) return s;
+    t->st->home = d;
+    return CT_OK;
+}
+
 ct_status ct_device_sync(const char *device)
 {
     ct_status s = exec_ready();

@@ -326,12 +326,13 @@ static ct_status tb_download(ct_device *dev, const ct_buffer *buf, size_t off, v
     return tb_copy(dev, host, (const char *)buf->ptr + off, bytes);
 }
 
-static ct_status tb_copy_peer(ct_device *dst, ct_buffer *dst_buf, ct_device *src, const ct_buffer *src_buf, size_t bytes)
+static ct_status tb_copy_peer(ct_device *dst, ct_buffer *dst_buf, ct_device *src, const ct_buffer *src_buf, size_t off,
+                              size_t bytes)
 {
     if (!g_peer)
         return core_err(CT_ERR_UNSUPPORTED, "%s -> %s: peer access disabled", src->info.name, dst->info.name);
     g_peer_bytes[dst->info.index] += bytes;
-    return tb_copy(dst, dst_buf->ptr, src_buf->ptr, bytes);
+    return tb_copy(dst, (char *)dst_buf->ptr + off, (const char *)src_buf->ptr + off, bytes);
 }
 
 static ct_status tb_run(ct_device *dev, const ct_op *op)
