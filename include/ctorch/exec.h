@@ -66,6 +66,9 @@ CT_API bool ct_device_supports(const char *device, const char *op_name, ct_dtype
  * chain until ct_exec_reinit, and tensors whose data lived only there report
  * CT_ERR_DEVICE_LOST when read. */
 CT_API ct_status ct_device_sync(const char *device);
+/* Free and total memory of a device, as its backend reports them. When an allocation
+ * there fails, the executor first evicts copies that are valid elsewhere. */
+CT_API ct_status ct_device_memory(const char *device, uint64_t *free_bytes, uint64_t *total_bytes);
 /* Replace the chain ("cuda:0,cpu"); it overrides CTORCH_DEVICES until NULL restores the
  * chain of the settings in force (CTORCH_DEVICES as last read, else the platform default).
  * On an error the chain in force stays. */

@@ -138,6 +138,10 @@ typedef struct ct_backend_ops {
      * executor marks the device lost. */
     ct_status (*sync)(ct_device *dev);
 
+    /* Optional: free and total memory of the device, in bytes (the executor evicts copies
+     * valid elsewhere when an allocation fails; ct_device_memory reports these). */
+    ct_status (*mem_info)(ct_device *dev, uint64_t *free_bytes, uint64_t *total_bytes);
+
     /* ---- Queues and events ----
      * Each device has one in-order queue. run, upload, download, copy_peer and release
      * are submitted to it and may return before the work is done; an error they return

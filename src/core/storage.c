@@ -8,6 +8,7 @@
  * anything overwrites or releases a copy it also waits for those reads. Waiting is
  * done by the device's queue where the backend can (events of its own devices), by
  * the host otherwise; the host's own accesses (CPU ops, ct_tensor_data) are sync points. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,43 @@ static void transferred(const ct_device *src, const ct_device *dst, uint64_t byt
 {
     storage_transfer_fn fn = __atomic_load_n(&g_transfer_hook, __ATOMIC_ACQUIRE);
     if (fn && bytes) fn(src, dst, bytes, (int)m);
+}
+
+/* ---- the list of storages with device copies, for eviction ---- */
+
+static pthread_mutex_t g_dev_mu = PTHREAD_MUTEX_INITIALIZER;
+static ct_storage *g_dev_list;
+
+static void list_add(ct_storage *st)
+{
+    pthread_mutex_lock(&g_dev_mu);
+    if (!st->dev_listed) {
+        st->dev_prev = NULL;
+        st->dev_next = g_dev_list;
+        if (g_dev_list) g_dev_list->dev_prev = st;
+        g_dev_list = st;
+        st->dev_listed = true;
+    }
+    pthread_mutex_unlock(&g_dev_mu);
+}
+
+static void list_remove(ct_storage *st)
+{
+    pthread_mutex_lock(&g_dev_mu);
+    if (st->dev_listed) {
+        if (st->dev_prev) st->dev_prev->dev_next = st->dev_next;
+        else g_dev_list = st->dev_next;
+        if (st->dev_next) st->dev_next->dev_prev = st->dev_prev;
+        st->dev_listed = false;
+    }
+    pthread_mutex_unlock(&g_dev_mu);
+}
+
+void storage_busy(ct_storage *st, int delta)
+{
+    pthread_mutex_lock(&g_dev_mu);
+    st->busy += delta;
+    pthread_mutex_unlock(&g_dev_mu);
 }
 
 ct_storage *storage_new(size_t nbytes)
@@ -161,6 +199,7 @@ static void release_copy(ct_storage_copy *c)
 void storage_release(ct_storage *st)
 {
     if (!st || atomic_fetch_sub(&st->refcnt, 1) != 1) return;
+    list_remove(st);
     ct_storage_copy *h = &st->copies[0];
     /* devices may still be reading (uploads) or writing (downloads) the host memory */
     if (h->writer) event_order(NULL, h->writer);
@@ -260,12 +299,54 @@ ct_status storage_alloc_on(ct_storage *st, ct_device *dev)
         c->dev = dev;
     }
     ct_status s = dev->ops->alloc(dev, bytes, &c->buf);
+    if ((s == CT_ERR_DEVICE_OOM || s == CT_ERR_OOM)) {
+        /* memory pressure: copies the device does not need make room before an OOM */
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", ct_last_error());
+        storage_busy(st, 1);
+        size_t freed = storage_evict(dev, bytes);
+        storage_busy(st, -1);
+        c = storage_find(st, dev);
+        s = freed ? dev->ops->alloc(dev, bytes, &c->buf) : s;
+        if (s != CT_OK && !freed) core_err(s, "%s", msg);
+    }
     if (s != CT_OK) {
         st->n_copies--; /* the slot we just took is the last one */
         if (s == CT_ERR_OOM) s = CT_ERR_DEVICE_OOM;
         return s;
     }
+    list_add(st);
     return CT_OK;
+}
+
+/* A copy on dev that can go: it holds nothing, or the data is complete elsewhere. */
+static bool evictable(const ct_storage *st, const ct_storage_copy *c)
+{
+    if (!c->buf.ptr) return false;
+    if (!healthy(c)) return true;
+    for (int i = 0; i < st->n_copies; i++)
+        if (&st->copies[i] != c && usable(&st->copies[i])) return true;
+    return false;
+}
+
+size_t storage_evict(ct_device *dev, size_t want)
+{
+    size_t freed = 0;
+    pthread_mutex_lock(&g_dev_mu);
+    for (ct_storage *st = g_dev_list; st && freed < want; st = st->dev_next) {
+        if (st->busy) continue;
+        for (int i = 1; i < st->n_copies; i++) {
+            ct_storage_copy *c = &st->copies[i];
+            if (c->dev != dev || !evictable(st, c)) continue;
+            freed += c->buf.size;
+            release_copy(c);
+            st->copies[i] = st->copies[--st->n_copies];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_dev_mu);
+    if (freed) core_log(CT_LOG_DEBUG, "%s: evicted %zu bytes of copies valid elsewhere", dev->info.name, freed);
+    return freed;
 }
 
 void storage_drop_copy(ct_storage *st, const ct_device *dev)

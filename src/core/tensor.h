@@ -59,6 +59,11 @@ typedef struct ct_storage {
      * per view (key; a model's weights are views of one mapped file): made on first
      * use, dropped when the storage is written, freed with it. */
     ct_storage_derived *derived;
+    /* Storages with device copies are listed (core/storage.c), so a device out of memory
+     * can evict copies that are valid elsewhere; `busy` (an op is using it) protects one. */
+    struct ct_storage *dev_prev, *dev_next;
+    bool dev_listed;
+    int busy;
 } ct_storage;
 
 struct ct_tensor {
@@ -131,6 +136,11 @@ void storage_mark_written(ct_storage *st, const struct ct_device *dev);
 void storage_drop_copy(ct_storage *st, const struct ct_device *dev);
 /* Bytes that making dev's copy complete would move: 0, the stale range, or all. */
 size_t storage_bytes_to_move(const ct_storage *st, const struct ct_device *dev);
+/* An op is (1) or is no longer (-1) using the storage: its copies are not evicted meanwhile. */
+void storage_busy(ct_storage *st, int delta);
+/* Releases copies on dev that are not needed (invalid, or complete elsewhere too), not
+ * busy, until `want` bytes are freed; returns the bytes freed. */
+size_t storage_evict(struct ct_device *dev, size_t want);
 /* The device holding the storage's data when it is lost with it, else NULL. */
 struct ct_device *storage_lost_on(const ct_storage *st);
 /* The derived data made for `key` since the last write, or NULL. */

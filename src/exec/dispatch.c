@@ -62,12 +62,24 @@ static ct_status make_resident(ct_op *op, ct_device *dev, bool dst_fresh, uint64
     return storage_order_write(dst, dev);
 }
 
+/* The op's storages are not evicted to make room for each other. The CPU never
+ * evicts, so its ops skip the bookkeeping. */
+static void mark_busy(ct_op *op, const ct_device *dev, int delta)
+{
+    if (dev->info.kind == CT_DEVICE_CPU) return;
+    for (int i = 0; i < op->n_src; i++)
+        if (op->src[i]) storage_busy(op->src[i]->st, delta);
+    storage_busy(op->dst->st, delta);
+}
+
 static ct_status attempt(ct_op *op, ct_device *dev, bool dst_fresh, bool sync, uint64_t *moved, attempt_ctx *a)
 {
     a->failed = dev;
     ct_status s = fault_check(dev, op->kind);
     if (s != CT_OK) return s;
+    mark_busy(op, dev, 1);
     s = make_resident(op, dev, dst_fresh, moved, a);
+    mark_busy(op, dev, -1);
     if (s != CT_OK) return s;
     a->failed = dev;
     s = dev->ops->run(dev, op);

@@ -50,3 +50,18 @@ ct_status ct_device_sync(const char *device)
     }
     return first == CT_OK ? CT_OK : core_err(first, "%s", ct_last_error());
 }
+
+ct_status ct_device_memory(const char *device, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    if (!free_bytes || !total_bytes) return core_err(CT_ERR_INVALID_ARG, "ct_device_memory: NULL output");
+    ct_status s = exec_ready();
+    if (s != CT_OK) return s;
+    ct_device *d = exec_find_device(device);
+    if (!d) return core_err(CT_ERR_NOT_FOUND, "ct_device_memory: no device '%s'", device ? device : "(null)");
+    if (!d->ops->mem_info) {
+        *total_bytes = d->info.memory_bytes;
+        *free_bytes = 0;
+        return core_err(CT_ERR_UNSUPPORTED, "ct_device_memory: %s does not report its free memory", d->info.name);
+    }
+    return d->ops->mem_info(d, free_bytes, total_bytes);
+}

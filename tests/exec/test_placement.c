@@ -191,10 +191,50 @@ static void test_kv_append_moves_rows(void)
     ct_tensor_free(cache);
 }
 
+/* A device out of memory evicts copies that are valid elsewhere before it gives up. */
+static void test_eviction_under_pressure(void)
+{
+    xu_reset(1, "*", 0);
+    const uint64_t big = D * D * sizeof(float);
+    int64_t shape[2] = {D, D};
+    test_backend_set_capacity(0, 3 * big);
+    uint64_t fr = 0, tot = 0;
+    CHECK_OK(ct_device_memory("test:0", &fr, &tot));
+    CHECK(tot == 3 * big && fr == 3 * big);
+    CHECK_OK(ct_device_memory("cpu", &fr, &tot));
+    CHECK(tot > 0 && fr > 0 && fr <= tot);
+    CHECK_STATUS(ct_device_memory("test:9", &fr, &tot), CT_ERR_NOT_FOUND);
+    ct_tensor *a = xu_host_f32(2, shape, 1, 0), *b = xu_host_f32(2, shape, 2, 0), *c = NULL, *d = NULL, *e = NULL,
+              *f = NULL;
+    CHECK_OK(xu_binary(CT_OP_ADD, a, b, &c)); /* a, b and c fill the device */
+    CHECK_LAST("add@test:0/capability");
+    CHECK_OK(ct_device_memory("test:0", &fr, &tot));
+    CHECK(fr == 0);
+    CHECK_OK(xu_binary(CT_OP_ADD, c, c, &d)); /* a or b (also on the host) makes room */
+    CHECK_LAST("add@test:0/capability");
+    CHECK_MSG(!strcmp(xu_residency(a), "cpu") || !strcmp(xu_residency(b), "cpu"), "nothing evicted");
+    CHECK(!strcmp(xu_residency(c), "test:0")); /* its only copy stays */
+    CHECK_OK(xu_binary(CT_OP_ADD, d, d, &e)); /* the other input makes room */
+    CHECK_LAST("add@test:0/capability");
+    CHECK(!strcmp(xu_residency(a), "cpu") && !strcmp(xu_residency(b), "cpu"));
+    CHECK_OK(xu_binary(CT_OP_ADD, e, e, &f)); /* nothing left to evict: the CPU runs it */
+    CHECK_LAST("add@cpu/fallback");
+    double v = 0; /* a[i] = i % 1000, b[i] = 2 (i % 1000): f = 8 (a + b) */
+    CHECK_OK(ct_tensor_item(f, 7, &v));
+    CHECK(v == 8 * 21.0);
+    CHECK_OK(ct_tensor_item(c, 7, &v)); /* device-only data was never evicted */
+    CHECK(v == 21.0);
+    ct_tensor *all[] = {a, b, c, d, e, f};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ct_tensor_free(all[i]);
+    CHECK_OK(ct_device_memory("test:0", &fr, &tot));
+    CHECK(fr == tot);
+}
+
 int main(void)
 {
     RUN(test_ops_follow_weights);
     RUN(test_kv_append_moves_rows);
+    RUN(test_eviction_under_pressure);
     test_backend_uninstall();
     return th_finish();
 }

@@ -24,6 +24,8 @@ static uint64_t g_peer_bytes[TB_MAX];
 static unsigned g_delay_us[TB_MAX];
 static int g_fail_late[TB_MAX];      /* runs left before a late fault; -1: none */
 static int g_live_buffers[TB_MAX];   /* allocated and not yet released (by the worker, when async) */
+static uint64_t g_capacity[TB_MAX];  /* bytes the device has (0: 1 GiB) */
+static uint64_t g_used[TB_MAX];      /* bytes allocated and not released (as the host sees it) */
 
 /* Worker-side state of each simulated device. */
 typedef struct tb_dev {
@@ -288,9 +290,14 @@ static ct_status tb_alloc(ct_device *dev, size_t bytes, ct_buffer *buf)
         g_fail_allocs[i]--;
         return core_err(CT_ERR_DEVICE_OOM, "%s: simulated out of memory (%zu bytes)", dev->info.name, bytes);
     }
+    uint64_t cap = g_capacity[i] ? g_capacity[i] : 1u << 30;
+    if (g_used[i] + bytes > cap)
+        return core_err(CT_ERR_DEVICE_OOM, "%s: out of memory (%zu bytes wanted, %llu of %llu in use)", dev->info.name,
+                        bytes, (unsigned long long)g_used[i], (unsigned long long)cap);
     buf->ptr = malloc(bytes);
     buf->size = bytes;
     if (!buf->ptr) return core_err(CT_ERR_DEVICE_OOM, "%s: out of memory", dev->info.name);
+    g_used[i] += bytes;
     if (g_async) memset(buf->ptr, 0xff, bytes); /* NaN: a read before the producer wrote shows */
     __atomic_fetch_add(&g_live_buffers[i], 1, __ATOMIC_RELAXED);
     return CT_OK;
@@ -298,6 +305,7 @@ static ct_status tb_alloc(ct_device *dev, size_t bytes, ct_buffer *buf)
 
 static void tb_release(ct_device *dev, ct_buffer *buf)
 {
+    g_used[dev->info.index] -= buf->size;
     tb_cmd *c = new_cmd(CMD_RELEASE);
     if (c) {
         c->to = buf->ptr, c->bytes = buf->size;
@@ -349,6 +357,14 @@ static ct_status tb_run(ct_device *dev, const ct_op *op)
     c->dst = view_of(op->dst, dev);
     c->a = op->p.s.a;
     return submit(dev, c);
+}
+
+static ct_status tb_mem_info(ct_device *dev, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    int i = dev->info.index;
+    *total_bytes = g_capacity[i] ? g_capacity[i] : 1u << 30;
+    *free_bytes = *total_bytes - g_used[i];
+    return CT_OK;
 }
 
 static ct_status tb_event_record(ct_device *dev, void **handle)
@@ -410,7 +426,7 @@ static const ct_backend_ops test_backend_ops = {
     .device_release = tb_release_dev, .supports = tb_supports, .alloc = tb_alloc, .release = tb_release,
     .upload = tb_upload, .download = tb_download, .copy_peer = tb_copy_peer, .run = tb_run, .sync = tb_sync,
     .event_record = tb_event_record, .event_wait = tb_event_wait, .event_sync = tb_event_sync,
-    .event_release = tb_event_release,
+    .event_release = tb_event_release, .mem_info = tb_mem_info,
 };
 
 static ct_status install(int n, const char *ops, bool async)
@@ -426,6 +442,7 @@ static ct_status install(int n, const char *ops, bool async)
     memset(g_alloc_ok_first, 0, sizeof g_alloc_ok_first);
     memset(g_peer_bytes, 0, sizeof g_peer_bytes);
     memset(g_delay_us, 0, sizeof g_delay_us);
+    memset(g_capacity, 0, sizeof g_capacity);
     for (int i = 0; i < TB_MAX; i++) g_fail_late[i] = -1;
     g_n_log = 0;
     g_peer = false;
@@ -467,6 +484,7 @@ void test_backend_set_peer(bool enabled) { g_peer = enabled; }
 uint64_t test_backend_peer_bytes(int dev) { return g_peer_bytes[dev]; }
 
 void test_backend_set_delay(int dev, unsigned us) { g_delay_us[dev] = us; }
+void test_backend_set_capacity(int dev, uint64_t bytes) { g_capacity[dev] = bytes; }
 void test_backend_fail_late(int dev, int after_runs) { __atomic_store_n(&g_fail_late[dev], after_runs, __ATOMIC_RELAXED); }
 int test_backend_live_buffers(int dev) { return __atomic_load_n(&g_live_buffers[dev], __ATOMIC_RELAXED); }
 

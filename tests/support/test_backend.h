@@ -28,6 +28,8 @@ void test_backend_fail_allocs_after(int dev, int ok, int n);
  * events, poisons fresh and released buffers with NaN (so an early or late read
  * shows), and can fail late. */
 ct_status test_backend_install_async(int n, const char *ops);
+/* Device i has this many bytes (0: 1 GiB); allocations beyond fail with CT_ERR_DEVICE_OOM. */
+void test_backend_set_capacity(int dev, uint64_t bytes);
 /* Every op on device i sleeps this long first (a deliberately slow producer). */
 void test_backend_set_delay(int dev, unsigned us);
 /* After `after_runs` more ops, device i faults late: that op's output is not written,

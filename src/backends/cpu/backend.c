@@ -116,6 +116,14 @@ static ct_status cpu_sync(ct_device *dev)
     return CT_OK;
 }
 
+static ct_status cpu_mem_info(ct_device *dev, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    long avail = sysconf(_SC_AVPHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    *total_bytes = dev->info.memory_bytes;
+    *free_bytes = avail > 0 && psize > 0 ? (uint64_t)avail * (uint64_t)psize : 0;
+    return CT_OK;
+}
+
 /* The CPU's queue is the caller: its work is done when run returns, so it has no
  * events (NULL), and never needs to wait for one. */
 static ct_status cpu_event_record(ct_device *dev, void **handle)
@@ -152,6 +160,7 @@ const ct_backend_ops cpu_backend_ops = {
     .download = cpu_download,
     .run = cpu_run,
     .sync = cpu_sync,
+    .mem_info = cpu_mem_info,
     .event_record = cpu_event_record,
     .event_wait = cpu_event_wait,
     .event_sync = cpu_event_sync,
