@@ -172,6 +172,11 @@ CT_API ct_status ct_clone(const ct_tensor *t, ct_tensor **out);
 CT_API ct_status ct_cast(const ct_tensor *t, ct_dtype dtype, ct_tensor **out);
 /* Writes src (broadcast to dst's shape, cast to dst's dtype) into the view dst. */
 CT_API ct_status ct_copy_(ct_tensor *dst, const ct_tensor *src);
+/* dst[index[i], :] = src[i, :] for every i: dst [R, C] (f32, f64, f16 or bf16), src [n, C] of
+ * dst's dtype or f32, index [n] i32/i64 (a device tensor, so a recorded step can append to a
+ * KV cache at a position that changes per token). An index outside [0, R) is CT_ERR_RANGE,
+ * and nothing is written. */
+CT_API ct_status ct_set_rows(ct_tensor *dst, const ct_tensor *src, const ct_tensor *index);
 CT_API ct_status ct_concat(const ct_tensor *const *ts, int n, int dim, ct_tensor **out);
 CT_API ct_status ct_stack(const ct_tensor *const *ts, int n, int dim, ct_tensor **out);
 

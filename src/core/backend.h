@@ -36,7 +36,9 @@
     /* complex */                                                                                  \
     X(COMPLEX, "complex") X(REAL, "real") X(IMAG, "imag") X(CONJ, "conj")                          \
     /* distributed */                                                                              \
-    X(ALL_REDUCE, "all_reduce")
+    X(ALL_REDUCE, "all_reduce")                                                                    \
+    /* row writes at indices held in a tensor: src[0] rows, src[1] indices, dst written in place */ \
+    X(SET_ROWS, "set_rows")
 
 typedef enum ct_op_kind {
 #define CT_OP_ENUM(name, str) CT_OP_##name,

@@ -47,6 +47,7 @@ static void list_add(ct_storage *st)
 
 static void list_remove(ct_storage *st)
 {
+    if (!st->dev_listed) return; /* only its owner lists it: no lock needed to see that */
     pthread_mutex_lock(&g_dev_mu);
     if (st->dev_listed) {
         if (st->dev_prev) st->dev_prev->dev_next = st->dev_next;

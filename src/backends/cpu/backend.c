@@ -78,6 +78,8 @@ static ct_status cpu_run(ct_device *dev, const ct_op *op)
         return cpu_run_create(dev, op);
     case CT_OP_COPY:
         return cpu_run_copy(dev, op);
+    case CT_OP_SET_ROWS:
+        return cpu_run_set_rows(dev, op);
     case CT_OP_ADD: case CT_OP_SUB: case CT_OP_MUL: case CT_OP_DIV: case CT_OP_POW: case CT_OP_MAXIMUM:
     case CT_OP_MINIMUM: case CT_OP_ADD_SCALAR: case CT_OP_SUB_SCALAR: case CT_OP_MUL_SCALAR:
     case CT_OP_DIV_SCALAR: case CT_OP_POW_SCALAR: case CT_OP_CMP: case CT_OP_CMP_SCALAR: case CT_OP_WHERE:
