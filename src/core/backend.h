@@ -69,7 +69,8 @@ typedef union ct_op_params {
     ct_pool2d_params pool;               /* MAX_POOL2D, AVG_POOL2D (defaults filled in) */
     struct { double eps; int norm_ndim; } norm; /* BATCH_NORM, LAYER_NORM, RMS_NORM */
     ct_rope_params rope;                 /* ROPE */
-    struct { bool causal; double scale; int window; } attn; /* SDPA (scale resolved, never 0) */
+    struct { bool causal; double scale; int window; } attn; /* SDPA (scale resolved, never 0); src[4],
+                                            when present, is the attended length [1] i32/i64 */
     struct { uint64_t seed; bool normal; } rng;  /* RAND */
     struct { ct_reduce_op op; } allreduce;       /* ALL_REDUCE */
 } ct_op_params;
