@@ -82,10 +82,11 @@ ct_status exec_route(const exec_route_ctx *c, const ct_op *op, exec_route_result
         *res = (exec_route_result){c->forced, CT_REASON_FORCED};
         return CT_OK;
     }
-    int head = -1, cpu = -1;
+    int head = -1, cpu = -1, n_capable = 0;
     for (int i = 0; i < c->n_chain; i++) {
         int id = c->chain[i];
         if (!capable(c, id, op)) continue;
+        n_capable++;
         if (head < 0) head = id;
         if (cpu < 0 && c->devs[id]->info.kind == CT_DEVICE_CPU) cpu = id;
     }
@@ -102,6 +103,10 @@ ct_status exec_route(const exec_route_ctx *c, const ct_op *op, exec_route_result
     ct_route_reason why = c->excluded ? CT_REASON_FALLBACK : CT_REASON_CAPABILITY;
     if (cpu >= 0 && cpu != head && host_resident(op) && op_bytes(op) < c->small_bytes) {
         *res = (exec_route_result){cpu, c->excluded ? CT_REASON_FALLBACK : CT_REASON_SIZE};
+        return CT_OK;
+    }
+    if (n_capable == 1) { /* nothing to weigh (a CPU-only chain: the eager path stays short) */
+        *res = (exec_route_result){head, why};
         return CT_OK;
     }
     /* ops follow their data: the capable device that moves the fewest bytes (the head on a tie) */
