@@ -100,7 +100,8 @@ CT_API ct_dtype ct_tensor_dtype(const ct_tensor *t);
 CT_API int64_t ct_tensor_numel(const ct_tensor *t);
 CT_API size_t ct_tensor_nbytes(const ct_tensor *t); /* bytes of the elements the view covers */
 CT_API bool ct_tensor_is_contiguous(const ct_tensor *t);
-/* Comma-separated devices that hold a valid copy, e.g. "cpu,cuda:0". */
+/* Comma-separated devices that hold a complete, usable copy, e.g. "cpu,cuda:0" (a copy
+ * stale in part since a write elsewhere, or on a lost device, is not listed). */
 CT_API const char *ct_tensor_residency(const ct_tensor *t, char *buf, size_t len);
 
 /* Host pointer to the first element of the view, after making the host copy

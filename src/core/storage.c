@@ -178,6 +178,8 @@ static void refresh_range(const ct_storage *st, const ct_storage_copy *c, size_t
     else *lo = 0, *hi = st->nbytes;
 }
 
+bool storage_copy_complete(const ct_storage *st, int i) { return i >= 0 && i < st->n_copies && usable(&st->copies[i]); }
+
 size_t storage_bytes_to_move(const ct_storage *st, const ct_device *dev)
 {
     const ct_storage_copy *c = storage_find((ct_storage *)st, dev);

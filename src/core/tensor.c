@@ -138,7 +138,7 @@ const char *ct_tensor_residency(const ct_tensor *t, char *buf, size_t len)
     size_t pos = 0;
     for (int i = 0; i < t->st->n_copies; i++) {
         const ct_storage_copy *c = &t->st->copies[i];
-        if (!c->valid) continue;
+        if (!storage_copy_complete(t->st, i)) continue; /* stale in part, or on a lost device */
         const char *name = c->dev ? c->dev->info.name : "cpu";
         pos += (size_t)snprintf(buf + pos, pos < len ? len - pos : 0, "%s%s", pos ? "," : "", name);
         if (pos >= len) break;

@@ -134,6 +134,8 @@ void storage_mark_written_at(ct_storage *st, const struct ct_device *dev, struct
 void storage_mark_written(ct_storage *st, const struct ct_device *dev);
 /* Releases dev's copy (after its pending work), e.g. what a failed attempt allocated. */
 void storage_drop_copy(ct_storage *st, const struct ct_device *dev);
+/* Copy i holds all the data (valid, no stale range, its device healthy). */
+bool storage_copy_complete(const ct_storage *st, int i);
 /* Bytes that making dev's copy complete would move: 0, the stale range, or all. */
 size_t storage_bytes_to_move(const ct_storage *st, const struct ct_device *dev);
 /* An op is (1) or is no longer (-1) using the storage: its copies are not evicted meanwhile. */

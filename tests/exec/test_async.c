@@ -123,6 +123,7 @@ static void test_late_fault_loses_device(void)
     CHECK_MSG(strstr(ct_last_error(), "test:0") && strstr(ct_last_error(), "late fault"), "message: %s",
               ct_last_error());
     CHECK_STATUS(ct_tensor_item(c, 0, &v), CT_ERR_DEVICE_LOST); /* its only copy was there too */
+    CHECK_MSG(!strcmp(xu_residency(c), ""), "lost data listed on %s", xu_residency(c));
     CHECK_STATUS(ct_device_sync("test:0"), CT_ERR_DEVICE_LOST);
     CHECK_OK(ct_tensor_item(a, 7, &v)); /* host data is not touched */
     CHECK(v == 7);

@@ -149,6 +149,7 @@ static void test_kv_append_moves_rows(void)
     /* a row written on the host: refreshing the device copy uploads that row only */
     append(cache, 5, "cpu");
     written[5] = true;
+    CHECK_MSG(!strcmp(xu_residency(cache), "cpu"), "a copy stale in part is listed: %s", xu_residency(cache));
     uint64_t up = test_backend_uploaded(0);
     CHECK_OK(ct_exec_force_device("test:0"));
     CHECK_OK(xu_sum_all(cache, &s));
