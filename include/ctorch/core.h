@@ -37,7 +37,9 @@ typedef enum ct_status {
     CT_ERR_IO,            /* file could not be opened/read/written */
     CT_ERR_FORMAT,        /* malformed file contents */
     CT_ERR_NOT_FOUND,     /* named device, key or tensor does not exist */
-    CT_ERR_RANGE          /* index or value out of range */
+    CT_ERR_RANGE,         /* index or value out of range */
+    CT_ERR_DEVICE_LOST    /* a device failed late (at a sync point): the data that lived only
+                             there is gone, and the device is out of the chain until ct_exec_reinit */
 } ct_status;
 
 CT_API const char *ct_status_name(ct_status s);
@@ -98,7 +100,8 @@ CT_API ct_dtype ct_tensor_dtype(const ct_tensor *t);
 CT_API int64_t ct_tensor_numel(const ct_tensor *t);
 CT_API size_t ct_tensor_nbytes(const ct_tensor *t); /* bytes of the elements the view covers */
 CT_API bool ct_tensor_is_contiguous(const ct_tensor *t);
-/* Comma-separated devices that hold a valid copy, e.g. "cpu,cuda:0". */
+/* Comma-separated devices that hold a complete, usable copy, e.g. "cpu,cuda:0" (a copy
+ * stale in part since a write elsewhere, or on a lost device, is not listed). */
 CT_API const char *ct_tensor_residency(const ct_tensor *t, char *buf, size_t len);
 
 /* Host pointer to the first element of the view, after making the host copy
@@ -110,8 +113,13 @@ CT_API ct_status ct_tensor_data_mut(ct_tensor *t, void **data);
 CT_API ct_status ct_tensor_to_host(const ct_tensor *t, void *dst, size_t bytes);
 /* Element at a flat row-major index, converted to double (real part for c64). */
 CT_API ct_status ct_tensor_item(const ct_tensor *t, int64_t index, double *value);
-/* Makes the storage valid on a device ("cpu", "cuda:0", ...): used to place weights once. */
+/* Makes the storage valid on a device ("cpu", "cuda:0", ...) now, ahead of the ops that need it. */
 CT_API ct_status ct_tensor_prefetch(const ct_tensor *t, const char *device);
+/* Places the tensor's storage on a device (a weight, a KV cache): its data lives there, and
+ * routing follows it, so ops that read it run there unless that would move more bytes
+ * than running elsewhere (`--gpu-layers N` = placing those layers' weights). The other
+ * views of the storage share the placement. NULL removes it. */
+CT_API ct_status ct_tensor_place(const ct_tensor *t, const char *device);
 /* Human-readable dump (shape, dtype and up to `max_items` values) into buf. */
 CT_API const char *ct_tensor_format(const ct_tensor *t, int max_items, char *buf, size_t len);
 
@@ -165,6 +173,11 @@ CT_API ct_status ct_clone(const ct_tensor *t, ct_tensor **out);
 CT_API ct_status ct_cast(const ct_tensor *t, ct_dtype dtype, ct_tensor **out);
 /* Writes src (broadcast to dst's shape, cast to dst's dtype) into the view dst. */
 CT_API ct_status ct_copy_(ct_tensor *dst, const ct_tensor *src);
+/* dst[index[i], :] = src[i, :] for every i: dst [R, C] (f32, f64, f16 or bf16), src [n, C] of
+ * dst's dtype or f32, index [n] i32/i64 (a device tensor, so a recorded step can append to a
+ * KV cache at a position that changes per token). An index outside [0, R) is CT_ERR_RANGE,
+ * and nothing is written. */
+CT_API ct_status ct_set_rows(ct_tensor *dst, const ct_tensor *src, const ct_tensor *index);
 CT_API ct_status ct_concat(const ct_tensor *const *ts, int n, int dim, ct_tensor **out);
 CT_API ct_status ct_stack(const ct_tensor *const *ts, int n, int dim, ct_tensor **out);
 

@@ -1,16 +1,25 @@
 /* The hybrid executor: devices, the priority chain, routing, fallback, trace.
  *
- * Environment (read at first use; ct_exec_reinit() reads it again):
+ * Environment (read at first use; ct_exec_reinit() reads it again). A value that does
+ * not parse is an error, never ignored: ct_exec_init() returns it, and so does every op
+ * until the settings are fixed (a failed ct_exec_reinit keeps the settings in force):
  *   CTORCH_DEVICES=cuda:0,cpu    chain override, order = priority
  *   CTORCH_DISABLE_GPU=1         chain = cpu only
  *   CTORCH_STRICT=1              any routing away from the chain head is an error
- *   CTORCH_TRACE=1 | path.json   one line per op on stderr | a Chrome/Perfetto trace file
+ *   CTORCH_TRACE=1 | path.json   one line per op on stderr | a Chrome/Perfetto trace file (0: off)
  *   CTORCH_FAULT=dev:op:err[:n]  make `dev` fail `op` (or *) with err (oom|fault|unsupported) n times
  *   CTORCH_SMALL_BYTES=N         ops whose operands are CPU-resident and smaller stay on the CPU
- *   CTORCH_STATS=1               time every op and print the per-device summary at exit
- *                                (without it or a trace, ct_exec_stats counts ops and bytes, not time)
+ *   CTORCH_SYNC=1                wait for every op to finish, so a late device fault is charged
+ *                                to the op that caused it (debugging; slow on accelerators)
+ *   CTORCH_STATS=1               time every op; ct_exec_stats_requested() is true, and the ctorch
+ *                                command prints ct_exec_stats_format's summary at exit (the library
+ *                                prints nothing; without it or a trace, ops and bytes are counted, not time)
  *   CTORCH_HOST_CACHE_MB=N       host memory kept for reuse by freed large tensors (default 256, 0 = off)
- *   CTORCH_THREADS=N             CPU worker threads */
+ *   CTORCH_THREADS=N             CPU worker threads (read when the thread pool starts)
+ *   CTORCH_LOG=debug|info|warn|error   log level (ct_set_log_level overrides it)
+ *   CTORCH_REPACK=0              no repacked Q4_K weights for decode
+ * Booleans take 1/0, true/false, on/off, yes/no; an empty value means the default.
+ * CTORCH_SIMD (portable|avx2) caps the CPU kernels' instruction set. */
 #ifndef CTORCH_EXEC_H
 #define CTORCH_EXEC_H
 
@@ -51,7 +60,18 @@ CT_API ct_status ct_chain_get(int pos, ct_device_info *info);
  * capability query for tooling; routing asks the backend with full shapes. */
 CT_API bool ct_device_supports(const char *device, const char *op_name, ct_dtype dtype);
 
-/* Replace the chain ("cuda:0,cpu"); NULL restores the platform default. */
+/* The host waits for the work queued on `device` (NULL: every device). Reading a
+ * tensor's data (ct_tensor_data, ct_tensor_item, printing) is a sync point too.
+ * CT_ERR_DEVICE_LOST when the device reported an error late: it is then out of the
+ * chain until ct_exec_reinit, and tensors whose data lived only there report
+ * CT_ERR_DEVICE_LOST when read. */
+CT_API ct_status ct_device_sync(const char *device);
+/* Free and total memory of a device, as its backend reports them. When an allocation
+ * there fails, the executor first evicts copies that are valid elsewhere. */
+CT_API ct_status ct_device_memory(const char *device, uint64_t *free_bytes, uint64_t *total_bytes);
+/* Replace the chain ("cuda:0,cpu"); it overrides CTORCH_DEVICES until NULL restores the
+ * chain of the settings in force (CTORCH_DEVICES as last read, else the platform default).
+ * On an error the chain in force stays. */
 CT_API ct_status ct_exec_set_devices(const char *spec);
 CT_API void ct_exec_set_strict(bool strict);
 CT_API bool ct_exec_strict(void);
@@ -64,7 +84,11 @@ CT_API ct_status ct_exec_force_device(const char *device);
 CT_API ct_status ct_exec_set_trace(const char *spec);
 /* Fault injection, same syntax as CTORCH_FAULT; NULL clears. */
 CT_API ct_status ct_exec_set_fault(const char *spec);
-/* Re-read the environment and rediscover devices. Tensors must not be alive on devices that vanish. */
+/* Initializes the executor (done by the first call that needs it); the error of a
+ * bad setting (CTORCH_DEVICES=bogus, an unwritable CTORCH_TRACE, ...) with a message. */
+CT_API ct_status ct_exec_init(void);
+/* Re-read the environment and rediscover devices. On an error the settings in force
+ * stay. Tensors must not be alive on devices that vanish. */
 CT_API ct_status ct_exec_reinit(void);
 /* Flushes the trace file and frees executor state. Optional. */
 CT_API void ct_exec_shutdown(void);
@@ -120,8 +144,12 @@ CT_API void ct_exec_transfer_stats(ct_transfer_stats stats[CT_TRANSFER_METHOD_CO
 /* Fills up to `cap` entries (one per device); returns the number of devices. */
 CT_API int ct_exec_stats(ct_device_stats *stats, int cap);
 CT_API void ct_exec_stats_reset(void);
-/* Writes the per-device summary table to the log (INFO) or stderr if force. */
-CT_API void ct_exec_print_stats(void);
+/* The per-device summary table and transfer totals as text, written into buf (at most
+ * n bytes, always NUL-terminated when n > 0; buf may be NULL when n is 0). Returns the
+ * length of the whole text, so a result >= n means buf was too small (snprintf's rule). */
+CT_API size_t ct_exec_stats_format(char *buf, size_t n);
+/* True when CTORCH_STATS asked for the summary: the application prints it (ctorch does, at exit). */
+CT_API bool ct_exec_stats_requested(void);
 
 #ifdef __cplusplus
 }

@@ -142,6 +142,11 @@ typedef struct ct_sdpa_params {
     bool causal;    /* query i (of Tq) sees keys j <= i + (Tk - Tq) */
     double scale;   /* 0 = 1/sqrt(D) */
     int window;     /* > 0: query also ignores keys more than window-1 positions back (sliding window) */
+    /* Optional [1] i32/i64 tensor L: attend to the first L of the Tk keys only (causal and
+     * window count from L as if Tk were L), read when the op runs, so one recorded step
+     * serves every decode position over a preallocated KV cache. L outside [0, Tk] is
+     * CT_ERR_RANGE. */
+    const ct_tensor *length;
 } ct_sdpa_params;
 /* q [B, Hq, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv], Hq % Hkv == 0 (grouped-query);
  * mask (additive, broadcast to [B, Hq, Tq, Tk]) or NULL. out [B, Hq, Tq, Dv]. */

@@ -3,7 +3,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "core/tensor.h"
+#include "core/config.h"
 
 #define HOST_ALIGN 64
 #define CACHE_CLASSES 8      /* 64 B .. 8 KiB, powers of two */
@@ -24,16 +24,8 @@ static int g_free_count[CACHE_CLASSES];
 
 static struct { void *p; size_t bytes; } g_big[BIG_SLOTS];
 static size_t g_big_total;
-static size_t g_big_limit = (size_t)-1; /* read from the environment on first use */
 
-static size_t big_limit(void)
-{
-    if (g_big_limit == (size_t)-1) {
-        const char *e = getenv("CTORCH_HOST_CACHE_MB");
-        g_big_limit = (e && *e ? (size_t)strtoull(e, NULL, 10) : 256u) << 20;
-    }
-    return g_big_limit;
-}
+static size_t big_limit(void) { return config_current()->host_cache_bytes; }
 
 static void *big_take(size_t rounded)
 {

@@ -36,7 +36,9 @@
     /* complex */                                                                                  \
     X(COMPLEX, "complex") X(REAL, "real") X(IMAG, "imag") X(CONJ, "conj")                          \
     /* distributed */                                                                              \
-    X(ALL_REDUCE, "all_reduce")
+    X(ALL_REDUCE, "all_reduce")                                                                    \
+    /* row writes at indices held in a tensor: src[0] rows, src[1] indices, dst written in place */ \
+    X(SET_ROWS, "set_rows")
 
 typedef enum ct_op_kind {
 #define CT_OP_ENUM(name, str) CT_OP_##name,
@@ -67,7 +69,8 @@ typedef union ct_op_params {
     ct_pool2d_params pool;               /* MAX_POOL2D, AVG_POOL2D (defaults filled in) */
     struct { double eps; int norm_ndim; } norm; /* BATCH_NORM, LAYER_NORM, RMS_NORM */
     ct_rope_params rope;                 /* ROPE */
-    struct { bool causal; double scale; int window; } attn; /* SDPA (scale resolved, never 0) */
+    struct { bool causal; double scale; int window; } attn; /* SDPA (scale resolved, never 0); src[4],
+                                            when present, is the attended length [1] i32/i64 */
     struct { uint64_t seed; bool normal; } rng;  /* RAND */
     struct { ct_reduce_op op; } allreduce;       /* ALL_REDUCE */
 } ct_op_params;
@@ -92,7 +95,25 @@ typedef struct ct_device {
     ct_device_info info;
     int id;      /* index in the executor's device table */
     void *priv;  /* backend state (context, streams, handles) */
+    /* Set (atomically) when the device reported an error late, at a sync point: it leaves
+     * the chain and its copies are no longer data; cleared by ct_exec_reinit. */
+    bool lost;
+    char lost_reason[200];
+    /* Bit per device id whose events this queue waited for on the device (event_wait) and
+     * that no host sync has confirmed since: this queue's later results depend on them. */
+    uint32_t waited;
 } ct_device;
+
+/* A point in one device's queue: the work submitted there before it was recorded.
+ * Storage copies keep the event of their last writer and of readers on other devices,
+ * so a consumer waits only for what it reads. Reference-counted (one event is shared
+ * by every copy an op or transfer touched). */
+typedef struct ct_event {
+    ct_device *dev; /* whose queue recorded it */
+    void *handle;   /* the backend's (a CUDA event, an OpenCL event) */
+    int refcnt;     /* atomic */
+    uint32_t deps;  /* dev->waited when recorded: the work it covers read other devices' results */
+} ct_event;
 
 typedef struct ct_backend_ops {
     const char *name;           /* "cpu", "cuda", "opencl", "test" */
@@ -110,16 +131,62 @@ typedef struct ct_backend_ops {
     ct_status (*upload)(ct_device *dev, ct_buffer *buf, size_t off, const void *host, size_t bytes);
     ct_status (*download)(ct_device *dev, const ct_buffer *buf, size_t off, void *host, size_t bytes);
     /* Optional (NULL: transfers between two devices of this backend stage through the
-     * host). Copies `bytes` from src's buffer to dst's, both devices of this backend;
-     * CT_ERR_UNSUPPORTED when this pair has no direct path (the caller then stages). */
-    ct_status (*copy_peer)(ct_device *dst, ct_buffer *dst_buf, ct_device *src, const ct_buffer *src_buf, size_t bytes);
+     * host). Copies `bytes` at byte offset `off` from src's buffer to the same place in
+     * dst's, both devices of this backend, on dst's queue; CT_ERR_UNSUPPORTED when this
+     * pair has no direct path (the caller then stages). */
+    ct_status (*copy_peer)(ct_device *dst, ct_buffer *dst_buf, ct_device *src, const ct_buffer *src_buf, size_t off,
+                           size_t bytes);
     ct_status (*run)(ct_device *dev, const ct_op *op);
+    /* Host waits for everything submitted to dev. An error here is a late one: the
+     * executor marks the device lost. */
     ct_status (*sync)(ct_device *dev);
+
+    /* Optional: free and total memory of the device, in bytes (the executor evicts copies
+     * valid elsewhere when an allocation fails; ct_device_memory reports these). */
+    ct_status (*mem_info)(ct_device *dev, uint64_t *free_bytes, uint64_t *total_bytes);
+
+    /* ---- Queues and events ----
+     * Each device has one in-order queue. run, upload, download, copy_peer and release
+     * are submitted to it and may return before the work is done; an error they return
+     * is synchronous (the executor retries the op on the next device), one found later
+     * comes from event_sync or sync. Host memory passed to upload/download must stay
+     * valid until the work is done: the storage layer guarantees it with events.
+     * A synchronous device (the CPU: its queue is the caller) sets *handle = NULL in
+     * event_record, and is never asked to wait or sync on an event. */
+    /* An event after the work submitted to dev so far. */
+    ct_status (*event_record)(ct_device *dev, void **handle);
+    /* dev's queue waits for an event of another device of this backend (the host does not). */
+    ct_status (*event_wait)(ct_device *dev, ct_device *ev_dev, void *handle);
+    /* The host waits for an event of dev; a late error surfaces here. */
+    ct_status (*event_sync)(ct_device *dev, void *handle);
+    void (*event_release)(ct_device *dev, void *handle);
 } ct_backend_ops;
 
 /* Address of a tensor's first element within dev's copy (host-style pointers only:
  * cpu, test, cuda). NULL if the storage has no copy on dev. */
 void *op_data(const ct_tensor *t, const ct_device *dev);
+
+/* ---- events and device health (core/event.c) ---- */
+/* An event after dev's submitted work, or NULL (*out) when dev is synchronous. */
+ct_status event_record(ct_device *dev, ct_event **out);
+ct_event *event_retain(ct_event *e);
+void event_release(ct_event *e);
+/* Makes dev's future work (dev NULL or the CPU: the calling thread) come after e.
+ * CT_ERR_DEVICE_LOST when e's device failed (it is then marked lost). */
+ct_status event_order(ct_device *dev, ct_event *e);
+/* Host waits for everything submitted to dev; a failure marks it lost (CT_ERR_DEVICE_LOST). */
+ct_status device_sync(ct_device *dev);
+bool device_is_lost(const ct_device *dev);
+/* The executor's device table (by id), for events that depend on other devices. */
+void device_table_set(ct_device *const *devs, int n);
+/* The lost device among the bits of `deps`, or NULL. */
+ct_device *device_lost_among(uint32_t deps);
+/* Marks dev lost for the rest of the process (until re-initialization); `why` is kept
+ * for the messages of every later access to data that lived only there. */
+void device_mark_lost(ct_device *dev, const char *why);
+void device_clear_lost(ct_device *dev);
+/* CT_ERR_DEVICE_LOST with a message naming dev and why it was lost. */
+ct_status device_lost_error(const ct_device *dev, const char *what);
 
 /* Device errors are the ones the dispatcher retries elsewhere. */
 static inline bool status_is_device_error(ct_status s)

@@ -4,20 +4,20 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/tensor.h"
+#include "core/config.h"
 
 static _Thread_local char g_last_error[512];
 
 static ct_log_fn g_log_fn;
 static void *g_log_ctx;
-static int g_log_level = -1; /* -1: not yet read from CTORCH_LOG */
+static int g_log_level = -1; /* ct_set_log_level's choice; -1: CTORCH_LOG's (core/config.c) */
 
 const char *ct_status_name(ct_status s)
 {
     static const char *names[] = {
         "ok", "invalid argument", "shape mismatch", "dtype mismatch", "out of memory",
         "device out of memory", "device fault", "unsupported", "strict mode", "i/o error",
-        "malformed file", "not found", "out of range",
+        "malformed file", "not found", "out of range", "device lost",
     };
     if ((unsigned)s < sizeof names / sizeof names[0]) return names[s];
     return "unknown status";
@@ -41,19 +41,12 @@ void ct_set_log_callback(ct_log_fn fn, void *ctx)
     g_log_ctx = ctx;
 }
 
-void ct_set_log_level(ct_log_level level) { g_log_level = (int)level; }
+void ct_set_log_level(ct_log_level level) { __atomic_store_n(&g_log_level, (int)level, __ATOMIC_RELAXED); }
 
 static int log_level(void)
 {
-    if (g_log_level < 0) {
-        const char *e = getenv("CTORCH_LOG");
-        int lvl = CT_LOG_WARN;
-        if (e && !strcasecmp(e, "debug")) lvl = CT_LOG_DEBUG;
-        else if (e && !strcasecmp(e, "info")) lvl = CT_LOG_INFO;
-        else if (e && !strcasecmp(e, "error")) lvl = CT_LOG_ERROR;
-        g_log_level = lvl;
-    }
-    return g_log_level;
+    int lvl = __atomic_load_n(&g_log_level, __ATOMIC_RELAXED);
+    return lvl >= 0 ? lvl : config_current()->log_level;
 }
 
 bool core_log_enabled(ct_log_level level) { return (int)level >= log_level(); }

@@ -1,7 +1,15 @@
-/* Storage with one copy per device and validity flags. Slot 0 is the host copy
- * (owned by core, or external memory from ct_tensor_from_blob); slots 1.. are
+/* Storage with one copy per device, validity flags and events. Slot 0 is the host
+ * copy (owned by core, or external memory from ct_tensor_from_blob); slots 1.. are
  * device copies owned by their backend. Device-to-device copies use the backend's
- * peer copy when both devices belong to it, and stage through the host otherwise. */
+ * peer copy when both devices belong to it, and stage through the host otherwise.
+ *
+ * Ordering: every copy keeps the event of its last write and of reads by other
+ * devices' queues since. Before a device reads a copy it waits for the write; before
+ * anything overwrites or releases a copy it also waits for those reads. Waiting is
+ * done by the device's queue where the backend can (events of its own devices), by
+ * the host otherwise; the host's own accesses (CPU ops, ct_tensor_data) are sync points. */
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,12 +27,52 @@ static void transferred(const ct_device *src, const ct_device *dst, uint64_t byt
     if (fn && bytes) fn(src, dst, bytes, (int)m);
 }
 
+/* ---- the list of storages with device copies, for eviction ---- */
+
+static pthread_mutex_t g_dev_mu = PTHREAD_MUTEX_INITIALIZER;
+static ct_storage *g_dev_list;
+
+static void list_add(ct_storage *st)
+{
+    pthread_mutex_lock(&g_dev_mu);
+    if (!st->dev_listed) {
+        st->dev_prev = NULL;
+        st->dev_next = g_dev_list;
+        if (g_dev_list) g_dev_list->dev_prev = st;
+        g_dev_list = st;
+        st->dev_listed = true;
+    }
+    pthread_mutex_unlock(&g_dev_mu);
+}
+
+static void list_remove(ct_storage *st)
+{
+    if (!st->dev_listed) return; /* only its owner lists it: no lock needed to see that */
+    pthread_mutex_lock(&g_dev_mu);
+    if (st->dev_listed) {
+        if (st->dev_prev) st->dev_prev->dev_next = st->dev_next;
+        else g_dev_list = st->dev_next;
+        if (st->dev_next) st->dev_next->dev_prev = st->dev_prev;
+        st->dev_listed = false;
+    }
+    pthread_mutex_unlock(&g_dev_mu);
+}
+
+void storage_busy(ct_storage *st, int delta)
+{
+    pthread_mutex_lock(&g_dev_mu);
+    st->busy += delta;
+    pthread_mutex_unlock(&g_dev_mu);
+}
+
 ct_storage *storage_new(size_t nbytes)
 {
     ct_storage *st = calloc(1, sizeof *st);
     if (!st) return NULL;
     atomic_init(&st->refcnt, 1);
     st->nbytes = nbytes;
+    st->copies = st->inline_copies;
+    st->cap_copies = (int)(sizeof st->inline_copies / sizeof st->inline_copies[0]);
     st->n_copies = 1; /* host slot always exists, maybe unallocated */
     return st;
 }
@@ -41,20 +89,133 @@ static void drop_derived(ct_storage *st)
     st->derived = NULL;
 }
 
+static void set_failed(ct_device **failed, ct_device *dev)
+{
+    if (failed) *failed = dev;
+}
+
+/* ---- events of one copy ---- */
+
+static void set_writer(ct_storage_copy *c, ct_event *ev)
+{
+    ct_event *old = c->writer;
+    c->writer = event_retain(ev);
+    event_release(old);
+}
+
+static void clear_readers(ct_storage_copy *c)
+{
+    for (int i = 0; i < CT_COPY_READERS; i++) {
+        event_release(c->readers[i]);
+        c->readers[i] = NULL;
+    }
+}
+
+/* One slot per reading device (its queue is in order: the latest read covers the
+ * earlier ones); with every slot taken the host waits for the oldest. */
+static void add_reader(ct_storage_copy *c, ct_event *ev)
+{
+    if (!ev || ev->dev == c->dev) return;
+    int slot = -1;
+    for (int i = 0; i < CT_COPY_READERS && slot < 0; i++)
+        if (!c->readers[i] || c->readers[i]->dev == ev->dev) slot = i;
+    if (slot < 0) {
+        event_order(NULL, c->readers[0]); /* a late error marks that device lost; nothing else to do */
+        slot = 0;
+    }
+    event_release(c->readers[slot]);
+    c->readers[slot] = event_retain(ev);
+}
+
+/* dev's queue (or the host) after the copy's last write. */
+static ct_status wait_writer(ct_storage_copy *c, ct_device *dev)
+{
+    if (!c->writer) return CT_OK;
+    ct_status s = event_order(dev, c->writer);
+    if (s == CT_OK && is_host(dev)) set_writer(c, NULL); /* done: nobody needs to wait again */
+    return s;
+}
+
+/* dev's queue (or the host) after every read of the copy by another device. Reads by
+ * a lost device are past caring about. */
+static void wait_readers(ct_storage_copy *c, ct_device *dev)
+{
+    for (int i = 0; i < CT_COPY_READERS; i++) {
+        ct_event *r = c->readers[i];
+        if (!r || r->dev == dev) continue;
+        event_order(dev, r);
+        if (is_host(dev)) {
+            event_release(r);
+            c->readers[i] = NULL;
+        }
+    }
+}
+
+/* A copy holds the data (but for its stale range): valid, on a healthy device, and not
+ * written by work that a failed device took part in. */
+static bool healthy(const ct_storage_copy *c)
+{
+    if (!c->valid) return false;
+    if (!is_host(c->dev) && device_is_lost(c->dev)) return false;
+    return !(c->writer && (device_is_lost(c->writer->dev) || device_lost_among(c->writer->deps)));
+}
+
+static bool stale(const ct_storage_copy *c) { return c->stale_lo < c->stale_hi; }
+
+/* A copy holds all the data. */
+static bool usable(const ct_storage_copy *c) { return healthy(c) && !stale(c); }
+
+static void set_complete(ct_storage_copy *c)
+{
+    c->valid = true;
+    c->stale_lo = c->stale_hi = 0;
+}
+
+/* What refreshing a copy moves: its stale range, or everything. */
+static void refresh_range(const ct_storage *st, const ct_storage_copy *c, size_t *lo, size_t *hi)
+{
+    if (c && healthy(c)) *lo = c->stale_lo, *hi = c->stale_hi;
+    else *lo = 0, *hi = st->nbytes;
+}
+
+bool storage_copy_complete(const ct_storage *st, int i) { return i >= 0 && i < st->n_copies && usable(&st->copies[i]); }
+
+size_t storage_bytes_to_move(const ct_storage *st, const ct_device *dev)
+{
+    const ct_storage_copy *c = storage_find((ct_storage *)st, dev);
+    if (c && usable(c)) return 0;
+    size_t lo, hi;
+    refresh_range(st, c, &lo, &hi);
+    return hi - lo;
+}
+
+static void release_copy(ct_storage_copy *c)
+{
+    if (!is_host(c->dev) && c->buf.ptr) {
+        wait_readers(c, c->dev);
+        c->dev->ops->release(c->dev, &c->buf); /* queue-ordered after the work using it */
+    }
+    set_writer(c, NULL);
+    clear_readers(c);
+}
+
 void storage_release(ct_storage *st)
 {
     if (!st || atomic_fetch_sub(&st->refcnt, 1) != 1) return;
+    list_remove(st);
     ct_storage_copy *h = &st->copies[0];
+    /* devices may still be reading (uploads) or writing (downloads) the host memory */
+    if (h->writer) event_order(NULL, h->writer);
+    wait_readers(h, NULL);
+    set_writer(h, NULL);
     if (st->host_external) {
         if (st->deleter) st->deleter(h->buf.ptr, st->deleter_ctx);
     } else {
         host_free(h->buf.ptr, st->nbytes);
     }
-    for (int i = 1; i < st->n_copies; i++) {
-        ct_storage_copy *c = &st->copies[i];
-        if (c->dev && c->buf.ptr) c->dev->ops->release(c->dev, &c->buf);
-    }
+    for (int i = 1; i < st->n_copies; i++) release_copy(&st->copies[i]);
     drop_derived(st);
+    if (st->copies != st->inline_copies) free(st->copies);
     free(st);
 }
 
@@ -69,21 +230,55 @@ ct_storage_copy *storage_find(ct_storage *st, const ct_device *dev)
 bool storage_valid_on(const ct_storage *st, const ct_device *dev)
 {
     ct_storage_copy *c = storage_find((ct_storage *)st, dev);
-    return c && c->valid;
+    return c && usable(c);
 }
 
 ct_device *storage_valid_device(const ct_storage *st)
 {
     for (int i = 1; i < st->n_copies; i++)
-        if (st->copies[i].valid) return st->copies[i].dev;
+        if (usable(&st->copies[i])) return st->copies[i].dev;
     return NULL;
 }
 
-static bool any_valid(const ct_storage *st)
+static bool any_usable(const ct_storage *st)
 {
     for (int i = 0; i < st->n_copies; i++)
-        if (st->copies[i].valid) return true;
+        if (usable(&st->copies[i])) return true;
     return false;
+}
+
+ct_device *storage_lost_on(const ct_storage *st)
+{
+    if (any_usable(st)) return NULL;
+    for (int i = 0; i < st->n_copies; i++) {
+        const ct_storage_copy *c = &st->copies[i];
+        if (!c->valid) continue;
+        if (!is_host(c->dev) && device_is_lost(c->dev)) return c->dev;
+        if (c->writer && device_is_lost(c->writer->dev)) return c->writer->dev;
+        if (c->writer && device_lost_among(c->writer->deps)) return device_lost_among(c->writer->deps);
+    }
+    return NULL;
+}
+
+static ct_status lost_error(const ct_storage *st)
+{
+    char what[64];
+    snprintf(what, sizeof what, "tensor data (%zu bytes)", st->nbytes);
+    return device_lost_error(storage_lost_on(st), what);
+}
+
+/* Room for one more device copy: the array grows, there is no fixed limit. */
+static ct_status grow(ct_storage *st)
+{
+    if (st->n_copies < st->cap_copies) return CT_OK;
+    int cap = st->cap_copies * 2;
+    ct_storage_copy *c = malloc(sizeof *c * (size_t)cap);
+    if (!c) return core_err(CT_ERR_OOM, "storage: no memory for a copy on one more device");
+    memcpy(c, st->copies, sizeof *c * (size_t)st->n_copies);
+    if (st->copies != st->inline_copies) free(st->copies);
+    st->copies = c;
+    st->cap_copies = cap;
+    return CT_OK;
 }
 
 ct_status storage_alloc_on(ct_storage *st, ct_device *dev)
@@ -100,92 +295,271 @@ ct_status storage_alloc_on(ct_storage *st, ct_device *dev)
         return CT_OK;
     }
     if (!c) {
-        if (st->n_copies == CT_MAX_COPIES)
-            return core_err(CT_ERR_DEVICE_FAULT, "storage already has copies on %d devices", CT_MAX_COPIES - 1);
+        ct_status s = grow(st);
+        if (s != CT_OK) return s;
         c = &st->copies[st->n_copies++];
         memset(c, 0, sizeof *c);
         c->dev = dev;
     }
     ct_status s = dev->ops->alloc(dev, bytes, &c->buf);
+    if ((s == CT_ERR_DEVICE_OOM || s == CT_ERR_OOM)) {
+        /* memory pressure: copies the device does not need make room before an OOM */
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", ct_last_error());
+        storage_busy(st, 1);
+        size_t freed = storage_evict(dev, bytes);
+        storage_busy(st, -1);
+        c = storage_find(st, dev);
+        s = freed ? dev->ops->alloc(dev, bytes, &c->buf) : s;
+        if (s != CT_OK && !freed) core_err(s, "%s", msg);
+    }
     if (s != CT_OK) {
         st->n_copies--; /* the slot we just took is the last one */
         if (s == CT_ERR_OOM) s = CT_ERR_DEVICE_OOM;
         return s;
     }
+    list_add(st);
     return CT_OK;
 }
 
-/* Host copy valid, fetched from whichever device holds the data. `staging`: the
- * download is the first leg of a device-to-device copy, reported once as STAGED. */
-static ct_status make_host_valid_for(ct_storage *st, uint64_t *moved, bool staging)
+/* A copy on dev that can go: it holds nothing, or the data is complete elsewhere. */
+static bool evictable(const ct_storage *st, const ct_storage_copy *c)
 {
-    ct_storage_copy *h = &st->copies[0];
-    if (h->valid) return CT_OK;
+    if (!c->buf.ptr) return false;
+    if (!healthy(c)) return true;
+    for (int i = 0; i < st->n_copies; i++)
+        if (&st->copies[i] != c && usable(&st->copies[i])) return true;
+    return false;
+}
+
+size_t storage_evict(ct_device *dev, size_t want)
+{
+    size_t freed = 0;
+    pthread_mutex_lock(&g_dev_mu);
+    for (ct_storage *st = g_dev_list; st && freed < want; st = st->dev_next) {
+        if (st->busy) continue;
+        for (int i = 1; i < st->n_copies; i++) {
+            ct_storage_copy *c = &st->copies[i];
+            if (c->dev != dev || !evictable(st, c)) continue;
+            freed += c->buf.size;
+            release_copy(c);
+            st->copies[i] = st->copies[--st->n_copies];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_dev_mu);
+    if (freed) core_log(CT_LOG_DEBUG, "%s: evicted %zu bytes of copies valid elsewhere", dev->info.name, freed);
+    return freed;
+}
+
+void storage_drop_copy(ct_storage *st, const ct_device *dev)
+{
+    if (is_host(dev)) return; /* the host slot stays */
+    for (int i = 1; i < st->n_copies; i++) {
+        if (st->copies[i].dev != dev) continue;
+        release_copy(&st->copies[i]);
+        st->copies[i] = st->copies[--st->n_copies];
+        return;
+    }
+}
+
+
+/* Host copy complete, its missing bytes fetched from whichever device holds them all.
+ * `staging`: the download is the first leg of a device-to-device copy, reported once
+ * as STAGED. */
+static ct_status make_host_valid_for(ct_storage *st, uint64_t *moved, bool staging, ct_device **failed)
+{
+    if (usable(&st->copies[0])) return CT_OK;
+    if (storage_lost_on(st)) return lost_error(st);
+    size_t lo, hi;
+    refresh_range(st, &st->copies[0], &lo, &hi);
     ct_status s = storage_alloc_on(st, NULL);
     if (s != CT_OK) return s;
+    ct_storage_copy *h = &st->copies[0];
     for (int i = 1; i < st->n_copies; i++) {
         ct_storage_copy *c = &st->copies[i];
-        if (!c->valid) continue;
-        s = c->dev->ops->download(c->dev, &c->buf, 0, h->buf.ptr, st->nbytes);
-        if (s != CT_OK) return s;
-        if (!staging) transferred(c->dev, NULL, st->nbytes, CT_TRANSFER_DEVICE_TO_HOST);
-        if (moved) *moved += st->nbytes;
+        if (!usable(c)) continue;
+        /* the download overwrites the host bytes: after whatever still uses the old ones */
+        if (h->writer) event_order(c->dev, h->writer);
+        wait_readers(h, c->dev);
+        s = c->dev->ops->download(c->dev, &c->buf, lo, (char *)h->buf.ptr + lo, hi - lo);
+        ct_event *ev = NULL;
+        if (s == CT_OK) s = event_record(c->dev, &ev);
+        if (s != CT_OK) {
+            set_failed(failed, c->dev);
+            return s;
+        }
+        set_writer(h, ev);
+        event_release(ev);
+        if (!staging) transferred(c->dev, NULL, hi - lo, CT_TRANSFER_DEVICE_TO_HOST);
+        if (moved) *moved += hi - lo;
         break;
     }
-    h->valid = true; /* never-written storage: contents undefined, like torch.empty */
+    set_complete(h); /* never-written storage: contents undefined, like torch.empty */
     return CT_OK;
 }
 
-/* A valid copy on another device of dev's backend, when that backend copies peer to peer. */
+/* A usable copy on another device of dev's backend, when that backend copies peer to peer. */
 static ct_storage_copy *peer_source(ct_storage *st, const ct_device *dev)
 {
-    if (!dev->ops->copy_peer || st->copies[0].valid) return NULL; /* a valid host copy is the cheaper source */
+    if (!dev->ops->copy_peer || usable(&st->copies[0])) return NULL; /* a valid host copy is the cheaper source */
     for (int i = 1; i < st->n_copies; i++)
-        if (st->copies[i].valid && st->copies[i].dev != dev && st->copies[i].dev->ops == dev->ops) return &st->copies[i];
+        if (usable(&st->copies[i]) && st->copies[i].dev != dev && st->copies[i].dev->ops == dev->ops)
+            return &st->copies[i];
     return NULL;
 }
 
-static ct_status make_host_valid(ct_storage *st, uint64_t *moved) { return make_host_valid_for(st, moved, false); }
-
-ct_status storage_make_valid(ct_storage *st, ct_device *dev, uint64_t *moved)
+/* The copy on dev is written by dev's queue from `src` (ending at a new event). */
+static ct_status filled(ct_storage *st, ct_device *dev, ct_storage_copy *src, ct_device **failed)
 {
-    if (is_host(dev)) return make_host_valid(st, moved);
+    ct_event *ev = NULL;
+    ct_status s = event_record(dev, &ev);
+    if (s != CT_OK) {
+        set_failed(failed, dev);
+        return s;
+    }
     ct_storage_copy *c = storage_find(st, dev);
-    if (c && c->valid) return CT_OK;
-    bool had_data = any_valid(st);
-    ct_status s = storage_alloc_on(st, dev);
-    if (s != CT_OK) return s;
-    c = storage_find(st, dev);
-    ct_storage_copy *peer = had_data ? peer_source(st, dev) : NULL;
-    if (peer) {
-        s = dev->ops->copy_peer(dev, &c->buf, peer->dev, &peer->buf, st->nbytes);
-        if (s == CT_OK) {
-            transferred(peer->dev, dev, st->nbytes, CT_TRANSFER_PEER);
-            if (moved) *moved += st->nbytes;
-            c->valid = true;
-            return CT_OK;
-        }
-        if (s != CT_ERR_UNSUPPORTED) return s; /* no direct path for this pair: stage below */
-    }
-    if (had_data) {
-        ct_device *from = st->copies[0].valid ? NULL : storage_valid_device(st);
-        s = make_host_valid_for(st, moved, from != NULL);
-        if (s != CT_OK) return s;
-        s = dev->ops->upload(dev, &c->buf, 0, st->copies[0].buf.ptr, st->nbytes);
-        if (s != CT_OK) return s;
-        transferred(from, dev, st->nbytes, from ? CT_TRANSFER_STAGED : CT_TRANSFER_HOST_TO_DEVICE);
-        if (moved) *moved += st->nbytes;
-    }
-    c->valid = true;
+    set_writer(c, ev);
+    add_reader(src, ev);
+    event_release(ev);
+    set_complete(c);
     return CT_OK;
 }
 
-void storage_mark_written(ct_storage *st, const ct_device *dev)
+static ct_status copy_from_peer(ct_storage *st, ct_device *dev, ct_storage_copy *peer, size_t lo, size_t hi,
+                                uint64_t *moved, ct_device **failed)
+{
+    ct_storage_copy *c = storage_find(st, dev);
+    ct_status s = event_order(dev, peer->writer);
+    if (s != CT_OK) {
+        set_failed(failed, peer->dev);
+        return s;
+    }
+    s = dev->ops->copy_peer(dev, &c->buf, peer->dev, &peer->buf, lo, hi - lo);
+    if (s != CT_OK) {
+        set_failed(failed, dev);
+        return s;
+    }
+    transferred(peer->dev, dev, hi - lo, CT_TRANSFER_PEER);
+    if (moved) *moved += hi - lo;
+    return filled(st, dev, peer, failed);
+}
+
+static ct_status upload_from_host(ct_storage *st, ct_device *dev, size_t lo, size_t hi, uint64_t *moved,
+                                  ct_device **failed)
+{
+    ct_device *from = usable(&st->copies[0]) ? NULL : storage_valid_device(st);
+    ct_status s = make_host_valid_for(st, moved, from != NULL, failed);
+    if (s != CT_OK) return s;
+    ct_storage_copy *h = &st->copies[0], *c = storage_find(st, dev);
+    ct_device *writer = h->writer ? h->writer->dev : NULL;
+    s = event_order(dev, h->writer);
+    if (s != CT_OK) {
+        set_failed(failed, writer);
+        return s;
+    }
+    s = dev->ops->upload(dev, &c->buf, lo, (char *)h->buf.ptr + lo, hi - lo);
+    if (s != CT_OK) {
+        set_failed(failed, dev);
+        return s;
+    }
+    transferred(from, dev, hi - lo, from ? CT_TRANSFER_STAGED : CT_TRANSFER_HOST_TO_DEVICE);
+    if (moved) *moved += hi - lo;
+    return filled(st, dev, h, failed);
+}
+
+static ct_status make_device_valid(ct_storage *st, ct_device *dev, uint64_t *moved, ct_device **failed,
+                                   bool *allocated)
+{
+    ct_storage_copy *c = storage_find(st, dev);
+    if (c && usable(c)) return CT_OK; /* its writer is on dev's own queue: in order */
+    if (device_is_lost(dev)) {
+        set_failed(failed, dev);
+        return device_lost_error(dev, "copying data to it");
+    }
+    bool had_data = any_usable(st);
+    if (!had_data && storage_lost_on(st)) return lost_error(st);
+    size_t lo, hi; /* only the stale range of a copy that holds the rest */
+    refresh_range(st, c, &lo, &hi);
+    bool existed = c && c->buf.ptr;
+    ct_status s = storage_alloc_on(st, dev);
+    if (s != CT_OK) {
+        if (status_is_device_error(s)) set_failed(failed, dev);
+        return s;
+    }
+    *allocated = !existed;
+    c = storage_find(st, dev);
+    wait_readers(c, dev); /* peers may still be reading the old bytes */
+    if (!had_data) { /* never written: contents undefined, like torch.empty */
+        set_complete(c);
+        return CT_OK;
+    }
+    ct_storage_copy *peer = peer_source(st, dev);
+    if (peer) {
+        s = copy_from_peer(st, dev, peer, lo, hi, moved, failed);
+        if (s != CT_ERR_UNSUPPORTED || (failed && *failed != dev)) return s;
+        set_failed(failed, NULL); /* no direct path for this pair: stage below */
+    }
+    return upload_from_host(st, dev, lo, hi, moved, failed);
+}
+
+ct_status storage_make_valid_ex(ct_storage *st, ct_device *dev, uint64_t *moved, ct_device **failed, bool *allocated)
+{
+    bool alloc_dummy;
+    if (!allocated) allocated = &alloc_dummy;
+    *allocated = false;
+    set_failed(failed, NULL);
+    if (!is_host(dev)) return make_device_valid(st, dev, moved, failed, allocated);
+    ct_status s = make_host_valid_for(st, moved, false, failed);
+    if (s != CT_OK) return s;
+    ct_storage_copy *h = &st->copies[0];
+    ct_device *writer = h->writer ? h->writer->dev : NULL;
+    s = wait_writer(h, NULL); /* the host reads next: a sync point */
+    if (s != CT_OK) set_failed(failed, writer);
+    return s;
+}
+
+ct_status storage_make_valid(ct_storage *st, ct_device *dev, uint64_t *moved)
+{
+    return storage_make_valid_ex(st, dev, moved, NULL, NULL);
+}
+
+ct_status storage_order_write(ct_storage *st, ct_device *dev)
+{
+    ct_storage_copy *c = storage_find(st, dev);
+    if (!c) return CT_OK;
+    if (c->writer && !usable(c)) set_writer(c, NULL); /* overwritten anyway */
+    ct_status s = wait_writer(c, dev);
+    wait_readers(c, dev);
+    return s;
+}
+
+void storage_mark_written_at(ct_storage *st, const ct_device *dev, ct_event *ev, size_t lo, size_t hi)
 {
     ct_storage_copy *w = storage_find(st, dev);
-    for (int i = 0; i < st->n_copies; i++) st->copies[i].valid = &st->copies[i] == w;
+    bool whole = lo == 0 && hi >= st->nbytes;
+    st->written_on = (ct_device *)dev;
+    for (int i = 0; i < st->n_copies; i++) {
+        ct_storage_copy *c = &st->copies[i];
+        if (c == w || !c->valid || lo >= hi) continue;
+        if (whole) {
+            c->valid = false;
+            continue;
+        }
+        /* one stale range per copy: the hull of what was written elsewhere since */
+        c->stale_lo = stale(c) && c->stale_lo < lo ? c->stale_lo : lo;
+        c->stale_hi = stale(c) && c->stale_hi > hi ? c->stale_hi : hi;
+        if (c->stale_lo == 0 && c->stale_hi >= st->nbytes) c->valid = false;
+    }
+    if (w) {
+        set_complete(w); /* it was made complete before a partial write */
+        if (ev || w->writer) set_writer(w, ev);
+        clear_readers(w); /* the write was ordered after them */
+    }
     if (st->derived) drop_derived(st);
 }
+
+void storage_mark_written(ct_storage *st, const ct_device *dev) { storage_mark_written_at(st, dev, NULL, 0, st->nbytes); }
 
 void *storage_derived(const ct_storage *st, const uint64_t key[STORAGE_DERIVED_KEY])
 {
@@ -213,8 +587,15 @@ ct_status storage_set_derived(ct_storage *st, const uint64_t key[STORAGE_DERIVED
 
 ct_status storage_host(ct_storage *st, void **ptr)
 {
-    ct_status s = make_host_valid(st, NULL);
+    ct_status s = storage_make_valid(st, NULL, NULL);
     if (s != CT_OK) return s;
     *ptr = st->copies[0].buf.ptr;
     return CT_OK;
+}
+
+ct_status storage_host_mut(ct_storage *st, void **ptr)
+{
+    ct_status s = storage_host(st, ptr);
+    if (s == CT_OK) wait_readers(&st->copies[0], NULL);
+    return s;
 }

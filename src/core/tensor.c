@@ -99,6 +99,25 @@ size_t tensor_byte_offset(const ct_tensor *t)
     return (size_t)(t->offset / bs) * ct_dtype_block_bytes(t->dtype);
 }
 
+void tensor_byte_range(const ct_tensor *t, size_t *lo, size_t *hi)
+{
+    *lo = 0, *hi = t->st->nbytes;
+    if (ct_dtype_is_quantized(t->dtype)) return;
+    int64_t last = t->offset;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] == 0) {
+            *hi = 0;
+            return;
+        }
+        if (t->stride[d] < 0) return;
+        last += (t->shape[d] - 1) * t->stride[d];
+    }
+    size_t es = ct_dtype_block_bytes(t->dtype);
+    *lo = (size_t)t->offset * es;
+    *hi = (size_t)(last + 1) * es;
+    if (*hi > t->st->nbytes) *lo = 0, *hi = t->st->nbytes; /* never past the storage */
+}
+
 bool tensor_is_contiguous(const ct_tensor *t)
 {
     int64_t s = 1;
@@ -119,7 +138,7 @@ const char *ct_tensor_residency(const ct_tensor *t, char *buf, size_t len)
     size_t pos = 0;
     for (int i = 0; i < t->st->n_copies; i++) {
         const ct_storage_copy *c = &t->st->copies[i];
-        if (!c->valid) continue;
+        if (!storage_copy_complete(t->st, i)) continue; /* stale in part, or on a lost device */
         const char *name = c->dev ? c->dev->info.name : "cpu";
         pos += (size_t)snprintf(buf + pos, pos < len ? len - pos : 0, "%s%s", pos ? "," : "", name);
         if (pos >= len) break;
@@ -141,12 +160,14 @@ ct_status ct_tensor_data(const ct_tensor *t, const void **data)
 
 ct_status ct_tensor_data_mut(ct_tensor *t, void **data)
 {
+    ct_status s = tensor_check("ct_tensor_data_mut", "tensor", t);
+    if (s != CT_OK) return s;
     if (!data) return core_err(CT_ERR_INVALID_ARG, "ct_tensor_data_mut: data is NULL");
-    const void *p;
-    ct_status s = ct_tensor_data(t, &p);
+    void *p;
+    s = storage_host_mut(t->st, &p); /* devices still reading the old bytes finish first */
     if (s != CT_OK) return s;
     storage_mark_written(t->st, NULL);
-    *data = (void *)p;
+    *data = (char *)p + tensor_byte_offset(t);
     return CT_OK;
 }
 

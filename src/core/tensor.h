@@ -16,12 +16,18 @@ typedef struct ct_buffer {
     void *priv;  /* backend's bookkeeping */
 } ct_buffer;
 
-#define CT_MAX_COPIES 4
+struct ct_event;
+
+/* Readers on other devices remembered per copy; one more makes the host wait for the oldest. */
+#define CT_COPY_READERS 3
 
 typedef struct ct_storage_copy {
     struct ct_device *dev;
     ct_buffer buf;
-    bool valid;
+    bool valid;                                /* holds the data, but for the stale range */
+    size_t stale_lo, stale_hi;                 /* bytes written elsewhere since (empty: lo == hi) */
+    struct ct_event *writer;                   /* the last write into this copy (NULL: done) */
+    struct ct_event *readers[CT_COPY_READERS]; /* reads by other devices' queues since */
 } ct_storage_copy;
 
 /* What a derived layout was made from (the view, the layout's kind), compared exactly. */
@@ -39,15 +45,25 @@ typedef struct ct_storage_derived {
 typedef struct ct_storage {
     atomic_int refcnt;
     size_t nbytes;
-    int n_copies;
-    ct_storage_copy copies[CT_MAX_COPIES];
+    int n_copies, cap_copies;
+    ct_storage_copy *copies;          /* inline_copies, or a larger array once a storage has
+                                         visited more devices: there is no fixed limit */
+    ct_storage_copy inline_copies[2];
     void (*deleter)(void *data, void *ctx); /* external host memory (from_blob) */
     void *deleter_ctx;
     bool host_external;                     /* host copy not ours to free */
+    struct ct_device *home;                 /* ct_tensor_place: where its data lives (NULL: anywhere) */
+    struct ct_device *written_on;           /* the device of the last op that wrote it (NULL: the
+                                               caller's host data, or never written) */
     /* Backends' rearrangements of the host bytes (the CPU's repacked weight panels), one
      * per view (key; a model's weights are views of one mapped file): made on first
      * use, dropped when the storage is written, freed with it. */
     ct_storage_derived *derived;
+    /* Storages with device copies are listed (core/storage.c), so a device out of memory
+     * can evict copies that are valid elsewhere; `busy` (an op is using it) protects one. */
+    struct ct_storage *dev_prev, *dev_next;
+    bool dev_listed;
+    int busy;
 } ct_storage;
 
 struct ct_tensor {
@@ -84,6 +100,9 @@ ct_status tensor_new_shell(int ndim, const int64_t *shape, ct_dtype dtype, ct_te
 ct_status tensor_new_view(const ct_tensor *t, int ndim, const int64_t *shape, const int64_t *stride,
                           int64_t offset, ct_tensor **out);
 size_t tensor_byte_offset(const ct_tensor *t);
+/* The bytes of its storage a view spans: [*lo, *hi) (the whole storage for block
+ * dtypes or negative strides; empty for a view with no elements). */
+void tensor_byte_range(const ct_tensor *t, size_t *lo, size_t *hi);
 bool tensor_is_contiguous(const ct_tensor *t);
 /* Argument check helper: returns CT_ERR_INVALID_ARG naming `op` when t is NULL. */
 ct_status tensor_check(const char *op, const char *what, const ct_tensor *t);
@@ -96,19 +115,46 @@ ct_storage_copy *storage_find(ct_storage *st, const struct ct_device *dev);
 bool storage_valid_on(const ct_storage *st, const struct ct_device *dev);
 /* Any device holding a valid copy, or NULL for a never-written storage. */
 struct ct_device *storage_valid_device(const ct_storage *st);
-/* Allocates (if needed) and fills dev's copy from a valid one. `moved` += bytes copied. */
+/* Allocates (if needed) and fills dev's copy from a valid one, and orders dev's queue
+ * after that copy's last write (dev NULL or the CPU: the host waits). `moved` += bytes
+ * copied. On failure *failed (when not NULL) names the device whose call failed: dev
+ * itself, another device a transfer came from, or NULL (host memory, or data already
+ * lost: CT_ERR_DEVICE_LOST). *allocated tells whether dev's buffer was made here. */
+ct_status storage_make_valid_ex(ct_storage *st, struct ct_device *dev, uint64_t *moved, struct ct_device **failed,
+                                bool *allocated);
 ct_status storage_make_valid(ct_storage *st, struct ct_device *dev, uint64_t *moved);
 /* Allocates dev's copy without filling it (for outputs). */
 ct_status storage_alloc_on(ct_storage *st, struct ct_device *dev);
-/* After a write on dev: only dev's copy stays valid. */
+/* Orders dev's queue (or the host) before a write into dev's copy: after its last
+ * write and after reads of it by other devices. */
+ct_status storage_order_write(ct_storage *st, struct ct_device *dev);
+/* After a write on dev of bytes [lo, hi) (ending at event ev, NULL when done): dev's
+ * copy is complete, the others are stale in that range (invalid when it is all). */
+void storage_mark_written_at(ct_storage *st, const struct ct_device *dev, struct ct_event *ev, size_t lo, size_t hi);
 void storage_mark_written(ct_storage *st, const struct ct_device *dev);
+/* Releases dev's copy (after its pending work), e.g. what a failed attempt allocated. */
+void storage_drop_copy(ct_storage *st, const struct ct_device *dev);
+/* Copy i holds all the data (valid, no stale range, its device healthy). */
+bool storage_copy_complete(const ct_storage *st, int i);
+/* Bytes that making dev's copy complete would move: 0, the stale range, or all. */
+size_t storage_bytes_to_move(const ct_storage *st, const struct ct_device *dev);
+/* An op is (1) or is no longer (-1) using the storage: its copies are not evicted meanwhile. */
+void storage_busy(ct_storage *st, int delta);
+/* Releases copies on dev that are not needed (invalid, or complete elsewhere too), not
+ * busy, until `want` bytes are freed; returns the bytes freed. */
+size_t storage_evict(struct ct_device *dev, size_t want);
+/* The device holding the storage's data when it is lost with it, else NULL. */
+struct ct_device *storage_lost_on(const ct_storage *st);
 /* The derived data made for `key` since the last write, or NULL. */
 void *storage_derived(const ct_storage *st, const uint64_t key[STORAGE_DERIVED_KEY]);
 /* Adds (or replaces) the derived data for `key`; it lives until the next write. */
 ct_status storage_set_derived(ct_storage *st, const uint64_t key[STORAGE_DERIVED_KEY], void *data,
                               void (*free_fn)(void *data));
-/* Host pointer of a storage after making the host copy valid. */
+/* Host pointer of a storage after making the host copy valid: a sync point (the host
+ * waits for the copy's last write). storage_host_mut also waits for devices still reading
+ * the host copy, before the caller writes it. */
 ct_status storage_host(ct_storage *st, void **ptr);
+ct_status storage_host_mut(ct_storage *st, void **ptr);
 /* Observer of every transfer (the executor's statistics). src/dst NULL = host;
  * method is a ct_transfer_method. */
 typedef void (*storage_transfer_fn)(const struct ct_device *src, const struct ct_device *dst, uint64_t bytes, int method);

@@ -47,17 +47,26 @@ ct_status exec_run(ct_op *op);
 ct_status exec_register_backend(const ct_backend_ops *ops);
 void exec_unregister_backend(const ct_backend_ops *ops);
 
+/* Initializes the executor if needed; the settings' error (a bad CTORCH_* value)
+ * until they are fixed, else CT_OK. */
+ct_status exec_ready(void);
+
 /* Device by name ("cpu", "cuda:0"); NULL if unknown. Initializes the executor. */
 ct_device *exec_find_device(const char *name);
 ct_device *exec_host_device(void);
 
 /* ---- fault injection (fault.c) ---- */
 ct_status fault_parse(const char *spec);
+/* Checks a spec without applying it. */
+ct_status fault_validate(const char *spec);
 /* Error to inject for (device, op), consuming one count; CT_OK if none. */
 ct_status fault_check(const ct_device *dev, ct_op_kind op);
 void fault_clear(void);
 
 /* ---- trace and statistics (trace.c) ---- */
+/* "", "0": off; "1", "stderr": lines; a path ending in .json: a trace file. A bad spec
+ * or a file that cannot be opened leaves the current trace as it is. The same spec
+ * as the current one keeps its file open. */
 ct_status trace_configure(const char *spec);
 bool trace_enabled(void);
 void trace_op(const ct_op *op, const ct_device *dev, ct_route_reason reason, uint64_t t0_ns, uint64_t dur_ns,

@@ -61,9 +61,8 @@ static ct_status parse_one(char *item, fault *f)
     return CT_OK;
 }
 
-ct_status fault_parse(const char *spec)
+static ct_status parse_all(const char *spec, fault *tmp, int *n_out)
 {
-    fault tmp[MAX_FAULTS];
     int n = 0;
     if (spec && *spec) {
         char buf[512];
@@ -78,9 +77,26 @@ ct_status fault_parse(const char *spec)
             n++;
         }
     }
+    *n_out = n;
+    return CT_OK;
+}
+
+ct_status fault_validate(const char *spec)
+{
+    fault tmp[MAX_FAULTS];
+    int n;
+    return parse_all(spec, tmp, &n);
+}
+
+ct_status fault_parse(const char *spec)
+{
+    fault tmp[MAX_FAULTS];
+    int n;
+    ct_status s = parse_all(spec, tmp, &n);
+    if (s != CT_OK) return s;
     pthread_mutex_lock(&g_lock);
     memcpy(g_faults, tmp, sizeof(fault) * (size_t)n);
-    g_n = n;
+    __atomic_store_n(&g_n, n, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&g_lock);
     return CT_OK;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/config.h"
 #include "exec/state.h"
 
 extern const ct_backend_ops cpu_backend_ops;
@@ -16,14 +17,6 @@ extern const ct_backend_ops cuda_backend_ops;
 extern const ct_backend_ops opencl_backend_ops;
 #endif
 
-/* Default for CTORCH_SMALL_BYTES, measured (bench/gpu/crossover.cu, H100 host,
- * bench/gpu/crossover-h100.txt): an f32 add on CPU-resident operands takes 5 us on one
- * core at 32 KiB of operands, while copying them to the GPU, one kernel and copying back
- * takes 32 us (24 us at any size up to 8 KiB); the CPU stays ahead up to ~2 MiB for
- * element-wise ops. Compute-heavy ops (a 128x128 matmul is 64 KiB of operands and ~4 MFLOP)
- * break even near 64 KiB, so that is the default: nothing smaller is worth a transfer. */
-#define DEFAULT_SMALL_BYTES (64u * 1024u)
-
 static exec_state g_state;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static const ct_backend_ops *g_extra[EXEC_MAX_BACKENDS];
@@ -31,12 +24,6 @@ static int g_n_extra;
 static char g_spec[256];
 static bool g_spec_set;
 static bool g_atexit;
-
-static bool env_true(const char *name)
-{
-    const char *e = getenv(name);
-    return e && *e && strcmp(e, "0") && strcasecmp(e, "false") && strcasecmp(e, "off");
-}
 
 static void release_devices(exec_state *s)
 {
@@ -116,62 +103,96 @@ static void discover(exec_state *s)
     }
 }
 
-static ct_status build_chain(exec_state *s)
+/* The chain for `spec` over the discovered devices, into chain/n (nothing applied). */
+static ct_status plan_chain(const exec_state *s, const char *spec, bool disable_gpu, int *chain, int *n)
 {
     exec_inventory inv = {.n = s->n_devs};
     for (int i = 0; i < s->n_devs; i++) {
         inv.kind[i] = s->devs[i]->info.kind;
         snprintf(inv.name[i], sizeof inv.name[i], "%s", s->devs[i]->info.name);
     }
-    const char *spec = g_spec_set ? g_spec : getenv("CTORCH_DEVICES");
-    int chain[EXEC_MAX_DEVICES], n = 0;
-    ct_status st = exec_build_chain(&inv, spec, env_true("CTORCH_DISABLE_GPU"), chain, &n);
-    if (st != CT_OK) return st;
+    ct_status st = exec_build_chain(&inv, spec, disable_gpu, chain, n);
+    if (st != CT_OK && spec && *spec && !g_spec_set) { /* say where a bad chain came from */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", ct_last_error());
+        core_err(st, "CTORCH_DEVICES='%s': %s", spec, msg);
+    }
+    return st;
+}
+
+static void set_chain(exec_state *s, const int *chain, int n)
+{
     for (int i = 0; i < s->n_devs; i++) s->devs[i]->info.chain_position = -1;
     for (int i = 0; i < n; i++) {
         s->chain[i] = chain[i];
         s->devs[chain[i]]->info.chain_position = i;
     }
     s->n_chain = n;
+}
+
+static void at_exit(void) { trace_flush(); }
+
+/* Applies a configuration: everything is checked before anything changes, so a
+ * bad setting leaves the previous ones in force. Caller holds g_lock. */
+static ct_status apply_locked(exec_state *s, const core_config *c)
+{
+    int chain[EXEC_MAX_DEVICES], n = 0;
+    ct_status st = plan_chain(s, g_spec_set ? g_spec : c->devices, c->disable_gpu, chain, &n);
+    if (st == CT_OK) st = fault_validate(c->fault);
+    if (st == CT_OK) st = trace_configure(c->trace); /* the last check: it applies itself on success */
+    if (st != CT_OK) return st;
+    fault_parse(c->fault);
+    set_chain(s, chain, n);
+    __atomic_store_n(&s->small_bytes, c->small_bytes, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->strict, c->strict, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->timing, c->stats, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->sync, c->sync, __ATOMIC_RELAXED);
     return CT_OK;
 }
 
-static void at_exit(void)
+/* Records the outcome of a (re)initialization for exec_ready. Caller holds g_lock. */
+static ct_status set_init_status(exec_state *s, ct_status st)
 {
-    if (env_true("CTORCH_STATS")) ct_exec_print_stats();
-    trace_flush();
+    if (st != CT_OK) snprintf(s->init_error, sizeof s->init_error, "%s", ct_last_error());
+    __atomic_store_n(&s->init_status, st, __ATOMIC_RELEASE);
+    return st;
 }
 
-/* Caller holds g_lock. */
+/* Reads the environment, discovers devices and applies the settings. A failed
+ * re-initialization keeps the settings in force; a failed first one leaves an
+ * executor whose ops report the error until a later call fixes it. Caller holds g_lock. */
 static ct_status init_locked(void)
 {
     exec_state *s = &g_state;
+    bool was_ok = s->ready && s->init_status == CT_OK;
     memset(s->stats, 0, sizeof s->stats);
     memset(s->logged, 0, sizeof s->logged);
     discover(s);
+    for (int i = 0; i < s->n_devs; i++) device_clear_lost(s->devs[i]); /* lost until re-initialization */
+    device_table_set(s->devs, s->n_devs);
     storage_set_transfer_hook(exec_count_transfer);
-    const char *sb = getenv("CTORCH_SMALL_BYTES");
-    s->small_bytes = sb && *sb ? (size_t)strtoull(sb, NULL, 10) : DEFAULT_SMALL_BYTES;
-    s->strict = env_true("CTORCH_STRICT");
-    s->timing = env_true("CTORCH_STATS");
-    ct_status st = build_chain(s);
-    if (st == CT_OK) st = fault_parse(getenv("CTORCH_FAULT"));
-    if (st == CT_OK) st = trace_configure(getenv("CTORCH_TRACE"));
     if (!g_atexit) {
         atexit(at_exit);
         g_atexit = true;
     }
-    s->ready = true;
-    if (st != CT_OK) {
+    core_config c;
+    ct_status st = config_read(&c);
+    if (st == CT_OK) st = apply_locked(s, &c);
+    if (st == CT_OK) {
+        config_publish(&c);
+        set_init_status(s, CT_OK);
+    } else {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", ct_last_error());
-        core_log(CT_LOG_ERROR, "executor settings ignored: %s", msg);
-        if (s->n_chain == 0) { /* keep a working chain: the CPU */
-            s->chain[0] = 0;
-            s->n_chain = 1;
+        /* the devices may have changed under the settings in force: re-apply them */
+        if (!was_ok || apply_locked(s, config_current()) != CT_OK) {
+            core_err(st, "%s", msg);
+            s->n_chain = 0; /* nothing runs on settings the user did not ask for */
+            set_init_status(s, st);
         }
         core_err(st, "%s", msg);
     }
+    __atomic_store_n(&s->ready, true, __ATOMIC_RELEASE);
     return st;
 }
 
@@ -183,6 +204,20 @@ exec_state *exec_state_get(void)
     pthread_mutex_unlock(&g_lock);
     return &g_state;
 }
+
+ct_status exec_ready(void)
+{
+    exec_state *s = exec_state_get();
+    if (__atomic_load_n(&s->init_status, __ATOMIC_ACQUIRE) == CT_OK) return CT_OK;
+    pthread_mutex_lock(&g_lock);
+    ct_status st = s->init_status;
+    char msg[sizeof s->init_error];
+    memcpy(msg, s->init_error, sizeof msg);
+    pthread_mutex_unlock(&g_lock);
+    return st == CT_OK ? CT_OK : core_err(st, "executor settings refused: %s", msg);
+}
+
+ct_status ct_exec_init(void) { return exec_ready(); }
 
 ct_status ct_exec_reinit(void)
 {
@@ -199,6 +234,7 @@ void ct_exec_shutdown(void)
     trace_configure(NULL);
     fault_clear();
     release_devices(&g_state);
+    device_table_set(g_state.devs, 0);
     g_state.n_chain = 0;
     g_state.ready = false;
     pthread_mutex_unlock(&g_lock);
@@ -236,14 +272,25 @@ void exec_unregister_backend(const ct_backend_ops *ops)
 
 ct_status ct_exec_set_devices(const char *spec)
 {
+    if (spec && strlen(spec) >= sizeof g_spec)
+        return core_err(CT_ERR_INVALID_ARG, "ct_exec_set_devices: spec is too long (%zu characters, at most %zu)",
+                        strlen(spec), sizeof g_spec - 1);
     pthread_mutex_lock(&g_lock);
     if (!g_state.ready) init_locked();
-    char old[256];
+    char old[sizeof g_spec];
     bool old_set = g_spec_set;
     snprintf(old, sizeof old, "%s", g_spec);
     g_spec_set = spec != NULL;
     snprintf(g_spec, sizeof g_spec, "%s", spec ? spec : "");
-    ct_status s = build_chain(&g_state);
+    ct_status s;
+    if (g_state.init_status == CT_OK) {
+        int chain[EXEC_MAX_DEVICES], n = 0;
+        const core_config *c = config_current();
+        s = plan_chain(&g_state, spec ? spec : c->devices, c->disable_gpu, chain, &n);
+        if (s == CT_OK) set_chain(&g_state, chain, n);
+    } else {
+        s = init_locked(); /* the settings were refused: this spec may be what fixes them */
+    }
     if (s != CT_OK) { /* keep the previous chain */
         g_spec_set = old_set;
         snprintf(g_spec, sizeof g_spec, "%s", old);
@@ -295,10 +342,10 @@ ct_status ct_chain_get(int pos, ct_device_info *info)
     return CT_OK;
 }
 
-void ct_exec_set_strict(bool strict) { exec_state_get()->strict = strict; }
-bool ct_exec_strict(void) { return exec_state_get()->strict; }
-void ct_exec_set_small_bytes(size_t bytes) { exec_state_get()->small_bytes = bytes; }
-size_t ct_exec_small_bytes(void) { return exec_state_get()->small_bytes; }
+void ct_exec_set_strict(bool strict) { __atomic_store_n(&exec_state_get()->strict, strict, __ATOMIC_RELAXED); }
+bool ct_exec_strict(void) { return __atomic_load_n(&exec_state_get()->strict, __ATOMIC_RELAXED); }
+void ct_exec_set_small_bytes(size_t bytes) { __atomic_store_n(&exec_state_get()->small_bytes, bytes, __ATOMIC_RELAXED); }
+size_t ct_exec_small_bytes(void) { return __atomic_load_n(&exec_state_get()->small_bytes, __ATOMIC_RELAXED); }
 
 ct_status ct_exec_set_fault(const char *spec)
 {

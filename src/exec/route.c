@@ -7,19 +7,45 @@ static bool excluded(const exec_route_ctx *c, int id) { return (c->excluded >> i
 static bool capable(const exec_route_ctx *c, int id, const ct_op *op)
 {
     const ct_device *d = c->devs[id];
-    return !excluded(c, id) && d->ops->supports(d, op);
+    return !excluded(c, id) && !device_is_lost(d) && d->ops->supports(d, op);
 }
 
-/* All present sources valid on dev (an op with no sources is "resident" nowhere). */
-static bool resident_on(const ct_op *op, const ct_device *dev)
+/* Bytes an operand would move to dev. Only data with a place weighs: a placed storage,
+ * an op's result (it lives where the op ran), or a copy on an accelerator. The caller's
+ * own host data goes to whichever device runs the op (the chain decides): all data
+ * starts on the host, and that must not keep it there. */
+static uint64_t located_bytes(const ct_storage *st, const ct_device *dev)
 {
-    int present = 0;
-    for (int i = 0; i < op->n_src; i++) {
-        if (!op->src[i]) continue;
-        present++;
-        if (!storage_valid_on(op->src[i]->st, dev)) return false;
+    if (!st->home && !st->written_on && !storage_valid_device(st)) return 0;
+    /* a placed storage weighs in full away from its home, whatever copies exist elsewhere */
+    if (st->home && st->home != dev) return st->nbytes;
+    return storage_bytes_to_move(st, dev);
+}
+
+/* What running op on dev would move: the storages' bytes (or their stale ranges) that
+ * are not complete there, each storage once; the output too when it is written in part. */
+static uint64_t moved_bytes(const ct_op *op, const ct_device *dev, bool dst_in_place)
+{
+    const ct_storage *seen[CT_OP_MAX_SRC + 1];
+    int n = 0;
+    uint64_t bytes = 0;
+    for (int i = 0; i <= op->n_src; i++) {
+        const ct_tensor *t = i < op->n_src ? op->src[i] : dst_in_place ? op->dst : NULL;
+        if (!t) continue;
+        bool dup = false;
+        for (int j = 0; j < n && !dup; j++) dup = seen[j] == t->st;
+        if (dup) continue;
+        seen[n++] = t->st;
+        bytes += located_bytes(t->st, dev);
     }
-    return present > 0;
+    return bytes;
+}
+
+static bool written_before(const ct_storage *st)
+{
+    for (int i = 0; i < st->n_copies; i++)
+        if (st->copies[i].valid) return true;
+    return false;
 }
 
 /* Bytes the op touches: sources plus output. */
@@ -56,10 +82,11 @@ ct_status exec_route(const exec_route_ctx *c, const ct_op *op, exec_route_result
         *res = (exec_route_result){c->forced, CT_REASON_FORCED};
         return CT_OK;
     }
-    int head = -1, cpu = -1;
+    int head = -1, cpu = -1, n_capable = 0;
     for (int i = 0; i < c->n_chain; i++) {
         int id = c->chain[i];
         if (!capable(c, id, op)) continue;
+        n_capable++;
         if (head < 0) head = id;
         if (cpu < 0 && c->devs[id]->info.kind == CT_DEVICE_CPU) cpu = id;
     }
@@ -78,15 +105,21 @@ ct_status exec_route(const exec_route_ctx *c, const ct_op *op, exec_route_result
         *res = (exec_route_result){cpu, c->excluded ? CT_REASON_FALLBACK : CT_REASON_SIZE};
         return CT_OK;
     }
-    /* operands already on an accelerator further down the chain: run there, no transfer */
-    for (int i = 0; i < c->n_chain; i++) {
-        int id = c->chain[i];
-        if (id == head || c->devs[id]->info.kind == CT_DEVICE_CPU || !capable(c, id, op)) continue;
-        if (resident_on(op, c->devs[id]) && !resident_on(op, c->devs[head])) {
-            *res = (exec_route_result){id, c->excluded ? CT_REASON_FALLBACK : CT_REASON_RESIDENCY};
-            return CT_OK;
-        }
+    if (n_capable == 1) { /* nothing to weigh (a CPU-only chain: the eager path stays short) */
+        *res = (exec_route_result){head, why};
+        return CT_OK;
     }
-    *res = (exec_route_result){head, why};
+    /* ops follow their data: the capable device that moves the fewest bytes (the head on a tie) */
+    bool in_place = written_before(op->dst->st);
+    int best = head;
+    uint64_t best_bytes = moved_bytes(op, c->devs[head], in_place);
+    for (int i = 0; i < c->n_chain && best_bytes; i++) {
+        int id = c->chain[i];
+        if (id == head || !capable(c, id, op)) continue;
+        uint64_t b = moved_bytes(op, c->devs[id], in_place);
+        if (b < best_bytes) best = id, best_bytes = b;
+    }
+    if (best != head) why = c->excluded ? CT_REASON_FALLBACK : CT_REASON_RESIDENCY;
+    *res = (exec_route_result){best, why};
     return CT_OK;
 }

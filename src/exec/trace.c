@@ -2,6 +2,8 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
 
 #include "exec/exec.h"
 
@@ -11,6 +13,7 @@ static FILE *g_json;
 static bool g_json_first;
 static uint64_t g_t0;
 static uint32_t g_named;    /* devices whose track name was written */
+static char g_path[4096];   /* the trace file's path */
 
 bool trace_enabled(void) { return __atomic_load_n(&g_mode, __ATOMIC_RELAXED) != 0; }
 
@@ -22,38 +25,55 @@ static void close_json(void)
     g_json = NULL;
 }
 
+static bool is_json_path(const char *spec)
+{
+    size_t n = strlen(spec);
+    return n > 5 && !strcmp(spec + n - 5, ".json");
+}
+
 ct_status trace_configure(const char *spec)
 {
+    spec = spec ? spec : "";
+    bool off = !*spec || !strcmp(spec, "0"), lines = !strcmp(spec, "1") || !strcasecmp(spec, "stderr");
+    if (!off && !lines && !is_json_path(spec))
+        return core_err(CT_ERR_INVALID_ARG, "CTORCH_TRACE='%s' is not valid (want 1 or stderr for lines on stderr, "
+                        "a path ending in .json for a trace file, or 0)", spec);
     pthread_mutex_lock(&g_lock);
-    close_json();
-    g_mode = 0;
-    g_named = 0;
-    ct_status s = CT_OK;
-    if (spec && *spec && strcmp(spec, "0")) {
-        size_t n = strlen(spec);
-        if (n > 5 && !strcmp(spec + n - 5, ".json")) {
-            g_json = fopen(spec, "w");
-            if (!g_json) {
-                s = core_err(CT_ERR_IO, "CTORCH_TRACE: cannot open '%s' for writing", spec);
-            } else {
-                fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", g_json);
-                g_json_first = true;
-                g_mode = 2;
-            }
-        } else {
-            g_mode = 1;
-        }
+    if (g_mode == 2 && g_json && !strcmp(spec, g_path)) { /* a re-initialization must not truncate the file */
+        pthread_mutex_unlock(&g_lock);
+        return CT_OK;
     }
+    FILE *f = NULL;
+    if (!off && !lines && !(f = fopen(spec, "w"))) {
+        pthread_mutex_unlock(&g_lock);
+        return core_err(CT_ERR_IO, "CTORCH_TRACE: cannot open '%s' for writing", spec);
+    }
+    close_json();
+    g_named = 0;
+    if (f) {
+        fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", f);
+        g_json = f;
+        g_json_first = true;
+        snprintf(g_path, sizeof g_path, "%s", spec);
+    }
+    __atomic_store_n(&g_mode, off ? 0 : lines ? 1 : 2, __ATOMIC_RELAXED);
     g_t0 = exec_now_ns();
     pthread_mutex_unlock(&g_lock);
-    return s;
+    return CT_OK;
+}
+
+uint64_t exec_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 void trace_flush(void)
 {
     pthread_mutex_lock(&g_lock);
     close_json();
-    if (g_mode == 2) g_mode = 0;
+    if (g_mode == 2) __atomic_store_n(&g_mode, 0, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&g_lock);
 }
 

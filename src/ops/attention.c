@@ -114,7 +114,12 @@ ct_status ct_sdpa(const ct_tensor *q, const ct_tensor *k, const ct_tensor *v, co
     if (s == CT_OK) s = sdpa_operand(q, false, &tmp[0], &qu);
     if (s == CT_OK) s = sdpa_operand(k, true, &tmp[1], &ku);
     if (s == CT_OK) s = sdpa_operand(v, true, &tmp[2], &vu);
-    ct_op op = {.kind = CT_OP_SDPA, .n_src = 4, .src = {qu, ku, vu, mu}, .p.attn = {p.causal, p.scale, p.window}};
+    if (s == CT_OK && p.length &&
+        (p.length->ndim != 1 || p.length->shape[0] != 1 || (p.length->dtype != CT_I32 && p.length->dtype != CT_I64)))
+        s = core_err(CT_ERR_SHAPE, "%s: length must be a [1] i32/i64 tensor, got %s %s", name,
+                     ct_dtype_name(p.length->dtype), SHAPE_STR(p.length));
+    ct_op op = {.kind = CT_OP_SDPA, .n_src = p.length ? 5 : 4, .src = {qu, ku, vu, mu, p.length},
+                .p.attn = {p.causal, p.scale, p.window}};
     int64_t oshape[4] = {B, Hq, Tq, v->shape[3]};
     if (s == CT_OK) s = ops_new_dst(4, oshape, CT_F32, &op);
     if (s == CT_OK) s = ops_submit(&op, out);

@@ -156,3 +156,28 @@ ct_status ct_tensor_to_host(const ct_tensor *t, void *dst, size_t bytes)
     ct_tensor_free(c);
     return s;
 }
+
+static bool set_rows_dtype(ct_dtype t) { return t == CT_F32 || t == CT_F64 || t == CT_F16 || t == CT_BF16; }
+
+ct_status ct_set_rows(ct_tensor *dst, const ct_tensor *src, const ct_tensor *index)
+{
+    const char *name = "ct_set_rows";
+    OPS_CHECK(name, dst);
+    OPS_CHECK(name, src);
+    OPS_CHECK(name, index);
+    if (dst->ndim != 2 || src->ndim != 2 || src->shape[1] != dst->shape[1])
+        return core_err(CT_ERR_SHAPE, "%s: dst %s and src %s must be [R, C] and [n, C]", name, SHAPE_STR(dst),
+                        SHAPE_STR(src));
+    if (index->ndim != 1 || index->shape[0] != src->shape[0])
+        return core_err(CT_ERR_SHAPE, "%s: index %s must be [n] for src %s", name, SHAPE_STR(index), SHAPE_STR(src));
+    if (!set_rows_dtype(dst->dtype) || (src->dtype != dst->dtype && src->dtype != CT_F32))
+        return core_err(CT_ERR_DTYPE, "%s: dst %s must be f32, f64, f16 or bf16 and src %s of its dtype or f32", name,
+                        ct_dtype_name(dst->dtype), ct_dtype_name(src->dtype));
+    if (index->dtype != CT_I32 && index->dtype != CT_I64)
+        return core_err(CT_ERR_DTYPE, "%s: index must be i32 or i64, got %s", name, ct_dtype_name(index->dtype));
+    for (int i = 0; i < 2; i++)
+        if (dst->stride[i] == 0 && dst->shape[i] > 1)
+            return core_err(CT_ERR_SHAPE, "%s: dst %s is an expanded view (stride 0 on dim %d)", name, SHAPE_STR(dst), i);
+    ct_op op = {.kind = CT_OP_SET_ROWS, .n_src = 2, .src = {src, index}, .dst = dst};
+    return exec_run(&op);
+}

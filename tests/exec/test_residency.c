@@ -326,7 +326,18 @@ static void test_stats(void)
     ct_device_stats d = {0};
     CHECK(xu_device_stats("test:0", &d) && d.ops == 1 && d.fallbacks == 1);
     CHECK(xu_device_stats("cpu", &d) && d.ops == 2 && d.fallbacks == 0);
-    ct_exec_print_stats();
+    /* the summary as text, snprintf's size rule */
+    size_t need = ct_exec_stats_format(NULL, 0);
+    CHECK(need > 0);
+    char *text = malloc(need + 1), small[16];
+    CHECK(ct_exec_stats_format(text, need + 1) == need && strlen(text) == need);
+    CHECK(strstr(text, "executor summary") != NULL);
+    char row[160];
+    snprintf(row, sizeof row, "  %-10s %10d", "test:0", 1); /* its one op */
+    CHECK_MSG(strstr(text, row) != NULL, "no '%s' in:\n%s", row, text);
+    CHECK(ct_exec_stats_format(small, sizeof small) == need && strlen(small) == sizeof small - 1);
+    CHECK(!strncmp(small, text, sizeof small - 1));
+    free(text);
     ct_exec_stats_reset();
     CHECK(xu_device_stats("cpu", &d) && d.ops == 0);
     ct_exec_record rec;

@@ -187,7 +187,7 @@ static void run_sdpa_case(th_rng *r, const sdpa_case *c, const char *label)
         }
         free(mv);
     }
-    ct_sdpa_params p = {c->causal, c->scale, c->window};
+    ct_sdpa_params p = {.causal = c->causal, .scale = c->scale, .window = c->window};
     CHECK_OK(ct_sdpa(q, k, v, mask, &p, &y));
     if (y) {
         const int64_t *ys = ct_tensor_shape(y);

@@ -1,21 +1,53 @@
 #include "test_backend.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "exec/exec.h"
+#include "test_queue.h"
 
 #define TB_MAX 4
+#define TB_LOG 512
 static int g_n;
+static bool g_async;
 static bool g_ops[CT_OP_COUNT];
 static int g_runs[TB_MAX][CT_OP_COUNT];
 static uint64_t g_up[TB_MAX], g_down[TB_MAX];
 static int g_fail_allocs[TB_MAX];
+static int g_alloc_ok_first[TB_MAX]; /* allocations that succeed before g_fail_allocs apply */
 static bool g_peer;
 static uint64_t g_peer_bytes[TB_MAX];
+static unsigned g_delay_us[TB_MAX];
+static int g_fail_late[TB_MAX];      /* runs left before a late fault; -1: none */
+static int g_live_buffers[TB_MAX];   /* allocated and not yet released (by the worker, when async) */
+static uint64_t g_capacity[TB_MAX];  /* bytes the device has (0: 1 GiB) */
+static uint64_t g_used[TB_MAX];      /* bytes allocated and not released (as the host sees it) */
+
+/* Worker-side state of each simulated device. */
+typedef struct tb_dev {
+    int index;
+    char name[32];
+    tq *q;         /* NULL: synchronous device */
+    bool faulted;  /* sticky, like a CUDA context after an illegal address */
+    char fault_msg[160];
+} tb_dev;
+
+static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER;
+static test_backend_log_entry g_log[TB_LOG];
+static int g_n_log;
 
 static const ct_op_kind kernels[] = {CT_OP_ADD, CT_OP_SUB, CT_OP_MUL, CT_OP_RELU, CT_OP_MATMUL, CT_OP_COPY, CT_OP_FILL, CT_OP_SUM};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 static bool has_kernel(ct_op_kind k)
 {
@@ -24,14 +56,219 @@ static bool has_kernel(ct_op_kind k)
     return false;
 }
 
+/* ---- commands: everything a kernel needs is captured when it is submitted, since
+ * the tensors may be gone by the time the worker runs it ---- */
+
+typedef struct tb_view {
+    float *p; /* first element */
+    int ndim;
+    int64_t shape[CT_MAX_DIMS], stride[CT_MAX_DIMS];
+} tb_view;
+
+typedef struct tb_cmd {
+    enum { CMD_RUN, CMD_COPY, CMD_RELEASE, CMD_SIGNAL, CMD_WAIT } type;
+    tb_dev *dev;
+    /* CMD_RUN */
+    ct_op_kind kind;
+    tb_view src[2], dst;
+    int n_src;
+    double a;
+    /* CMD_COPY (upload, download, peer) / CMD_RELEASE */
+    void *to;
+    const void *from;
+    size_t bytes;
+    /* CMD_SIGNAL / CMD_WAIT */
+    tq_event *ev;
+} tb_cmd;
+
+static tb_view view_of(const ct_tensor *t, const ct_device *dev)
+{
+    tb_view v = {.p = op_data(t, dev), .ndim = t->ndim};
+    memcpy(v.shape, t->shape, sizeof v.shape);
+    memcpy(v.stride, t->stride, sizeof v.stride);
+    return v;
+}
+
+static int64_t numel(const tb_view *v)
+{
+    int64_t n = 1;
+    for (int d = 0; d < v->ndim; d++) n *= v->shape[d];
+    return n;
+}
+
+/* Element of v at the flat index i of shape (ndim, shape), v broadcast to it. */
+static float at(const tb_view *v, int ndim, const int64_t *shape, int64_t i)
+{
+    int64_t off = 0;
+    for (int d = ndim - 1; d >= 0; d--) {
+        int64_t idx = i % shape[d];
+        i /= shape[d];
+        int vd = d - (ndim - v->ndim);
+        if (vd >= 0 && v->shape[vd] != 1) off += idx * v->stride[vd];
+    }
+    return v->p[off];
+}
+
+static float *dst_at(const tb_view *v, int64_t i)
+{
+    int64_t off = 0;
+    for (int d = v->ndim - 1; d >= 0; d--) {
+        off += (i % v->shape[d]) * v->stride[d];
+        i /= v->shape[d];
+    }
+    return v->p + off;
+}
+
+static void kernel_matmul(const tb_cmd *c)
+{
+    /* batch dims already broadcast by the frontend: a [..., M, K], b [..., K, N] */
+    const tb_view *a = &c->src[0], *b = &c->src[1], *d = &c->dst;
+    int64_t n = numel(d), M = d->shape[d->ndim - 2], N = d->shape[d->ndim - 1], K = a->shape[a->ndim - 1];
+    int64_t mn = M * N, batch = mn > 0 ? n / mn : 0;
+    for (int64_t bi = 0; bi < batch; bi++)
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t j = 0; j < N; j++) {
+                double acc = 0;
+                for (int64_t k = 0; k < K; k++) {
+                    int64_t ia = (bi * M + m) * K + k, ib = (bi * K + k) * N + j;
+                    acc += (double)at(a, a->ndim, a->shape, ia) * at(b, b->ndim, b->shape, ib);
+                }
+                *dst_at(d, (bi * M + m) * N + j) = (float)acc;
+            }
+}
+
+static void kernel(const tb_cmd *c)
+{
+    const tb_view *d = &c->dst;
+    int64_t n = numel(d);
+    switch (c->kind) {
+    case CT_OP_ADD: case CT_OP_SUB: case CT_OP_MUL:
+        for (int64_t i = 0; i < n; i++) {
+            float a = at(&c->src[0], d->ndim, d->shape, i), b = at(&c->src[1], d->ndim, d->shape, i);
+            *dst_at(d, i) = c->kind == CT_OP_ADD ? a + b : c->kind == CT_OP_SUB ? a - b : a * b;
+        }
+        break;
+    case CT_OP_RELU: case CT_OP_COPY:
+        for (int64_t i = 0; i < n; i++) {
+            float a = at(&c->src[0], d->ndim, d->shape, i);
+            *dst_at(d, i) = c->kind == CT_OP_RELU && a < 0 ? 0.0f : a;
+        }
+        break;
+    case CT_OP_FILL:
+        for (int64_t i = 0; i < n; i++) *dst_at(d, i) = (float)c->a;
+        break;
+    case CT_OP_SUM: {
+        double acc = 0;
+        const tb_view *s = &c->src[0];
+        for (int64_t i = 0, m = numel(s); i < m; i++) acc += at(s, s->ndim, s->shape, i);
+        *dst_at(d, 0) = (float)acc;
+        break;
+    }
+    case CT_OP_MATMUL: kernel_matmul(c); break;
+    default: break;
+    }
+}
+
+static void log_run(const tb_cmd *c, uint64_t t0, uint64_t t1)
+{
+    pthread_mutex_lock(&g_log_mu);
+    if (g_n_log < TB_LOG)
+        g_log[g_n_log++] = (test_backend_log_entry){c->dev->index, c->kind, t0, t1, c->dst.p, numel(&c->dst)};
+    pthread_mutex_unlock(&g_log_mu);
+}
+
+/* Runs one command (on the worker when async, at once otherwise); frees it. */
+static void execute(void *arg)
+{
+    tb_cmd *c = arg;
+    tb_dev *dv = c->dev;
+    switch (c->type) {
+    case CMD_RUN: {
+        if (dv->faulted) break; /* a faulted queue does nothing more */
+        uint64_t t0 = now_ns();
+        if (g_delay_us[dv->index]) usleep(g_delay_us[dv->index]);
+        int *late = &g_fail_late[dv->index];
+        if (*late == 0) { /* the late fault: the op "ran" and broke the device; its output is garbage */
+            dv->faulted = true;
+            snprintf(dv->fault_msg, sizeof dv->fault_msg, "%s: simulated late fault (illegal address) in %s",
+                     dv->name, op_kind_name(c->kind));
+            *late = -1;
+            break;
+        }
+        if (*late > 0) (*late)--;
+        kernel(c);
+        log_run(c, t0, now_ns());
+        break;
+    }
+    case CMD_COPY:
+        if (!dv->faulted) memcpy(c->to, c->from, c->bytes);
+        break;
+    case CMD_RELEASE:
+        memset(c->to, 0xff, c->bytes); /* a NaN pattern: a read after release shows */
+        free(c->to);
+        __atomic_fetch_sub(&g_live_buffers[dv->index], 1, __ATOMIC_RELAXED);
+        break;
+    case CMD_SIGNAL:
+        tq_event_signal(c->ev, dv->faulted ? CT_ERR_DEVICE_FAULT : CT_OK, dv->faulted ? dv->fault_msg : "");
+        break;
+    case CMD_WAIT:
+        tq_event_wait(c->ev, NULL, 0); /* a producer's failure is the producer's: core tracks it */
+        tq_event_unref(c->ev);
+        break;
+    }
+    free(c);
+}
+
+static ct_status submit(ct_device *dev, tb_cmd *c)
+{
+    c->dev = dev->priv;
+    if (!c->dev->q) {
+        execute(c);
+        return CT_OK;
+    }
+    if (!tq_push(c->dev->q, execute, c)) {
+        free(c);
+        return core_err(CT_ERR_DEVICE_OOM, "%s: queue full", dev->info.name);
+    }
+    return CT_OK;
+}
+
+static tb_cmd *new_cmd(int type)
+{
+    tb_cmd *c = calloc(1, sizeof *c);
+    if (c) c->type = type;
+    return c;
+}
+
+/* ---- the backend table ---- */
+
 static int tb_count(void) { return g_n; }
 
 static ct_status tb_init(ct_device *dev, int index)
 {
-    snprintf(dev->info.description, sizeof dev->info.description, "simulated test device %d", index);
+    snprintf(dev->info.description, sizeof dev->info.description, "simulated test device %d%s", index,
+             g_async ? " (asynchronous)" : "");
     dev->info.memory_bytes = 1u << 30;
     dev->info.dtype_mask = 1u << CT_F32;
+    tb_dev *d = calloc(1, sizeof *d);
+    if (!d) return core_err(CT_ERR_OOM, "test backend: out of memory");
+    d->index = index;
+    snprintf(d->name, sizeof d->name, "test:%d", index);
+    if (g_async && !(d->q = tq_new())) {
+        free(d);
+        return core_err(CT_ERR_DEVICE_FAULT, "test backend: no worker thread");
+    }
+    dev->priv = d;
     return CT_OK;
+}
+
+static void tb_release_dev(ct_device *dev)
+{
+    tb_dev *d = dev->priv;
+    if (!d) return;
+    tq_free(d->q); /* runs what is queued first */
+    free(d);
+    dev->priv = NULL;
 }
 
 static bool tb_supports(const ct_device *dev, const ct_op *op)
@@ -47,141 +284,167 @@ static bool tb_supports(const ct_device *dev, const ct_op *op)
 static ct_status tb_alloc(ct_device *dev, size_t bytes, ct_buffer *buf)
 {
     int i = dev->info.index;
-    if (g_fail_allocs[i] > 0) {
+    if (g_fail_allocs[i] > 0 && g_alloc_ok_first[i] > 0) {
+        g_alloc_ok_first[i]--;
+    } else if (g_fail_allocs[i] > 0) {
         g_fail_allocs[i]--;
         return core_err(CT_ERR_DEVICE_OOM, "%s: simulated out of memory (%zu bytes)", dev->info.name, bytes);
     }
+    uint64_t cap = g_capacity[i] ? g_capacity[i] : 1u << 30;
+    if (g_used[i] + bytes > cap)
+        return core_err(CT_ERR_DEVICE_OOM, "%s: out of memory (%zu bytes wanted, %llu of %llu in use)", dev->info.name,
+                        bytes, (unsigned long long)g_used[i], (unsigned long long)cap);
     buf->ptr = malloc(bytes);
     buf->size = bytes;
-    return buf->ptr ? CT_OK : core_err(CT_ERR_DEVICE_OOM, "%s: out of memory", dev->info.name);
+    if (!buf->ptr) return core_err(CT_ERR_DEVICE_OOM, "%s: out of memory", dev->info.name);
+    g_used[i] += bytes;
+    if (g_async) memset(buf->ptr, 0xff, bytes); /* NaN: a read before the producer wrote shows */
+    __atomic_fetch_add(&g_live_buffers[i], 1, __ATOMIC_RELAXED);
+    return CT_OK;
 }
 
 static void tb_release(ct_device *dev, ct_buffer *buf)
 {
-    (void)dev;
-    free(buf->ptr);
+    g_used[dev->info.index] -= buf->size;
+    tb_cmd *c = new_cmd(CMD_RELEASE);
+    if (c) {
+        c->to = buf->ptr, c->bytes = buf->size;
+        submit(dev, c); /* in queue order: after the work that uses it */
+    }
     buf->ptr = NULL;
+}
+
+static ct_status tb_copy(ct_device *dev, void *to, const void *from, size_t bytes)
+{
+    tb_cmd *c = new_cmd(CMD_COPY);
+    if (!c) return core_err(CT_ERR_DEVICE_OOM, "%s: out of memory", dev->info.name);
+    c->to = to, c->from = from, c->bytes = bytes;
+    return submit(dev, c);
 }
 
 static ct_status tb_upload(ct_device *dev, ct_buffer *buf, size_t off, const void *host, size_t bytes)
 {
-    memcpy((char *)buf->ptr + off, host, bytes);
     g_up[dev->info.index] += bytes;
-    return CT_OK;
+    return tb_copy(dev, (char *)buf->ptr + off, host, bytes);
 }
 
 static ct_status tb_download(ct_device *dev, const ct_buffer *buf, size_t off, void *host, size_t bytes)
 {
-    memcpy(host, (const char *)buf->ptr + off, bytes);
     g_down[dev->info.index] += bytes;
-    return CT_OK;
+    return tb_copy(dev, host, (const char *)buf->ptr + off, bytes);
 }
 
-/* Element of t at the flat index i of shape (ndim, shape), t broadcast to it. */
-static float at(const ct_tensor *t, const ct_device *dev, int ndim, const int64_t *shape, int64_t i)
+static ct_status tb_copy_peer(ct_device *dst, ct_buffer *dst_buf, ct_device *src, const ct_buffer *src_buf, size_t off,
+                              size_t bytes)
 {
-    const float *p = op_data(t, dev);
-    int64_t off = 0;
-    for (int d = ndim - 1; d >= 0; d--) {
-        int64_t idx = i % shape[d];
-        i /= shape[d];
-        int td = d - (ndim - t->ndim);
-        if (td >= 0 && t->shape[td] != 1) off += idx * t->stride[td];
-    }
-    return p[off];
-}
-
-static float *dst_at(const ct_tensor *t, const ct_device *dev, int64_t i)
-{
-    float *p = op_data(t, dev);
-    int64_t off = 0;
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        off += (i % t->shape[d]) * t->stride[d];
-        i /= t->shape[d];
-    }
-    return p + off;
+    if (!g_peer)
+        return core_err(CT_ERR_UNSUPPORTED, "%s -> %s: peer access disabled", src->info.name, dst->info.name);
+    g_peer_bytes[dst->info.index] += bytes;
+    return tb_copy(dst, (char *)dst_buf->ptr + off, (const char *)src_buf->ptr + off, bytes);
 }
 
 static ct_status tb_run(ct_device *dev, const ct_op *op)
 {
-    const ct_tensor *d = op->dst;
-    int64_t n = ct_tensor_numel(d);
-    g_runs[dev->info.index][op->kind]++;
-    switch (op->kind) {
-    case CT_OP_ADD: case CT_OP_SUB: case CT_OP_MUL:
-        for (int64_t i = 0; i < n; i++) {
-            float a = at(op->src[0], dev, d->ndim, d->shape, i), b = at(op->src[1], dev, d->ndim, d->shape, i);
-            *dst_at(d, dev, i) = op->kind == CT_OP_ADD ? a + b : op->kind == CT_OP_SUB ? a - b : a * b;
-        }
-        return CT_OK;
-    case CT_OP_RELU: case CT_OP_COPY:
-        for (int64_t i = 0; i < n; i++) {
-            float a = at(op->src[0], dev, d->ndim, d->shape, i);
-            *dst_at(d, dev, i) = op->kind == CT_OP_RELU && a < 0 ? 0.0f : a;
-        }
-        return CT_OK;
-    case CT_OP_FILL:
-        for (int64_t i = 0; i < n; i++) *dst_at(d, dev, i) = (float)op->p.s.a;
-        return CT_OK;
-    case CT_OP_SUM: {
-        double acc = 0;
-        const ct_tensor *s = op->src[0];
-        for (int64_t i = 0, m = ct_tensor_numel(s); i < m; i++) acc += at(s, dev, s->ndim, s->shape, i);
-        *dst_at(d, dev, 0) = (float)acc;
-        return CT_OK;
-    }
-    case CT_OP_MATMUL: {
-        /* batch dims already broadcast by the frontend: a [..., M, K], b [..., K, N] */
-        const ct_tensor *a = op->src[0], *b = op->src[1];
-        int64_t M = d->shape[d->ndim - 2], N = d->shape[d->ndim - 1], K = a->shape[a->ndim - 1];
-        int64_t mn = M * N, batch = mn > 0 ? n / mn : 0;
-        for (int64_t bi = 0; bi < batch; bi++)
-            for (int64_t m = 0; m < M; m++)
-                for (int64_t j = 0; j < N; j++) {
-                    double acc = 0;
-                    for (int64_t k = 0; k < K; k++) {
-                        int64_t ia = (bi * M + m) * K + k, ib = (bi * K + k) * N + j;
-                        acc += (double)at(a, dev, a->ndim, a->shape, ia) * at(b, dev, b->ndim, b->shape, ib);
-                    }
-                    *dst_at(d, dev, (bi * M + m) * N + j) = (float)acc;
-                }
-        return CT_OK;
-    }
-    default:
+    if (!has_kernel(op->kind))
         return core_err(CT_ERR_UNSUPPORTED, "%s: no kernel for %s", dev->info.name, op_kind_name(op->kind));
-    }
+    g_runs[dev->info.index][op->kind]++;
+    tb_cmd *c = new_cmd(CMD_RUN);
+    if (!c) return core_err(CT_ERR_DEVICE_OOM, "%s: out of memory", dev->info.name);
+    c->kind = op->kind;
+    c->n_src = op->n_src < 2 ? op->n_src : 2;
+    for (int i = 0; i < c->n_src; i++)
+        if (op->src[i]) c->src[i] = view_of(op->src[i], dev);
+    c->dst = view_of(op->dst, dev);
+    c->a = op->p.s.a;
+    return submit(dev, c);
 }
 
-static ct_status tb_copy_peer(ct_device *dst, ct_buffer *dst_buf, ct_device *src, const ct_buffer *src_buf, size_t bytes)
+static ct_status tb_mem_info(ct_device *dev, uint64_t *free_bytes, uint64_t *total_bytes)
 {
-    if (!g_peer)
-        return core_err(CT_ERR_UNSUPPORTED, "%s -> %s: peer access disabled", src->info.name, dst->info.name);
-    memcpy(dst_buf->ptr, src_buf->ptr, bytes);
-    g_peer_bytes[dst->info.index] += bytes;
+    int i = dev->info.index;
+    *total_bytes = g_capacity[i] ? g_capacity[i] : 1u << 30;
+    *free_bytes = *total_bytes - g_used[i];
     return CT_OK;
+}
+
+static ct_status tb_event_record(ct_device *dev, void **handle)
+{
+    tb_dev *d = dev->priv;
+    *handle = NULL;
+    if (!d->q) return CT_OK; /* synchronous: done already */
+    tb_cmd *c = new_cmd(CMD_SIGNAL);
+    tq_event *e = c ? tq_event_new() : NULL;
+    if (!e) {
+        free(c);
+        return core_err(CT_ERR_DEVICE_OOM, "%s: out of memory", dev->info.name);
+    }
+    c->ev = e;
+    ct_status s = submit(dev, c);
+    if (s != CT_OK) {
+        tq_event_unref(e);
+        tq_event_unref(e);
+        return s;
+    }
+    *handle = e;
+    return CT_OK;
+}
+
+static ct_status tb_event_wait(ct_device *dev, ct_device *ev_dev, void *handle)
+{
+    (void)ev_dev;
+    tb_cmd *c = new_cmd(CMD_WAIT);
+    if (!c) return core_err(CT_ERR_DEVICE_OOM, "%s: out of memory", dev->info.name);
+    c->ev = tq_event_ref(handle);
+    return submit(dev, c);
+}
+
+static ct_status tb_event_sync(ct_device *dev, void *handle)
+{
+    char msg[200];
+    ct_status s = tq_event_wait(handle, msg, sizeof msg);
+    return s == CT_OK ? CT_OK : core_err(s, "%s (reported at a sync on %s)", msg, dev->info.name);
+}
+
+static void tb_event_release(ct_device *dev, void *handle)
+{
+    (void)dev;
+    tq_event_unref(handle);
 }
 
 static ct_status tb_sync(ct_device *dev)
 {
-    (void)dev;
-    return CT_OK;
+    void *h = NULL;
+    ct_status s = tb_event_record(dev, &h);
+    if (s != CT_OK || !h) return s;
+    s = tb_event_sync(dev, h);
+    tq_event_unref(h);
+    return s;
 }
 
 static const ct_backend_ops test_backend_ops = {
     .name = "test", .kind = CT_DEVICE_TEST, .device_count = tb_count, .device_init = tb_init,
-    .supports = tb_supports, .alloc = tb_alloc, .release = tb_release, .upload = tb_upload,
-    .download = tb_download, .copy_peer = tb_copy_peer, .run = tb_run, .sync = tb_sync,
+    .device_release = tb_release_dev, .supports = tb_supports, .alloc = tb_alloc, .release = tb_release,
+    .upload = tb_upload, .download = tb_download, .copy_peer = tb_copy_peer, .run = tb_run, .sync = tb_sync,
+    .event_record = tb_event_record, .event_wait = tb_event_wait, .event_sync = tb_event_sync,
+    .event_release = tb_event_release, .mem_info = tb_mem_info,
 };
 
-ct_status test_backend_install(int n, const char *ops)
+static ct_status install(int n, const char *ops, bool async)
 {
+    exec_unregister_backend(&test_backend_ops); /* stops the old devices' workers */
     g_n = n < TB_MAX ? n : TB_MAX;
+    g_async = async;
     memset(g_ops, 0, sizeof g_ops);
     memset(g_runs, 0, sizeof g_runs);
     memset(g_up, 0, sizeof g_up);
     memset(g_down, 0, sizeof g_down);
     memset(g_fail_allocs, 0, sizeof g_fail_allocs);
+    memset(g_alloc_ok_first, 0, sizeof g_alloc_ok_first);
     memset(g_peer_bytes, 0, sizeof g_peer_bytes);
+    memset(g_delay_us, 0, sizeof g_delay_us);
+    memset(g_capacity, 0, sizeof g_capacity);
+    for (int i = 0; i < TB_MAX; i++) g_fail_late[i] = -1;
+    g_n_log = 0;
     g_peer = false;
     char buf[512];
     snprintf(buf, sizeof buf, "%s", ops ? ops : "");
@@ -195,9 +458,11 @@ ct_status test_backend_install(int n, const char *ops)
             return core_err(CT_ERR_INVALID_ARG, "test backend: unknown op '%s'", t);
         }
     }
-    exec_unregister_backend(&test_backend_ops);
     return exec_register_backend(&test_backend_ops);
 }
+
+ct_status test_backend_install(int n, const char *ops) { return install(n, ops, false); }
+ct_status test_backend_install_async(int n, const char *ops) { return install(n, ops, true); }
 
 void test_backend_uninstall(void)
 {
@@ -208,7 +473,26 @@ void test_backend_uninstall(void)
 int test_backend_runs(int dev, ct_op_kind kind) { return g_runs[dev][kind]; }
 uint64_t test_backend_uploaded(int dev) { return g_up[dev]; }
 uint64_t test_backend_downloaded(int dev) { return g_down[dev]; }
-void test_backend_fail_allocs(int dev, int n) { g_fail_allocs[dev] = n; }
+void test_backend_fail_allocs(int dev, int n) { test_backend_fail_allocs_after(dev, 0, n); }
+void test_backend_fail_allocs_after(int dev, int ok, int n)
+{
+    g_alloc_ok_first[dev] = ok;
+    g_fail_allocs[dev] = n;
+}
 
 void test_backend_set_peer(bool enabled) { g_peer = enabled; }
 uint64_t test_backend_peer_bytes(int dev) { return g_peer_bytes[dev]; }
+
+void test_backend_set_delay(int dev, unsigned us) { g_delay_us[dev] = us; }
+void test_backend_set_capacity(int dev, uint64_t bytes) { g_capacity[dev] = bytes; }
+void test_backend_fail_late(int dev, int after_runs) { __atomic_store_n(&g_fail_late[dev], after_runs, __ATOMIC_RELAXED); }
+int test_backend_live_buffers(int dev) { return __atomic_load_n(&g_live_buffers[dev], __ATOMIC_RELAXED); }
+
+int test_backend_log(test_backend_log_entry *out, int cap)
+{
+    pthread_mutex_lock(&g_log_mu);
+    int n = g_n_log;
+    for (int i = 0; i < n && i < cap; i++) out[i] = g_log[i];
+    pthread_mutex_unlock(&g_log_mu);
+    return n;
+}

@@ -21,5 +21,30 @@ void test_backend_set_peer(bool enabled);
 uint64_t test_backend_peer_bytes(int dev);
 /* Make the next `n` allocations on device i fail with CT_ERR_DEVICE_OOM. */
 void test_backend_fail_allocs(int dev, int n);
+/* The same after `ok` more allocations succeed. */
+void test_backend_fail_allocs_after(int dev, int ok, int n);
+
+/* The same devices, asynchronous: each has a queue run by a worker thread, honours
+ * events, poisons fresh and released buffers with NaN (so an early or late read
+ * shows), and can fail late. */
+ct_status test_backend_install_async(int n, const char *ops);
+/* Device i has this many bytes (0: 1 GiB); allocations beyond fail with CT_ERR_DEVICE_OOM. */
+void test_backend_set_capacity(int dev, uint64_t bytes);
+/* Every op on device i sleeps this long first (a deliberately slow producer). */
+void test_backend_set_delay(int dev, unsigned us);
+/* After `after_runs` more ops, device i faults late: that op's output is not written,
+ * the queue does nothing more, and every later event or sync reports the fault. */
+void test_backend_fail_late(int dev, int after_runs);
+/* Buffers allocated on device i and not yet released (by its worker, when async). */
+int test_backend_live_buffers(int dev);
+/* What each op actually did, in the order the workers finished them. */
+typedef struct test_backend_log_entry {
+    int dev;
+    ct_op_kind kind;
+    uint64_t start_ns, end_ns;
+    const float *dst; /* the output's first element */
+    int64_t n;
+} test_backend_log_entry;
+int test_backend_log(test_backend_log_entry *out, int cap);
 
 #endif

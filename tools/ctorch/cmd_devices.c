@@ -158,7 +158,7 @@ int cmd_devices(int argc, char **argv)
                            opts, CLI_N(opts), 0};
     int prc = cli_parse(&spec, argc, argv, NULL, NULL);
     if (prc >= 0) return prc;
-    if (ct_chain_length() <= 0) {
+    if (ct_exec_init() != CT_OK || ct_chain_length() <= 0) {
         fprintf(stderr, "ctorch devices: no usable device: %s\n", ct_last_error());
         return 1;
     }

@@ -13,6 +13,12 @@
 int llm_cli_check(const char *cmd, llm_cli_opts *o)
 {
     if (!o->model) return cli_usage_error(cmd, "no model given: -m MODEL.gguf is required");
+    /* A bad CTORCH_* setting fails like its flag would, before the model is looked at
+     * (with -d the flag replaces CTORCH_DEVICES, and is checked when it is applied). */
+    if (!o->devices && ct_exec_init() != CT_OK) {
+        fprintf(stderr, "ctorch %s: error: %s\n", cmd, ct_last_error());
+        return 1;
+    }
     if (!cli_check_model_path(cmd, "model", o->model)) return 1;
     if (o->threads > 0) o->threads = cli_cap_threads(cmd, o->threads);
     return -1;
@@ -68,6 +74,10 @@ llm_model *llm_cli_load(const char *cmd, const llm_cli_opts *o, bool need_tokeni
             llm_cli_fail(cmd);
             return NULL;
         }
+    }
+    if (ct_exec_init() != CT_OK) { /* a bad CTORCH_* setting */
+        llm_cli_fail(cmd);
+        return NULL;
     }
     progress pr;
     progress_begin(&pr, "loading");

@@ -166,6 +166,18 @@ static void usage(FILE *f)
                "CTORCH_SMALL_BYTES, CTORCH_STATS, CTORCH_THREADS, CTORCH_LOG (see include/ctorch/exec.h).\n");
 }
 
+/* CTORCH_STATS=1: the executor's summary on stderr (the library prints nothing itself). */
+static void print_stats(void)
+{
+    if (!ct_exec_stats_requested()) return;
+    size_t n = ct_exec_stats_format(NULL, 0) + 1;
+    char *text = malloc(n);
+    if (!text) return;
+    ct_exec_stats_format(text, n);
+    fputs(text, stderr);
+    free(text);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -191,6 +203,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < N_COMMANDS; i++)
         if (!strcmp(name, g_commands[i].name)) {
             int rc = g_commands[i].fn(argc - 1, argv + 1);
+            print_stats();
             if (finish_stdout() != 0 && rc == 0) rc = 1;
             return rc;
         }

@@ -533,6 +533,15 @@ static ct_status run_sdpa(ct_device *dev, const ct_op *op)
                   .B = q->shape[0], .Hq = q->shape[1], .Hkv = k->shape[1], .Tq = q->shape[2], .Tk = k->shape[2],
                   .D = q->shape[3], .Dv = v->shape[3], .scale = (float)op->p.attn.scale, .causal = op->p.attn.causal,
                   .window = op->p.attn.window, .f = att_vec_select(), .status = CT_OK};
+    if (op->n_src > 4 && op->src[4]) { /* the attended length, read now: it changes per decode step */
+        const ct_tensor *lt = op->src[4];
+        const void *pl = op_data(lt, dev);
+        int64_t L = lt->dtype == CT_I32 ? *(const int32_t *)pl : *(const int64_t *)pl;
+        if (L < 0 || L > c.Tk)
+            return core_err(CT_ERR_RANGE, "sdpa: attended length %lld is outside [0, %lld] (k %s)", (long long)L,
+                            (long long)c.Tk, SHAPE_STR(k));
+        c.Tk = L;
+    }
     if (ct_tensor_numel(y) == 0) return CT_OK;
     for (int i = 0; i < 4; i++) {
         c.qs[i] = q->stride[i], c.ks[i] = k->stride[i], c.vs[i] = v->stride[i];

@@ -79,6 +79,8 @@ static ct_status cpu_run(ct_device *dev, const ct_op *op)
         return cpu_run_create(dev, op);
     case CT_OP_COPY:
         return cpu_run_copy(dev, op);
+    case CT_OP_SET_ROWS:
+        return cpu_run_set_rows(dev, op);
     case CT_OP_ADD: case CT_OP_SUB: case CT_OP_MUL: case CT_OP_DIV: case CT_OP_POW: case CT_OP_MAXIMUM:
     case CT_OP_MINIMUM: case CT_OP_ADD_SCALAR: case CT_OP_SUB_SCALAR: case CT_OP_MUL_SCALAR:
     case CT_OP_DIV_SCALAR: case CT_OP_POW_SCALAR: case CT_OP_CMP: case CT_OP_CMP_SCALAR: case CT_OP_WHERE:
@@ -123,6 +125,37 @@ static ct_status cpu_sync(ct_device *dev)
     return CT_OK;
 }
 
+static ct_status cpu_mem_info(ct_device *dev, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    long avail = sysconf(_SC_AVPHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    *total_bytes = dev->info.memory_bytes;
+    *free_bytes = avail > 0 && psize > 0 ? (uint64_t)avail * (uint64_t)psize : 0;
+    return CT_OK;
+}
+
+/* The CPU's queue is the caller: its work is done when run returns, so it has no
+ * events (NULL), and never needs to wait for one. */
+static ct_status cpu_event_record(ct_device *dev, void **handle)
+{
+    (void)dev;
+    *handle = NULL;
+    return CT_OK;
+}
+
+static ct_status cpu_event_wait(ct_device *dev, ct_device *ev_dev, void *handle)
+{
+    (void)dev, (void)ev_dev, (void)handle;
+    return CT_OK;
+}
+
+static ct_status cpu_event_sync(ct_device *dev, void *handle)
+{
+    (void)dev, (void)handle;
+    return CT_OK;
+}
+
+static void cpu_event_release(ct_device *dev, void *handle) { (void)dev, (void)handle; }
+
 const ct_backend_ops cpu_backend_ops = {
     .name = "cpu",
     .kind = CT_DEVICE_CPU,
@@ -136,4 +169,9 @@ const ct_backend_ops cpu_backend_ops = {
     .download = cpu_download,
     .run = cpu_run,
     .sync = cpu_sync,
+    .mem_info = cpu_mem_info,
+    .event_record = cpu_event_record,
+    .event_wait = cpu_event_wait,
+    .event_sync = cpu_event_sync,
+    .event_release = cpu_event_release,
 };

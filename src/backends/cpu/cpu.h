@@ -114,6 +114,7 @@ void cpu_f16_to_f32_row(const uint16_t *src, float *dst, int64_t n);
 /* ---- kernel groups: each returns CT_OK or an error naming the problem ---- */
 ct_status cpu_run_create(ct_device *dev, const ct_op *op);      /* FILL ARANGE EYE RAND (create.c) */
 ct_status cpu_run_copy(ct_device *dev, const ct_op *op);        /* COPY incl. dequantize (copy.c) */
+ct_status cpu_run_set_rows(ct_device *dev, const ct_op *op);    /* SET_ROWS (set_rows.c) */
 ct_status cpu_run_binary(ct_device *dev, const ct_op *op);      /* ADD..MINIMUM, *_SCALAR, CMP*, WHERE (elementwise.c) */
 ct_status cpu_run_unary(ct_device *dev, const ct_op *op);       /* NEG..TANH, CLAMP, SWIGLU, GEGLU (elementwise.c) */
 ct_status cpu_run_softmax(ct_device *dev, const ct_op *op);     /* SOFTMAX, LOG_SOFTMAX (elementwise.c) */

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "backends/cpu/gemm.h"
+#include "core/config.h"
 #include "quant/quant.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -368,15 +369,7 @@ static void repack_tasks(void *vctx, int64_t p0, int64_t p1)
     }
 }
 
-static bool repack_enabled(void)
-{
-    static int on = -1; /* benign race: every thread computes the same value */
-    if (on < 0) {
-        const char *e = getenv("CTORCH_REPACK");
-        on = !(e && strcmp(e, "0") == 0);
-    }
-    return on;
-}
+static bool repack_enabled(void) { return config_current()->repack; }
 
 static pthread_mutex_t g_repack_mu = PTHREAD_MUTEX_INITIALIZER;
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "backends/cpu/cpu.h"
+#include "core/config.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -158,8 +159,7 @@ static void pool_init(void)
 {
     pool *p = &g_pool;
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    const char *e = getenv("CTORCH_THREADS");
-    if (e && atoi(e) > 0) n = atoi(e);
+    if (config_current()->threads > 0) n = config_current()->threads;
     if (g_requested > 0) n = g_requested;
     if (n < 1 || g_exiting) n = 1;
     if (n > POOL_MAX) n = POOL_MAX;

@@ -1,0 +1,157 @@
+/* The environment, read in one place. Snapshots are immutable once published and
+ * never freed (a reload is rare and a snapshot small), so a reader may keep using
+ * the pointer it got while another thread reloads: no data race, no lock on reads. */
+#include "core/config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef struct snapshot {
+    core_config cfg;
+    struct snapshot *prev; /* kept reachable: readers may still hold it */
+} snapshot;
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static snapshot *g_current;
+static snapshot g_first; /* the first snapshot needs no allocation, so there always is one */
+
+static void defaults(core_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->small_bytes = CONFIG_DEFAULT_SMALL_BYTES;
+    c->host_cache_bytes = (size_t)256 << 20;
+    c->log_level = CT_LOG_WARN;
+    c->repack = true;
+}
+
+/* The variable's value, or NULL when unset or empty (empty means "default"). */
+static const char *env(const char *name)
+{
+    const char *e = getenv(name);
+    return e && *e ? e : NULL;
+}
+
+static ct_status bad(const char *name, const char *value, const char *want)
+{
+    return core_err(CT_ERR_INVALID_ARG, "%s='%s' is not valid (want %s)", name, value, want);
+}
+
+static ct_status read_bool(const char *name, bool *out)
+{
+    const char *e = env(name);
+    if (!e) return CT_OK;
+    static const char *yes[] = {"1", "true", "on", "yes"}, *no[] = {"0", "false", "off", "no"};
+    for (int i = 0; i < 4; i++) {
+        if (!strcasecmp(e, yes[i])) return *out = true, CT_OK;
+        if (!strcasecmp(e, no[i])) return *out = false, CT_OK;
+    }
+    return bad(name, e, "1/0, true/false, on/off or yes/no");
+}
+
+/* A decimal integer in [lo, hi], the whole string. */
+static ct_status read_uint(const char *name, unsigned long long lo, unsigned long long hi, unsigned long long *out)
+{
+    const char *e = env(name);
+    if (!e) return CT_OK;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(e, &end, 10);
+    if (*e == '-' || *e == '+' || errno || *end || v < lo || v > hi) {
+        char want[96];
+        snprintf(want, sizeof want, "a whole number from %llu to %llu", lo, hi);
+        return bad(name, e, want);
+    }
+    *out = v;
+    return CT_OK;
+}
+
+static ct_status read_string(const char *name, char *out, size_t cap)
+{
+    const char *e = env(name);
+    if (!e) return CT_OK;
+    if (strlen(e) >= cap)
+        return core_err(CT_ERR_INVALID_ARG, "%s is too long (%zu characters, at most %zu)", name, strlen(e), cap - 1);
+    memcpy(out, e, strlen(e) + 1);
+    return CT_OK;
+}
+
+static ct_status read_log_level(int *out)
+{
+    const char *e = env("CTORCH_LOG");
+    if (!e) return CT_OK;
+    static const char *names[] = {"debug", "info", "warn", "error"};
+    for (int i = 0; i < 4; i++)
+        if (!strcasecmp(e, names[i])) return *out = i, CT_OK;
+    if (!strcasecmp(e, "warning")) return *out = CT_LOG_WARN, CT_OK;
+    return bad("CTORCH_LOG", e, "debug, info, warn or error");
+}
+
+/* Keeps the first error (the message of a later one would overwrite it). */
+static void keep(ct_status *first, char *msg, size_t len, ct_status s)
+{
+    if (s == CT_OK || *first != CT_OK) return;
+    *first = s;
+    snprintf(msg, len, "%s", ct_last_error());
+}
+
+ct_status config_read(core_config *c)
+{
+    defaults(c);
+    ct_status first = CT_OK;
+    char msg[512] = "";
+    unsigned long long small = c->small_bytes, cache_mb = 256, threads = 0;
+    keep(&first, msg, sizeof msg, read_string("CTORCH_DEVICES", c->devices, sizeof c->devices));
+    keep(&first, msg, sizeof msg, read_bool("CTORCH_DISABLE_GPU", &c->disable_gpu));
+    keep(&first, msg, sizeof msg, read_bool("CTORCH_STRICT", &c->strict));
+    keep(&first, msg, sizeof msg, read_bool("CTORCH_STATS", &c->stats));
+    keep(&first, msg, sizeof msg, read_bool("CTORCH_SYNC", &c->sync));
+    keep(&first, msg, sizeof msg, read_string("CTORCH_TRACE", c->trace, sizeof c->trace));
+    keep(&first, msg, sizeof msg, read_string("CTORCH_FAULT", c->fault, sizeof c->fault));
+    keep(&first, msg, sizeof msg, read_uint("CTORCH_SMALL_BYTES", 0, (unsigned long long)SIZE_MAX, &small));
+    keep(&first, msg, sizeof msg, read_uint("CTORCH_HOST_CACHE_MB", 0, (unsigned long long)1 << 30, &cache_mb));
+    keep(&first, msg, sizeof msg, read_uint("CTORCH_THREADS", 1, 4096, &threads));
+    keep(&first, msg, sizeof msg, read_log_level(&c->log_level));
+    keep(&first, msg, sizeof msg, read_bool("CTORCH_REPACK", &c->repack));
+    c->small_bytes = (size_t)small;
+    c->host_cache_bytes = (size_t)cache_mb << 20;
+    c->threads = (int)threads;
+    if (first != CT_OK) core_err(first, "%s", msg);
+    return first;
+}
+
+static void publish_locked(const core_config *c)
+{
+    snapshot *s = g_current ? malloc(sizeof *s) : &g_first;
+    if (!s) return; /* keep the current snapshot: still a consistent one */
+    s->cfg = *c;
+    s->prev = g_current;
+    __atomic_store_n(&g_current, s, __ATOMIC_RELEASE);
+}
+
+const core_config *config_current(void)
+{
+    snapshot *s = __atomic_load_n(&g_current, __ATOMIC_ACQUIRE);
+    if (s) return &s->cfg;
+    pthread_mutex_lock(&g_lock);
+    if (!g_current) {
+        core_config c;
+        char saved[512];
+        snprintf(saved, sizeof saved, "%s", ct_last_error());
+        config_read(&c); /* a bad value keeps its default; the executor's init reports it */
+        core_err(CT_OK, "%s", saved); /* a lazy read must not clobber the caller's error */
+        publish_locked(&c);
+    }
+    pthread_mutex_unlock(&g_lock);
+    return &__atomic_load_n(&g_current, __ATOMIC_ACQUIRE)->cfg;
+}
+
+void config_publish(const core_config *c)
+{
+    pthread_mutex_lock(&g_lock);
+    publish_locked(c);
+    pthread_mutex_unlock(&g_lock);
+}

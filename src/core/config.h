@@ -1,0 +1,43 @@
+/* Settings read from the environment: every CTORCH_* variable is read here, in
+ * one place, into one immutable snapshot. Layers above read the snapshot; the
+ * executor re-reads it on ct_exec_reinit. (CTORCH_SIMD stays with the SIMD
+ * selection in the CPU backend and quant, which pick their level once.) */
+#ifndef CT_CORE_CONFIG_H
+#define CT_CORE_CONFIG_H
+
+#include "core/tensor.h"
+
+typedef struct core_config {
+    char devices[256];       /* CTORCH_DEVICES: chain spec ("" = platform default) */
+    bool disable_gpu;        /* CTORCH_DISABLE_GPU */
+    bool strict;             /* CTORCH_STRICT */
+    bool stats;              /* CTORCH_STATS: time every op; the CLI prints a summary */
+    bool sync;               /* CTORCH_SYNC: sync after every op (late faults charged to their op) */
+    char trace[256];         /* CTORCH_TRACE: "", "1"/"stderr", or a .json path */
+    char fault[512];         /* CTORCH_FAULT: fault-injection spec */
+    size_t small_bytes;      /* CTORCH_SMALL_BYTES */
+    size_t host_cache_bytes; /* CTORCH_HOST_CACHE_MB, in bytes */
+    int threads;             /* CTORCH_THREADS; 0 = one per core */
+    int log_level;           /* CTORCH_LOG, a ct_log_level */
+    bool repack;             /* CTORCH_REPACK */
+} core_config;
+
+/* Default for CTORCH_SMALL_BYTES, measured (bench/gpu/crossover.cu, H100 host,
+ * bench/gpu/crossover-h100.txt): an f32 add on CPU-resident operands takes 5 us on one
+ * core at 32 KiB of operands, while copying them to the GPU, one kernel and copying back
+ * takes 32 us (24 us at any size up to 8 KiB); the CPU stays ahead up to ~2 MiB for
+ * element-wise ops. Compute-heavy ops (a 128x128 matmul is 64 KiB of operands and ~4 MFLOP)
+ * break even near 64 KiB, so that is the default: nothing smaller is worth a transfer. */
+#define CONFIG_DEFAULT_SMALL_BYTES (64u * 1024u)
+
+/* Parses the environment into *out. A value that does not parse is an error naming
+ * the variable and the value; *out then holds the defaults for the bad fields. */
+ct_status config_read(core_config *out);
+/* The current snapshot (read from the environment on first use; a bad value there
+ * leaves its default until the executor reports it at initialization). Never NULL; never changes
+ * under the caller: a reload publishes a new snapshot. */
+const core_config *config_current(void);
+/* Makes c (read by config_read and accepted by the caller) the current snapshot. */
+void config_publish(const core_config *c);
+
+#endif

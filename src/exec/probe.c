@@ -1,0 +1,22 @@
+/* The coarse capability query for tooling (ctorch devices): a probe op of one
+ * row asked of the backend's supports(). Routing asks with the real shapes. */
+#include "exec/exec.h"
+
+bool ct_device_supports(const char *device, const char *op_name, ct_dtype dtype)
+{
+    ct_device *d = exec_find_device(device);
+    ct_op_kind k;
+    if (!d || !op_name || !op_kind_from_name(op_name, &k) || (unsigned)dtype >= CT_DTYPE_COUNT) return false;
+    if (!(d->info.dtype_mask & (1u << dtype))) return false;
+    /* probe with 1-row operands; a quantized dtype goes where ops take weights
+     * (the other operands and the output stay f32), plain dtypes everywhere */
+    bool q = ct_dtype_is_quantized(dtype);
+    int64_t cols = ct_dtype_block_size(dtype);
+    ct_tensor w = {.dtype = dtype, .ndim = 2, .shape = {1, cols}, .stride = {cols, 1}};
+    ct_tensor f = {.dtype = q ? CT_F32 : dtype, .ndim = 2, .shape = {1, cols}, .stride = {cols, 1}};
+    ct_op op = {.kind = k, .n_src = 2, .src = {&f, &f}, .dst = &f};
+    op.src[k == CT_OP_LINEAR ? 1 : 0] = &w;
+    /* reductions over the whole probe, the form every backend that has the op accepts */
+    if (k >= CT_OP_SUM && k <= CT_OP_ARGMIN) op.p.red.mask = 3u;
+    return d->ops->supports(d, &op);
+}

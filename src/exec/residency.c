@@ -1,0 +1,67 @@
+/* Residency requested by the caller: copies made ahead of the ops that need them,
+ * and waiting for devices. */
+#include "exec/exec.h"
+
+ct_status ct_tensor_prefetch(const ct_tensor *t, const char *device)
+{
+    ct_status s = tensor_check("ct_tensor_prefetch", "tensor", t);
+    if (s != CT_OK) return s;
+    s = exec_ready();
+    if (s != CT_OK) return s;
+    ct_device *d = exec_find_device(device);
+    if (!d) return core_err(CT_ERR_NOT_FOUND, "ct_tensor_prefetch: no device '%s'", device ? device : "(null)");
+    return storage_make_valid(t->st, d, NULL);
+}
+
+ct_status ct_tensor_place(const ct_tensor *t, const char *device)
+{
+    ct_status s = tensor_check("ct_tensor_place", "tensor", t);
+    if (s != CT_OK) return s;
+    s = exec_ready();
+    if (s != CT_OK) return s;
+    if (!device) {
+        t->st->home = NULL;
+        return CT_OK;
+    }
+    ct_device *d = exec_find_device(device);
+    if (!d) return core_err(CT_ERR_NOT_FOUND, "ct_tensor_place: no device '%s'", device);
+    if (device_is_lost(d)) return device_lost_error(d, "ct_tensor_place");
+    s = storage_make_valid(t->st, d, NULL);
+    if (s != CT_OK) return s;
+    t->st->home = d;
+    return CT_OK;
+}
+
+ct_status ct_device_sync(const char *device)
+{
+    ct_status s = exec_ready();
+    if (s != CT_OK) return s;
+    if (device) {
+        ct_device *d = exec_find_device(device);
+        if (!d) return core_err(CT_ERR_NOT_FOUND, "ct_device_sync: no device '%s'", device);
+        return device_sync(d);
+    }
+    ct_status first = CT_OK;
+    for (int i = 0, n = ct_device_count(); i < n; i++) {
+        ct_device_info info;
+        if (ct_device_get(i, &info) != CT_OK) continue;
+        ct_device *d = exec_find_device(info.name);
+        if (d && (s = device_sync(d)) != CT_OK && first == CT_OK) first = s;
+    }
+    return first == CT_OK ? CT_OK : core_err(first, "%s", ct_last_error());
+}
+
+ct_status ct_device_memory(const char *device, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    if (!free_bytes || !total_bytes) return core_err(CT_ERR_INVALID_ARG, "ct_device_memory: NULL output");
+    ct_status s = exec_ready();
+    if (s != CT_OK) return s;
+    ct_device *d = exec_find_device(device);
+    if (!d) return core_err(CT_ERR_NOT_FOUND, "ct_device_memory: no device '%s'", device ? device : "(null)");
+    if (!d->ops->mem_info) {
+        *total_bytes = d->info.memory_bytes;
+        *free_bytes = 0;
+        return core_err(CT_ERR_UNSUPPORTED, "ct_device_memory: %s does not report its free memory", d->info.name);
+    }
+    return d->ops->mem_info(d, free_bytes, total_bytes);
+}

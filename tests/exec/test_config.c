@@ -1,0 +1,141 @@
+/* Settings from the environment: read in one place (core/config.c), refused with a
+ * message naming the variable when a value does not parse, re-read by ct_exec_reinit,
+ * and a failed re-read keeps the settings in force. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/config.h"
+#include "exec_util.h"
+
+/* Runs first, in a fresh process: the first initialization meets a bad setting. */
+static void test_first_init_refused(void)
+{
+    setenv("CTORCH_DEVICES", "bogus", 1);
+    CHECK_STATUS(ct_exec_init(), CT_ERR_NOT_FOUND);
+    CHECK_MSG(strstr(ct_last_error(), "CTORCH_DEVICES='bogus'") != NULL, "message: %s", ct_last_error());
+    /* every op reports it instead of running on settings nobody asked for */
+    ct_tensor *t = NULL;
+    int64_t shape[1] = {4};
+    CHECK_STATUS(ct_ones(1, shape, CT_F32, &t), CT_ERR_NOT_FOUND);
+    CHECK(t == NULL);
+    CHECK(ct_chain_length() == 0);
+    /* an explicit chain fixes it (ctorch -d cpu under a bad CTORCH_DEVICES) */
+    CHECK_OK(ct_exec_set_devices("cpu"));
+    CHECK_OK(ct_exec_init());
+    CHECK_OK(ct_ones(1, shape, CT_F32, &t));
+    ct_tensor_free(t);
+    CHECK_STATUS(ct_exec_set_devices(NULL), CT_ERR_NOT_FOUND); /* back to the environment's: bogus again */
+    CHECK(ct_chain_length() == 1);                             /* the chain in force stays */
+    unsetenv("CTORCH_DEVICES");
+    CHECK_OK(ct_exec_reinit());
+    CHECK_OK(ct_exec_set_devices(NULL)); /* the override is dropped only when that works */
+    CHECK(ct_chain_length() == 1);
+}
+
+typedef struct bad_case {
+    const char *var, *value;
+    ct_status want;
+} bad_case;
+
+static void test_bad_values(void)
+{
+    static const bad_case cases[] = {
+        {"CTORCH_DEVICES", "bogus", CT_ERR_NOT_FOUND},
+        {"CTORCH_DISABLE_GPU", "maybe", CT_ERR_INVALID_ARG},
+        {"CTORCH_STRICT", "2", CT_ERR_INVALID_ARG},
+        {"CTORCH_STATS", "yes please", CT_ERR_INVALID_ARG},
+        {"CTORCH_SYNC", "x", CT_ERR_INVALID_ARG},
+        {"CTORCH_TRACE", "/nonexistent-dir/x/trace.json", CT_ERR_IO},
+        {"CTORCH_TRACE", "trace.txt", CT_ERR_INVALID_ARG},
+        {"CTORCH_FAULT", "cpu:add", CT_ERR_INVALID_ARG},
+        {"CTORCH_SMALL_BYTES", "64k", CT_ERR_INVALID_ARG},
+        {"CTORCH_SMALL_BYTES", "-1", CT_ERR_INVALID_ARG},
+        {"CTORCH_HOST_CACHE_MB", "lots", CT_ERR_INVALID_ARG},
+        {"CTORCH_THREADS", "0", CT_ERR_INVALID_ARG},
+        {"CTORCH_THREADS", "99999", CT_ERR_INVALID_ARG},
+        {"CTORCH_LOG", "loud", CT_ERR_INVALID_ARG},
+        {"CTORCH_REPACK", "sometimes", CT_ERR_INVALID_ARG},
+    };
+    /* settings in force before each bad one */
+    setenv("CTORCH_SMALL_BYTES", "8", 1);
+    CHECK_OK(ct_exec_reinit());
+    CHECK(ct_exec_small_bytes() == 8);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const bad_case *c = &cases[i];
+        setenv(c->var, c->value, 1);
+        ct_status s = ct_exec_reinit();
+        CHECK_MSG(s == c->want, "%s=%s: %s, want %s", c->var, c->value, ct_status_name(s), ct_status_name(c->want));
+        CHECK_MSG(strstr(ct_last_error(), c->var) != NULL, "%s=%s: message does not name it: %s", c->var, c->value,
+                  ct_last_error());
+        unsetenv(c->var);
+        if (!strcmp(c->var, "CTORCH_SMALL_BYTES")) setenv("CTORCH_SMALL_BYTES", "8", 1);
+        /* the settings in force stay, and ops still run */
+        CHECK_MSG(ct_exec_small_bytes() == 8 && ct_exec_init() == CT_OK && ct_chain_length() == 1,
+                  "%s=%s changed the settings in force", c->var, c->value);
+    }
+    unsetenv("CTORCH_SMALL_BYTES");
+    CHECK_OK(ct_exec_reinit());
+    CHECK(ct_exec_small_bytes() == CONFIG_DEFAULT_SMALL_BYTES);
+}
+
+static void test_values_reach_their_readers(void)
+{
+    setenv("CTORCH_LOG", "error", 1);
+    setenv("CTORCH_REPACK", "0", 1);
+    setenv("CTORCH_HOST_CACHE_MB", "3", 1);
+    setenv("CTORCH_STRICT", "on", 1);
+    setenv("CTORCH_STATS", "true", 1);
+    CHECK_OK(ct_exec_reinit());
+    const core_config *c = config_current();
+    CHECK(c->log_level == CT_LOG_ERROR && !c->repack && c->host_cache_bytes == (size_t)3 << 20);
+    CHECK(!core_log_enabled(CT_LOG_WARN) && core_log_enabled(CT_LOG_ERROR));
+    CHECK(ct_exec_strict() && ct_exec_stats_requested());
+    /* empty means the default */
+    setenv("CTORCH_LOG", "", 1);
+    unsetenv("CTORCH_REPACK");
+    unsetenv("CTORCH_HOST_CACHE_MB");
+    setenv("CTORCH_STRICT", "off", 1);
+    unsetenv("CTORCH_STATS");
+    CHECK_OK(ct_exec_reinit());
+    c = config_current();
+    CHECK(c->log_level == CT_LOG_WARN && c->repack && c->host_cache_bytes == (size_t)256 << 20);
+    CHECK(core_log_enabled(CT_LOG_WARN) && !ct_exec_strict() && !ct_exec_stats_requested());
+    unsetenv("CTORCH_LOG");
+    unsetenv("CTORCH_STRICT");
+}
+
+/* A trace file survives a re-initialization with the same setting (not truncated). */
+static void test_trace_kept_across_reinit(void)
+{
+    const char *dir = getenv("CTORCH_TEST_TMP");
+    char path[512];
+    snprintf(path, sizeof path, "%s/test_config_trace.json", dir ? dir : ".");
+    setenv("CTORCH_TRACE", path, 1);
+    CHECK_OK(ct_exec_reinit());
+    ct_tensor *t = NULL;
+    int64_t shape[1] = {4};
+    CHECK_OK(ct_ones(1, shape, CT_F32, &t));
+    ct_tensor_free(t);
+    CHECK_OK(ct_exec_reinit());
+    unsetenv("CTORCH_TRACE");
+    CHECK_OK(ct_exec_reinit()); /* closes it */
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    if (f) {
+        char buf[4096] = "";
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        buf[n] = 0;
+        fclose(f);
+        CHECK_MSG(strstr(buf, "\"fill\"") != NULL, "trace lost the op: %s", buf);
+    }
+    remove(path);
+}
+
+int main(void)
+{
+    RUN(test_first_init_refused);
+    RUN(test_bad_values);
+    RUN(test_values_reach_their_readers);
+    RUN(test_trace_kept_across_reinit);
+    return th_finish();
+}
