@@ -82,7 +82,7 @@ llm_model *llm_cli_load(const char *cmd, const llm_cli_opts *o, bool need_tokeni
     progress pr;
     progress_begin(&pr, "loading");
     llm_model *m = NULL;
-    if (llm_model_load(o->model, on_progress, &pr, &m) != CT_OK) {
+    if (llm_model_load_opts(o->model, &(llm_load_opts){.bpe_pre = o->bpe_pre}, on_progress, &pr, &m) != CT_OK) {
         progress_abort(&pr);
         llm_cli_fail(cmd);
         return NULL;

@@ -19,6 +19,7 @@ typedef struct llm_cli_opts {
     const char *devices; /* -d, NULL = default chain */
     bool kv_f32;         /* --kv-f32 */
     int gpu_layers;      /* -ngl: kept for the GPU backends; the CPU ignores it */
+    const char *bpe_pre; /* --bpe-pre: BPE pre-tokenizer instead of the file's, NULL = the file's */
 } llm_cli_opts;
 
 /* The option-table entries every model command shares (-c is per command:
@@ -31,7 +32,9 @@ typedef struct llm_cli_opts {
      "cpu, cuda, opencl, auto or a chain like cuda:0,cpu (default auto)"},                                         \
     {"-ngl|--gpu-layers|--n-gpu-layers", "N", CLI_INT, &(o)->gpu_layers, 0, CLI_NOMAX, NULL,                           \
      "layers to offload to a GPU; no effect without a GPU backend (this build runs on the CPU)"},                  \
-    {"--kv-f32", NULL, CLI_FLAG, &(o)->kv_f32, 0, 0, NULL, "f32 KV cache (default f16)"}
+    {"--kv-f32", NULL, CLI_FLAG, &(o)->kv_f32, 0, 0, NULL, "f32 KV cache (default f16)"},                         \
+    {"--bpe-pre", "NAME", CLI_STRING, &(o)->bpe_pre, 0, 0, NULL,                                                   \
+     "byte-level BPE pre-tokenizer to use instead of the file's (e.g. gpt2 for a name ctorch does not know)"}
 #define LLM_CLI_CTX_OPT(o, min)                                                                                    \
     {"-c|--ctx-size", "N", CLI_INT, &(o)->n_ctx, (min), CLI_NOMAX, NULL,                                                 \
      "context length (default min(model's, 4096); 0 = default)"}
