@@ -107,7 +107,8 @@ typedef struct quant_panel_kernels {
     void (*gemm)(int64_t K, const void *panel, const void *a, size_t a_stride, const float *aux, size_t aux_stride,
                  int na, float *s, size_t s_stride, int nw);
 } quant_panel_kernels;
-/* NULL where the current level has no panel kernels for t (strides in elements for aux). */
+/* NULL where the current level has no panel kernels for t (strides in elements for aux).
+ * Like the vec dots, a level without its own panels for t hands out its parent's (AVX2's). */
 const quant_panel_kernels *quant_get_panel(ct_dtype t);
 const quant_panel_kernels *quant_get_panel_at(ct_dtype t, quant_simd level);
 /* Panels meant to be kept in place of the weights (the same interface): about the size of

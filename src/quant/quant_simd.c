@@ -92,6 +92,7 @@ static void fill_tables(void)
 #if defined(__x86_64__) && defined(__GNUC__)
     quant_dot_fill_avx2(g_tabs[QUANT_SIMD_AVX2]);
     quant_act_fill_avx2(g_acts[QUANT_SIMD_AVX2]);
+    quant_panel_fill_avx2(g_panels[QUANT_SIMD_AVX2]);
     quant_dot_fill_avxvnni(g_tabs[QUANT_SIMD_AVX2_VNNI]);
     quant_dot_fill_avx512(g_tabs[QUANT_SIMD_AVX512_VNNI]);
     quant_nr_fill_avx512(g_nrs[QUANT_SIMD_AVX512_VNNI]);
@@ -103,6 +104,7 @@ static void fill_tables(void)
         for (int t = 0; t < CT_DTYPE_COUNT; t++) {
             if (!g_tabs[l][t]) g_tabs[l][t] = g_tabs[g_parent[l]][t];
             if (!g_acts[l][t]) g_acts[l][t] = g_acts[g_parent[l]][t];
+            if (!g_panels[l][t]) g_panels[l][t] = g_panels[g_parent[l]][t];
         }
 }
 

@@ -1,5 +1,6 @@
-/* Packed-panel prefill kernels of Q4_1, Q5_0, Q5_1 (src/quant/quant_panel_legacy_avx512.c) and
- * Q2_K, Q3_K (src/quant/quant_panel_k23_avx512.c):
+/* Packed-panel prefill kernels of every block format: the AVX-512 VNNI ones
+ * (src/quant/quant_panel_*avx512.c) and the AVX2 ones (src/quant/quant_panel_avx2.c, also
+ * handed out at the AVX2_VNNI level):
  * every (weight row, activation row) result against the scalar row dot and against a
  * double-precision dot of the dequantized rows, at every SIMD level this CPU has, for full
  * and partial panels, odd and even block counts, 1..QUANT_PANEL_MAX_A activation rows,
@@ -12,7 +13,8 @@
 #include "harness.h"
 #include "quant/quant_impl.h"
 
-static const ct_dtype k_types[] = {CT_Q4_1, CT_Q5_0, CT_Q5_1, CT_Q2_K, CT_Q3_K};
+static const ct_dtype k_types[] = {CT_Q8_0, CT_Q4_0, CT_Q4_K, CT_Q6_K, CT_Q5_0,
+                                   CT_Q4_1, CT_Q5_K, CT_Q5_1, CT_Q3_K, CT_Q2_K};
 #define N_TYPES ((int)(sizeof k_types / sizeof k_types[0]))
 #define EPS32 5.9604645e-8 /* 2^-24 */
 
@@ -34,21 +36,30 @@ static void scale_offsets(ct_dtype t, int offs[2])
 {
     offs[0] = offs[1] = -1;
     switch (t) {
-    case CT_Q5_0: offs[0] = 0; break;
-    case CT_Q4_1: case CT_Q5_1: offs[0] = 0, offs[1] = 2; break;
+    case CT_Q8_0: case CT_Q4_0: case CT_Q5_0: offs[0] = 0; break;
+    case CT_Q4_1: case CT_Q5_1: case CT_Q4_K: case CT_Q5_K: offs[0] = 0, offs[1] = 2; break;
+    case CT_Q6_K: offs[0] = 208; break;
     case CT_Q2_K: offs[0] = 80, offs[1] = 82; break;
     default: offs[0] = 108; break; /* Q3_K */
     }
 }
 
 /* Quants per scale group, the unit the bounds below are computed over. */
-static int group_size(ct_dtype t) { return ct_dtype_block_size(t) == 32 ? 32 : 16; }
+static int group_size(ct_dtype t) { return ct_dtype_block_size(t) == 32 || t == CT_Q4_K || t == CT_Q5_K ? 32 : 16; }
 
 /* |largest weight| group g of a block can dequantize to: |d| * max|q - zero| + |m|. */
 static double group_wmax(ct_dtype t, const uint8_t *blk, int g)
 {
     switch (t) {
+    case CT_Q8_0: return fabs(f16_at(blk)) * 128;
+    case CT_Q4_0: return fabs(f16_at(blk)) * 8;
     case CT_Q5_0: return fabs(f16_at(blk)) * 16;
+    case CT_Q4_K: case CT_Q5_K: {
+        uint8_t sc, m;
+        quant_k4_scale_min(g, ((const blk_q4_k *)blk)->scales, &sc, &m);
+        return fabs(f16_at(blk)) * sc * (t == CT_Q4_K ? 15 : 31) + fabs(f16_at(blk + 2)) * m;
+    }
+    case CT_Q6_K: return fabs(f16_at(blk + 208)) * abs(((const blk_q6_k *)blk)->scales[g]) * 32;
     case CT_Q4_1: return fabs(f16_at(blk)) * 15 + fabs(f16_at(blk + 2));
     case CT_Q5_1: return fabs(f16_at(blk)) * 31 + fabs(f16_at(blk + 2));
     case CT_Q2_K: {
@@ -63,8 +74,9 @@ static double group_wmax(ct_dtype t, const uint8_t *blk, int g)
     }
 }
 
-/* Random quants and scales with finite moderate f16 d (and m); row 0 has every other byte
- * at 0xFF (largest quants and scales), row 1 at zero: the extremes of what the panels hold. */
+/* Random quants and scales with finite moderate f16 d (and m); row 0 has every byte at 0xFF
+ * (largest quants and scales; Q8_0: 0x80, the -128 whose |w| is 128), row 1 at zero, row 2
+ * (Q8_0 only) at 127: the extremes of what the panels hold. */
 static void make_weights(ct_dtype t, uint8_t *w, size_t ws, int rows, int64_t nblk, th_rng *r)
 {
     size_t bb = ct_dtype_block_bytes(t);
@@ -74,7 +86,8 @@ static void make_weights(ct_dtype t, uint8_t *w, size_t ws, int rows, int64_t nb
     for (int i = 0; i < rows; i++)
         for (int64_t b = 0; b < nblk; b++) {
             uint8_t *blk = w + (size_t)i * ws + (size_t)b * bb;
-            if (i < 2) memset(blk, i == 0 ? 0xFF : 0x00, bb);
+            if (i < 2) memset(blk, i == 0 ? (t == CT_Q8_0 ? 0x80 : 0xFF) : 0x00, bb);
+            if (i == 2 && t == CT_Q8_0) memset(blk, 0x7F, bb);
             for (int k = 0; k < 2; k++)
                 if (offs[k] >= 0) {
                     uint16_t h = ct_f32_to_f16((float)(th_uniform(r, -1, 1) * pow(2.0, th_uniform(r, -8, 0))));
@@ -117,12 +130,16 @@ static void check_result(ct_dtype t, int64_t n, const uint8_t *w, const uint8_t 
 static void test_registered(void)
 {
     for (int ti = 0; ti < N_TYPES; ti++) {
-        CHECK(quant_get_panel_at(k_types[ti], QUANT_SIMD_SCALAR) == NULL);
+        ct_dtype t = k_types[ti];
+        CHECK(quant_get_panel_at(t, QUANT_SIMD_SCALAR) == NULL);
         if (quant_simd_supported(QUANT_SIMD_AVX512_VNNI))
-            CHECK_MSG(quant_get_panel_at(k_types[ti], QUANT_SIMD_AVX512_VNNI) != NULL, "%s has no AVX-512 panel",
-                      ct_dtype_name(k_types[ti]));
+            CHECK_MSG(quant_get_panel_at(t, QUANT_SIMD_AVX512_VNNI) != NULL, "%s has no AVX-512 panel", ct_dtype_name(t));
+        if (quant_simd_supported(QUANT_SIMD_AVX2))
+            CHECK_MSG(quant_get_panel_at(t, QUANT_SIMD_AVX2) != NULL, "%s has no AVX2 panel", ct_dtype_name(t));
+        if (quant_simd_supported(QUANT_SIMD_AVX2_VNNI))
+            CHECK_MSG(quant_get_panel_at(t, QUANT_SIMD_AVX2_VNNI) != NULL, "%s has no AVX2-VNNI panel", ct_dtype_name(t));
     }
-    if (!quant_simd_supported(QUANT_SIMD_AVX512_VNNI)) th_skip("this CPU lacks AVX-512 VNNI: no panel kernels to test");
+    if (!quant_simd_supported(QUANT_SIMD_AVX2)) th_skip("this CPU lacks AVX2: no panel kernels to test");
 }
 
 static void run_panel_case(ct_dtype t, const quant_panel_kernels *pk, int64_t nblk, const uint8_t *wq, size_t ws,
@@ -191,8 +208,8 @@ static void test_panel_kernels(void)
             free(wq), free(aq), free(x);
         }
     }
-    if (quant_simd_supported(QUANT_SIMD_AVX512_VNNI)) CHECK(checked > 0);
-    else th_skip("this CPU lacks AVX-512 VNNI: no panel kernels to test");
+    if (quant_simd_supported(QUANT_SIMD_AVX2)) CHECK(checked > 0);
+    else th_skip("this CPU lacks AVX2: no panel kernels to test");
 }
 
 /* ct_linear(x [M, K], w [N, K] quantized) against dequantize(w) @ x in double. Activations

@@ -37,7 +37,8 @@ static void collect_owned(void)
             quant_vec_dot_fn f = quant_get_vec_dot_at(k_types[i], (quant_simd)lv);
             if (f != quant_get_vec_dot_at(k_types[i], QUANT_SIMD_AVX2)) g_own.dot[lv][i] = f;
             g_own.wide[lv][3 * i] = (const void *)quant_get_vec_dot_nr_at(k_types[i], (quant_simd)lv);
-            g_own.wide[lv][3 * i + 1] = quant_get_panel_at(k_types[i], (quant_simd)lv);
+            const quant_panel_kernels *pk = quant_get_panel_at(k_types[i], (quant_simd)lv);
+            if (pk != quant_get_panel_at(k_types[i], QUANT_SIMD_AVX2)) g_own.wide[lv][3 * i + 1] = pk;
             g_own.wide[lv][3 * i + 2] = quant_get_repack_at(k_types[i], (quant_simd)lv);
         }
     quant_test_set_cpu_features(NULL);
@@ -116,7 +117,9 @@ static void test_zen4(void)
         CHECK(quant_get_repack(CT_Q4_K) != NULL);
         CHECK_OK(quant_set_simd_level(QUANT_SIMD_AVX2));
         CHECK(quant_get_vec_dot(CT_Q4_K) == quant_get_vec_dot_at(CT_Q4_K, QUANT_SIMD_AVX2));
-        CHECK(quant_get_panel(CT_Q4_K) == NULL && quant_get_vec_dot_nr(CT_Q4_K) == NULL);
+        CHECK(quant_get_vec_dot_nr(CT_Q4_K) == NULL && quant_get_repack(CT_Q4_K) == NULL);
+        CHECK(quant_get_panel(CT_Q4_K) != NULL && quant_get_panel(CT_Q4_K) == quant_get_panel_at(CT_Q4_K, QUANT_SIMD_AVX2));
+        CHECK(!wide_owned_by(QUANT_SIMD_AVX512_VNNI, quant_get_panel(CT_Q4_K)));
     }
     quant_test_set_cpu_features(NULL);
 }
@@ -150,7 +153,11 @@ static void test_avx2_only(void)
     check_never_selected("avx2 only", (1u << QUANT_SIMD_AVX2_VNNI) | (1u << QUANT_SIMD_AVX512_VNNI));
     for (int i = 0; i < N_TYPES; i++) {
         CHECK(quant_get_vec_dot_nr(k_types[i]) == NULL);
-        CHECK(quant_get_panel(k_types[i]) == NULL && quant_get_repack(k_types[i]) == NULL);
+        CHECK(quant_get_repack(k_types[i]) == NULL);
+        /* every weight format has AVX2 panels (Q8_1 and Q8_K are activation formats) */
+        bool weight = k_types[i] != CT_Q8_1 && k_types[i] != CT_Q8_K;
+        CHECK_MSG((quant_get_panel(k_types[i]) != NULL) == weight, "avx2 only: %s panels %s", ct_dtype_name(k_types[i]),
+                  weight ? "missing" : "present");
     }
     quant_test_set_cpu_features(NULL);
 }
@@ -198,7 +205,9 @@ static void test_caps(void)
             if (c < 2)
                 for (int t = 0; t < N_TYPES; t++) {
                     CHECK(!owned_by(QUANT_SIMD_AVX512_VNNI, quant_get_vec_dot(k_types[t])));
-                    CHECK(quant_get_panel(k_types[t]) == NULL && quant_get_repack(k_types[t]) == NULL);
+                    CHECK(quant_get_repack(k_types[t]) == NULL);
+                    CHECK(c == 1 || quant_get_panel(k_types[t]) == NULL);
+                    CHECK(!wide_owned_by(QUANT_SIMD_AVX512_VNNI, quant_get_panel(k_types[t])));
                 }
         }
         /* the cap stays when the features change */

@@ -2,7 +2,7 @@
  * (here: ct_exec_shutdown, then ct_exec_reinit), the CPU
  * backend's level and the quant level (dots, multi-row GEMM, packed panels, kept repacks,
  * activation quantizers) stay inside the capped family, no AVX-512 quant kernel is handed
- * out below the avx512 cap, and quantized / f16 / bf16 linear layers still agree with a
+ * out below the avx512 cap (the AVX2 packed panels are, for every block format), and quantized / f16 / bf16 linear layers still agree with a
  * double-precision reference at every cap. */
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +91,11 @@ static void check_linears(const char *cap)
     check_linear(CT_Q8_0, 1, 96, 33, 5, cap);
     check_linear(CT_Q8_0, 16, 96, 35, 6, cap);
     check_linear(CT_Q4_0, 9, 64, 19, 7, cap);
+    check_linear(CT_Q4_1, 11, 96, 19, 11, cap);
+    check_linear(CT_Q5_0, 14, 160, 21, 12, cap);
+    check_linear(CT_Q5_1, 9, 64, 17, 13, cap);
+    check_linear(CT_Q2_K, 10, 512, 18, 14, cap);
+    check_linear(CT_Q3_K, 13, 256, 23, 15, cap);
     check_linear(CT_F16, 1, 70, 19, 8, cap);
     check_linear(CT_F16, 20, 300, 45, 9, cap);
     check_linear(CT_BF16, 13, 37, 33, 10, cap);
@@ -104,8 +109,21 @@ static void check_no_avx512_quant(const char *cap)
         quant_vec_dot_fn z = quant_get_vec_dot_at(t, QUANT_SIMD_AVX512_VNNI);
         CHECK_MSG(!z || quant_get_vec_dot(t) != z, "CTORCH_SIMD=%s: AVX-512 %s vec dot in use", cap, ct_dtype_name(t));
         CHECK_MSG(quant_get_vec_dot_nr(t) == NULL, "CTORCH_SIMD=%s: %s multi-row GEMM in use", cap, ct_dtype_name(t));
-        CHECK_MSG(quant_get_panel(t) == NULL && quant_get_repack(t) == NULL, "CTORCH_SIMD=%s: %s panels in use", cap,
-                  ct_dtype_name(t));
+        const quant_panel_kernels *zp = quant_get_panel_at(t, QUANT_SIMD_AVX512_VNNI);
+        CHECK_MSG((!zp || quant_get_panel(t) != zp) && quant_get_repack(t) == NULL,
+                  "CTORCH_SIMD=%s: %s AVX-512 panels in use", cap, ct_dtype_name(t));
+    }
+}
+
+/* Under the avx2 cap every block format has its AVX2 packed panels for prefill (so the
+ * prompt shapes of check_linears run through them), under portable none. */
+static void check_avx2_panels(int c)
+{
+    for (int i = 0; i < N_QTYPES; i++) {
+        ct_dtype t = k_qtypes[i];
+        if (t == CT_Q8_K) continue; /* an activation format, never a weight */
+        if (c == 0) CHECK_MSG(quant_get_panel(t) == NULL, "CTORCH_SIMD=portable: %s panels in use", ct_dtype_name(t));
+        if (c == 1) CHECK_MSG(quant_get_panel(t) != NULL, "CTORCH_SIMD=avx2: %s has no panels", ct_dtype_name(t));
     }
 }
 
@@ -136,7 +154,7 @@ static void test_caps(void)
         if (c == 0)
             for (int i = 0; i < N_QTYPES; i++)
                 CHECK(quant_get_vec_dot(k_qtypes[i]) == quant_get_vec_dot_at(k_qtypes[i], QUANT_SIMD_SCALAR));
-        if (c < 2) check_no_avx512_quant(k_caps[c]);
+        if (c < 2) check_no_avx512_quant(k_caps[c]), check_avx2_panels(c);
         /* the cap is the best level inside the family, not lower */
         if (c == 1) CHECK(q == (quant_simd_supported(QUANT_SIMD_AVX2_VNNI) ? QUANT_SIMD_AVX2_VNNI : QUANT_SIMD_AVX2));
         if (c == 2) CHECK(q == quant_simd_detected());

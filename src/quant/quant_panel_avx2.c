@@ -1,0 +1,612 @@
+/* Packed-panel GEMM for prefill on AVX2 (no VNNI), for every block format. The panels have
+ * the AVX-512 layouts (quant_panel_avx512.c, quant_panel_legacy_avx512.c,
+ * quant_panel_k23_avx512.c): 64-byte vectors with weight row i in 32-bit lane i, so vector t
+ * of a block holds quants 4t..4t+3 of the 16 rows. A 256-bit register takes half a vector,
+ * 8 rows: the gemm runs its 8-row kernel twice, on rows 0-7 then 8-15 (16 rows at once
+ * would need 16 accumulators for four activation rows, every ymm register there is).
+ *
+ * Without vpdpbusd, a weight vector times four broadcast activation quants is vpmaddubsw
+ * (u8 x s8 pairs summed to int16, saturating) then vpmaddwd by ones (pairs of int16 to
+ * int32). vpmaddubsw saturation never triggers: activations lie in [-127, 127] and
+ * unsigned weights are at most 63, so a pair is below 2 * 63 * 127 < 2^15; the int16 sums
+ * then run over as many vectors as stay below 2^15 before widening (A_RUN_*), which is what
+ * makes these kernels cheaper than one vpmaddwd per product. Q8_0 keeps signed weights and
+ * multiplies |w| by sign(a, w): |w| <= 128, a pair at most 2 * 128 * 127 < 2^15.
+ *
+ * Integer sums per scale group are exact; the scales are applied in f32 in another order
+ * than the row dots, so results agree with quant_get_vec_dot to f32 rounding. */
+#include <stddef.h>
+
+#include "quant/quant_impl.h"
+#include "quant/quant_target.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+static_assert(QUANT_PANEL_ROWS == 16, "two 8-row halves of a 64-byte panel vector");
+static_assert(QUANT_PANEL_MAX_A == 4, "the kernels' switches cover 1..4 activation rows");
+
+/* Panel layouts: quant vectors, then per-row f32 (or int16-pair) side data. */
+#define A_LEG_QBYTES (8 * 64)                   /* blocks of 32: 8 quad vectors */
+#define A_LEG_BYTES_D (A_LEG_QBYTES + 64)       /* + the 16 rows' d */
+#define A_LEG_BYTES_DM (A_LEG_QBYTES + 2 * 64)  /* + d, then m */
+#define A_K_QBYTES (64 * 64)                    /* blocks of 256: 64 quad vectors */
+#define A_K_BYTES (A_K_QBYTES + 16 * 64)        /* + 16 vectors of f32 group scales (Q4_K/Q5_K: 8 scales, 8 mins) */
+#define A_Q2K_BYTES (A_K_QBYTES + 8 * 64 + 2 * 64) /* + 8 vectors of int16 min pairs, d, dmin */
+
+/* How many vectors vpmaddubsw sums may add up in int16 (pair bound x run < 2^15). */
+#define A_RUN_4BIT 8 /* 2 * 15 * 127 = 3810 */
+#define A_RUN_5BIT 4 /* 2 * 31 * 127 = 7874 */
+#define A_RUN_6BIT 2 /* 2 * 63 * 127 = 16002 */
+#define A_RUN_Q2K 2  /* 2 * 45 * 127 = 11430 (scale times quant) */
+#define A_RUN_Q3K 4  /* a whole group of 16 (2 * 7 * 127 = 1778 a pair) */
+
+typedef enum a_fmt { A_Q8_0, A_Q4_0, A_Q4_1, A_Q5_0, A_Q5_1, A_Q2_K, A_Q3_K, A_Q4_K, A_Q5_K, A_Q6_K } a_fmt;
+
+QUANT_TARGET_BEGIN("avx2,fma,f16c")
+
+#define A_INLINE static inline __attribute__((always_inline))
+
+/* r[k] holds 8 dwords of row k; afterwards r[j] holds dword j of every row. */
+A_INLINE void a_transpose8(__m256i r[8])
+{
+    __m256i t[8], u[8];
+    for (int k = 0; k < 4; k++) {
+        t[2 * k] = _mm256_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
+        t[2 * k + 1] = _mm256_unpackhi_epi32(r[2 * k], r[2 * k + 1]);
+    }
+    /* u[4k + c]: dword c (low lane) and c + 4 (high lane) of rows 4k .. 4k+3 */
+    for (int k = 0; k < 2; k++) {
+        u[4 * k + 0] = _mm256_unpacklo_epi64(t[4 * k], t[4 * k + 2]);
+        u[4 * k + 1] = _mm256_unpackhi_epi64(t[4 * k], t[4 * k + 2]);
+        u[4 * k + 2] = _mm256_unpacklo_epi64(t[4 * k + 1], t[4 * k + 3]);
+        u[4 * k + 3] = _mm256_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);
+    }
+    for (int c = 0; c < 4; c++) {
+        r[c] = _mm256_permute2x128_si256(u[c], u[4 + c], 0x20);
+        r[4 + c] = _mm256_permute2x128_si256(u[c], u[4 + c], 0x31);
+    }
+}
+
+A_INLINE __m256i a_load(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+/* 16 packed nibbles -> 32 bytes: low nibbles first, then high (the legacy element order). */
+A_INLINE __m256i a_nibbles(const uint8_t *qs)
+{
+    __m128i q = _mm_loadu_si128((const __m128i *)qs), m4 = _mm_set1_epi8(0xF);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+}
+
+/* Byte j: 0x10 where bit j of the 32-bit qh is set (the fifth bit of element j). */
+A_INLINE __m256i a_fifth(const uint8_t *qh)
+{
+    uint32_t h;
+    memcpy(&h, qh, 4);
+    const __m256i sel = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                                         3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), sel);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(0x10));
+}
+
+/* (x >> sh) & mask per byte */
+A_INLINE __m256i a_bits(__m256i x, int sh, int mask) { return _mm256_and_si256(_mm256_srli_epi16(x, sh), _mm256_set1_epi8((char)mask)); }
+
+/* Quants 32c .. 32c+31 of one block, one byte each, as the panel stores them. */
+A_INLINE __m256i a_chunk(const char *blk, int c, const a_fmt f)
+{
+    switch (f) {
+    case A_Q8_0: return a_load(((const blk_q8_0 *)blk)->qs);
+    case A_Q4_0: return a_nibbles(((const blk_q4_0 *)blk)->qs);
+    case A_Q4_1: return a_nibbles(((const blk_q4_1 *)blk)->qs);
+    case A_Q5_0: return _mm256_or_si256(a_nibbles(((const blk_q5_0 *)blk)->qs), a_fifth(((const blk_q5_0 *)blk)->qh));
+    case A_Q5_1: return _mm256_or_si256(a_nibbles(((const blk_q5_1 *)blk)->qs), a_fifth(((const blk_q5_1 *)blk)->qh));
+    case A_Q4_K: return a_bits(a_load(((const blk_q4_k *)blk)->qs + 32 * (c / 2)), 4 * (c % 2), 0xF);
+    case A_Q5_K: {
+        const blk_q5_k *b = (const blk_q5_k *)blk;
+        __m256i lo = a_bits(a_load(b->qs + 32 * (c / 2)), 4 * (c % 2), 0xF);
+        return _mm256_or_si256(lo, _mm256_slli_epi16(a_bits(a_load(b->qh), c, 1), 4));
+    }
+    case A_Q6_K: { /* element 128h + 32k + l: ql[64h + 32(k%2) + l] nibble k/2, qh[32h + l] bits 2k */
+        const blk_q6_k *b = (const blk_q6_k *)blk;
+        int h = c / 4, k = c % 4;
+        __m256i lo = a_bits(a_load(b->ql + 64 * h + 32 * (k % 2)), 4 * (k / 2), 0xF);
+        return _mm256_or_si256(lo, _mm256_slli_epi16(a_bits(a_load(b->qh + 32 * h), 2 * k, 3), 4));
+    }
+    case A_Q3_K: { /* two low bits from qs, the third from bit c of hmask */
+        const blk_q3_k *b = (const blk_q3_k *)blk;
+        __m256i lo = a_bits(a_load(b->qs + 32 * (c / 4)), 2 * (c % 4), 3);
+        return _mm256_or_si256(lo, _mm256_slli_epi16(a_bits(a_load(b->hmask), c, 1), 2));
+    }
+    default: { /* Q2_K: quant times its group's 4-bit scale (groups 2c, 2c+1 = the two 128-bit lanes) */
+        const blk_q2_k *b = (const blk_q2_k *)blk;
+        __m256i q = a_bits(a_load(b->qs + 32 * (c / 4)), 2 * (c % 4), 3);
+        /* per lane a table 0, s, 2s, 3s (3s <= 45: no carries between the bytes) */
+        uint32_t s0 = (b->scales[2 * c] & 0xFu) * 0x03020100u, s1 = (b->scales[2 * c + 1] & 0xFu) * 0x03020100u;
+        __m256i tbl = _mm256_setr_epi32((int)s0, 0, 0, 0, (int)s1, 0, 0, 0);
+        return _mm256_shuffle_epi8(tbl, q);
+    }
+    }
+}
+
+/* The 16 rows' quant vectors of block b (bsz bytes per block, nchunk chunks of 32 quants),
+ * transposed into dst. A half with no rows (nw <= 8) is left unwritten: the gemm skips it. */
+A_INLINE void a_pack_quants(const void *vw, size_t ws, int nw, int64_t b, size_t bsz, int nchunk, uint8_t *dst,
+                            const a_fmt f)
+{
+    for (int h = 0; h < 2 && 8 * h < nw; h++)
+        for (int c = 0; c < nchunk; c++) {
+            __m256i r[8];
+            for (int k = 0; k < 8; k++) {
+                int i = 8 * h + k;
+                r[k] = i < nw ? a_chunk((const char *)vw + (size_t)i * ws + (size_t)b * bsz, c, f) : _mm256_setzero_si256();
+            }
+            a_transpose8(r);
+            for (int j = 0; j < 8; j++) _mm256_storeu_si256((__m256i *)(dst + (size_t)(8 * c + j) * 64 + 32 * h), r[j]);
+        }
+}
+
+/* The 16 rows are 16 far-apart streams: fetch the next block of each row while this one
+ * is unpacked. */
+A_INLINE void a_prefetch_rows(const void *vw, size_t ws, int nw, size_t off, size_t bytes)
+{
+    for (int i = 0; i < nw; i++)
+        for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)vw + (size_t)i * ws + off + o, _MM_HINT_T0);
+}
+
+/* ---- packers (side data of rows past nw is zero) ---- */
+
+/* Blocks of 32: quants, then f32 d (and m) of each row; both lead every legacy block. */
+A_INLINE void a_pack_leg(const void *vw, size_t ws, int nw, int64_t K, void *vpanel, const a_fmt f)
+{
+    const size_t bsz = f == A_Q8_0 ? sizeof(blk_q8_0) : f == A_Q4_0 ? sizeof(blk_q4_0) : f == A_Q4_1 ? sizeof(blk_q4_1)
+                       : f == A_Q5_0 ? sizeof(blk_q5_0) : sizeof(blk_q5_1);
+    const bool affine = f == A_Q4_1 || f == A_Q5_1;
+    const size_t pbb = affine ? A_LEG_BYTES_DM : A_LEG_BYTES_D;
+    uint8_t *panel = vpanel;
+    for (int64_t b = 0; b < K / QK; b++) {
+        uint8_t *dst = panel + (size_t)b * pbb;
+        float *dv = (float *)(dst + A_LEG_QBYTES);
+        if (b + 2 < K / QK) a_prefetch_rows(vw, ws, nw, (size_t)(b + 2) * bsz, bsz);
+        a_pack_quants(vw, ws, nw, b, bsz, 1, dst, f);
+        for (int i = 0; i < 16; i++) {
+            uint16_t dm[2] = {0, 0};
+            if (i < nw) memcpy(dm, (const char *)vw + (size_t)i * ws + (size_t)b * bsz, affine ? 4 : 2);
+            dv[i] = qf16(dm[0]);
+            if (affine) dv[16 + i] = qf16(dm[1]);
+        }
+    }
+}
+
+static_assert(offsetof(blk_q4_1, m) == 2 && offsetof(blk_q5_1, m) == 2 && offsetof(blk_q5_0, d) == 0 &&
+                  offsetof(blk_q4_0, d) == 0 && offsetof(blk_q8_0, d) == 0,
+              "d (and m) lead every legacy block");
+
+/* Q4_K/Q5_K: quants, then f32 d * scale [group][row] and dmin * min [group][row]. */
+A_INLINE void a_pack_k4(const void *vw, size_t ws, int nw, int64_t K, void *vpanel, const a_fmt f)
+{
+    const size_t bsz = f == A_Q5_K ? sizeof(blk_q5_k) : sizeof(blk_q4_k);
+    uint8_t *panel = vpanel;
+    for (int64_t b = 0; b < K / QKK; b++) {
+        uint8_t *dst = panel + (size_t)b * A_K_BYTES;
+        float *scv = (float *)(dst + A_K_QBYTES), *mnv = scv + 8 * 16;
+        if (b + 1 < K / QKK) a_prefetch_rows(vw, ws, nw, (size_t)(b + 1) * bsz, bsz);
+        a_pack_quants(vw, ws, nw, b, bsz, 8, dst, f);
+        for (int i = 0; i < 16; i++) {
+            uint8_t sm[16] = {0};
+            float d = 0.f, dm = 0.f;
+            if (i < nw) { /* d, dmin and scales sit at the same offsets in both block types */
+                const blk_q4_k *w = (const blk_q4_k *)((const char *)vw + (size_t)i * ws + (size_t)b * bsz);
+                quant_k4_unpack(w->scales, sm);
+                d = qf16(w->d), dm = qf16(w->dmin);
+            }
+            for (int s = 0; s < 8; s++) scv[16 * s + i] = d * sm[s], mnv[16 * s + i] = dm * sm[8 + s];
+        }
+    }
+}
+
+static_assert(offsetof(blk_q4_k, scales) == offsetof(blk_q5_k, scales) && offsetof(blk_q4_k, dmin) == offsetof(blk_q5_k, dmin),
+              "Q4_K and Q5_K block heads match");
+
+/* Q6_K/Q3_K: unsigned quants, then f32 d * scale [group][row] of the 16 groups of 16. */
+A_INLINE void a_pack_k16(const void *vw, size_t ws, int nw, int64_t K, void *vpanel, const a_fmt f)
+{
+    const size_t bsz = f == A_Q6_K ? sizeof(blk_q6_k) : sizeof(blk_q3_k);
+    uint8_t *panel = vpanel;
+    for (int64_t b = 0; b < K / QKK; b++) {
+        uint8_t *dst = panel + (size_t)b * A_K_BYTES;
+        float *scv = (float *)(dst + A_K_QBYTES);
+        if (b + 1 < K / QKK) a_prefetch_rows(vw, ws, nw, (size_t)(b + 1) * bsz, bsz);
+        a_pack_quants(vw, ws, nw, b, bsz, 8, dst, f);
+        for (int i = 0; i < 16; i++) {
+            int8_t sc[16] = {0};
+            float d = 0.f;
+            const char *blk = (const char *)vw + (size_t)i * ws + (size_t)b * bsz;
+            if (i < nw && f == A_Q6_K) memcpy(sc, ((const blk_q6_k *)blk)->scales, 16), d = qf16(((const blk_q6_k *)blk)->d);
+            if (i < nw && f == A_Q3_K) quant_k3_unpack(((const blk_q3_k *)blk)->scales, sc), d = qf16(((const blk_q3_k *)blk)->d);
+            for (int g = 0; g < 16; g++) scv[16 * g + i] = d * sc[g];
+        }
+    }
+}
+
+/* Q2_K: scale times quant, then the 4-bit mins as int16 pairs [pair][row], f32 d, dmin. */
+static void a_pack_q2_k(const void *vw, size_t ws, int nw, int64_t K, void *vpanel)
+{
+    uint8_t *panel = vpanel;
+    for (int64_t b = 0; b < K / QKK; b++) {
+        uint8_t *dst = panel + (size_t)b * A_Q2K_BYTES;
+        uint32_t *mv = (uint32_t *)(dst + A_K_QBYTES);
+        float *dv = (float *)(mv + 8 * 16), *dmv = dv + 16;
+        if (b + 1 < K / QKK) a_prefetch_rows(vw, ws, nw, (size_t)(b + 1) * sizeof(blk_q2_k), sizeof(blk_q2_k));
+        a_pack_quants(vw, ws, nw, b, sizeof(blk_q2_k), 8, dst, A_Q2_K);
+        for (int i = 0; i < 16; i++) {
+            const blk_q2_k *w = i < nw ? (const blk_q2_k *)((const char *)vw + (size_t)i * ws) + b : NULL;
+            for (int k = 0; k < 8; k++)
+                mv[16 * k + i] = w ? (uint32_t)(w->scales[2 * k] >> 4) | (uint32_t)(w->scales[2 * k + 1] >> 4) << 16 : 0;
+            dv[i] = w ? qf16(w->d) : 0.f;
+            dmv[i] = w ? qf16(w->dmin) : 0.f;
+        }
+    }
+}
+
+static void a_pack_q8_0(const void *w, size_t ws, int nw, int64_t K, void *p) { a_pack_leg(w, ws, nw, K, p, A_Q8_0); }
+static void a_pack_q4_0(const void *w, size_t ws, int nw, int64_t K, void *p) { a_pack_leg(w, ws, nw, K, p, A_Q4_0); }
+static void a_pack_q4_1(const void *w, size_t ws, int nw, int64_t K, void *p) { a_pack_leg(w, ws, nw, K, p, A_Q4_1); }
+static void a_pack_q5_0(const void *w, size_t ws, int nw, int64_t K, void *p) { a_pack_leg(w, ws, nw, K, p, A_Q5_0); }
+static void a_pack_q5_1(const void *w, size_t ws, int nw, int64_t K, void *p) { a_pack_leg(w, ws, nw, K, p, A_Q5_1); }
+static void a_pack_q4_k(const void *w, size_t ws, int nw, int64_t K, void *p) { a_pack_k4(w, ws, nw, K, p, A_Q4_K); }
+static void a_pack_q5_k(const void *w, size_t ws, int nw, int64_t K, void *p) { a_pack_k4(w, ws, nw, K, p, A_Q5_K); }
+static void a_pack_q6_k(const void *w, size_t ws, int nw, int64_t K, void *p) { a_pack_k16(w, ws, nw, K, p, A_Q6_K); }
+static void a_pack_q3_k(const void *w, size_t ws, int nw, int64_t K, void *p) { a_pack_k16(w, ws, nw, K, p, A_Q3_K); }
+
+/* ---- gemm: 8-row kernels over one half of the panel (vectors 64 bytes apart) ---- */
+
+A_INLINE __m256i a_bcast4(const int8_t *q)
+{
+    int32_t v;
+    memcpy(&v, q, 4);
+    return _mm256_set1_epi32(v);
+}
+
+A_INLINE void a_store(float *s, size_t ss, const __m256 *tot, int n8, const int NA)
+{
+    if (n8 >= 8) {
+#pragma GCC unroll 4
+        for (int j = 0; j < NA; j++) _mm256_storeu_ps(s + (size_t)j * ss, tot[j]);
+        return;
+    }
+    __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(n8), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+#pragma GCC unroll 4
+    for (int j = 0; j < NA; j++) _mm256_maskstore_ps(s + (size_t)j * ss, m, tot[j]);
+}
+
+/* i32[j] += sum over vectors t0 .. t0+V-1 of the unsigned panel quants times the broadcast
+ * activation quads aq[j] + 4t; the int16 sums run RUN vectors before widening. */
+A_INLINE void a_isum(const uint8_t *pq, int t0, const int V, const int RUN, const int8_t *const *aq, __m256i *i32,
+                     const int NA)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 8
+    for (int u = t0; u < t0 + V; u += RUN) {
+        __m256i a16[QUANT_PANEL_MAX_A];
+#pragma GCC unroll 8
+        for (int t = u; t < u + RUN; t++) {
+            __m256i w = a_load(pq + (size_t)t * 64);
+#pragma GCC unroll 4
+            for (int j = 0; j < NA; j++) {
+                __m256i p = _mm256_maddubs_epi16(w, a_bcast4(aq[j] + 4 * t));
+                a16[j] = t == u ? p : _mm256_add_epi16(a16[j], p);
+            }
+        }
+#pragma GCC unroll 4
+        for (int j = 0; j < NA; j++) i32[j] = _mm256_add_epi32(i32[j], _mm256_madd_epi16(a16[j], ones));
+    }
+}
+
+/* Q8_0: sum_b d_w d_a sum |w| sign(a, w) */
+A_INLINE void a_q8_0(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
+                     size_t ss, int n8, const int NA)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 tot[QUANT_PANEL_MAX_A];
+#pragma GCC unroll 4
+    for (int j = 0; j < NA; j++) tot[j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < K / QK; b++) {
+        const uint8_t *pq = panel + (size_t)b * A_LEG_BYTES_D;
+        const int8_t *aq[QUANT_PANEL_MAX_A];
+        __m256i i32[QUANT_PANEL_MAX_A];
+#pragma GCC unroll 4
+        for (int j = 0; j < NA; j++) aq[j] = ((const blk_q8_0 *)(a + (size_t)j * as) + b)->qs, i32[j] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int t = 0; t < 8; t++) {
+            __m256i w = a_load(pq + (size_t)t * 64), aw = _mm256_abs_epi8(w);
+#pragma GCC unroll 4
+            for (int j = 0; j < NA; j++) {
+                __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(a_bcast4(aq[j] + 4 * t), w));
+                i32[j] = _mm256_add_epi32(i32[j], _mm256_madd_epi16(p, ones));
+            }
+        }
+        __m256 dw = _mm256_loadu_ps((const float *)(pq + A_LEG_QBYTES));
+#pragma GCC unroll 4
+        for (int j = 0; j < NA; j++)
+            tot[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32[j]), _mm256_mul_ps(dw, _mm256_set1_ps(aux[(size_t)j * xs + b])), tot[j]);
+    }
+    a_store(s, ss, tot, n8, NA);
+}
+
+/* Q4_0/Q5_0: sum_b d_w d_a (isum - zero * sum a); Q4_1/Q5_1 (affine): sum_b d_w d_a isum + m_w (d_a sum a) */
+A_INLINE void a_leg(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
+                    size_t ss, int n8, const int NA, const int RUN, const bool affine)
+{
+    const size_t pbb = affine ? A_LEG_BYTES_DM : A_LEG_BYTES_D;
+    __m256 tot[QUANT_PANEL_MAX_A];
+#pragma GCC unroll 4
+    for (int j = 0; j < NA; j++) tot[j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < K / QK; b++) {
+        const uint8_t *pq = panel + (size_t)b * pbb;
+        const int8_t *aq[QUANT_PANEL_MAX_A];
+        __m256i i32[QUANT_PANEL_MAX_A];
+#pragma GCC unroll 4
+        for (int j = 0; j < NA; j++) {
+            const char *row = a + (size_t)j * as;
+            aq[j] = affine ? ((const blk_q8_1 *)row + b)->qs : ((const blk_q8_0 *)row + b)->qs;
+            i32[j] = _mm256_setzero_si256();
+        }
+        a_isum(pq, 0, 8, RUN, aq, i32, NA);
+        const float *dp = (const float *)(pq + A_LEG_QBYTES);
+        __m256 dw = _mm256_loadu_ps(dp);
+#pragma GCC unroll 4
+        for (int j = 0; j < NA; j++) {
+            const float *x = aux + (size_t)j * xs + 2 * b;
+            __m256 is = _mm256_cvtepi32_ps(i32[j]);
+            if (affine) {
+                tot[j] = _mm256_fmadd_ps(is, _mm256_mul_ps(dw, _mm256_set1_ps(x[0])), tot[j]);
+                tot[j] = _mm256_fmadd_ps(_mm256_loadu_ps(dp + 16), _mm256_set1_ps(x[1]), tot[j]);
+            } else {
+                is = _mm256_sub_ps(is, _mm256_set1_ps(x[0]));
+                tot[j] = _mm256_fmadd_ps(is, _mm256_mul_ps(dw, _mm256_set1_ps(x[1])), tot[j]);
+            }
+        }
+    }
+    a_store(s, ss, tot, n8, NA);
+}
+
+/* Q4_K/Q5_K: sum_b d_a sum_sub (scale isum - min asum) */
+A_INLINE void a_k4(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
+                   size_t ss, int n8, const int NA, const int RUN)
+{
+    __m256 tot[QUANT_PANEL_MAX_A];
+#pragma GCC unroll 4
+    for (int j = 0; j < NA; j++) tot[j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < K / QKK; b++) {
+        const uint8_t *pq = panel + (size_t)b * A_K_BYTES;
+        const float *scv = (const float *)(pq + A_K_QBYTES), *mnv = scv + 8 * 16;
+        const blk_q8_k *ab[QUANT_PANEL_MAX_A];
+        const int8_t *aq[QUANT_PANEL_MAX_A];
+        __m256 bacc[QUANT_PANEL_MAX_A];
+#pragma GCC unroll 4
+        for (int j = 0; j < NA; j++)
+            ab[j] = (const blk_q8_k *)(a + (size_t)j * as) + b, aq[j] = ab[j]->qs, bacc[j] = _mm256_setzero_ps();
+        for (int sb = 0; sb < 8; sb++) {
+            __m256i i32[QUANT_PANEL_MAX_A];
+#pragma GCC unroll 4
+            for (int j = 0; j < NA; j++) i32[j] = _mm256_setzero_si256();
+            a_isum(pq, 8 * sb, 8, RUN, aq, i32, NA);
+            __m256 sc = _mm256_loadu_ps(scv + 16 * sb), mn = _mm256_loadu_ps(mnv + 16 * sb);
+#pragma GCC unroll 4
+            for (int j = 0; j < NA; j++) {
+                bacc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32[j]), sc, bacc[j]);
+                bacc[j] = _mm256_fnmadd_ps(mn, _mm256_set1_ps(aux[(size_t)j * xs + 8 * b + sb]), bacc[j]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int j = 0; j < NA; j++) tot[j] = _mm256_fmadd_ps(bacc[j], _mm256_set1_ps(ab[j]->d), tot[j]);
+    }
+    a_store(s, ss, tot, n8, NA);
+}
+
+/* Q6_K/Q3_K: sum_b d_a sum_g scale_g (isum_g - zero * asum_g) */
+A_INLINE void a_k16(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
+                    size_t ss, int n8, const int NA, const int RUN)
+{
+    __m256 tot[QUANT_PANEL_MAX_A];
+#pragma GCC unroll 4
+    for (int j = 0; j < NA; j++) tot[j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < K / QKK; b++) {
+        const uint8_t *pq = panel + (size_t)b * A_K_BYTES;
+        const float *scv = (const float *)(pq + A_K_QBYTES);
+        const blk_q8_k *ab[QUANT_PANEL_MAX_A];
+        const int8_t *aq[QUANT_PANEL_MAX_A];
+        __m256 bacc[QUANT_PANEL_MAX_A];
+#pragma GCC unroll 4
+        for (int j = 0; j < NA; j++)
+            ab[j] = (const blk_q8_k *)(a + (size_t)j * as) + b, aq[j] = ab[j]->qs, bacc[j] = _mm256_setzero_ps();
+        for (int g = 0; g < 16; g++) {
+            __m256i i32[QUANT_PANEL_MAX_A];
+#pragma GCC unroll 4
+            for (int j = 0; j < NA; j++) i32[j] = _mm256_setzero_si256();
+            a_isum(pq, 4 * g, 4, RUN, aq, i32, NA);
+            __m256 sc = _mm256_loadu_ps(scv + 16 * g);
+#pragma GCC unroll 4
+            for (int j = 0; j < NA; j++) {
+                __m256 is = _mm256_sub_ps(_mm256_cvtepi32_ps(i32[j]), _mm256_set1_ps(aux[(size_t)j * xs + 16 * b + g]));
+                bacc[j] = _mm256_fmadd_ps(is, sc, bacc[j]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int j = 0; j < NA; j++) tot[j] = _mm256_fmadd_ps(bacc[j], _mm256_set1_ps(ab[j]->d), tot[j]);
+    }
+    a_store(s, ss, tot, n8, NA);
+}
+
+/* Q2_K: sum_b d_a (d isum - dmin msum), isum = sum (sc q) a, msum = sum_g m_g bsum_g */
+A_INLINE void a_q2_k(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
+                     size_t ss, int n8, const int NA)
+{
+    __m256 tot[QUANT_PANEL_MAX_A];
+#pragma GCC unroll 4
+    for (int j = 0; j < NA; j++) tot[j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < K / QKK; b++) {
+        const uint8_t *pq = panel + (size_t)b * A_Q2K_BYTES;
+        const blk_q8_k *ab[QUANT_PANEL_MAX_A];
+        const int8_t *aq[QUANT_PANEL_MAX_A];
+        __m256i i32[QUANT_PANEL_MAX_A], im[QUANT_PANEL_MAX_A];
+#pragma GCC unroll 4
+        for (int j = 0; j < NA; j++) {
+            ab[j] = (const blk_q8_k *)(a + (size_t)j * as) + b, aq[j] = ab[j]->qs;
+            i32[j] = im[j] = _mm256_setzero_si256();
+        }
+        for (int g = 0; g < 64; g += 8) a_isum(pq, g, 8, A_RUN_Q2K, aq, i32, NA);
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) {
+            __m256i mv = a_load(pq + A_K_QBYTES + (size_t)k * 64);
+#pragma GCC unroll 4
+            for (int j = 0; j < NA; j++) {
+                int32_t pair;
+                memcpy(&pair, ab[j]->bsums + 2 * k, 4);
+                im[j] = _mm256_add_epi32(im[j], _mm256_madd_epi16(mv, _mm256_set1_epi32(pair)));
+            }
+        }
+        const float *dp = (const float *)(pq + A_K_QBYTES + 8 * 64);
+        __m256 dw = _mm256_loadu_ps(dp), dmw = _mm256_loadu_ps(dp + 16);
+#pragma GCC unroll 4
+        for (int j = 0; j < NA; j++) {
+            __m256 blk = _mm256_fmsub_ps(dw, _mm256_cvtepi32_ps(i32[j]), _mm256_mul_ps(dmw, _mm256_cvtepi32_ps(im[j])));
+            tot[j] = _mm256_fmadd_ps(blk, _mm256_set1_ps(aux[(size_t)j * xs + b]), tot[j]);
+        }
+    }
+    a_store(s, ss, tot, n8, NA);
+}
+
+/* The kernel bodies with a fixed activation-row count (and format constants). */
+#define A_BODY_ARGS int64_t K, const uint8_t *p, const char *a, size_t as, const float *aux, size_t xs, float *s, size_t ss, int n8, const int NA
+#define A_PASS K, p, a, as, aux, xs, s, ss, n8, NA
+A_INLINE void a_b_q8_0(A_BODY_ARGS) { a_q8_0(A_PASS); }
+A_INLINE void a_b_q4_0(A_BODY_ARGS) { a_leg(A_PASS, A_RUN_4BIT, false); }
+A_INLINE void a_b_q5_0(A_BODY_ARGS) { a_leg(A_PASS, A_RUN_5BIT, false); }
+A_INLINE void a_b_q4_1(A_BODY_ARGS) { a_leg(A_PASS, A_RUN_4BIT, true); }
+A_INLINE void a_b_q5_1(A_BODY_ARGS) { a_leg(A_PASS, A_RUN_5BIT, true); }
+A_INLINE void a_b_q4_k(A_BODY_ARGS) { a_k4(A_PASS, A_RUN_4BIT); }
+A_INLINE void a_b_q5_k(A_BODY_ARGS) { a_k4(A_PASS, A_RUN_5BIT); }
+A_INLINE void a_b_q6_k(A_BODY_ARGS) { a_k16(A_PASS, A_RUN_6BIT); }
+A_INLINE void a_b_q3_k(A_BODY_ARGS) { a_k16(A_PASS, A_RUN_Q3K); }
+A_INLINE void a_b_q2_k(A_BODY_ARGS) { a_q2_k(A_PASS); }
+
+/* A gemm entry: rows 0-7, then 8-15 where nw reaches them, each with its own unrolled
+ * kernel per activation-row count. */
+#define A_ENTRY(name, body)                                                                                          \
+    static void name(int64_t K, const void *panel, const void *a, size_t as, const float *aux, size_t xs, int na,   \
+                     float *s, size_t ss, int nw)                                                                    \
+    {                                                                                                                \
+        for (int h = 0; h < 2 && 8 * h < nw; h++) {                                                                  \
+            const uint8_t *p = (const uint8_t *)panel + 32 * h;                                                      \
+            float *sh = s + 8 * h;                                                                                   \
+            int n8 = nw - 8 * h;                                                                                     \
+            switch (na) {                                                                                            \
+            case 1: body(K, p, a, as, aux, xs, sh, ss, n8, 1); break;                                                \
+            case 2: body(K, p, a, as, aux, xs, sh, ss, n8, 2); break;                                                \
+            case 3: body(K, p, a, as, aux, xs, sh, ss, n8, 3); break;                                                \
+            default: body(K, p, a, as, aux, xs, sh, ss, n8, 4); break;                                               \
+            }                                                                                                        \
+        }                                                                                                            \
+    }
+
+A_ENTRY(a_gemm_q8_0, a_b_q8_0)
+A_ENTRY(a_gemm_q4_0, a_b_q4_0)
+A_ENTRY(a_gemm_q5_0, a_b_q5_0)
+A_ENTRY(a_gemm_q4_1, a_b_q4_1)
+A_ENTRY(a_gemm_q5_1, a_b_q5_1)
+A_ENTRY(a_gemm_q4_k, a_b_q4_k)
+A_ENTRY(a_gemm_q5_k, a_b_q5_k)
+A_ENTRY(a_gemm_q6_k, a_b_q6_k)
+A_ENTRY(a_gemm_q3_k, a_b_q3_k)
+A_ENTRY(a_gemm_q2_k, a_b_q2_k)
+
+QUANT_TARGET_END
+
+/* ---- activation side data, once per activation row ---- */
+
+static int a_qsum(const int8_t *qs, int n)
+{
+    int s = 0;
+    for (int i = 0; i < n; i++) s += qs[i];
+    return s;
+}
+
+static void a_aux_q8_0(const void *va, int64_t K, float *aux)
+{
+    const blk_q8_0 *a = va;
+    for (int64_t b = 0; b < K / QK; b++) aux[b] = qf16(a[b].d);
+}
+
+/* per block: zero point * sum(a) (exact: |sum| <= 32 * 127), then the block scale */
+static void a_aux_off(const void *va, int64_t K, float *aux, float zero)
+{
+    const blk_q8_0 *a = va;
+    for (int64_t b = 0; b < K / QK; b++) aux[2 * b] = zero * (float)a_qsum(a[b].qs, QK), aux[2 * b + 1] = qf16(a[b].d);
+}
+
+static void a_aux_q4_0(const void *va, int64_t K, float *aux) { a_aux_off(va, K, aux, 8.f); }
+static void a_aux_q5_0(const void *va, int64_t K, float *aux) { a_aux_off(va, K, aux, 16.f); }
+
+/* Q8_1 rows: the scale, then scale * sum(a) from the quants (as the row dots, not the
+ * f16-rounded s field) */
+static void a_aux_q8_1(const void *va, int64_t K, float *aux)
+{
+    const blk_q8_1 *a = va;
+    for (int64_t b = 0; b < K / QK; b++) {
+        float d = qf16(a[b].d);
+        aux[2 * b] = d, aux[2 * b + 1] = d * (float)a_qsum(a[b].qs, QK);
+    }
+}
+
+static void a_aux_k4(const void *va, int64_t K, float *aux)
+{
+    const blk_q8_k *a = va;
+    for (int64_t b = 0; b < K / QKK; b++)
+        for (int s = 0; s < 8; s++) aux[8 * b + s] = (float)(a[b].bsums[2 * s] + a[b].bsums[2 * s + 1]);
+}
+
+static void a_aux_k16(const void *va, int64_t K, float *aux, float zero)
+{
+    const blk_q8_k *a = va;
+    for (int64_t b = 0; b < K / QKK; b++)
+        for (int g = 0; g < 16; g++) aux[16 * b + g] = zero * (float)a[b].bsums[g];
+}
+
+static void a_aux_q6_k(const void *va, int64_t K, float *aux) { a_aux_k16(va, K, aux, 32.f); }
+static void a_aux_q3_k(const void *va, int64_t K, float *aux) { a_aux_k16(va, K, aux, 4.f); }
+
+static void a_aux_q2_k(const void *va, int64_t K, float *aux)
+{
+    const blk_q8_k *a = va;
+    for (int64_t b = 0; b < K / QKK; b++) aux[b] = a[b].d;
+}
+
+static const quant_panel_kernels g_q8_0 = {A_LEG_BYTES_D, 1, a_pack_q8_0, a_aux_q8_0, a_gemm_q8_0};
+static const quant_panel_kernels g_q4_0 = {A_LEG_BYTES_D, 2, a_pack_q4_0, a_aux_q4_0, a_gemm_q4_0};
+static const quant_panel_kernels g_q5_0 = {A_LEG_BYTES_D, 2, a_pack_q5_0, a_aux_q5_0, a_gemm_q5_0};
+static const quant_panel_kernels g_q4_1 = {A_LEG_BYTES_DM, 2, a_pack_q4_1, a_aux_q8_1, a_gemm_q4_1};
+static const quant_panel_kernels g_q5_1 = {A_LEG_BYTES_DM, 2, a_pack_q5_1, a_aux_q8_1, a_gemm_q5_1};
+static const quant_panel_kernels g_q4_k = {A_K_BYTES, 8, a_pack_q4_k, a_aux_k4, a_gemm_q4_k};
+static const quant_panel_kernels g_q5_k = {A_K_BYTES, 8, a_pack_q5_k, a_aux_k4, a_gemm_q5_k};
+static const quant_panel_kernels g_q6_k = {A_K_BYTES, 16, a_pack_q6_k, a_aux_q6_k, a_gemm_q6_k};
+static const quant_panel_kernels g_q3_k = {A_K_BYTES, 16, a_pack_q3_k, a_aux_q3_k, a_gemm_q3_k};
+static const quant_panel_kernels g_q2_k = {A_Q2K_BYTES, 1, a_pack_q2_k, a_aux_q2_k, a_gemm_q2_k};
+
+void quant_panel_fill_avx2(quant_panel_table tab)
+{
+    tab[CT_Q8_0] = &g_q8_0;
+    tab[CT_Q4_0] = &g_q4_0;
+    tab[CT_Q4_K] = &g_q4_k;
+    tab[CT_Q6_K] = &g_q6_k;
+    tab[CT_Q5_0] = &g_q5_0;
+    tab[CT_Q4_1] = &g_q4_1;
+    tab[CT_Q5_K] = &g_q5_k;
+    tab[CT_Q5_1] = &g_q5_1;
+    tab[CT_Q3_K] = &g_q3_k;
+    tab[CT_Q2_K] = &g_q2_k;
+}
+#else
+void quant_panel_fill_avx2(quant_panel_table tab) { (void)tab; }
+#endif
