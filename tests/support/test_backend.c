@@ -1,5 +1,6 @@
 #include "test_backend.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +41,11 @@ static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER;
 static test_backend_log_entry g_log[TB_LOG];
 static int g_n_log;
 
-static const ct_op_kind kernels[] = {CT_OP_ADD, CT_OP_SUB, CT_OP_MUL, CT_OP_RELU, CT_OP_MATMUL, CT_OP_COPY, CT_OP_FILL, CT_OP_SUM};
+/* Enough parts to decompose the fused ops a GPU may lack (norms, softmax, gated units,
+ * attention): exec/test_decompose.c. */
+static const ct_op_kind kernels[] = {CT_OP_ADD, CT_OP_SUB, CT_OP_MUL, CT_OP_DIV, CT_OP_RELU, CT_OP_MATMUL, CT_OP_COPY,
+                                     CT_OP_FILL, CT_OP_SUM, CT_OP_MEAN, CT_OP_MAX, CT_OP_EXP, CT_OP_LOG, CT_OP_RSQRT,
+                                     CT_OP_SILU, CT_OP_GELU, CT_OP_ADD_SCALAR, CT_OP_MUL_SCALAR};
 
 static uint64_t now_ns(void)
 {
@@ -73,6 +78,7 @@ typedef struct tb_cmd {
     tb_view src[2], dst;
     int n_src;
     double a;
+    uint32_t red_mask; /* reductions: dims of src[0] reduced */
     /* CMD_COPY (upload, download, peer) / CMD_RELEASE */
     void *to;
     const void *from;
@@ -137,33 +143,68 @@ static void kernel_matmul(const tb_cmd *c)
             }
 }
 
+/* SUM, MEAN, MAX over the dims in red_mask (keepdim or not: dst's shape tells). */
+static void kernel_reduce(const tb_cmd *c)
+{
+    const tb_view *s = &c->src[0], *d = &c->dst;
+    int64_t nd = numel(d), ns = numel(s);
+    double *acc = malloc((size_t)(nd ? nd : 1) * sizeof *acc);
+    if (!acc) return; /* the output stays NaN-poisoned: a test sees it */
+    for (int64_t j = 0; j < nd; j++) acc[j] = c->kind == CT_OP_MAX ? -INFINITY : 0.0;
+    for (int64_t i = 0; i < ns; i++) {
+        int64_t rem = i, j = 0, mul = 1; /* j: dst's flat index; a reduced dim adds nothing, kept or not */
+        for (int dm = s->ndim - 1; dm >= 0; dm--) {
+            int64_t idx = rem % s->shape[dm];
+            rem /= s->shape[dm];
+            if ((c->red_mask >> dm) & 1u) continue;
+            j += idx * mul;
+            mul *= s->shape[dm];
+        }
+        double v = at(s, s->ndim, s->shape, i);
+        if (c->kind == CT_OP_MAX) acc[j] = v > acc[j] ? v : acc[j];
+        else acc[j] += v;
+    }
+    double per = nd ? (double)ns / (double)nd : 1;
+    for (int64_t j = 0; j < nd; j++) *dst_at(d, j) = (float)(c->kind == CT_OP_MEAN ? acc[j] / per : acc[j]);
+    free(acc);
+}
+
+static float unary(ct_op_kind k, float x, double a)
+{
+    switch (k) {
+    case CT_OP_RELU: return x < 0 ? 0.0f : x;
+    case CT_OP_EXP: return expf(x);
+    case CT_OP_LOG: return logf(x);
+    case CT_OP_RSQRT: return 1.0f / sqrtf(x);
+    case CT_OP_SILU: return x / (1.0f + expf(-x));
+    case CT_OP_GELU:
+        if (a != 0) return 0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x)));
+        return 0.5f * x * (1.0f + erff(x * 0.70710678f));
+    case CT_OP_ADD_SCALAR: return (float)(x + a);
+    case CT_OP_MUL_SCALAR: return (float)(x * a);
+    default: return x; /* COPY */
+    }
+}
+
 static void kernel(const tb_cmd *c)
 {
     const tb_view *d = &c->dst;
     int64_t n = numel(d);
     switch (c->kind) {
-    case CT_OP_ADD: case CT_OP_SUB: case CT_OP_MUL:
+    case CT_OP_ADD: case CT_OP_SUB: case CT_OP_MUL: case CT_OP_DIV:
         for (int64_t i = 0; i < n; i++) {
             float a = at(&c->src[0], d->ndim, d->shape, i), b = at(&c->src[1], d->ndim, d->shape, i);
-            *dst_at(d, i) = c->kind == CT_OP_ADD ? a + b : c->kind == CT_OP_SUB ? a - b : a * b;
+            *dst_at(d, i) = c->kind == CT_OP_ADD ? a + b : c->kind == CT_OP_SUB ? a - b : c->kind == CT_OP_MUL ? a * b : a / b;
         }
         break;
-    case CT_OP_RELU: case CT_OP_COPY:
-        for (int64_t i = 0; i < n; i++) {
-            float a = at(&c->src[0], d->ndim, d->shape, i);
-            *dst_at(d, i) = c->kind == CT_OP_RELU && a < 0 ? 0.0f : a;
-        }
+    case CT_OP_RELU: case CT_OP_COPY: case CT_OP_EXP: case CT_OP_LOG: case CT_OP_RSQRT: case CT_OP_SILU:
+    case CT_OP_GELU: case CT_OP_ADD_SCALAR: case CT_OP_MUL_SCALAR:
+        for (int64_t i = 0; i < n; i++) *dst_at(d, i) = unary(c->kind, at(&c->src[0], d->ndim, d->shape, i), c->a);
         break;
     case CT_OP_FILL:
         for (int64_t i = 0; i < n; i++) *dst_at(d, i) = (float)c->a;
         break;
-    case CT_OP_SUM: {
-        double acc = 0;
-        const tb_view *s = &c->src[0];
-        for (int64_t i = 0, m = numel(s); i < m; i++) acc += at(s, s->ndim, s->shape, i);
-        *dst_at(d, 0) = (float)acc;
-        break;
-    }
+    case CT_OP_SUM: case CT_OP_MEAN: case CT_OP_MAX: kernel_reduce(c); break;
     case CT_OP_MATMUL: kernel_matmul(c); break;
     default: break;
     }
@@ -277,7 +318,6 @@ static bool tb_supports(const ct_device *dev, const ct_op *op)
     if (!g_ops[op->kind] || op->dst->dtype != CT_F32) return false;
     for (int i = 0; i < op->n_src; i++)
         if (op->src[i] && op->src[i]->dtype != CT_F32) return false;
-    if (op->kind == CT_OP_SUM) return op->p.red.mask == (1u << op->src[0]->ndim) - 1;
     return true;
 }
 
@@ -356,6 +396,7 @@ static ct_status tb_run(ct_device *dev, const ct_op *op)
         if (op->src[i]) c->src[i] = view_of(op->src[i], dev);
     c->dst = view_of(op->dst, dev);
     c->a = op->p.s.a;
+    if (op->kind == CT_OP_SUM || op->kind == CT_OP_MEAN || op->kind == CT_OP_MAX) c->red_mask = op->p.red.mask;
     return submit(dev, c);
 }
 
