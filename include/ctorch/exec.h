@@ -122,6 +122,8 @@ typedef struct ct_device_stats {
     uint64_t bytes_out;    /* copied from this device */
     uint64_t fallbacks;    /* ops that failed here and moved on */
     uint64_t decomposed;   /* fused ops run here as their parts (the parts count in ops) */
+    uint64_t layout_bytes; /* memory held now in the device's own weight layouts (imported at
+                              placement, or the CPU's repacked decode weights) */
 } ct_device_stats;
 /* How bytes move between two devices. The choice is a pure function of the pair
  * (ct_exec_transfer_method); ctorch never copies between devices on its own accord,

@@ -41,6 +41,7 @@ static ct_status make_resident(ct_op *op, ct_device *dev, bool dst_fresh, uint64
     bool allocated;
     for (int i = 0; i < op->n_src; i++) {
         if (!op->src[i]) continue;
+        if (op->src[i]->st->derived && storage_layout_serves(op->src[i], dev, (int)op->kind, i)) continue; /* imported */
         ct_status s = storage_make_valid_ex(op->src[i]->st, dev, moved, &a->failed, &allocated);
         note_alloc(a, op->src[i]->st, allocated);
         if (s != CT_OK) return s;

@@ -27,6 +27,8 @@ static int g_fail_late[TB_MAX];      /* runs left before a late fault; -1: none 
 static int g_live_buffers[TB_MAX];   /* allocated and not yet released (by the worker, when async) */
 static uint64_t g_capacity[TB_MAX];  /* bytes the device has (0: 1 GiB) */
 static uint64_t g_used[TB_MAX];      /* bytes allocated and not released (as the host sees it) */
+static int g_imports[TB_MAX];        /* weights imported into the device's layout */
+static bool g_import;                /* import placed f32 weights (off after install) */
 
 /* Worker-side state of each simulated device. */
 typedef struct tb_dev {
@@ -45,7 +47,7 @@ static int g_n_log;
  * attention): exec/test_decompose.c. */
 static const ct_op_kind kernels[] = {CT_OP_ADD, CT_OP_SUB, CT_OP_MUL, CT_OP_DIV, CT_OP_RELU, CT_OP_MATMUL, CT_OP_COPY,
                                      CT_OP_FILL, CT_OP_SUM, CT_OP_MEAN, CT_OP_MAX, CT_OP_EXP, CT_OP_LOG, CT_OP_RSQRT,
-                                     CT_OP_SILU, CT_OP_GELU, CT_OP_ADD_SCALAR, CT_OP_MUL_SCALAR};
+                                     CT_OP_SILU, CT_OP_GELU, CT_OP_ADD_SCALAR, CT_OP_MUL_SCALAR, CT_OP_LINEAR};
 
 static uint64_t now_ns(void)
 {
@@ -75,8 +77,9 @@ typedef struct tb_cmd {
     tb_dev *dev;
     /* CMD_RUN */
     ct_op_kind kind;
-    tb_view src[2], dst;
+    tb_view src[3], dst;
     int n_src;
+    const float *wt; /* LINEAR: the weight in the device's layout (transposed, [K, N]), or NULL */
     double a;
     uint32_t red_mask; /* reductions: dims of src[0] reduced */
     /* CMD_COPY (upload, download, peer) / CMD_RELEASE */
@@ -186,6 +189,23 @@ static float unary(ct_op_kind k, float x, double a)
     }
 }
 
+/* y = x w^T + b over rows of x; w read from the imported layout when there is one. */
+static void kernel_linear(const tb_cmd *c)
+{
+    const tb_view *x = &c->src[0], *w = &c->src[1], *d = &c->dst;
+    int64_t K = x->shape[x->ndim - 1], N = d->shape[d->ndim - 1], M = N ? numel(d) / N : 0;
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            double acc = 0;
+            for (int64_t k = 0; k < K; k++) {
+                float wv = c->wt ? c->wt[k * N + n] : w->p[n * w->stride[0] + k * w->stride[1]];
+                acc += (double)at(x, x->ndim, x->shape, m * K + k) * wv;
+            }
+            if (c->n_src > 2 && c->src[2].p) acc += c->src[2].p[n * c->src[2].stride[0]];
+            *dst_at(d, m * N + n) = (float)acc;
+        }
+}
+
 static void kernel(const tb_cmd *c)
 {
     const tb_view *d = &c->dst;
@@ -206,6 +226,7 @@ static void kernel(const tb_cmd *c)
         break;
     case CT_OP_SUM: case CT_OP_MEAN: case CT_OP_MAX: kernel_reduce(c); break;
     case CT_OP_MATMUL: kernel_matmul(c); break;
+    case CT_OP_LINEAR: kernel_linear(c); break;
     default: break;
     }
 }
@@ -391,13 +412,59 @@ static ct_status tb_run(ct_device *dev, const ct_op *op)
     tb_cmd *c = new_cmd(CMD_RUN);
     if (!c) return core_err(CT_ERR_DEVICE_OOM, "%s: out of memory", dev->info.name);
     c->kind = op->kind;
-    c->n_src = op->n_src < 2 ? op->n_src : 2;
+    c->n_src = op->n_src < 3 ? op->n_src : 3;
     for (int i = 0; i < c->n_src; i++)
         if (op->src[i]) c->src[i] = view_of(op->src[i], dev);
+    if (op->kind == CT_OP_LINEAR && storage_layout_serves(op->src[1], dev, CT_OP_LINEAR, 1)) {
+        uint64_t key[STORAGE_DERIVED_KEY];
+        storage_view_key(op->src[1], dev, key);
+        const size_t *lay = storage_derived(op->src[1]->st, key);
+        c->wt = (const float *)(lay + 2);
+    }
     c->dst = view_of(op->dst, dev);
     c->a = op->p.s.a;
     if (op->kind == CT_OP_SUM || op->kind == CT_OP_MEAN || op->kind == CT_OP_MAX) c->red_mask = op->p.red.mask;
     return submit(dev, c);
+}
+
+/* An imported weight: [bytes, device index] then the floats, transposed to [K, N] so the
+ * linear kernel reads a column of w as a row (a stand-in for a GPU's reordered blocks). */
+static void layout_free(void *data)
+{
+    size_t *h = data;
+    g_used[h[1]] -= h[0];
+    free(h);
+}
+
+static ct_status tb_import(ct_device *dev, const ct_tensor *t)
+{
+    if (!g_import || !g_ops[CT_OP_LINEAR] || t->dtype != CT_F32 || t->ndim != 2) return CT_OK; /* raw bytes serve */
+    int i = dev->info.index;
+    int64_t N = t->shape[0], K = t->shape[1];
+    size_t bytes = (size_t)(N * K) * sizeof(float);
+    uint64_t cap = g_capacity[i] ? g_capacity[i] : 1u << 30;
+    if (g_used[i] + bytes > cap)
+        return core_err(CT_ERR_DEVICE_OOM, "%s: no room to import a %zu-byte weight", dev->info.name, bytes);
+    void *host;
+    ct_status s = storage_host(t->st, &host);
+    if (s != CT_OK) return s;
+    size_t *h = malloc(2 * sizeof(size_t) + (bytes ? bytes : 1));
+    if (!h) return core_err(CT_ERR_DEVICE_OOM, "%s: out of memory", dev->info.name);
+    h[0] = bytes, h[1] = (size_t)i;
+    float *wt = (float *)(h + 2);
+    const float *w = (const float *)host + t->offset;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++) wt[k * N + n] = w[n * t->stride[0] + k * t->stride[1]];
+    uint64_t key[STORAGE_DERIVED_KEY];
+    storage_view_key(t, dev, key);
+    g_used[i] += bytes;
+    s = storage_set_layout(t->st, key, h, layout_free, dev, bytes, CT_OP_LINEAR, 1);
+    if (s != CT_OK) {
+        layout_free(h);
+        return s;
+    }
+    g_imports[i]++;
+    return CT_OK;
 }
 
 static ct_status tb_mem_info(ct_device *dev, uint64_t *free_bytes, uint64_t *total_bytes)
@@ -467,7 +534,7 @@ static const ct_backend_ops test_backend_ops = {
     .device_release = tb_release_dev, .supports = tb_supports, .alloc = tb_alloc, .release = tb_release,
     .upload = tb_upload, .download = tb_download, .copy_peer = tb_copy_peer, .run = tb_run, .sync = tb_sync,
     .event_record = tb_event_record, .event_wait = tb_event_wait, .event_sync = tb_event_sync,
-    .event_release = tb_event_release, .mem_info = tb_mem_info,
+    .event_release = tb_event_release, .mem_info = tb_mem_info, .import = tb_import,
 };
 
 static ct_status install(int n, const char *ops, bool async)
@@ -484,6 +551,8 @@ static ct_status install(int n, const char *ops, bool async)
     memset(g_peer_bytes, 0, sizeof g_peer_bytes);
     memset(g_delay_us, 0, sizeof g_delay_us);
     memset(g_capacity, 0, sizeof g_capacity);
+    memset(g_imports, 0, sizeof g_imports);
+    g_import = false;
     for (int i = 0; i < TB_MAX; i++) g_fail_late[i] = -1;
     g_n_log = 0;
     g_peer = false;
@@ -512,6 +581,8 @@ void test_backend_uninstall(void)
 }
 
 int test_backend_runs(int dev, ct_op_kind kind) { return g_runs[dev][kind]; }
+int test_backend_imports(int dev) { return g_imports[dev]; }
+void test_backend_set_import(bool enabled) { g_import = enabled; }
 uint64_t test_backend_uploaded(int dev) { return g_up[dev]; }
 uint64_t test_backend_downloaded(int dev) { return g_down[dev]; }
 void test_backend_fail_allocs(int dev, int n) { test_backend_fail_allocs_after(dev, 0, n); }
