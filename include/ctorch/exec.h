@@ -98,7 +98,9 @@ typedef enum ct_route_reason {
     CT_REASON_RESIDENCY,  /* operands already live on that device */
     CT_REASON_SIZE,       /* small CPU-resident operands stay on the CPU */
     CT_REASON_FALLBACK,   /* an earlier device failed with a device error */
-    CT_REASON_FORCED      /* ct_exec_force_device / -d */
+    CT_REASON_FORCED,     /* ct_exec_force_device / -d */
+    CT_REASON_DECOMPOSED  /* the device lacks the fused op but has its parts: it runs them
+                             (the op's line, and each part's, carries this reason) */
 } ct_route_reason;
 CT_API const char *ct_route_reason_name(ct_route_reason r);
 
@@ -119,6 +121,9 @@ typedef struct ct_device_stats {
     uint64_t bytes_in;     /* copied to this device */
     uint64_t bytes_out;    /* copied from this device */
     uint64_t fallbacks;    /* ops that failed here and moved on */
+    uint64_t decomposed;   /* fused ops run here as their parts (the parts count in ops) */
+    uint64_t layout_bytes; /* memory held now in the device's own weight layouts (imported at
+                              placement, or the CPU's repacked decode weights) */
 } ct_device_stats;
 /* How bytes move between two devices. The choice is a pure function of the pair
  * (ct_exec_transfer_method); ctorch never copies between devices on its own accord,

@@ -145,6 +145,14 @@ typedef struct ct_backend_ops {
      * valid elsewhere when an allocation fails; ct_device_memory reports these). */
     ct_status (*mem_info)(ct_device *dev, uint64_t *free_bytes, uint64_t *total_bytes);
 
+    /* Optional: keep weight t, being placed on dev (ct_tensor_place), in the device's own
+     * layout (repacked quant blocks, a transposed copy), made now so no op pays for it later.
+     * The backend owns that memory and registers it with storage_set_layout(key from
+     * storage_view_key, bytes, and the op/source it serves): the layout is counted in the
+     * device's statistics, and when it serves an op's source the raw bytes are not copied to
+     * dev for it (nor at placement). CT_OK having kept nothing when the raw bytes serve. */
+    ct_status (*import)(ct_device *dev, const ct_tensor *t);
+
     /* ---- Queues and events ----
      * Each device has one in-order queue. run, upload, download, copy_peer and release
      * are submitted to it and may return before the work is done; an error they return

@@ -79,11 +79,34 @@ ct_storage *storage_new(size_t nbytes)
 
 void storage_retain(ct_storage *st) { atomic_fetch_add(&st->refcnt, 1); }
 
+/* Bytes of device layouts by device id (ids are below 32: event dependencies are a 32-bit mask). */
+#define LAYOUT_DEVS 32
+static uint64_t g_layout_bytes[LAYOUT_DEVS];
+
+static void count_layout(const ct_device *dev, size_t bytes, int sign)
+{
+    if (!dev || dev->id < 0 || dev->id >= LAYOUT_DEVS || !bytes) return;
+    if (sign > 0) __atomic_fetch_add(&g_layout_bytes[dev->id], bytes, __ATOMIC_RELAXED);
+    else __atomic_fetch_sub(&g_layout_bytes[dev->id], bytes, __ATOMIC_RELAXED);
+}
+
+uint64_t storage_layout_bytes(const ct_device *dev)
+{
+    if (!dev || dev->id < 0 || dev->id >= LAYOUT_DEVS) return 0;
+    return __atomic_load_n(&g_layout_bytes[dev->id], __ATOMIC_RELAXED);
+}
+
+static void free_derived(ct_storage_derived *d)
+{
+    count_layout(d->dev, d->bytes, -1);
+    d->free_fn(d->data);
+}
+
 static void drop_derived(ct_storage *st)
 {
     for (ct_storage_derived *d = st->derived, *next; d; d = next) {
         next = d->next;
-        d->free_fn(d->data);
+        free_derived(d);
         free(d);
     }
     st->derived = NULL;
@@ -568,21 +591,52 @@ void *storage_derived(const ct_storage *st, const uint64_t key[STORAGE_DERIVED_K
     return NULL;
 }
 
+ct_status storage_set_layout(ct_storage *st, const uint64_t key[STORAGE_DERIVED_KEY], void *data,
+                             void (*free_fn)(void *data), const ct_device *dev, size_t bytes, int serves_op,
+                             int serves_src)
+{
+    ct_storage_derived *d = st->derived;
+    while (d && memcmp(d->key, key, sizeof d->key) != 0) d = d->next;
+    if (d) {
+        free_derived(d);
+    } else {
+        if (!(d = malloc(sizeof *d))) return core_err(CT_ERR_OOM, "storage: out of memory");
+        memcpy(d->key, key, sizeof d->key);
+        d->next = st->derived;
+        st->derived = d;
+    }
+    d->data = data, d->free_fn = free_fn;
+    d->dev = dev, d->bytes = bytes, d->serves_op = serves_op, d->serves_src = serves_src;
+    count_layout(dev, bytes, 1);
+    return CT_OK;
+}
+
 ct_status storage_set_derived(ct_storage *st, const uint64_t key[STORAGE_DERIVED_KEY], void *data,
                               void (*free_fn)(void *data))
 {
-    for (ct_storage_derived *d = st->derived; d; d = d->next)
-        if (memcmp(d->key, key, sizeof d->key) == 0) {
-            d->free_fn(d->data);
-            d->data = data, d->free_fn = free_fn;
-            return CT_OK;
-        }
-    ct_storage_derived *d = malloc(sizeof *d);
-    if (!d) return core_err(CT_ERR_OOM, "storage: out of memory");
-    memcpy(d->key, key, sizeof d->key);
-    d->data = data, d->free_fn = free_fn, d->next = st->derived;
-    st->derived = d;
-    return CT_OK;
+    return storage_set_layout(st, key, data, free_fn, NULL, 0, -1, -1);
+}
+
+void storage_view_key(const ct_tensor *t, const ct_device *dev, uint64_t key[STORAGE_DERIVED_KEY])
+{
+    key[0] = (uint64_t)t->offset;
+    key[1] = (uint64_t)t->ndim << 32 | (uint64_t)t->dtype;
+    key[2] = t->ndim > 0 ? (uint64_t)t->shape[0] : 0;
+    key[3] = t->ndim > 1 ? (uint64_t)t->shape[1] : 0;
+    key[4] = t->ndim > 0 ? (uint64_t)t->stride[0] : 0;
+    key[5] = (uint64_t)(uintptr_t)dev;
+}
+
+bool storage_layout_serves(const ct_tensor *t, const ct_device *dev, int op, int src)
+{
+    if (!t->st->derived) return false;
+    uint64_t key[STORAGE_DERIVED_KEY];
+    storage_view_key(t, dev, key);
+    for (const ct_storage_derived *d = t->st->derived; d; d = d->next)
+        if (d->dev == dev && d->serves_op >= 0 && (op < 0 || (d->serves_op == op && d->serves_src == src)) &&
+            memcmp(d->key, key, sizeof key) == 0)
+            return true;
+    return false;
 }
 
 ct_status storage_host(ct_storage *st, void **ptr)

@@ -36,6 +36,12 @@ typedef struct ct_storage_derived {
     uint64_t key[STORAGE_DERIVED_KEY];
     void *data;
     void (*free_fn)(void *data);
+    /* A device's own layout of a view (storage_set_layout): the device owning it, the bytes
+     * it holds (counted per device), and the op and source slot it serves in place of the
+     * raw bytes (-1: none, it is kept beside them). */
+    const struct ct_device *dev;
+    size_t bytes;
+    int serves_op, serves_src;
     struct ct_storage_derived *next;
 } ct_storage_derived;
 
@@ -150,6 +156,21 @@ void *storage_derived(const ct_storage *st, const uint64_t key[STORAGE_DERIVED_K
 /* Adds (or replaces) the derived data for `key`; it lives until the next write. */
 ct_status storage_set_derived(ct_storage *st, const uint64_t key[STORAGE_DERIVED_KEY], void *data,
                               void (*free_fn)(void *data));
+/* ---- per-device weight layouts (imported at placement: ct_backend_ops.import) ---- */
+/* The key of view t's layout on dev (its geometry, dtype and the device). */
+void storage_view_key(const ct_tensor *t, const struct ct_device *dev, uint64_t key[STORAGE_DERIVED_KEY]);
+/* Like storage_set_derived, for a layout owned by dev holding `bytes` (counted in
+ * storage_layout_bytes until it is dropped); when serves_op >= 0 it serves source slot
+ * serves_src of that op kind on dev in place of the raw bytes, which are then not copied
+ * there for it. Dropped, like all derived data, when the storage is written. */
+ct_status storage_set_layout(ct_storage *st, const uint64_t key[STORAGE_DERIVED_KEY], void *data,
+                             void (*free_fn)(void *data), const struct ct_device *dev, size_t bytes, int serves_op,
+                             int serves_src);
+/* dev holds a layout of view t that serves source `src` of op kind `op` (op -1: any). */
+bool storage_layout_serves(const ct_tensor *t, const struct ct_device *dev, int op, int src);
+/* Bytes of layouts dev holds now. */
+uint64_t storage_layout_bytes(const struct ct_device *dev);
+
 /* Host pointer of a storage after making the host copy valid: a sync point (the host
  * waits for the copy's last write). storage_host_mut also waits for devices still reading
  * the host copy, before the caller writes it. */

@@ -41,6 +41,7 @@ static ct_status make_resident(ct_op *op, ct_device *dev, bool dst_fresh, uint64
     bool allocated;
     for (int i = 0; i < op->n_src; i++) {
         if (!op->src[i]) continue;
+        if (op->src[i]->st->derived && storage_layout_serves(op->src[i], dev, (int)op->kind, i)) continue; /* imported */
         ct_status s = storage_make_valid_ex(op->src[i]->st, dev, moved, &a->failed, &allocated);
         note_alloc(a, op->src[i]->st, allocated);
         if (s != CT_OK) return s;
@@ -139,14 +140,61 @@ static ct_status charge_failure(exec_state *st, exec_route_ctx *ctx, const ct_op
     return CT_OK;
 }
 
+static void note_done(exec_state *st, const ct_op *op, ct_device *dev, ct_route_reason reason, bool timed,
+                      uint64_t t0, uint64_t moved, const char *detail)
+{
+    uint64_t dur = timed ? exec_now_ns() - t0 : 0;
+    exec_stat_add(&st->stats[dev->id].ops, 1);
+    exec_stat_add(&st->stats[dev->id].time_ns, dur);
+    t_last.set = true;
+    t_last.op = op->kind;
+    t_last.dev = dev->id;
+    t_last.reason = reason;
+    t_last.time_ns = dur;
+    snprintf(t_last.detail, sizeof t_last.detail, "%s", detail);
+    if (timed) trace_op(op, dev, reason, t0, dur, moved, detail);
+}
+
+static bool timing_on(exec_state *st) { return __atomic_load_n(&st->timing, __ATOMIC_RELAXED) || trace_enabled(); }
+
+ct_status exec_run_on(ct_op *op, ct_device *dev, ct_route_reason reason)
+{
+    exec_state *st = exec_state_get();
+    bool timed = timing_on(st);
+    uint64_t t0 = timed ? exec_now_ns() : 0, moved = 0;
+    attempt_ctx a = {0};
+    ct_status s = attempt(op, dev, never_written(op->dst->st), __atomic_load_n(&st->sync, __ATOMIC_RELAXED), &moved, &a);
+    if (s != CT_OK) {
+        undo_attempt(&a, dev);
+        return s;
+    }
+    note_done(st, op, dev, reason, timed, t0, moved, "");
+    return CT_OK;
+}
+
+void exec_note_decomposed(const ct_op *op, ct_device *dev, uint64_t t0_ns)
+{
+    exec_state *st = exec_state_get();
+    exec_stat_add(&st->stats[dev->id].decomposed, 1);
+    uint64_t dur = exec_now_ns() - t0_ns;
+    t_last.set = true;
+    t_last.op = op->kind;
+    t_last.dev = dev->id;
+    t_last.reason = CT_REASON_DECOMPOSED;
+    t_last.time_ns = dur;
+    snprintf(t_last.detail, sizeof t_last.detail, "ran as its parts on %s", dev->info.name);
+    if (timing_on(st)) trace_op(op, dev, CT_REASON_DECOMPOSED, t0_ns, dur, 0, t_last.detail);
+}
+
 ct_status exec_run(ct_op *op)
 {
     ct_status ready = exec_ready();
     if (ready != CT_OK) return ready;
+    if (exec_decompose_active()) return exec_decompose_part(op); /* pinned to the decomposing device */
     exec_state *st = exec_state_get();
     bool strict = __atomic_load_n(&st->strict, __ATOMIC_RELAXED);
     /* two clock reads per op only when asked for */
-    bool timed = __atomic_load_n(&st->timing, __ATOMIC_RELAXED) || trace_enabled();
+    bool timed = timing_on(st);
     uint64_t t0 = timed ? exec_now_ns() : 0, moved = 0;
     bool dst_fresh = never_written(op->dst->st);
     bool sync = __atomic_load_n(&st->sync, __ATOMIC_RELAXED);
@@ -154,23 +202,26 @@ ct_status exec_run(ct_op *op)
                           __atomic_load_n(&st->small_bytes, __ATOMIC_RELAXED)};
     char detail[96] = "";
     for (;;) {
+        ct_status s;
+        ct_device *dd = exec_decomposable(op->kind) ? exec_decompose_target(&ctx, op) : NULL;
+        if (dd) { /* the head lacks the fused op but has its parts: they run there */
+            s = exec_decompose_run(op, dd, dst_fresh);
+            if (s == CT_OK) return CT_OK;
+            s = charge_failure(st, &ctx, op, dd, dd, s, detail, sizeof detail);
+            if (s != CT_OK) return s;
+            if (strict)
+                return core_err(CT_ERR_STRICT, "strict mode: %s failed on %s as its parts (%s) and fallback is disabled",
+                                op_kind_name(op->kind), dd->info.name, ct_last_error());
+            continue;
+        }
         exec_route_result r;
-        ct_status s = exec_route(&ctx, op, &r);
+        s = exec_route(&ctx, op, &r);
         if (s != CT_OK) return s;
         ct_device *dev = st->devs[r.dev];
         attempt_ctx a = {0};
         s = attempt(op, dev, dst_fresh, sync, &moved, &a);
         if (s == CT_OK) {
-            uint64_t dur = timed ? exec_now_ns() - t0 : 0;
-            exec_stat_add(&st->stats[dev->id].ops, 1);
-            exec_stat_add(&st->stats[dev->id].time_ns, dur);
-            t_last.set = true;
-            t_last.op = op->kind;
-            t_last.dev = dev->id;
-            t_last.reason = r.reason;
-            t_last.time_ns = dur;
-            memcpy(t_last.detail, detail, sizeof detail);
-            if (timed) trace_op(op, dev, r.reason, t0, dur, moved, detail);
+            note_done(st, op, dev, r.reason, timed, t0, moved, detail);
             return CT_OK;
         }
         undo_attempt(&a, dev);
@@ -196,8 +247,8 @@ ct_status ct_exec_force_device(const char *device)
 
 const char *ct_route_reason_name(ct_route_reason r)
 {
-    static const char *names[] = {"capability", "residency", "size", "fallback", "forced"};
-    return (unsigned)r <= CT_REASON_FORCED ? names[r] : "unknown";
+    static const char *names[] = {"capability", "residency", "size", "fallback", "forced", "decomposed"};
+    return (unsigned)r <= CT_REASON_DECOMPOSED ? names[r] : "unknown";
 }
 
 ct_status ct_exec_last(ct_exec_record *rec)

@@ -42,6 +42,22 @@ ct_status exec_route(const exec_route_ctx *ctx, const ct_op *op, exec_route_resu
  * op->dst must be set (fresh shell or an existing view to write into). */
 ct_status exec_run(ct_op *op);
 
+/* One attempt of op on dev, no routing and no fallback (a part of a decomposition):
+ * counted and traced with `reason`. */
+ct_status exec_run_on(ct_op *op, ct_device *dev, ct_route_reason reason);
+/* Records op as run on dev as its parts (trace line, ct_exec_last, statistics). */
+void exec_note_decomposed(const ct_op *op, ct_device *dev, uint64_t t0_ns);
+
+/* ---- decomposition (decompose.c) ---- */
+bool exec_decomposable(ct_op_kind k);
+/* The device (the head of the route) that lacks op but can run it as its parts, or NULL. */
+ct_device *exec_decompose_target(const exec_route_ctx *c, const ct_op *op);
+/* Runs op as its parts on dev and puts the result into op->dst. */
+ct_status exec_decompose_run(ct_op *op, ct_device *dev, bool dst_fresh);
+/* Inside a decomposition on this thread: exec_run hands each part to exec_decompose_part. */
+bool exec_decompose_active(void);
+ct_status exec_decompose_part(ct_op *op);
+
 /* Backends compiled into the library plus any registered (the test backend).
  * Registering re-discovers devices. */
 ct_status exec_register_backend(const ct_backend_ops *ops);

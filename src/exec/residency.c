@@ -26,8 +26,9 @@ ct_status ct_tensor_place(const ct_tensor *t, const char *device)
     ct_device *d = exec_find_device(device);
     if (!d) return core_err(CT_ERR_NOT_FOUND, "ct_tensor_place: no device '%s'", device);
     if (device_is_lost(d)) return device_lost_error(d, "ct_tensor_place");
-    s = storage_make_valid(t->st, d, NULL);
-    if (s != CT_OK) return s;
+    /* the device's own layout first: when it serves the ops, the raw bytes need not go there */
+    if (d->ops->import && (s = d->ops->import(d, t)) != CT_OK) return s;
+    if (!storage_layout_serves(t, d, -1, -1) && (s = storage_make_valid(t->st, d, NULL)) != CT_OK) return s;
     t->st->home = d;
     return CT_OK;
 }

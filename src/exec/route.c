@@ -35,6 +35,8 @@ static uint64_t moved_bytes(const ct_op *op, const ct_device *dev, bool dst_in_p
         bool dup = false;
         for (int j = 0; j < n && !dup; j++) dup = seen[j] == t->st;
         if (dup) continue;
+        /* a layout the device imported serves this source: its raw bytes need not move */
+        if (i < op->n_src && t->st->derived && storage_layout_serves(t, dev, (int)op->kind, i)) continue;
         seen[n++] = t->st;
         bytes += located_bytes(t->st, dev);
     }

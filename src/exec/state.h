@@ -5,7 +5,7 @@
 #include "exec/exec.h"
 
 typedef struct exec_dev_stats {
-    uint64_t ops, time_ns, bytes_in, bytes_out, fallbacks;
+    uint64_t ops, time_ns, bytes_in, bytes_out, fallbacks, decomposed;
 } exec_dev_stats;
 
 typedef struct exec_state {

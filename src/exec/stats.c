@@ -61,6 +61,8 @@ int ct_exec_stats(ct_device_stats *out, int cap)
         out[i].bytes_in = __atomic_load_n(&d->bytes_in, __ATOMIC_RELAXED);
         out[i].bytes_out = __atomic_load_n(&d->bytes_out, __ATOMIC_RELAXED);
         out[i].fallbacks = __atomic_load_n(&d->fallbacks, __ATOMIC_RELAXED);
+        out[i].decomposed = __atomic_load_n(&d->decomposed, __ATOMIC_RELAXED);
+        out[i].layout_bytes = storage_layout_bytes(st->devs[i]);
     }
     return st->n_devs;
 }

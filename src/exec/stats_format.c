@@ -26,12 +26,12 @@ size_t ct_exec_stats_format(char *buf, size_t n)
     if (t.cap) buf[0] = 0;
     ct_device_stats s[EXEC_MAX_DEVICES];
     int nd = ct_exec_stats(s, EXEC_MAX_DEVICES);
-    put(&t, "ctorch executor summary\n  %-10s %10s %12s %14s %14s %10s\n", "device", "ops", "time ms", "bytes in",
-        "bytes out", "fallbacks");
+    put(&t, "ctorch executor summary\n  %-10s %10s %12s %14s %14s %10s %10s\n", "device", "ops", "time ms",
+        "bytes in", "bytes out", "fallbacks", "decomposed");
     for (int i = 0; i < nd && i < EXEC_MAX_DEVICES; i++)
-        put(&t, "  %-10s %10llu %12.3f %14llu %14llu %10llu\n", s[i].device, (unsigned long long)s[i].ops,
+        put(&t, "  %-10s %10llu %12.3f %14llu %14llu %10llu %10llu\n", s[i].device, (unsigned long long)s[i].ops,
             (double)s[i].time_ns / 1e6, (unsigned long long)s[i].bytes_in, (unsigned long long)s[i].bytes_out,
-            (unsigned long long)s[i].fallbacks);
+            (unsigned long long)s[i].fallbacks, (unsigned long long)s[i].decomposed);
     ct_transfer_stats x[CT_TRANSFER_METHOD_COUNT];
     ct_exec_transfer_stats(x);
     for (int m = CT_TRANSFER_HOST_TO_DEVICE; m < CT_TRANSFER_METHOD_COUNT; m++)

@@ -1,5 +1,6 @@
 #include "test_backend.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,8 @@ static int g_fail_late[TB_MAX];      /* runs left before a late fault; -1: none 
 static int g_live_buffers[TB_MAX];   /* allocated and not yet released (by the worker, when async) */
 static uint64_t g_capacity[TB_MAX];  /* bytes the device has (0: 1 GiB) */
 static uint64_t g_used[TB_MAX];      /* bytes allocated and not released (as the host sees it) */
+static int g_imports[TB_MAX];        /* weights imported into the device's layout */
+static bool g_import;                /* import placed f32 weights (off after install) */
 
 /* Worker-side state of each simulated device. */
 typedef struct tb_dev {
@@ -40,7 +43,11 @@ static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER;
 static test_backend_log_entry g_log[TB_LOG];
 static int g_n_log;
 
-static const ct_op_kind kernels[] = {CT_OP_ADD, CT_OP_SUB, CT_OP_MUL, CT_OP_RELU, CT_OP_MATMUL, CT_OP_COPY, CT_OP_FILL, CT_OP_SUM};
+/* Enough parts to decompose the fused ops a GPU may lack (norms, softmax, gated units,
+ * attention): exec/test_decompose.c. */
+static const ct_op_kind kernels[] = {CT_OP_ADD, CT_OP_SUB, CT_OP_MUL, CT_OP_DIV, CT_OP_RELU, CT_OP_MATMUL, CT_OP_COPY,
+                                     CT_OP_FILL, CT_OP_SUM, CT_OP_MEAN, CT_OP_MAX, CT_OP_EXP, CT_OP_LOG, CT_OP_RSQRT,
+                                     CT_OP_SILU, CT_OP_GELU, CT_OP_ADD_SCALAR, CT_OP_MUL_SCALAR, CT_OP_LINEAR};
 
 static uint64_t now_ns(void)
 {
@@ -70,9 +77,11 @@ typedef struct tb_cmd {
     tb_dev *dev;
     /* CMD_RUN */
     ct_op_kind kind;
-    tb_view src[2], dst;
+    tb_view src[3], dst;
     int n_src;
+    const float *wt; /* LINEAR: the weight in the device's layout (transposed, [K, N]), or NULL */
     double a;
+    uint32_t red_mask; /* reductions: dims of src[0] reduced */
     /* CMD_COPY (upload, download, peer) / CMD_RELEASE */
     void *to;
     const void *from;
@@ -137,34 +146,87 @@ static void kernel_matmul(const tb_cmd *c)
             }
 }
 
+/* SUM, MEAN, MAX over the dims in red_mask (keepdim or not: dst's shape tells). */
+static void kernel_reduce(const tb_cmd *c)
+{
+    const tb_view *s = &c->src[0], *d = &c->dst;
+    int64_t nd = numel(d), ns = numel(s);
+    double *acc = malloc((size_t)(nd ? nd : 1) * sizeof *acc);
+    if (!acc) return; /* the output stays NaN-poisoned: a test sees it */
+    for (int64_t j = 0; j < nd; j++) acc[j] = c->kind == CT_OP_MAX ? -INFINITY : 0.0;
+    for (int64_t i = 0; i < ns; i++) {
+        int64_t rem = i, j = 0, mul = 1; /* j: dst's flat index; a reduced dim adds nothing, kept or not */
+        for (int dm = s->ndim - 1; dm >= 0; dm--) {
+            int64_t idx = rem % s->shape[dm];
+            rem /= s->shape[dm];
+            if ((c->red_mask >> dm) & 1u) continue;
+            j += idx * mul;
+            mul *= s->shape[dm];
+        }
+        double v = at(s, s->ndim, s->shape, i);
+        if (c->kind == CT_OP_MAX) acc[j] = v > acc[j] ? v : acc[j];
+        else acc[j] += v;
+    }
+    double per = nd ? (double)ns / (double)nd : 1;
+    for (int64_t j = 0; j < nd; j++) *dst_at(d, j) = (float)(c->kind == CT_OP_MEAN ? acc[j] / per : acc[j]);
+    free(acc);
+}
+
+static float unary(ct_op_kind k, float x, double a)
+{
+    switch (k) {
+    case CT_OP_RELU: return x < 0 ? 0.0f : x;
+    case CT_OP_EXP: return expf(x);
+    case CT_OP_LOG: return logf(x);
+    case CT_OP_RSQRT: return 1.0f / sqrtf(x);
+    case CT_OP_SILU: return x / (1.0f + expf(-x));
+    case CT_OP_GELU:
+        if (a != 0) return 0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x)));
+        return 0.5f * x * (1.0f + erff(x * 0.70710678f));
+    case CT_OP_ADD_SCALAR: return (float)(x + a);
+    case CT_OP_MUL_SCALAR: return (float)(x * a);
+    default: return x; /* COPY */
+    }
+}
+
+/* y = x w^T + b over rows of x; w read from the imported layout when there is one. */
+static void kernel_linear(const tb_cmd *c)
+{
+    const tb_view *x = &c->src[0], *w = &c->src[1], *d = &c->dst;
+    int64_t K = x->shape[x->ndim - 1], N = d->shape[d->ndim - 1], M = N ? numel(d) / N : 0;
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            double acc = 0;
+            for (int64_t k = 0; k < K; k++) {
+                float wv = c->wt ? c->wt[k * N + n] : w->p[n * w->stride[0] + k * w->stride[1]];
+                acc += (double)at(x, x->ndim, x->shape, m * K + k) * wv;
+            }
+            if (c->n_src > 2 && c->src[2].p) acc += c->src[2].p[n * c->src[2].stride[0]];
+            *dst_at(d, m * N + n) = (float)acc;
+        }
+}
+
 static void kernel(const tb_cmd *c)
 {
     const tb_view *d = &c->dst;
     int64_t n = numel(d);
     switch (c->kind) {
-    case CT_OP_ADD: case CT_OP_SUB: case CT_OP_MUL:
+    case CT_OP_ADD: case CT_OP_SUB: case CT_OP_MUL: case CT_OP_DIV:
         for (int64_t i = 0; i < n; i++) {
             float a = at(&c->src[0], d->ndim, d->shape, i), b = at(&c->src[1], d->ndim, d->shape, i);
-            *dst_at(d, i) = c->kind == CT_OP_ADD ? a + b : c->kind == CT_OP_SUB ? a - b : a * b;
+            *dst_at(d, i) = c->kind == CT_OP_ADD ? a + b : c->kind == CT_OP_SUB ? a - b : c->kind == CT_OP_MUL ? a * b : a / b;
         }
         break;
-    case CT_OP_RELU: case CT_OP_COPY:
-        for (int64_t i = 0; i < n; i++) {
-            float a = at(&c->src[0], d->ndim, d->shape, i);
-            *dst_at(d, i) = c->kind == CT_OP_RELU && a < 0 ? 0.0f : a;
-        }
+    case CT_OP_RELU: case CT_OP_COPY: case CT_OP_EXP: case CT_OP_LOG: case CT_OP_RSQRT: case CT_OP_SILU:
+    case CT_OP_GELU: case CT_OP_ADD_SCALAR: case CT_OP_MUL_SCALAR:
+        for (int64_t i = 0; i < n; i++) *dst_at(d, i) = unary(c->kind, at(&c->src[0], d->ndim, d->shape, i), c->a);
         break;
     case CT_OP_FILL:
         for (int64_t i = 0; i < n; i++) *dst_at(d, i) = (float)c->a;
         break;
-    case CT_OP_SUM: {
-        double acc = 0;
-        const tb_view *s = &c->src[0];
-        for (int64_t i = 0, m = numel(s); i < m; i++) acc += at(s, s->ndim, s->shape, i);
-        *dst_at(d, 0) = (float)acc;
-        break;
-    }
+    case CT_OP_SUM: case CT_OP_MEAN: case CT_OP_MAX: kernel_reduce(c); break;
     case CT_OP_MATMUL: kernel_matmul(c); break;
+    case CT_OP_LINEAR: kernel_linear(c); break;
     default: break;
     }
 }
@@ -277,7 +339,6 @@ static bool tb_supports(const ct_device *dev, const ct_op *op)
     if (!g_ops[op->kind] || op->dst->dtype != CT_F32) return false;
     for (int i = 0; i < op->n_src; i++)
         if (op->src[i] && op->src[i]->dtype != CT_F32) return false;
-    if (op->kind == CT_OP_SUM) return op->p.red.mask == (1u << op->src[0]->ndim) - 1;
     return true;
 }
 
@@ -351,12 +412,59 @@ static ct_status tb_run(ct_device *dev, const ct_op *op)
     tb_cmd *c = new_cmd(CMD_RUN);
     if (!c) return core_err(CT_ERR_DEVICE_OOM, "%s: out of memory", dev->info.name);
     c->kind = op->kind;
-    c->n_src = op->n_src < 2 ? op->n_src : 2;
+    c->n_src = op->n_src < 3 ? op->n_src : 3;
     for (int i = 0; i < c->n_src; i++)
         if (op->src[i]) c->src[i] = view_of(op->src[i], dev);
+    if (op->kind == CT_OP_LINEAR && storage_layout_serves(op->src[1], dev, CT_OP_LINEAR, 1)) {
+        uint64_t key[STORAGE_DERIVED_KEY];
+        storage_view_key(op->src[1], dev, key);
+        const size_t *lay = storage_derived(op->src[1]->st, key);
+        c->wt = (const float *)(lay + 2);
+    }
     c->dst = view_of(op->dst, dev);
     c->a = op->p.s.a;
+    if (op->kind == CT_OP_SUM || op->kind == CT_OP_MEAN || op->kind == CT_OP_MAX) c->red_mask = op->p.red.mask;
     return submit(dev, c);
+}
+
+/* An imported weight: [bytes, device index] then the floats, transposed to [K, N] so the
+ * linear kernel reads a column of w as a row (a stand-in for a GPU's reordered blocks). */
+static void layout_free(void *data)
+{
+    size_t *h = data;
+    g_used[h[1]] -= h[0];
+    free(h);
+}
+
+static ct_status tb_import(ct_device *dev, const ct_tensor *t)
+{
+    if (!g_import || !g_ops[CT_OP_LINEAR] || t->dtype != CT_F32 || t->ndim != 2) return CT_OK; /* raw bytes serve */
+    int i = dev->info.index;
+    int64_t N = t->shape[0], K = t->shape[1];
+    size_t bytes = (size_t)(N * K) * sizeof(float);
+    uint64_t cap = g_capacity[i] ? g_capacity[i] : 1u << 30;
+    if (g_used[i] + bytes > cap)
+        return core_err(CT_ERR_DEVICE_OOM, "%s: no room to import a %zu-byte weight", dev->info.name, bytes);
+    void *host;
+    ct_status s = storage_host(t->st, &host);
+    if (s != CT_OK) return s;
+    size_t *h = malloc(2 * sizeof(size_t) + (bytes ? bytes : 1));
+    if (!h) return core_err(CT_ERR_DEVICE_OOM, "%s: out of memory", dev->info.name);
+    h[0] = bytes, h[1] = (size_t)i;
+    float *wt = (float *)(h + 2);
+    const float *w = (const float *)host + t->offset;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++) wt[k * N + n] = w[n * t->stride[0] + k * t->stride[1]];
+    uint64_t key[STORAGE_DERIVED_KEY];
+    storage_view_key(t, dev, key);
+    g_used[i] += bytes;
+    s = storage_set_layout(t->st, key, h, layout_free, dev, bytes, CT_OP_LINEAR, 1);
+    if (s != CT_OK) {
+        layout_free(h);
+        return s;
+    }
+    g_imports[i]++;
+    return CT_OK;
 }
 
 static ct_status tb_mem_info(ct_device *dev, uint64_t *free_bytes, uint64_t *total_bytes)
@@ -426,7 +534,7 @@ static const ct_backend_ops test_backend_ops = {
     .device_release = tb_release_dev, .supports = tb_supports, .alloc = tb_alloc, .release = tb_release,
     .upload = tb_upload, .download = tb_download, .copy_peer = tb_copy_peer, .run = tb_run, .sync = tb_sync,
     .event_record = tb_event_record, .event_wait = tb_event_wait, .event_sync = tb_event_sync,
-    .event_release = tb_event_release, .mem_info = tb_mem_info,
+    .event_release = tb_event_release, .mem_info = tb_mem_info, .import = tb_import,
 };
 
 static ct_status install(int n, const char *ops, bool async)
@@ -443,6 +551,8 @@ static ct_status install(int n, const char *ops, bool async)
     memset(g_peer_bytes, 0, sizeof g_peer_bytes);
     memset(g_delay_us, 0, sizeof g_delay_us);
     memset(g_capacity, 0, sizeof g_capacity);
+    memset(g_imports, 0, sizeof g_imports);
+    g_import = false;
     for (int i = 0; i < TB_MAX; i++) g_fail_late[i] = -1;
     g_n_log = 0;
     g_peer = false;
@@ -471,6 +581,8 @@ void test_backend_uninstall(void)
 }
 
 int test_backend_runs(int dev, ct_op_kind kind) { return g_runs[dev][kind]; }
+int test_backend_imports(int dev) { return g_imports[dev]; }
+void test_backend_set_import(bool enabled) { g_import = enabled; }
 uint64_t test_backend_uploaded(int dev) { return g_up[dev]; }
 uint64_t test_backend_downloaded(int dev) { return g_down[dev]; }
 void test_backend_fail_allocs(int dev, int n) { test_backend_fail_allocs_after(dev, 0, n); }

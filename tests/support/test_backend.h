@@ -12,6 +12,12 @@ ct_status test_backend_install(int n, const char *ops);
 void test_backend_uninstall(void);
 /* Runs of each op kind on test device i since install. */
 int test_backend_runs(int dev, ct_op_kind kind);
+/* Weights imported into device i's own layout (f32 weights placed there while it
+ * supports linear: kept transposed, used by its linear kernel) since install. */
+int test_backend_imports(int dev);
+/* Whether placement imports weights so (off after install: the layout serves only linear,
+ * so a weight placed for matmul would be uploaded raw at its first use). */
+void test_backend_set_import(bool enabled);
 /* Bytes uploaded to / downloaded from test device i since install. */
 uint64_t test_backend_uploaded(int dev);
 uint64_t test_backend_downloaded(int dev);

@@ -170,6 +170,7 @@ const ct_backend_ops cpu_backend_ops = {
     .run = cpu_run,
     .sync = cpu_sync,
     .mem_info = cpu_mem_info,
+    .import = cpu_linear_import,
     .event_record = cpu_event_record,
     .event_wait = cpu_event_wait,
     .event_sync = cpu_event_sync,

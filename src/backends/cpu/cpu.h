@@ -121,6 +121,9 @@ ct_status cpu_run_softmax(ct_device *dev, const ct_op *op);     /* SOFTMAX, LOG_
 ct_status cpu_run_complex(ct_device *dev, const ct_op *op);     /* COMPLEX REAL IMAG CONJ (elementwise.c) */
 ct_status cpu_run_matmul(ct_device *dev, const ct_op *op);      /* MATMUL (linalg.c) */
 ct_status cpu_run_linear(ct_device *dev, const ct_op *op);      /* LINEAR (linalg.c; quantized via quant kernels) */
+/* The import hook for placed weights (linear.c): keeps Q4_K (and any type with a repacked
+ * decode layout) repacked now rather than at its first use. */
+ct_status cpu_linear_import(ct_device *dev, const ct_tensor *w);
 ct_status cpu_run_reduce(ct_device *dev, const ct_op *op);      /* SUM..ARGMIN (reduce.c) */
 ct_status cpu_run_nn(ct_device *dev, const ct_op *op);          /* CONV2D..EMBEDDING (nn.c, conv.c) */
 ct_status cpu_run_attention(ct_device *dev, const ct_op *op);   /* ROPE, SDPA (attention.c) */

@@ -375,8 +375,8 @@ static pthread_mutex_t g_repack_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* The repacked panels of w (rows wrow bytes apart), or NULL when there is no memory
  * for them (the caller then packs per call). */
-static const char *repacked(const ct_tensor *w, const quant_panel_kernels *pk, const char *pw, size_t wrow,
-                            int64_t N, int64_t K)
+static const char *repacked(const ct_device *dev, const ct_tensor *w, const quant_panel_kernels *pk, const char *pw,
+                            size_t wrow, int64_t N, int64_t K)
 {
     /* the view the panels are made from (a model's weights are views of one storage) */
     const uint64_t key[STORAGE_DERIVED_KEY] = {(uint64_t)w->offset, (uint64_t)N, (uint64_t)K, wrow,
@@ -386,10 +386,12 @@ static const char *repacked(const ct_tensor *w, const quant_panel_kernels *pk, c
     if (!d) {
         int64_t np = (N + QUANT_PANEL_ROWS - 1) / QUANT_PANEL_ROWS;
         size_t pbytes = (size_t)(K / ct_dtype_block_size(w->dtype)) * pk->block_bytes;
-        if ((d = aligned_alloc(64, ((size_t)np * pbytes + 63) & ~(size_t)63))) {
+        size_t bytes = ((size_t)np * pbytes + 63) & ~(size_t)63;
+        if ((d = aligned_alloc(64, bytes))) {
             repack_job j = {pk, pw, wrow, pbytes, N, K, d};
             cpu_parallel_for(np, 1, repack_tasks, &j);
-            if (storage_set_derived(w->st, key, d, free) != CT_OK) {
+            /* kept beside the raw blocks (prompts read those): serves no op in their place */
+            if (storage_set_layout(w->st, key, d, free, dev, bytes, -1, -1) != CT_OK) {
                 free(d);
                 d = NULL;
             }
@@ -400,6 +402,22 @@ static const char *repacked(const ct_tensor *w, const quant_panel_kernels *pk, c
     }
     pthread_mutex_unlock(&g_repack_mu);
     return d;
+}
+
+/* Placement (ct_tensor_place on the CPU) makes the repacked decode layout of a weight
+ * that has one now, so the first token does not pay for it. */
+ct_status cpu_linear_import(ct_device *dev, const ct_tensor *w)
+{
+    if (!ct_dtype_is_quantized(w->dtype) || w->ndim != 2 || !repack_enabled() || !quant_get_repack(w->dtype))
+        return CT_OK;
+    int64_t N = w->shape[0], K = w->shape[1];
+    if (K == 0 || N == 0 || K % ct_dtype_block_size(w->dtype) != 0 || (K > 1 && w->stride[1] != 1)) return CT_OK;
+    size_t wrow = N > 1 ? ct_dtype_row_bytes(w->dtype, w->stride[0]) : 0;
+    if (N > 1 && !wrow) return CT_OK;
+    ct_status s = storage_make_valid(w->st, dev, NULL);
+    if (s != CT_OK) return s;
+    (void)repacked(dev, w, quant_get_repack(w->dtype), op_data(w, dev), wrow, N, K); /* NULL: packed per call */
+    return CT_OK;
 }
 
 static ct_status linear_panels(const quant_panel_kernels *pk, const char *kept, const char *pw, size_t wrow, const char *a,
@@ -432,7 +450,7 @@ static void quantize_rows(void *vctx, int64_t r0, int64_t r1)
     for (int64_t m = r0 + 1; m < r1 + 1; m++) (void)quant_quantize_row(j->at, j->x + m * j->rsx, j->a + (size_t)m * j->arow, j->K);
 }
 
-static ct_status linear_quant(const ct_tensor *w, const char *pw, const float *x, int64_t rsx, int64_t M, int64_t N,
+static ct_status linear_quant(const ct_device *dev, const ct_tensor *w, const char *pw, const float *x, int64_t rsx, int64_t M, int64_t N,
                               int64_t K, float *out, const float *bias)
 {
     ct_dtype wt = w->dtype;
@@ -461,7 +479,7 @@ static ct_status linear_quant(const ct_tensor *w, const char *pw, const float *x
     const quant_panel_kernels *pk = M > DECODE_ROWS ? quant_get_panel(wt) : NULL;
     const char *kept = NULL;
     if (!pk && repack_enabled() && (N == 1 || wrow) && (pk = quant_get_repack(wt)) &&
-        !(kept = repacked(w, pk, pw, wrow, N, K)))
+        !(kept = repacked(dev, w, pk, pw, wrow, N, K)))
         pk = NULL;
     if (pk) {
         ct_status s = linear_panels(pk, kept, pw, wrow, a, arow, M, N, K, ct_dtype_block_size(wt), out, bias);
@@ -534,7 +552,7 @@ ct_status cpu_run_linear(ct_device *dev, const ct_op *op)
             for (int64_t m = 0; m < M; m++) memcpy(out + m * N, bvec, sizeof(float) * (size_t)N);
         s = linear_half_tiles(w, (const uint16_t *)pw, px, rsx, csx, M, N, K, out, bvec != NULL);
     } else if (ct_dtype_is_quantized(w->dtype)) {
-        s = linear_quant(w, pw, px, rsx, M, N, K, out, bvec);
+        s = linear_quant(dev, w, pw, px, rsx, M, N, K, out, bvec);
     } else {
         s = core_err(CT_ERR_DTYPE, "linear: no CPU kernel for %s weights", ct_dtype_name(w->dtype));
     }

@@ -1,0 +1,131 @@
+/* Per-device weight layouts: placing a weight calls the device's import hook once; the
+ * layout's memory is the device's (statistics and free memory show it); the raw bytes are
+ * not uploaded, at placement or at the first use; results equal the CPU's; a write to the
+ * weight drops the layout (never served stale). The CPU makes its repacked Q4_K decode
+ * layout at placement, so the first token does not. */
+#include <stdlib.h>
+
+#include "exec_util.h"
+#include "quant/quant.h"
+
+#define N 24
+#define K 40
+
+static double *cpu_linear(const ct_tensor *x, const ct_tensor *w, const ct_tensor *b)
+{
+    ct_tensor *r = NULL;
+    CHECK_OK(ct_exec_force_device("cpu"));
+    CHECK_OK(ct_linear(x, w, b, &r));
+    CHECK_OK(ct_exec_force_device(NULL));
+    double *v = r ? th_values(r) : NULL;
+    ct_tensor_free(r);
+    return v;
+}
+
+static void test_device_import(void)
+{
+    xu_reset(1, "*", 0);
+    test_backend_set_import(true);
+    th_rng rng = {11};
+    int64_t ws[2] = {N, K}, xs[2] = {3, K}, bs[1] = {N};
+    ct_tensor *w = th_random(&rng, 2, ws, CT_F32, -1, 1), *x = th_random(&rng, 2, xs, CT_F32, -1, 1),
+              *b = th_random(&rng, 1, bs, CT_F32, -1, 1);
+    double *want = cpu_linear(x, w, b);
+    uint64_t fr0, tot, fr1;
+    CHECK_OK(ct_device_memory("test:0", &fr0, &tot));
+    uint64_t up0 = test_backend_uploaded(0);
+    CHECK_OK(ct_tensor_place(w, "test:0"));
+    CHECK(test_backend_imports(0) == 1);
+    CHECK(test_backend_uploaded(0) == up0); /* no raw upload at placement */
+    CHECK_OK(ct_device_memory("test:0", &fr1, &tot));
+    CHECK(fr0 - fr1 == N * K * sizeof(float));
+    ct_device_stats ds = {0};
+    CHECK(xu_device_stats("test:0", &ds) && ds.layout_bytes == N * K * sizeof(float));
+    for (int i = 0; i < 2; i++) {
+        uint64_t up = test_backend_uploaded(0);
+        ct_tensor *r = NULL;
+        CHECK_OK(ct_linear(x, w, b, &r));
+        CHECK_LAST("linear@test:0/capability");
+        /* the first use moves x and the bias, not the weight; the second nothing */
+        CHECK_MSG(test_backend_uploaded(0) - up == (i == 0 ? (3 * K + N) * sizeof(float) : 0), "use %d uploaded %llu",
+                  i, (unsigned long long)(test_backend_uploaded(0) - up));
+        double *got = th_values(r);
+        CHECK(th_allclose(got, want, 3 * N, 1e-6, 1e-6));
+        free(got);
+        ct_tensor_free(r);
+    }
+    CHECK(test_backend_imports(0) == 1); /* once, at placement */
+    /* a write to the weight drops its layout: the next use reads the new raw bytes */
+    ct_tensor *half = NULL;
+    CHECK_OK(ct_full(2, ws, CT_F32, 0.5, &half));
+    CHECK_OK(ct_copy_(w, half));
+    ct_tensor_free(half);
+    CHECK(xu_device_stats("test:0", &ds) && ds.layout_bytes == 0);
+    double *want2 = cpu_linear(x, w, b);
+    ct_tensor *r = NULL;
+    CHECK_OK(ct_linear(x, w, b, &r));
+    double *got = th_values(r);
+    CHECK(th_allclose(got, want2, 3 * N, 1e-6, 1e-6));
+    free(got);
+    free(want2);
+    free(want);
+    ct_tensor_free(r);
+    ct_tensor_free(w);
+    ct_tensor_free(x);
+    ct_tensor_free(b);
+    CHECK(xu_device_stats("test:0", &ds) && ds.layout_bytes == 0);
+}
+
+/* The CPU's repacked Q4_K layout is made at placement, not by the first decode. */
+static void test_cpu_repack_at_placement(void)
+{
+    if (!quant_get_repack(CT_Q4_K)) {
+        th_skip("no repacked Q4_K kernels on this CPU");
+        return;
+    }
+    xu_reset(0, "", 0);
+    enum { QN = 32, QK = 512 };
+    th_rng rng = {5};
+    size_t rb = ct_dtype_row_bytes(CT_Q4_K, QK);
+    char *q = malloc(rb * QN);
+    float row[QK];
+    for (int n = 0; n < QN; n++) {
+        for (int k = 0; k < QK; k++) row[k] = (float)th_uniform(&rng, -1, 1);
+        CHECK_OK(quant_quantize_row(CT_Q4_K, row, q + (size_t)n * rb, QK));
+    }
+    int64_t ws[2] = {QN, QK}, xs[2] = {1, QK};
+    ct_tensor *w = NULL, *w2 = NULL, *x = th_random(&rng, 2, xs, CT_F32, -1, 1), *r = NULL, *r2 = NULL;
+    CHECK_OK(ct_tensor_from_data(2, ws, CT_Q4_K, q, &w));
+    CHECK_OK(ct_tensor_from_data(2, ws, CT_Q4_K, q, &w2));
+    ct_device_stats ds = {0};
+    CHECK(xu_device_stats("cpu", &ds));
+    uint64_t before = ds.layout_bytes;
+    CHECK_OK(ct_tensor_place(w, "cpu"));
+    CHECK(xu_device_stats("cpu", &ds));
+    uint64_t placed = ds.layout_bytes - before; /* about the weight's size (a little per-block side data) */
+    CHECK_MSG(placed >= rb * QN && placed < 2 * rb * QN, "%llu layout bytes, %zu weight bytes",
+              (unsigned long long)placed, rb * QN);
+    CHECK_OK(ct_linear(x, w, NULL, &r));
+    CHECK(xu_device_stats("cpu", &ds) && ds.layout_bytes - before == placed); /* not made again */
+    CHECK_OK(ct_linear(x, w2, NULL, &r2)); /* unplaced: repacked at its first use, as before */
+    double *a = th_values(r), *bv = th_values(r2);
+    CHECK(th_allclose(a, bv, QN, 0, 0));
+    free(a);
+    free(bv);
+    ct_tensor_free(r);
+    ct_tensor_free(r2);
+    ct_tensor_free(w);
+    ct_tensor_free(w2);
+    ct_tensor_free(x);
+    CHECK(xu_device_stats("cpu", &ds) && ds.layout_bytes == before);
+    free(q);
+}
+
+int main(int argc, char **argv)
+{
+    th_args(argc, argv);
+    RUN(test_device_import);
+    RUN(test_cpu_repack_at_placement);
+    test_backend_uninstall();
+    return th_finish();
+}
