@@ -16,13 +16,16 @@ enum { V = 16, E = 32, F = 64, H = 2, HKV = 1, D = 16, CTX = 8 };
 
 static th_rng g_rng = {4242};
 
+/* The writer borrows tensor data until it writes: buffers live until make_model frees them. */
+static float *g_keep[16];
+static int g_nkeep;
+
 static void add(gguf_writer *w, const char *name, int64_t d0, int64_t d1, double lo, double hi)
 {
     int64_t n = d0 * (d1 ? d1 : 1), shape[2] = {d0, d1};
-    float *f = malloc((size_t)n * sizeof *f);
+    float *f = g_keep[g_nkeep++] = malloc((size_t)n * sizeof *f);
     for (int64_t i = 0; i < n; i++) f[i] = (float)th_uniform(&g_rng, lo, hi);
     CHECK_OK(gguf_writer_add_tensor(w, name, CT_F32, d1 ? 2 : 1, shape, f));
-    free(f);
 }
 
 static llm_model *make_model(void)
@@ -53,6 +56,7 @@ static llm_model *make_model(void)
     add(w, "blk.0.ffn_down.weight", E, F, -ws, ws);
     CHECK_OK(gguf_writer_write(w, path));
     gguf_writer_free(w);
+    while (g_nkeep > 0) free(g_keep[--g_nkeep]);
     llm_model *m = NULL;
     CHECK_OK(llm_model_load(path, NULL, NULL, &m));
     remove(path);

@@ -40,32 +40,40 @@ static void set_f32(gguf_writer *w, const char *key, float v)
     if (!edited(key)) CHECK_OK(gguf_writer_set_f32(w, key, v));
 }
 
+/* The writer borrows tensor data until it writes: buffers live until write_model ends. */
+static void *g_keep[32];
+static int g_nkeep;
+
+static void *keep(void *p)
+{
+    g_keep[g_nkeep++] = p;
+    return p;
+}
+
 static void add_t(gguf_writer *w, const char *name, int64_t d0, int64_t d1)
 {
     int64_t n = d0 * (d1 ? d1 : 1), shape[2] = {d0, d1};
-    float *f = malloc((size_t)n * sizeof *f);
-    for (int64_t i = 0; i < n; i++) f[i] = (float)((i % 7) - 3) / 8.0f;
+    float *f = keep(malloc((size_t)(n + 1) * sizeof *f)); /* + 1: the E + 1 variant */
+    for (int64_t i = 0; i <= n; i++) f[i] = (float)((i % 7) - 3) / 8.0f;
     const edit *e = g_edit;
     bool mine = e->kind == 'T' && !strcmp(e->key, name);
     if (mine && e->str[0] == '1') {
         int64_t s1[1] = {E + 1};
         CHECK_OK(gguf_writer_add_tensor(w, name, CT_F32, 1, s1, f));
     } else if (mine && e->str[0] == 'q') {
-        char q[34 * 8] = {0};
+        char *q = keep(calloc(1, 34 * 8));
         int64_t ne[1] = {d0};
         CHECK_OK(gguf_writer_add_tensor_raw(w, name, 8 /* Q8_0 */, 1, ne, q, (size_t)(d0 / 32) * 34));
     } else if (mine && e->str[0] == 'x') {
         int64_t ne[2] = {d1, d0};
         size_t size = (size_t)(d0 * d1 / 256) * 66;
-        char *raw = calloc(1, size);
+        char *raw = keep(calloc(1, size));
         CHECK_OK(gguf_writer_add_tensor_raw(w, name, 16 /* IQ2_XXS */, 2, ne, raw, size));
-        free(raw);
     } else if (mine && e->str[0] == 'v') {
         CHECK_OK(gguf_writer_add_tensor(w, name, CT_F32, 1, shape + 1, f)); /* [E]: 1-D */
     } else {
         CHECK_OK(gguf_writer_add_tensor(w, name, CT_F32, d1 ? 2 : 1, shape, f));
     }
-    free(f);
 }
 
 static void write_model(const char *path, const edit *e)
@@ -103,6 +111,7 @@ static void write_model(const char *path, const edit *e)
     add_t(w, "blk.0.ffn_down.weight", E, F);
     CHECK_OK(gguf_writer_write(w, path));
     gguf_writer_free(w);
+    while (g_nkeep > 0) free(g_keep[--g_nkeep]);
 }
 
 static const char *tmp_path(char *buf, size_t len)

@@ -142,8 +142,10 @@ static void test_row_kernels(void)
     bufs B;
     B.a = malloc(sizeof(float) * NMAX);
     B.b = malloc(sizeof(float) * NMAX);
-    B.plain_base = aligned_alloc(64, sizeof(float) * (NMAX + 64));
-    B.streamed_base = aligned_alloc(64, sizeof(float) * (NMAX + 64));
+    /* aligned_alloc wants a size that is a multiple of the alignment */
+    size_t bytes = (sizeof(float) * (NMAX + 64) + 63) & ~(size_t)63;
+    B.plain_base = aligned_alloc(64, bytes);
+    B.streamed_base = aligned_alloc(64, bytes);
     cpu_simd saved = cpu_simd_level();
     for (int lvl = 0; lvl <= 2; lvl++) {
         cpu_simd_set_level((cpu_simd)lvl);
