@@ -13,6 +13,7 @@ for the context), bench (more tokens than the model's context), run (--dump-logi
 into an impossible path, an empty prompt) and run's cap of -c at the model's context;
 on a pseudo-terminal, the progress bar and run -i's prompt and colours.
 Usage: cli_edges.py CTORCH_BINARY [MAKE_MODEL_BINARY]   (CTORCH_TEST_TMP: scratch folder)"""
+import json
 import os
 import pty
 import select
@@ -77,6 +78,9 @@ def test_info_values(ct, tmp):
     kvs = [
         ("general.architecture", T_STR, "llama"),
         ("general.name", T_STR, b"caf\xc3\xa9 \xc2\x85 \xff end"),
+        # a back-slash, a tab, an emoji (kept), then an overlong NUL, a surrogate, a code point
+        # above U+10FFFF and a cut sequence: each invalid byte shown as \xNN
+        ("general.description", T_STR, b"a\\b\tc \xf0\x9f\x98\x80 \xc0\x80 \xed\xa0\x80 \xf4\x90\x80\x80 \xe2\x28 z"),
         ("general.file_type", T_I32, 99),
         ("llama.vocab_size", T_U64, 1234),
         ("llama.block_count", T_I32, 3),
@@ -105,6 +109,8 @@ def test_info_values(ct, tmp):
         ("nested array", "arr[2] [u8[4] [1, 2, 3, ...], u8[1] [9]]"),
         ("key newline escaped", "test.key\\nwith newline"),
         ("UTF-8 kept, C1 and invalid bytes escaped", "caf\u00e9 \\u0085 \\xff end"),
+        ("invalid UTF-8 forms escaped byte by byte",
+         "a\\\\b\\tc \U0001F600 \\xc0\\x80 \\xed\\xa0\\x80 \\xf4\\x90\\x80\\x80 \\xe2( z"),
         ("unknown file type", "99 (unknown)"),
         ("vocab from vocab_size", "vocab                  1234"),
         ("unsupported tensor type", "(unsupported by ctorch)"),
@@ -224,6 +230,17 @@ def test_model_edges(ct, mm, tmp):
     r = run(ct, ["run", "-m", model, "-c", "512", "-p", "hi", "-n", "2", "--temp", "0"])
     check("run: -c above the model's context is capped", r.returncode == 0 and
           b"-c 512 is more than the model's context length 256; using 256" in r.stderr, r.stderr.decode()[-300:])
+    # bench's JSON names the model file: quotes, back-slashes, tabs and control bytes escaped
+    odd = os.path.join(tmp, 'ti"n\\y\tm\x01.gguf')
+    with open(model, "rb") as src, open(odd, "wb") as dst:
+        dst.write(src.read())
+    r = run(ct, ["bench", "-m", odd, "-p", "4", "-n", "2", "-r", "1", "-o", "json"])
+    try:
+        rows = json.loads(r.stdout)
+    except ValueError as e:
+        rows = [{"error": str(e)}]
+    check("bench -o json: the file name round-trips", r.returncode == 0 and rows and
+          all(x.get("model_filename") == odd for x in rows), r.stdout.decode()[:300] + r.stderr.decode()[-200:])
     # -d: a named device, "auto" (the platform chain) and a device that does not exist
     for dev in ("cpu", "auto"):
         r = run(ct, ["run", "-m", model, "-d", dev, "-p", "hi", "-n", "1", "--temp", "0"])
