@@ -5,13 +5,15 @@ info on a GGUF file written here byte by byte (every metadata value type, nested
 arrays, long and quoted strings, UTF-8 / C1 / invalid bytes in names, a tensor type
 ctorch lacks, a file without architecture or file type): each value printed as
 written. The top-level command line (no command, `help CMD`, `help BOGUS`, `-V`,
-`--` before a positional), numbers that do not parse, and, on a tiny model from
-ctorch-make-model: escapes of -e against the same text typed raw (also in run -i),
-a text file longer than the reader's first buffer against the same text given with
--p, and the errors of tokenize (no vocabulary, no text), perplexity (text too short
-for the context), bench (more tokens than the model's context), run (--dump-logits
-into an impossible path, an empty prompt) and run's cap of -c at the model's context;
-on a pseudo-terminal, the progress bar and run -i's prompt and colours.
+`--` before a positional), option forms and numbers that do not parse. On a tiny
+model from ctorch-make-model: escapes of -e against the same text typed raw (also
+in run -i); text files longer than the reader's first buffer against -p or the token
+count of a short text; bench's JSON file name; the log after the text on a new line
+when stdout and stderr share a file; the errors of tokenize (no vocabulary, no text),
+perplexity (text too short for the context), bench (more tokens than the context),
+run (--dump-logits into an impossible path, an empty prompt, -d bogus) and run's cap
+of -c at the model's context; on a pseudo-terminal, the progress bar and run -i's
+prompt and colours.
 Usage: cli_edges.py CTORCH_BINARY [MAKE_MODEL_BINARY]   (CTORCH_TEST_TMP: scratch folder)"""
 import json
 import os
@@ -205,6 +207,22 @@ def test_model_edges(ct, mm, tmp):
     d = tok(["-p", text[:40]])
     check("tokenize --name=value = -name value", c[0] == 0 and c[1] == d[1] and c[1], c[2])
     check("tokenize -f long file = -p", a[0] == 0 and a[1] == b[1] and len(a[1].split()) > 3000, a[2][-200:])
+    # a file larger than the reader's first 64 KiB buffer: one byte token per 'x', as for a short text
+    big = os.path.join(tmp, "big.txt")
+    with open(big, "w") as f:
+        f.write("x" * 100000)
+    a, b = tok(["-f", big]), tok(["-p", "x" * 10])
+    ia, ib = a[1].split(), b[1].split()
+    check("tokenize -f 100 KB file", a[0] == 0 and b[0] == 0 and len(ia) == len(ib) + 99990 and ia[:len(ib)] == ib
+          and set(ia[len(ib):]) == {ib[-1]}, "%d vs %d tokens (%s)" % (len(ia), len(ib), a[2][-200:]))
+    # stdout and stderr into one file (2>&1): the log after the text starts on a line of its own
+    both = os.path.join(tmp, "both.txt")
+    with open(both, "wb") as f:
+        r = subprocess.run([ct, "run", "-m", model, "-p", "hi", "-n", "4", "--temp", "0"], stdout=f, stderr=f,
+                           stdin=subprocess.DEVNULL, timeout=120)
+    with open(both, "rb") as f:
+        mixed = f.read()
+    check("run 2>&1: timings on their own line", r.returncode == 0 and b"\ntimings: prompt" in mixed, repr(mixed[-300:]))
     # a file without a vocabulary
     r = run(ct, ["tokenize", "-m", os.path.join(tmp, "values.gguf"), "-p", "hi"])
     check("tokenize: no vocabulary", r.returncode == 1 and b"ctorch tokenize: " in r.stderr
