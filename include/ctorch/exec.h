@@ -90,7 +90,8 @@ CT_API ct_status ct_exec_init(void);
 /* Re-read the environment and rediscover devices. On an error the settings in force
  * stay. Tensors must not be alive on devices that vanish. */
 CT_API ct_status ct_exec_reinit(void);
-/* Flushes the trace file and frees executor state. Optional. */
+/* Flushes the trace file and frees executor state, devices included. Optional; free every
+ * tensor first (their storage refers to the devices). Ops afterwards start the executor again. */
 CT_API void ct_exec_shutdown(void);
 
 typedef enum ct_route_reason {

@@ -170,13 +170,19 @@ static void test_shutdown(void)
     CHECK(run_checked(100000, 1));
     CHECK_MSG(count_tasks() == before, "%d threads after restart, %d before", count_tasks(), before);
     /* the executor's teardown releases the CPU device, which stops the pool too; ops
-     * afterwards bring both back */
+     * afterwards bring both back (tensors are freed first: their storage refers to the
+     * devices ct_exec_shutdown frees) */
     int64_t shape[1] = {4096};
     ct_tensor *a = NULL, *b = NULL, *c = NULL;
     CHECK_OK(ct_ones(1, shape, CT_F32, &a));
     CHECK_OK(ct_add(a, a, &b));
+    ct_tensor_free(a);
+    ct_tensor_free(b);
+    a = b = NULL;
     ct_exec_shutdown();
     CHECK_MSG(count_tasks() == before - 3, "%d threads after ct_exec_shutdown, %d before", count_tasks(), before);
+    CHECK_OK(ct_ones(1, shape, CT_F32, &a));
+    CHECK_OK(ct_add(a, a, &b));
     CHECK_OK(ct_add(b, a, &c));
     double v = 0;
     if (c) CHECK_OK(ct_tensor_item(c, 4095, &v));
