@@ -113,6 +113,7 @@ ct_status llm_session_eval(llm_session *s, const int32_t *toks, int n)
     if (st == CT_OK) st = ct_tensor_to_host(lg, s->logits, (size_t)s->m->hp.n_vocab * sizeof(float));
     ct_tensor_free(lg);
     if (st == CT_OK && (st = check_logits(s, toks, n, at)) != CT_OK) s->kv.n_past = at;
+    if (st == CT_ERR_DEVICE_LOST) return llm_session_recover(s, st, toks, n, at);
     if (st != CT_OK) {
         s->have_logits = false;
         return st;

@@ -45,6 +45,12 @@ static inline int llm_session_n_past(const llm_session *s) { return s->kv.n_past
 /* Evaluates tokens in one batch pass; keeps the last position's logits.
  * CT_ERR_RANGE with a clear message when they do not fit in the context. */
 ct_status llm_session_eval(llm_session *s, const int32_t *toks, int n);
+/* After an evaluation of toks[0..n) at position `at` failed with st ==
+ * CT_ERR_DEVICE_LOST (recover.c): a fresh KV cache, the weights made resident on
+ * the chain's first healthy device, the history hist[0..at) evaluated again, then
+ * toks; once per newly lost device. Logs "device X lost: recovered on Y by
+ * replaying N tokens". Any other status is returned as it is. */
+ct_status llm_session_recover(llm_session *s, ct_status st, const int32_t *toks, int n, int at);
 /* Samples up to n_predict tokens (< 0: until end of generation or a full
  * context) from the kept logits, streams their text through fn and feeds each
  * back. An end-of-generation token ends the loop and is not fed back. */

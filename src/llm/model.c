@@ -344,7 +344,7 @@ static int model_weights(const llm_model *m, const ct_tensor **ts, int cap)
     return n;
 }
 
-ct_status llm_model_place(llm_model *m, const char *device, llm_progress_fn progress, void *ctx, uint64_t *placed)
+ct_status llm_model_place(const llm_model *m, const char *device, llm_progress_fn progress, void *ctx, uint64_t *placed)
 {
     if (!m) return core_err(CT_ERR_INVALID_ARG, "llm_model_place: NULL model");
     if (placed) *placed = 0;

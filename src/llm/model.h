@@ -105,7 +105,7 @@ void llm_model_free(llm_model *m);
 /* Makes every weight valid on `device` ahead of use (NULL = the chain head);
  * a weight that does not fit stays where it is and the executor falls back.
  * *placed = weight bytes that ended on the device. */
-ct_status llm_model_place(llm_model *m, const char *device, llm_progress_fn progress, void *ctx,
+ct_status llm_model_place(const llm_model *m, const char *device, llm_progress_fn progress, void *ctx,
                           uint64_t *placed);
 /* One-line summary: "llama, 4 layers, 256 embd, 8/4 heads, ctx 2048, 13.3 MiB". */
 void llm_model_describe(const llm_model *m, char *buf, size_t len);

@@ -1,5 +1,5 @@
-/* Internal to src/quant: GGUF block structs and the per-type kernels. The structs mirror
- * GGUF's on-disk blocks byte for byte (f16 fields stored as raw uint16_t bits). */
+/* Internal to src/quant: the per-type kernels and their helpers. The block structs are
+ * in quant_blocks.h, which device kernels share. */
 #ifndef CT_QUANT_IMPL_H
 #define CT_QUANT_IMPL_H
 
@@ -8,35 +8,7 @@
 #include <string.h>
 
 #include "quant/quant.h"
-
-#define QK 32   /* legacy block */
-#define QKK 256 /* K-quant super-block */
-
-typedef struct { uint16_t d; uint8_t qs[QK / 2]; } blk_q4_0;
-typedef struct { uint16_t d, m; uint8_t qs[QK / 2]; } blk_q4_1;
-typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[QK / 2]; } blk_q5_0;
-typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[QK / 2]; } blk_q5_1;
-typedef struct { uint16_t d; int8_t qs[QK]; } blk_q8_0;
-typedef struct { uint16_t d, s; int8_t qs[QK]; } blk_q8_1; /* s = d * sum(qs) */
-
-/* Q2_K: 16 groups of 16; scales[j] = 4-bit scale | 4-bit min << 4. */
-typedef struct { uint8_t scales[QKK / 16]; uint8_t qs[QKK / 4]; uint16_t d, dmin; } blk_q2_k;
-/* Q3_K: 16 groups of 16 with 6-bit signed (offset 32) scales packed in 12 bytes. */
-typedef struct { uint8_t hmask[QKK / 8]; uint8_t qs[QKK / 4]; uint8_t scales[12]; uint16_t d; } blk_q3_k;
-/* Q4_K/Q5_K: 8 groups of 32 with 6-bit scales and mins packed in 12 bytes. */
-typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[QKK / 2]; } blk_q4_k;
-typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[QKK / 8]; uint8_t qs[QKK / 2]; } blk_q5_k;
-/* Q6_K: 16 groups of 16 with int8 scales. */
-typedef struct { uint8_t ql[QKK / 2]; uint8_t qh[QKK / 4]; int8_t scales[QKK / 16]; uint16_t d; } blk_q6_k;
-/* Q8_K: activations for the K dots; bsums[j] = sum of qs[16j .. 16j+15]. */
-typedef struct { float d; int8_t qs[QKK]; int16_t bsums[QKK / 16]; } blk_q8_k;
-
-static_assert(sizeof(blk_q4_0) == 18 && sizeof(blk_q4_1) == 20 && sizeof(blk_q5_0) == 22 &&
-                  sizeof(blk_q5_1) == 24 && sizeof(blk_q8_0) == 34 && sizeof(blk_q8_1) == 36,
-              "legacy block sizes must match GGUF");
-static_assert(sizeof(blk_q2_k) == 84 && sizeof(blk_q3_k) == 110 && sizeof(blk_q4_k) == 144 &&
-                  sizeof(blk_q5_k) == 176 && sizeof(blk_q6_k) == 210 && sizeof(blk_q8_k) == 292,
-              "K block sizes must match GGUF");
+#include "quant/quant_blocks.h"
 
 /* f16 bits <-> f32 with round-to-nearest-even, as ggml's conversion. */
 static inline float qf16(uint16_t h) { return ct_f16_to_f32(h); }
