@@ -20,6 +20,7 @@ ct_status ct_tensor_place(const ct_tensor *t, const char *device)
     s = exec_ready();
     if (s != CT_OK) return s;
     if (!device) {
+        if (t->st->home) step_bump_placement();
         t->st->home = NULL;
         return CT_OK;
     }
@@ -28,6 +29,7 @@ ct_status ct_tensor_place(const ct_tensor *t, const char *device)
     if (device_is_lost(d)) return device_lost_error(d, "ct_tensor_place");
     s = storage_make_valid(t->st, d, NULL);
     if (s != CT_OK) return s;
+    if (t->st->home != d) step_bump_placement();
     t->st->home = d;
     return CT_OK;
 }
