@@ -16,8 +16,11 @@ struct llm_decoder {
     ct_step *step;
     ct_tensor *ids, *pos, *slot, *len; /* the step's parameters */
     ct_tensor *logits;                 /* the step's output: each replay's logits */
-    const ct_tensor *kv_k0;            /* the cache the step was recorded against */
+    /* The cache the step was recorded against: its storage, which the step keeps a
+     * reference to, so a new cache can never be at the same address. */
+    const ct_storage *kv_st;
     int n_ctx;
+    int records;                       /* recordings made (the first, and each remake) */
 };
 
 bool llm_replay_enabled(void) { return config_current()->replay; }
@@ -78,7 +81,7 @@ static ct_status write_params(llm_decoder *d, const llm_kv_cache *kv, int32_t to
 static const char *stale(const llm_decoder *d, const llm_kv_cache *kv, char *why, size_t len)
 {
     if (!d->step) return NULL;
-    if (d->kv_k0 != kv->k[0] || d->n_ctx != kv->n_ctx) return "the KV cache changed";
+    if (d->kv_st != kv->k[0]->st || d->n_ctx != kv->n_ctx) return "the KV cache changed";
     return ct_step_stale(d->step, why, len) ? why : NULL;
 }
 
@@ -98,7 +101,8 @@ static ct_status record(llm_decoder *d, const llm_model *m, llm_kv_cache *kv)
         return st;
     }
     d->step = step;
-    d->kv_k0 = kv->k[0];
+    d->records++;
+    d->kv_st = kv->k[0]->st;
     d->n_ctx = kv->n_ctx;
     return CT_OK;
 }
@@ -126,8 +130,16 @@ ct_status llm_decoder_eval(llm_session *s, int32_t tok)
     }
     if ((st = write_params(d, &s->kv, tok)) != CT_OK) return st;
     st = d->step ? ct_step_run(d->step) : record(d, m, &s->kv);
-    if (st == CT_OK) st = ct_tensor_to_host(d->logits, s->logits, (size_t)m->hp.n_vocab * sizeof(float));
+    /* the step's output is a contiguous f32 row: read in place (ct_tensor_to_host would make a handle) */
+    const void *lg = NULL;
+    size_t bytes = (size_t)m->hp.n_vocab * sizeof(float);
+    if (ct_tensor_dtype(d->logits) != CT_F32 || !ct_tensor_is_contiguous(d->logits))
+        st = st == CT_OK ? ct_tensor_to_host(d->logits, s->logits, bytes) : st;
+    else if (st == CT_OK && (st = ct_tensor_data(d->logits, &lg)) == CT_OK)
+        memcpy(s->logits, lg, bytes);
     if (st != CT_OK) return st;
     s->kv.n_past++;
     return CT_OK;
 }
+
+int llm_decoder_records(const llm_session *s) { return s && s->dec ? s->dec->records : 0; }

@@ -61,6 +61,8 @@ bool llm_replay_enabled(void);
  * there is none or it is stale); the logits go to s->logits and n_past advances. */
 ct_status llm_decoder_eval(llm_session *s, int32_t tok);
 void llm_decoder_free(llm_decoder *d);
+/* Recordings the session's decoder has made (tests: a stale step is remade). */
+int llm_decoder_records(const llm_session *s);
 
 /* Seconds from a monotonic clock. */
 double llm_now(void);
