@@ -102,6 +102,10 @@ static ct_status record(llm_decoder *d, const llm_model *m, llm_kv_cache *kv)
     }
     d->step = step;
     d->records++;
+    ct_step_info info;
+    if (core_log_enabled(CT_LOG_INFO) && ct_step_get_info(step, &info) == CT_OK)
+        core_log(CT_LOG_INFO, "decode step recorded: %d ops, %d intermediates in a %zu-byte arena (%zu bytes without reuse)",
+                 info.n_ops, info.n_buffers, info.arena_bytes, info.buffer_bytes);
     d->kv_st = kv->k[0]->st;
     d->n_ctx = kv->n_ctx;
     return CT_OK;
