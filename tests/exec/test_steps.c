@@ -395,6 +395,62 @@ static void device_case(bool async)
     test_backend_uninstall();
 }
 
+/* Every op on test:0, whose backend captures: one launch per replay. */
+static void capture_case(bool async)
+{
+    CHECK_OK(async ? test_backend_install_async(1, "add,mul") : test_backend_install(1, "add,mul"));
+    test_backend_set_capture(true);
+    CHECK_OK(ct_exec_set_devices("test:0,cpu"));
+    ct_exec_set_small_bytes(0);
+    th_rng r = {13};
+    int64_t n = 1024;
+    ct_tensor *x = th_random(&r, 1, &n, CT_F32, -1, 1), *b = th_random(&r, 1, &n, CT_F32, -1, 1);
+    CHECK_OK(ct_tensor_place(x, "test:0"));
+    CHECK_OK(ct_tensor_place(b, "test:0"));
+    ct_tensor *t[8] = {0};
+    int k = 0;
+    /* x*b + x, squared, + b: every op on test:0 */
+    ct_step *st = NULL;
+    CHECK_OK(ct_step_begin());
+    CHECK_OK(ct_mul(x, b, &t[k++]));
+    CHECK_OK(ct_add(t[0], x, &t[k++]));
+    CHECK_OK(ct_mul(t[1], t[1], &t[k++]));
+    CHECK_OK(ct_add(t[2], b, &t[k++]));
+    CHECK_OK(ct_step_end(&st));
+    ct_step_info in = {0};
+    if (st) CHECK_OK(ct_step_get_info(st, &in));
+    CHECK_MSG(in.captured, "a step whose ops all ran on test:0 was not captured");
+    for (int rep = 0; st && rep < 3; rep++) {
+        write_f32(x, &r);
+        int l0 = test_backend_launches(0);
+        CHECK_OK(ct_step_run(st));
+        CHECK(test_backend_launches(0) == l0 + 1);
+        ct_tensor *e0 = NULL, *e1 = NULL, *e2 = NULL, *e3 = NULL;
+        CHECK_OK(ct_mul(x, b, &e0));
+        CHECK_OK(ct_add(e0, x, &e1));
+        CHECK_OK(ct_mul(e1, e1, &e2));
+        CHECK_OK(ct_add(e2, b, &e3));
+        CHECK_MSG(same_bytes(t[3], e3), "%s: captured replay %d differs from eager", async ? "async" : "sync", rep);
+        ct_tensor_free(e0);
+        ct_tensor_free(e1);
+        ct_tensor_free(e2);
+        ct_tensor_free(e3);
+    }
+    ct_step_free(st);
+    for (int i = 0; i < k; i++) ct_tensor_free(t[i]);
+    CHECK_OK(ct_tensor_place(x, NULL));
+    CHECK_OK(ct_tensor_place(b, NULL));
+    ct_tensor_free(x);
+    ct_tensor_free(b);
+    CHECK_OK(ct_device_sync(NULL));
+    ct_exec_set_small_bytes(64 * 1024);
+    CHECK_OK(ct_exec_set_devices(NULL));
+    test_backend_uninstall();
+}
+
+static void test_captured_replay(void) { capture_case(false); }
+static void test_captured_replay_async(void) { capture_case(true); }
+
 static void test_device_replay(void) { device_case(false); }
 static void test_device_replay_async(void) { device_case(true); }
 
@@ -407,5 +463,7 @@ int main(int argc, char **argv)
     RUN(test_stale_and_errors);
     RUN(test_device_replay);
     RUN(test_device_replay_async);
+    RUN(test_captured_replay);
+    RUN(test_captured_replay_async);
     return th_finish();
 }
