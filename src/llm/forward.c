@@ -50,10 +50,10 @@ static ct_status kv_append(llm_kv_cache *kv, int il, const ct_tensor *kr, const 
     const int n_past = kv->n_past, Tk = n_past + T;
     scope sc = {0};
     ct_status st = CT_OK;
-    ct_tensor *kall, *vall;
+    /* at function scope: the scope frees them after the branches end */
+    ct_tensor *kall, *vall, *v2, *kc, *vc, *kr2, *vr2, *kt, *vt, *kdst, *vdst;
     if (in) {
         const int64_t *ks = ct_tensor_shape(kv->k[il]), *vs = ct_tensor_shape(kv->v[il]);
-        ct_tensor *v2, *kc, *vc, *kr2, *vr2;
         TRY(ct_view(kv->k[il], 2, (int64_t[]){ks[0] * ks[1], ks[2]}, OUT(kc)));
         TRY(ct_view(kv->v[il], 2, (int64_t[]){vs[0] * vs[1], vs[2]}, OUT(vc)));
         TRY(ct_view(kr, 2, (int64_t[]){ks[0], ks[2]}, OUT(kr2)));
@@ -64,7 +64,6 @@ static ct_status kv_append(llm_kv_cache *kv, int il, const ct_tensor *kr, const 
         kall = kv->k[il];
         vall = kv->v[il];
     } else {
-        ct_tensor *kt, *vt, *kdst, *vdst;
         TRY(ct_permute(kr, swap01, OUT(kt)));
         TRY(ct_permute(v3, swap01, OUT(vt)));
         TRY(ct_narrow(kv->k[il], 1, n_past, T, OUT(kdst)));
