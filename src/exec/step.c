@@ -582,10 +582,12 @@ ct_status ct_step_run(ct_step *s)
 static void detach(ct_storage *st)
 {
     void *p;
-    if (storage_host(st, &p) == CT_OK && st->copies[0].buf.borrowed) {
-        void *own = host_alloc(st->nbytes ? st->nbytes : 1);
+    bool ok = storage_host(st, &p) == CT_OK;
+    if (st->copies[0].buf.borrowed) {
+        /* its data could not be fetched (a lost device): no bytes rather than the arena's */
+        void *own = ok ? host_alloc(st->nbytes ? st->nbytes : 1) : NULL;
         if (own) memcpy(own, p, st->nbytes);
-        st->copies[0].buf = (ct_buffer){own, st->nbytes, NULL, false};
+        st->copies[0].buf = (ct_buffer){own, own ? st->nbytes : 0, NULL, false};
         st->copies[0].valid = own != NULL;
     }
     for (int i = st->n_copies - 1; i >= 1; i--)
