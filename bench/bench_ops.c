@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "ctorch/ctorch.h"
+#include "exec/exec.h"
 
 #ifdef CTORCH_HAVE_BLAS
 #include <cblas.h>
@@ -297,6 +298,81 @@ static void bench_dispatch(int iters)
     ct_tensor_free(b);
 }
 
+/* ---- replayed step overhead: the same 1-element adds recorded once and replayed ---- */
+
+#define REPLAY_CHAIN 256
+/* One timed run of fn: ns per op. */
+static double time_one(int iters, void (*fn)(void *), void *ctx)
+{
+    double t0 = now_s();
+    for (int i = 0; i < iters; i++) fn(ctx);
+    return (now_s() - t0) / ((double)iters * REPLAY_CHAIN) * 1e9;
+}
+
+static void replay_once(void *step)
+{
+    if (ct_step_run(step) != CT_OK) die("ct_step_run");
+}
+
+typedef struct kernel_ctx {
+    ct_device *cpu;
+    ct_op op;
+} kernel_ctx;
+
+/* The CPU backend's add called directly: the kernel's own cost, without any executor. */
+static void kernel_once(void *vctx)
+{
+    kernel_ctx *k = vctx;
+    for (int i = 0; i < REPLAY_CHAIN; i++)
+        if (k->cpu->ops->run(k->cpu, &k->op) != CT_OK) die("cpu run");
+}
+
+static void bench_replay(int iters)
+{
+    int64_t one[1] = {1};
+    ct_tensor *a = NULL, *b = NULL, *c = NULL;
+    TRY(ct_ones(1, one, CT_F32, &a));
+    TRY(ct_ones(1, one, CT_F32, &b));
+    TRY(ct_ones(1, one, CT_F32, &c));
+    ct_step *step = NULL;
+    TRY(ct_step_begin());
+    ct_tensor *x = a;
+    for (int i = 0; i < REPLAY_CHAIN; i++) {
+        ct_tensor *y = NULL;
+        if (ct_add(x, b, &y) != CT_OK) die("ct_add");
+        if (x != a) ct_tensor_free(x);
+        x = y;
+    }
+    TRY(ct_step_end(&step));
+    /* alternated, so a noisy neighbour hits both alike; medians of each */
+    double tr[16], tk[16], td[16];
+    int reps = g_quick ? 3 : 15;
+    kernel_ctx k = {exec_find_device("cpu"), {.kind = CT_OP_ADD, .n_src = 2, .src = {a, b}, .dst = c}};
+    for (int r = 0; r <= reps; r++) {
+        double x1 = time_one(iters, replay_once, step), x2 = time_one(iters, kernel_once, &k);
+        if (r) tr[r - 1] = x1, tk[r - 1] = x2, td[r - 1] = x1 - x2;
+    }
+    double replay = median(tr, reps), kernel = median(tk, reps), diff = median(td, reps);
+    char size[48];
+    snprintf(size, sizeof size, "[1] f32, steps of %d adds", REPLAY_CHAIN);
+    result *res = add_result("replayed step: ns per op", size, "ns/op");
+    res->value = replay;
+    res->repeats = reps;
+    res = add_result("  the CPU kernel alone (backend run)", size, "ns/op");
+    res->value = kernel;
+    res->repeats = reps;
+    res = add_result("  executor time per replayed op", size, "ns/op");
+    res->value = diff; /* median of the per-run differences */
+    res->repeats = reps;
+    res->ref = 100;
+    res->ref_name = "goal";
+    ct_step_free(step);
+    ct_tensor_free(x);
+    ct_tensor_free(a);
+    ct_tensor_free(b);
+    ct_tensor_free(c);
+}
+
 /* ---- output ---- */
 
 static void print_table(void)
@@ -404,6 +480,8 @@ int main(int argc, char **argv)
     if (selected("dispatch")) {
         fprintf(stderr, "dispatch ...\n");
         bench_dispatch(g_quick ? 1000 : 200000);
+        fprintf(stderr, "replayed step ...\n");
+        bench_replay(g_quick ? 10 : 2000);
     }
 
     if (json) print_json();

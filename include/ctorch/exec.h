@@ -18,6 +18,7 @@
  *   CTORCH_THREADS=N             CPU worker threads (read when the thread pool starts)
  *   CTORCH_LOG=debug|info|warn|error   log level (ct_set_log_level overrides it)
  *   CTORCH_REPACK=0              no repacked Q4_K weights for decode
+ *   CTORCH_REPLAY=0              the LLM decodes eagerly instead of replaying a recorded step
  * Booleans take 1/0, true/false, on/off, yes/no; an empty value means the default.
  * CTORCH_SIMD (portable|avx2) caps the CPU kernels' instruction set. */
 #ifndef CTORCH_EXEC_H
@@ -156,6 +157,46 @@ CT_API void ct_exec_stats_reset(void);
 CT_API size_t ct_exec_stats_format(char *buf, size_t n);
 /* True when CTORCH_STATS asked for the summary: the application prints it (ctorch does, at exit). */
 CT_API bool ct_exec_stats_requested(void);
+
+/* ---- Recorded steps ----
+ * ct_step_begin() starts recording the ops this thread runs; they still run as usual
+ * (routed, made resident, with fallback), so the recording pass gives real results. At
+ * ct_step_end() every tensor an op made during the recording (an intermediate) moves
+ * into the step's arena, one block per device whose offsets are planned from first and
+ * last use (a buffer is reused once its last reader is done). ct_step_run() replays the
+ * ops on the devices they ran on, at the same addresses: no routing, no allocation.
+ * Tensors made outside the recording (weights, a KV cache, the step's parameters such as
+ * token ids and positions) are referenced, not copied: write new values into them
+ * (ct_tensor_data_mut) before a run, and ops read them then. Tensors the caller still
+ * holds at ct_step_end (the outputs) keep their recorded values and, after each run,
+ * hold that run's; they stay valid after ct_step_free (they get their own memory).
+ * Data made outside ops during a recording (ct_tensor_from_data) is frozen into it. */
+typedef struct ct_step ct_step;
+/* CT_ERR_INVALID_ARG when this thread is already recording. */
+CT_API ct_status ct_step_begin(void);
+/* Stops recording. On success *out is the step; if an op failed while recording, or no
+ * op was recorded, its error (and *out = NULL). Always stops the recording. */
+CT_API ct_status ct_step_end(ct_step **out);
+CT_API bool ct_step_recording(void);
+/* Replays the step. CT_ERR_INVALID_ARG when it is stale (ct_step_stale): record it again.
+ * A device error is returned as is (no fallback inside a replay): record again. */
+CT_API ct_status ct_step_run(ct_step *step);
+/* True (with the reason in why) when the step no longer matches the executor: the
+ * chain changed, a storage was placed, or a device it uses was lost. */
+CT_API bool ct_step_stale(const ct_step *step, char *why, size_t len);
+CT_API void ct_step_free(ct_step *step);
+typedef struct ct_step_info {
+    int n_ops;
+    int n_buffers;          /* intermediates placed in the arena */
+    size_t arena_bytes;     /* all devices' arenas together */
+    size_t buffer_bytes;    /* the intermediates' sizes summed (the arena without reuse) */
+    size_t live_peak_bytes; /* the largest sum of buffers alive at once (a lower bound of the arena) */
+    bool fast;              /* last run: every op on the CPU, replayed as a plain loop */
+    bool captured;          /* the whole step was captured by its device's backend */
+} ct_step_info;
+CT_API ct_status ct_step_get_info(const ct_step *step, ct_step_info *info);
+/* A line of the caller's in the trace (when tracing), e.g. "step remade: the prompt grew". */
+CT_API void ct_exec_trace_note(const char *msg);
 
 #ifdef __cplusplus
 }

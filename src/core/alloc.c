@@ -68,8 +68,13 @@ static int size_class(size_t bytes)
     return -1;
 }
 
+static uint64_t g_alloc_count;
+
+uint64_t host_alloc_count(void) { return __atomic_load_n(&g_alloc_count, __ATOMIC_RELAXED); }
+
 void *host_alloc(size_t bytes)
 {
+    __atomic_add_fetch(&g_alloc_count, 1, __ATOMIC_RELAXED);
     int c = size_class(bytes);
     if (c >= 0) {
         pthread_mutex_lock(&g_lock);

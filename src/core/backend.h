@@ -168,6 +168,16 @@ typedef struct ct_backend_ops {
     /* The host waits for an event of dev; a late error surfaces here. */
     ct_status (*event_sync)(ct_device *dev, void *handle);
     void (*event_release)(ct_device *dev, void *handle);
+
+    /* ---- Recorded steps (optional; exec/step.c) ----
+     * A step whose every op runs on this device may be captured natively (a CUDA graph):
+     * step_capture gets the ops in order, their operands bound to fixed addresses (the
+     * step's arena, the weights, the KV cache, the step's parameter tensors) that stay put
+     * until step_release; step_launch submits the whole list to the queue. NULL: the
+     * executor replays the list op by op with `run`. */
+    ct_status (*step_capture)(ct_device *dev, const ct_op *ops, int n, void **handle);
+    ct_status (*step_launch)(ct_device *dev, void *handle);
+    void (*step_release)(ct_device *dev, void *handle);
 } ct_backend_ops;
 
 /* Address of a tensor's first element within dev's copy (host-style pointers only:

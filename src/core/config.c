@@ -26,6 +26,7 @@ static void defaults(core_config *c)
     c->host_cache_bytes = (size_t)256 << 20;
     c->log_level = CT_LOG_WARN;
     c->repack = true;
+    c->replay = true;
 }
 
 /* The variable's value, or NULL when unset or empty (empty means "default"). */
@@ -116,6 +117,7 @@ ct_status config_read(core_config *c)
     keep(&first, msg, sizeof msg, read_uint("CTORCH_THREADS", 1, 4096, &threads));
     keep(&first, msg, sizeof msg, read_log_level(&c->log_level));
     keep(&first, msg, sizeof msg, read_bool("CTORCH_REPACK", &c->repack));
+    keep(&first, msg, sizeof msg, read_bool("CTORCH_REPLAY", &c->replay));
     c->small_bytes = (size_t)small;
     c->host_cache_bytes = (size_t)cache_mb << 20;
     c->threads = (int)threads;

@@ -20,6 +20,7 @@ typedef struct core_config {
     int threads;             /* CTORCH_THREADS; 0 = one per core */
     int log_level;           /* CTORCH_LOG, a ct_log_level */
     bool repack;             /* CTORCH_REPACK */
+    bool replay;             /* CTORCH_REPLAY: the LLM decodes by replaying a recorded step */
 } core_config;
 
 /* Default for CTORCH_SMALL_BYTES, measured (bench/gpu/crossover.cu, H100 host,

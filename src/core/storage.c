@@ -214,7 +214,7 @@ size_t storage_bytes_to_move(const ct_storage *st, const ct_device *dev)
 
 static void release_copy(ct_storage_copy *c)
 {
-    if (!is_host(c->dev) && c->buf.ptr) {
+    if (!is_host(c->dev) && c->buf.ptr && !c->buf.borrowed) {
         wait_readers(c, c->dev);
         c->dev->ops->release(c->dev, &c->buf); /* queue-ordered after the work using it */
     }
@@ -231,7 +231,9 @@ void storage_release(ct_storage *st)
     if (h->writer) event_order(NULL, h->writer);
     wait_readers(h, NULL);
     set_writer(h, NULL);
-    if (st->host_external) {
+    if (h->buf.borrowed) {
+        /* a step's arena owns it */
+    } else if (st->host_external) {
         if (st->deleter) st->deleter(h->buf.ptr, st->deleter_ctx);
     } else {
         host_free(h->buf.ptr, st->nbytes);
@@ -348,7 +350,7 @@ ct_status storage_alloc_on(ct_storage *st, ct_device *dev)
 /* A copy on dev that can go: it holds nothing, or the data is complete elsewhere. */
 static bool evictable(const ct_storage *st, const ct_storage_copy *c)
 {
-    if (!c->buf.ptr) return false;
+    if (!c->buf.ptr || c->buf.borrowed) return false; /* an arena piece frees nothing */
     if (!healthy(c)) return true;
     for (int i = 0; i < st->n_copies; i++)
         if (&st->copies[i] != c && usable(&st->copies[i])) return true;

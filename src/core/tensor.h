@@ -14,6 +14,7 @@ typedef struct ct_buffer {
     void *ptr;   /* host pointer (cpu) or the backend's handle/device pointer */
     size_t size; /* bytes */
     void *priv;  /* backend's bookkeeping */
+    bool borrowed; /* a piece of a recorded step's arena (exec/step.c): the step frees it, never the storage */
 } ct_buffer;
 
 struct ct_event;
@@ -184,6 +185,8 @@ void storage_set_transfer_hook(storage_transfer_fn fn);
 /* ---- host memory (core/alloc.c): 64-byte aligned, small sizes cached ---- */
 void *host_alloc(size_t bytes);
 void host_free(void *p, size_t bytes);
+/* host_alloc calls since start (tests count the allocations of a replayed step). */
+uint64_t host_alloc_count(void);
 
 /* ---- Philox4x32-10 (core/rng.c) ---- */
 /* Four 32-bit words for counter `ctr` under key `seed`. */

@@ -216,17 +216,25 @@ ct_status exec_run(ct_op *op)
         }
         exec_route_result r;
         s = exec_route(&ctx, op, &r);
-        if (s != CT_OK) return s;
+        if (s != CT_OK) {
+            if (exec_step_rec) step_note_failure(exec_step_rec, s);
+            return s;
+        }
         ct_device *dev = st->devs[r.dev];
         attempt_ctx a = {0};
         s = attempt(op, dev, dst_fresh, sync, &moved, &a);
         if (s == CT_OK) {
             note_done(st, op, dev, r.reason, timed, t0, moved, detail);
+            if (exec_step_rec) step_note(exec_step_rec, op, dev, r.reason, dst_fresh);
             return CT_OK;
         }
         undo_attempt(&a, dev);
         s = charge_failure(st, &ctx, op, dev, a.failed, s, detail, sizeof detail);
-        if (s != CT_OK) return s;
+        if (s != CT_OK) {
+            if (exec_step_rec) step_note_failure(exec_step_rec, s);
+            return s;
+        }
+        if (strict && exec_step_rec) step_note_failure(exec_step_rec, CT_ERR_STRICT);
         if (strict)
             return core_err(CT_ERR_STRICT, "strict mode: %s failed on %s (%s) and fallback is disabled",
                             op_kind_name(op->kind), dev->info.name, ct_last_error());

@@ -71,6 +71,18 @@ ct_status exec_ready(void);
 ct_device *exec_find_device(const char *name);
 ct_device *exec_host_device(void);
 
+/* ---- recorded steps (step.c) ---- */
+/* The recording of this thread, or NULL: exec_run reports every op it ran to it. */
+extern _Thread_local ct_step *exec_step_rec;
+void step_note(ct_step *r, const ct_op *op, ct_device *dev, ct_route_reason reason, bool dst_fresh);
+/* A failed op poisons the recording (ct_step_end reports it). */
+void step_note_failure(ct_step *r, ct_status s);
+/* Recordings made before are stale: the chain (or the device table) changed / a storage was placed. */
+void step_bump_chain(void);
+void step_bump_placement(void);
+/* Pairs of arena buffers alive at the same op whose bytes overlap (0 for a sound plan; tests). */
+int step_plan_conflicts(const ct_step *s);
+
 /* ---- fault injection (fault.c) ---- */
 ct_status fault_parse(const char *spec);
 /* Checks a spec without applying it. */
@@ -88,6 +100,8 @@ bool trace_enabled(void);
 void trace_op(const ct_op *op, const ct_device *dev, ct_route_reason reason, uint64_t t0_ns, uint64_t dur_ns,
               uint64_t moved, const char *detail);
 void trace_flush(void);
+/* A line of its own in the trace (an instant event in a .json trace), e.g. "step remade: ...". */
+void trace_note(const char *msg);
 uint64_t exec_now_ns(void);
 
 #endif

@@ -128,6 +128,7 @@ static void set_chain(exec_state *s, const int *chain, int n)
         s->devs[chain[i]]->info.chain_position = i;
     }
     s->n_chain = n;
+    step_bump_chain();
 }
 
 static void at_exit(void) { trace_flush(); }

@@ -20,6 +20,7 @@ ct_status ct_tensor_place(const ct_tensor *t, const char *device)
     s = exec_ready();
     if (s != CT_OK) return s;
     if (!device) {
+        if (t->st->home) step_bump_placement();
         t->st->home = NULL;
         return CT_OK;
     }
@@ -29,6 +30,7 @@ ct_status ct_tensor_place(const ct_tensor *t, const char *device)
     /* the device's own layout first: when it serves the ops, the raw bytes need not go there */
     if (d->ops->import && (s = d->ops->import(d, t)) != CT_OK) return s;
     if (!storage_layout_serves(t, d, -1, -1) && (s = storage_make_valid(t->st, d, NULL)) != CT_OK) return s;
+    if (t->st->home != d) step_bump_placement();
     t->st->home = d;
     return CT_OK;
 }

@@ -120,3 +120,24 @@ void trace_op(const ct_op *op, const ct_device *dev, ct_route_reason reason, uin
     }
     pthread_mutex_unlock(&g_lock);
 }
+
+void trace_note(const char *msg)
+{
+    if (!trace_enabled()) return;
+    pthread_mutex_lock(&g_lock);
+    if (g_mode == 1) {
+        fprintf(stderr, "[ctorch] %s\n", msg);
+    } else if (g_mode == 2 && g_json) {
+        char esc[256];
+        size_t j = 0;
+        for (const char *c = msg; *c && j + 2 < sizeof esc; c++) {
+            if (*c == '"' || *c == '\\') esc[j++] = '\\';
+            esc[j++] = *c;
+        }
+        esc[j] = 0;
+        fprintf(g_json, "%s{\"name\":\"%s\",\"cat\":\"note\",\"ph\":\"i\",\"s\":\"g\",\"pid\":1,\"tid\":0,\"ts\":%.3f}",
+                g_json_first ? "" : ",\n", esc, (double)(exec_now_ns() - g_t0) / 1e3);
+        g_json_first = false;
+    }
+    pthread_mutex_unlock(&g_lock);
+}

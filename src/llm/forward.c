@@ -39,14 +39,54 @@ static void scope_free(scope *s)
         if (st != CT_OK) goto out; \
     } while (0)
 
+/* Appends k [T, Hkv, D] and v [T, Hkv, Dv] at positions n_past.. and gives the
+ * attended keys and values [1, Hkv, Tk, D]. With step inputs (T = 1) the write slot
+ * and the attended length come from tensors: the rows go in with ct_set_rows at
+ * slot[h] = h * n_ctx + position, and attention reads the whole cache up to len. */
+static ct_status kv_append(llm_kv_cache *kv, int il, const ct_tensor *kr, const ct_tensor *v3, int T,
+                           const llm_step_inputs *in, ct_tensor **k4, ct_tensor **v4)
+{
+    static const int swap01[3] = {1, 0, 2};
+    const int n_past = kv->n_past, Tk = n_past + T;
+    scope sc = {0};
+    ct_status st = CT_OK;
+    /* at function scope: the scope frees them after the branches end */
+    ct_tensor *kall, *vall, *v2, *kc, *vc, *kr2, *vr2, *kt, *vt, *kdst, *vdst;
+    if (in) {
+        const int64_t *ks = ct_tensor_shape(kv->k[il]), *vs = ct_tensor_shape(kv->v[il]);
+        TRY(ct_view(kv->k[il], 2, (int64_t[]){ks[0] * ks[1], ks[2]}, OUT(kc)));
+        TRY(ct_view(kv->v[il], 2, (int64_t[]){vs[0] * vs[1], vs[2]}, OUT(vc)));
+        TRY(ct_view(kr, 2, (int64_t[]){ks[0], ks[2]}, OUT(kr2)));
+        TRY(ct_contiguous(v3, OUT(v2)));
+        TRY(ct_view(v2, 2, (int64_t[]){vs[0], vs[2]}, OUT(vr2)));
+        TRY(ct_set_rows(kc, kr2, in->slot));
+        TRY(ct_set_rows(vc, vr2, in->slot));
+        kall = kv->k[il];
+        vall = kv->v[il];
+    } else {
+        TRY(ct_permute(kr, swap01, OUT(kt)));
+        TRY(ct_permute(v3, swap01, OUT(vt)));
+        TRY(ct_narrow(kv->k[il], 1, n_past, T, OUT(kdst)));
+        TRY(ct_narrow(kv->v[il], 1, n_past, T, OUT(vdst)));
+        TRY(ct_copy_(kdst, kt));
+        TRY(ct_copy_(vdst, vt));
+        TRY(ct_narrow(kv->k[il], 1, 0, Tk, OUT(kall)));
+        TRY(ct_narrow(kv->v[il], 1, 0, Tk, OUT(vall)));
+    }
+    TRY(ct_unsqueeze(kall, 0, k4));
+    st = ct_unsqueeze(vall, 0, v4);
+out:
+    scope_free(&sc);
+    return st;
+}
+
 /* x [T, n_embd] -> y [T, n_embd] through one layer; pos [T] i32. */
 static ct_status layer_forward(const llm_model *m, int il, llm_kv_cache *kv, const ct_tensor *x,
-                               const ct_tensor *pos, int T, ct_tensor **y)
+                               const ct_tensor *pos, int T, const llm_step_inputs *in, ct_tensor **y)
 {
     const llm_hparams *hp = &m->hp;
     const llm_arch *a = m->arch;
     const llm_layer *L = &m->layers[il];
-    const int n_past = kv->n_past, Tk = n_past + T;
     const int Hq = hp->n_head, Hkv = hp->n_head_kv, D = hp->head_dim, Dv = hp->head_dim_v;
     static const int swap01[3] = {1, 0, 2};
     scope sc = {0};
@@ -72,22 +112,11 @@ static ct_status layer_forward(const llm_model *m, int il, llm_kv_cache *kv, con
     TRY(ct_rope(kc, pos, &L->rope, OUT(kr)));
 
     /* Append this batch's keys and values: cache[:, n_past:n_past+T, :] = k^T. */
-    ct_tensor *kt, *vt, *kdst, *vdst;
-    TRY(ct_permute(kr, swap01, OUT(kt)));
-    TRY(ct_permute(v3, swap01, OUT(vt)));
-    TRY(ct_narrow(kv->k[il], 1, n_past, T, OUT(kdst)));
-    TRY(ct_narrow(kv->v[il], 1, n_past, T, OUT(vdst)));
-    TRY(ct_copy_(kdst, kt));
-    TRY(ct_copy_(vdst, vt));
-
-    ct_tensor *kall, *vall, *k4, *v4, *qt, *q4, *att, *att3, *attt, *attc, *att2, *ao;
-    TRY(ct_narrow(kv->k[il], 1, 0, Tk, OUT(kall)));
-    TRY(ct_narrow(kv->v[il], 1, 0, Tk, OUT(vall)));
-    TRY(ct_unsqueeze(kall, 0, OUT(k4)));
-    TRY(ct_unsqueeze(vall, 0, OUT(v4)));
+    ct_tensor *k4, *v4, *qt, *q4, *att, *att3, *attt, *attc, *att2, *ao;
+    TRY(kv_append(kv, il, kr, v3, T, in, OUT(k4), OUT(v4)));
     TRY(ct_permute(qr, swap01, OUT(qt)));
     TRY(ct_unsqueeze(qt, 0, OUT(q4)));
-    ct_sdpa_params sp = {.causal = true, .scale = hp->attn_scale, .window = L->window};
+    ct_sdpa_params sp = {.causal = true, .scale = hp->attn_scale, .window = L->window, .length = in ? in->len : NULL};
     TRY(ct_sdpa(q4, k4, v4, NULL, &sp, OUT(att)));            /* [1, Hq, T, Dv] */
     TRY(ct_select(att, 0, 0, OUT(att3)));
     TRY(ct_permute(att3, swap01, OUT(attt)));                  /* [T, Hq, Dv] */
@@ -157,6 +186,9 @@ static bool probe_hit(probe *pr, const ct_tensor *x, int stage, ct_status *st)
     return true;
 }
 
+static ct_status forward_tensors(const llm_model *m, llm_kv_cache *kv, const ct_tensor *ids, const ct_tensor *pos,
+                                 int n, const llm_step_inputs *in, bool all_logits, ct_tensor **logits, probe *pr);
+
 static ct_status forward(const llm_model *m, llm_kv_cache *kv, const int32_t *tokens, int n, bool all_logits,
                          ct_tensor **logits, probe *pr)
 {
@@ -180,9 +212,36 @@ static ct_status forward(const llm_model *m, llm_kv_cache *kv, const int32_t *to
     if (!posv) return core_err(CT_ERR_OOM, "llm_forward: out of memory for %d positions", n);
     for (int i = 0; i < n; i++) posv[i] = kv->n_past + i;
 
-    ct_tensor *ids, *pos, *x = NULL;
+    ct_tensor *ids, *pos;
     TRY(ct_tensor_from_data(1, (int64_t[]){n}, CT_I32, tokens, OUT(ids)));
     TRY(ct_tensor_from_data(1, (int64_t[]){n}, CT_I32, posv, OUT(pos)));
+    TRY(forward_tensors(m, kv, ids, pos, n, NULL, all_logits, logits, pr));
+    kv->n_past += n;
+out:
+    scope_free(&sc);
+    free(posv);
+    return st;
+}
+
+ct_status llm_forward_step(const llm_model *m, llm_kv_cache *kv, const llm_step_inputs *in, ct_tensor **logits)
+{
+    if (!m || !kv || !in || !in->ids || !in->pos || !in->slot || !in->len || !logits)
+        return core_err(CT_ERR_INVALID_ARG, "llm_forward_step: NULL argument");
+    *logits = NULL;
+    if (kv->n_layer != m->hp.n_layer)
+        return core_err(CT_ERR_INVALID_ARG, "llm_forward_step: KV cache has %d layers, model %d", kv->n_layer,
+                        m->hp.n_layer);
+    return forward_tensors(m, kv, in->ids, in->pos, 1, in, false, logits, NULL);
+}
+
+/* The pass itself, from token ids and positions held in tensors ([n] i32). */
+static ct_status forward_tensors(const llm_model *m, llm_kv_cache *kv, const ct_tensor *ids, const ct_tensor *pos,
+                                 int n, const llm_step_inputs *in, bool all_logits, ct_tensor **logits, probe *pr)
+{
+    const llm_hparams *hp = &m->hp;
+    scope sc = {0};
+    ct_status st = CT_OK;
+    ct_tensor *x = NULL;
     TRY(ct_embedding(m->tok_embd, ids, &x));
     if (m->arch->embd_scale) {
         ct_tensor *xs = NULL;
@@ -194,7 +253,7 @@ static ct_status forward(const llm_model *m, llm_kv_cache *kv, const int32_t *to
     if (probe_hit(pr, x, -1, &st) || st != CT_OK) goto out;
     for (int il = 0; il < hp->n_layer; il++) {
         ct_tensor *y = NULL;
-        st = layer_forward(m, il, kv, x, pos, n, &y);
+        st = layer_forward(m, il, kv, x, pos, n, in, &y);
         ct_tensor_free(x);
         x = y;
         if (st != CT_OK || probe_hit(pr, x, il, &st) || st != CT_OK) goto out;
@@ -217,11 +276,9 @@ static ct_status forward(const llm_model *m, llm_kv_cache *kv, const int32_t *to
         TRY(ct_linear(xn, m->output, NULL, logits));
     }
     if (probe_hit(pr, *logits, hp->n_layer, &st) || st != CT_OK) goto out;
-    kv->n_past += n;
 out:
     scope_free(&sc);
     ct_tensor_free(x);
-    free(posv);
     return st;
 }
 

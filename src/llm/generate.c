@@ -46,6 +46,7 @@ fail:
 void llm_session_free(llm_session *s)
 {
     if (!s) return;
+    llm_decoder_free(s->dec); /* before the cache it references */
     llm_kv_cache_free(&s->kv);
     llm_sampler_free(s->smp);
     free(s->hist);
@@ -108,10 +109,15 @@ ct_status llm_session_eval(llm_session *s, const int32_t *toks, int n)
         return core_err(CT_ERR_RANGE, "context too long: %d tokens (+%d already in the context) do not fit in %d; "
                         "use a shorter prompt or a larger -c", n, s->kv.n_past, s->kv.n_ctx);
     int at = s->kv.n_past;
-    ct_tensor *lg = NULL;
-    ct_status st = llm_forward(s->m, &s->kv, toks, n, false, &lg);
-    if (st == CT_OK) st = ct_tensor_to_host(lg, s->logits, (size_t)s->m->hp.n_vocab * sizeof(float));
-    ct_tensor_free(lg);
+    ct_status st;
+    if (n == 1 && llm_replay_enabled()) {
+        st = llm_decoder_eval(s, toks[0]);
+    } else {
+        ct_tensor *lg = NULL;
+        st = llm_forward(s->m, &s->kv, toks, n, false, &lg);
+        if (st == CT_OK) st = ct_tensor_to_host(lg, s->logits, (size_t)s->m->hp.n_vocab * sizeof(float));
+        ct_tensor_free(lg);
+    }
     if (st == CT_OK && (st = check_logits(s, toks, n, at)) != CT_OK) s->kv.n_past = at;
     if (st == CT_ERR_DEVICE_LOST) return llm_session_recover(s, st, toks, n, at);
     if (st != CT_OK) {

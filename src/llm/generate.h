@@ -10,6 +10,9 @@
 #include "llm/sampler.h"
 #include "llm/tokenizer.h"
 
+/* The recorded decode step of a session (decode_step.c). */
+typedef struct llm_decoder llm_decoder;
+
 typedef struct llm_session {
     const llm_model *m;
     llm_kv_cache kv;
@@ -19,6 +22,7 @@ typedef struct llm_session {
     bool have_logits;
     llm_detok detok;
     bool ignore_eog;   /* end-of-generation tokens are never sampled (llama.cpp's --ignore-eos) */
+    llm_decoder *dec;  /* one-token evaluations replay this recorded step (NULL until the first) */
 } llm_session;
 
 typedef struct llm_gen_stats {
@@ -56,6 +60,15 @@ ct_status llm_session_recover(llm_session *s, ct_status st, const int32_t *toks,
  * back. An end-of-generation token ends the loop and is not fed back. */
 ct_status llm_session_generate(llm_session *s, int n_predict, llm_piece_fn fn, void *ctx,
                                volatile sig_atomic_t *stop, llm_gen_stats *stats);
+
+/* CTORCH_REPLAY (default on): one-token evaluations replay a recorded step. */
+bool llm_replay_enabled(void);
+/* Evaluates one token by replaying the session's decode step (recording it first when
+ * there is none or it is stale); the logits go to s->logits and n_past advances. */
+ct_status llm_decoder_eval(llm_session *s, int32_t tok);
+void llm_decoder_free(llm_decoder *d);
+/* Recordings the session's decoder has made (tests: a stale step is remade). */
+int llm_decoder_records(const llm_session *s);
 
 /* Seconds from a monotonic clock. */
 double llm_now(void);

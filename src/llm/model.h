@@ -129,6 +129,14 @@ void llm_kv_cache_free(llm_kv_cache *c);
  * tokens do not fit in the cache's context; bad token ids give CT_ERR_RANGE. */
 ct_status llm_forward(const llm_model *m, llm_kv_cache *kv, const int32_t *tokens, int n, bool all_logits,
                       ct_tensor **logits);
+/* One decode token whose per-token values are tensors, so a recorded step replays it at
+ * any position: ids [1] and pos [1] i32 (the token, its position), slot [n_head_kv] i32
+ * (h * n_ctx + position: the KV rows it writes), len [1] i32 (position + 1: the keys
+ * attended). Leaves kv->n_past to the caller. logits [1, n_vocab]. */
+typedef struct llm_step_inputs {
+    const ct_tensor *ids, *pos, *slot, *len;
+} llm_step_inputs;
+ct_status llm_forward_step(const llm_model *m, llm_kv_cache *kv, const llm_step_inputs *in, ct_tensor **logits);
 /* Diagnosis after non-finite logits: runs the same tokens at the same
  * positions again, checking the hidden state after the embedding and after
  * every layer (too slow for every step). *stage: -1 the token embedding,

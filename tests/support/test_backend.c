@@ -467,6 +467,51 @@ static ct_status tb_import(ct_device *dev, const ct_tensor *t)
     return CT_OK;
 }
 
+/* A stand-in for a CUDA graph: the captured list is kept and submitted as a whole. */
+static bool g_capture;
+static int g_launches[TB_MAX];
+typedef struct tb_graph {
+    int n;
+    ct_op *ops;
+} tb_graph;
+
+static ct_status tb_step_capture(ct_device *dev, const ct_op *ops, int n, void **handle)
+{
+    if (!g_capture) return core_err(CT_ERR_UNSUPPORTED, "%s: step capture is off", dev->info.name);
+    tb_graph *g = calloc(1, sizeof *g);
+    if (g) g->ops = malloc(sizeof *ops * (size_t)n);
+    if (!g || !g->ops) {
+        free(g);
+        return core_err(CT_ERR_DEVICE_OOM, "%s: out of memory capturing a step", dev->info.name);
+    }
+    memcpy(g->ops, ops, sizeof *ops * (size_t)n);
+    g->n = n;
+    *handle = g;
+    return CT_OK;
+}
+
+static ct_status tb_step_launch(ct_device *dev, void *handle)
+{
+    tb_graph *g = handle;
+    g_launches[dev->info.index]++;
+    for (int i = 0; i < g->n; i++) {
+        ct_status s = tb_run(dev, &g->ops[i]);
+        if (s != CT_OK) return s;
+    }
+    return CT_OK;
+}
+
+static void tb_step_release(ct_device *dev, void *handle)
+{
+    (void)dev;
+    tb_graph *g = handle;
+    if (g) free(g->ops);
+    free(g);
+}
+
+void test_backend_set_capture(bool enabled) { g_capture = enabled; }
+int test_backend_launches(int dev) { return g_launches[dev]; }
+
 static ct_status tb_mem_info(ct_device *dev, uint64_t *free_bytes, uint64_t *total_bytes)
 {
     int i = dev->info.index;
@@ -535,6 +580,7 @@ static const ct_backend_ops test_backend_ops = {
     .upload = tb_upload, .download = tb_download, .copy_peer = tb_copy_peer, .run = tb_run, .sync = tb_sync,
     .event_record = tb_event_record, .event_wait = tb_event_wait, .event_sync = tb_event_sync,
     .event_release = tb_event_release, .mem_info = tb_mem_info, .import = tb_import,
+    .step_capture = tb_step_capture, .step_launch = tb_step_launch, .step_release = tb_step_release,
 };
 
 static ct_status install(int n, const char *ops, bool async)
@@ -556,6 +602,8 @@ static ct_status install(int n, const char *ops, bool async)
     for (int i = 0; i < TB_MAX; i++) g_fail_late[i] = -1;
     g_n_log = 0;
     g_peer = false;
+    g_capture = false;
+    memset(g_launches, 0, sizeof g_launches);
     char buf[512];
     snprintf(buf, sizeof buf, "%s", ops ? ops : "");
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {

@@ -30,6 +30,12 @@ void test_backend_fail_allocs(int dev, int n);
 /* The same after `ok` more allocations succeed. */
 void test_backend_fail_allocs_after(int dev, int ok, int n);
 
+/* Recorded steps whose every op runs on one test device are captured (kept as a list and
+ * submitted whole at each launch, a CUDA-graph stand-in); off after install. */
+void test_backend_set_capture(bool enabled);
+/* Captured steps launched on device i since install. */
+int test_backend_launches(int dev);
+
 /* The same devices, asynchronous: each has a queue run by a worker thread, honours
  * events, poisons fresh and released buffers with NaN (so an early or late read
  * shows), and can fail late. */

@@ -109,24 +109,20 @@ static ct_status run_rope(ct_device *dev, const ct_op *op)
     rope_ctx c = {.T = x->shape[nd - 3], .H = x->shape[nd - 2], .D = x->shape[nd - 1], .half = p->n_dims / 2,
                   .neox = p->mode == CT_ROPE_NEOX, .xdt = x->dtype, .ydt = op->dst->dtype};
     if (ct_tensor_numel(x) == 0) return CT_OK;
-    float *cs = malloc(sizeof(float) * 2 * (size_t)(c.T * c.half + 1));
-    double *inv = malloc(sizeof(double) * (size_t)(c.half + 1));
+    float *cs = cpu_scratch(CPU_SCRATCH_ROPE_CS, sizeof(float) * 2 * (size_t)(c.T * c.half + 1));
+    double *inv = cpu_scratch(CPU_SCRATCH_ROPE_INV, sizeof(double) * (size_t)(c.half + 1));
     if (!cs || !inv) {
-        free(cs);
-        free(inv);
         return core_err(CT_ERR_OOM, "rope: no memory for a %lld x %lld angle table", (long long)c.T, (long long)c.half);
     }
     for (int64_t i = 0; i < c.half; i++) inv[i] = pow(p->freq_base, -(double)i / (double)c.half);
     rope_table_ctx tc = {cs, inv, op_data(pos, dev), pos->dtype, pos->stride[0], c.half, p->freq_scale};
     cpu_parallel_for(c.T, 4096 / (c.half + 1) + 1, rope_table, &tc);
-    free(inv);
     c.cs = cs;
     cpu_nd_init(&c.it, nd, x->shape);
     cpu_nd_add(&c.it, op->dst, dev);
     cpu_nd_add(&c.it, x, dev);
     c.fast = x->dtype == CT_F32 && op->dst->dtype == CT_F32 && (cpu_nd_inner(&c.it, 1) == 1 || c.D == 1);
     cpu_parallel_for(cpu_nd_rows(&c.it), 16384 / (c.D + 1) + 1, rope_rows, &c);
-    free(cs);
     return CT_OK;
 }
 
@@ -335,7 +331,7 @@ static void *scratch_alloc(const sdpa_ctx *c, sdpa_scratch *s)
     int64_t R = c->rows_max;
     size_t bytes = (size_t)R * (3 * sizeof(void *) + 2 * sizeof(int64_t) + 2 * sizeof(float) + sizeof(bool)) +
                    sizeof(float) * (size_t)(R * c->Dv + SDPA_KC + SDPA_KC * (c->D + c->Dv)) + 64;
-    char *p = malloc(bytes);
+    char *p = cpu_scratch(CPU_SCRATCH_SDPA_TASK, bytes); /* per thread: each worker has its own */
     if (!p) return NULL;
     char *at = p;
 #define TAKE(field, type, n) (s->field = (type *)(void *)at, at += sizeof(type) * (size_t)(n))
@@ -493,7 +489,6 @@ static void sdpa_tasks(void *vctx, int64_t b, int64_t e)
             pp[c->Dv + 1] = s.l[r];
         }
     }
-    free(mem);
 }
 
 /* Combines the key segments of decode tasks: rescale each to the common max. */
@@ -561,12 +556,11 @@ static ct_status run_sdpa(ct_device *dev, const ct_op *op)
         if (c.n_seg > c.Tk / SDPA_KC) c.n_seg = c.Tk / SDPA_KC;
     }
     if (c.n_seg > 1) {
-        c.part = malloc(sizeof(float) * (size_t)(n_tasks * c.n_seg * c.rows_max * (c.Dv + 2)));
+        c.part = cpu_scratch(CPU_SCRATCH_SDPA_PART, sizeof(float) * (size_t)(n_tasks * c.n_seg * c.rows_max * (c.Dv + 2)));
         if (!c.part) return core_err(CT_ERR_OOM, "sdpa: no memory for %lld partial results", (long long)(n_tasks * c.n_seg));
     }
     cpu_parallel_for(n_tasks * c.n_seg, 1, sdpa_tasks, &c);
     if (c.n_seg > 1 && c.status == CT_OK) cpu_parallel_for(n_tasks, 1, sdpa_merge, &c);
-    free(c.part);
     return c.status;
 }
 

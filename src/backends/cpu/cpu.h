@@ -20,6 +20,15 @@ void cpu_pool_park(void);
  * next parallel call starts them again. Must not race with running ops. */
 void cpu_pool_shutdown(void);
 
+/* ---- scratch (scratch.c): per-thread buffers a kernel borrows for the call, kept for
+ * the next one (no allocation per op once sized). One slot per buffer a kernel needs at
+ * the same time; a kernel never calls another that uses the same slot. NULL: no memory. */
+typedef enum cpu_scratch_slot {
+    CPU_SCRATCH_ROPE_CS, CPU_SCRATCH_ROPE_INV, CPU_SCRATCH_LINEAR_ACT, CPU_SCRATCH_SDPA_PART, CPU_SCRATCH_SDPA_TASK,
+    CPU_SCRATCH_SLOTS
+} cpu_scratch_slot;
+void *cpu_scratch(cpu_scratch_slot slot, size_t bytes);
+
 /* ---- SIMD level chosen at run time (simd.c); CTORCH_SIMD=portable|avx2|avx512 caps it ----
  * The same level caps the quant kernels (quant_simd_apply_cap), so one setting decides
  * every kernel family of the backend. Values equal core_simd_cap's. */

@@ -462,15 +462,12 @@ static ct_status linear_quant(const ct_device *dev, const ct_tensor *w, const ch
         return core_err(CT_ERR_SHAPE, "linear: K = %lld is not a multiple of the %s / %s block size", (long long)K,
                         ct_dtype_name(wt), ct_dtype_name(at));
     size_t arow = ct_dtype_row_bytes(at, K);
-    char *a = malloc(arow * (size_t)M);
+    char *a = cpu_scratch(CPU_SCRATCH_LINEAR_ACT, arow * (size_t)M);
     if (!a) return core_err(CT_ERR_OOM, "linear: no memory for %lld quantized activation rows", (long long)M);
     /* row 0 on the caller's thread, so a quantizer error stays visible; the other rows
      * have the same type and length and cannot fail then */
     ct_status qs = quant_quantize_row(at, x, a, K);
-    if (qs != CT_OK) {
-        free(a);
-        return qs;
-    }
+    if (qs != CT_OK) return qs;
     act_job aj = {at, x, rsx, a, arow, K};
     if (M > 1) cpu_parallel_for(M - 1, max64(1, 16384 / K), quantize_rows, &aj);
     size_t wrow = N > 1 ? ct_dtype_row_bytes(wt, w->stride[0]) : 0;
@@ -482,9 +479,7 @@ static ct_status linear_quant(const ct_device *dev, const ct_tensor *w, const ch
         !(kept = repacked(dev, w, pk, pw, wrow, N, K)))
         pk = NULL;
     if (pk) {
-        ct_status s = linear_panels(pk, kept, pw, wrow, a, arow, M, N, K, ct_dtype_block_size(wt), out, bias);
-        free(a);
-        return s;
+        return linear_panels(pk, kept, pw, wrow, a, arow, M, N, K, ct_dtype_block_size(wt), out, bias);
     }
     quant_job j = {dot, quant_get_vec_dot_nr(wt), pw, wrow, a, arow, M, N, K, 0, out, bias};
     if (M <= DECODE_ROWS) {
@@ -493,7 +488,6 @@ static ct_status linear_quant(const ct_device *dev, const ct_tensor *w, const ch
         j.n_nblocks = (N + QUANT_NBLOCK - 1) / QUANT_NBLOCK;
         cpu_parallel_for(((M + QUANT_MBLOCK - 1) / QUANT_MBLOCK) * j.n_nblocks, 1, quant_prefill_tiles, &j);
     }
-    free(a);
     return CT_OK;
 }
 
