@@ -11,6 +11,7 @@
 #include "formats/gguf.h"
 #include "harness.h"
 #include "llm/model.h"
+#include "tiny_gguf.h"
 
 enum { V = 16, E = 32, F = 64, H = 2, HKV = 1, D = 16, CTX = 8 };
 
@@ -31,16 +32,11 @@ static void add(gguf_writer *w, const char *name, int64_t d0, int64_t d1, double
 static llm_model *make_model(void)
 {
     char path[512];
-    const char *dir = getenv("CTORCH_TEST_TMP");
-    snprintf(path, sizeof path, "%s/forward_faults.gguf", dir && *dir ? dir : "/tmp");
+    th_tmp_path(path, sizeof path, "forward_faults.gguf");
+    /* no name, epsilon or rope base: the loader's defaults */
+    static const th_llama_shape shape = {CTX, E, 1, F, H, HKV, 0.0f, 0.0f};
     gguf_writer *w = gguf_writer_new();
-    CHECK_OK(gguf_writer_set_str(w, "general.architecture", "llama"));
-    CHECK_OK(gguf_writer_set_u32(w, "llama.context_length", CTX));
-    CHECK_OK(gguf_writer_set_u32(w, "llama.embedding_length", E));
-    CHECK_OK(gguf_writer_set_u32(w, "llama.block_count", 1));
-    CHECK_OK(gguf_writer_set_u32(w, "llama.feed_forward_length", F));
-    CHECK_OK(gguf_writer_set_u32(w, "llama.attention.head_count", H));
-    CHECK_OK(gguf_writer_set_u32(w, "llama.attention.head_count_kv", HKV));
+    th_llama_hparams(w, NULL, &shape);
     const double ws = 1.0 / sqrt((double)E);
     add(w, "token_embd.weight", V, E, -1, 1);
     add(w, "output_norm.weight", E, 0, 0.8, 1.2);

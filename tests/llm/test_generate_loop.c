@@ -14,6 +14,7 @@
 #include "harness.h"
 #include "llm/generate.h"
 #include "llm/model.h"
+#include "tiny_gguf.h"
 
 enum { V = 8, E = 32, F = 32, H = 2, HKV = 1, D = 16, CTX = 16 };
 enum { TOK_EOS = 2, TOK_A = 3, TOK_B = 4, TOK_EOT = 5, TOK_LONG = 6 };
@@ -28,12 +29,7 @@ static void add_vocab(gguf_writer *w)
                            "\xe2\x96\x81" "c"};
     float scores[V] = {0};
     int32_t types[V] = {2, 3, 3, 1, 1, 3, 1, 1};
-    CHECK_OK(gguf_writer_set_str(w, "tokenizer.ggml.model", "llama"));
-    CHECK_OK(gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, V));
-    CHECK_OK(gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores, V));
-    CHECK_OK(gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, V));
-    CHECK_OK(gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1));
-    CHECK_OK(gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", TOK_EOS));
+    th_llama_vocab(w, toks, scores, types, V, 1, TOK_EOS, -1);
 }
 
 static void add(gguf_writer *w, float **keep, int *nk, const char *name, int64_t d0, int64_t d1, const float *rowval)
@@ -49,19 +45,10 @@ static void add(gguf_writer *w, float **keep, int *nk, const char *name, int64_t
 static llm_model *make_model(const float *s, bool with_vocab)
 {
     char path[512];
-    const char *dir = getenv("CTORCH_TEST_TMP");
-    snprintf(path, sizeof path, "%s/genloop.gguf", dir && *dir ? dir : "/tmp");
+    th_tmp_path(path, sizeof path, "genloop.gguf");
+    static const th_llama_shape shape = {CTX, E, 1, F, H, HKV, 1e-5f, 10000.0f};
     gguf_writer *w = gguf_writer_new();
-    CHECK_OK(gguf_writer_set_str(w, "general.architecture", "llama"));
-    CHECK_OK(gguf_writer_set_str(w, "general.name", "genloop"));
-    CHECK_OK(gguf_writer_set_u32(w, "llama.context_length", CTX));
-    CHECK_OK(gguf_writer_set_u32(w, "llama.embedding_length", E));
-    CHECK_OK(gguf_writer_set_u32(w, "llama.block_count", 1));
-    CHECK_OK(gguf_writer_set_u32(w, "llama.feed_forward_length", F));
-    CHECK_OK(gguf_writer_set_u32(w, "llama.attention.head_count", H));
-    CHECK_OK(gguf_writer_set_u32(w, "llama.attention.head_count_kv", HKV));
-    CHECK_OK(gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f));
-    CHECK_OK(gguf_writer_set_f32(w, "llama.rope.freq_base", 10000.0f));
+    th_llama_hparams(w, "genloop", &shape);
     if (with_vocab) add_vocab(w);
     float ones[V > E ? V : E], *keep[16];
     for (int i = 0; i < (int)(sizeof ones / sizeof ones[0]); i++) ones[i] = 1.0f;

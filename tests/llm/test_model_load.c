@@ -11,6 +11,7 @@
 #include "formats/gguf.h"
 #include "harness.h"
 #include "llm/model.h"
+#include "tiny_gguf.h"
 
 enum { V = 8, E = 32, F = 256, H = 2, HKV = 1 };
 
@@ -114,12 +115,7 @@ static void write_model(const char *path, const edit *e)
     while (g_nkeep > 0) free(g_keep[--g_nkeep]);
 }
 
-static const char *tmp_path(char *buf, size_t len)
-{
-    const char *dir = getenv("CTORCH_TEST_TMP");
-    snprintf(buf, len, "%s/model_load_test.gguf", dir && *dir ? dir : "/tmp");
-    return buf;
-}
+static const char *tmp_path(char *buf, size_t len) { return th_tmp_path(buf, len, "model_load_test.gguf"); }
 
 /* Loads the base file with one edit; returns the model when it loaded. */
 static llm_model *load_with(const edit *e, size_t i)

@@ -14,6 +14,7 @@
 #include "llm/generate.h"
 #include "llm/model.h"
 #include "test_backend.h"
+#include "tiny_gguf.h"
 
 enum { V = 96, E = 32, L = 2, F = 64, H = 2, HKV = 1, D = 16, CTX = 64, N_GEN = 17 };
 
@@ -45,13 +46,7 @@ static void add_vocab(gguf_writer *w)
         scores[i] = -(float)i;
         types[i] = i == 0 ? 2 : i < 3 ? 3 : 1;
     }
-    CHECK_OK(gguf_writer_set_str(w, "tokenizer.ggml.model", "llama"));
-    CHECK_OK(gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, V));
-    CHECK_OK(gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores, V));
-    CHECK_OK(gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, V));
-    CHECK_OK(gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1));
-    CHECK_OK(gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2));
-    CHECK_OK(gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0));
+    th_llama_vocab(w, toks, scores, types, V, 1, 2, 0);
 }
 
 /* The same weights every time (fixed seed): each run gets a model of its own, so no
@@ -59,20 +54,11 @@ static void add_vocab(gguf_writer *w)
 static llm_model *make_model(void)
 {
     char path[512];
-    const char *dir = getenv("CTORCH_TEST_TMP");
-    snprintf(path, sizeof path, "%s/recover.gguf", dir && *dir ? dir : "/tmp");
+    th_tmp_path(path, sizeof path, "recover.gguf");
     th_rng rng = {2024};
+    static const th_llama_shape shape = {CTX, E, L, F, H, HKV, 1e-5f, 10000.0f};
     gguf_writer *w = gguf_writer_new();
-    CHECK_OK(gguf_writer_set_str(w, "general.architecture", "llama"));
-    CHECK_OK(gguf_writer_set_str(w, "general.name", "recover-test"));
-    CHECK_OK(gguf_writer_set_u32(w, "llama.context_length", CTX));
-    CHECK_OK(gguf_writer_set_u32(w, "llama.embedding_length", E));
-    CHECK_OK(gguf_writer_set_u32(w, "llama.block_count", L));
-    CHECK_OK(gguf_writer_set_u32(w, "llama.feed_forward_length", F));
-    CHECK_OK(gguf_writer_set_u32(w, "llama.attention.head_count", H));
-    CHECK_OK(gguf_writer_set_u32(w, "llama.attention.head_count_kv", HKV));
-    CHECK_OK(gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f));
-    CHECK_OK(gguf_writer_set_f32(w, "llama.rope.freq_base", 10000.0f));
+    th_llama_hparams(w, "recover-test", &shape);
     add_vocab(w);
     float *keep[64];
     int nk = 0;

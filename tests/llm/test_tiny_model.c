@@ -10,6 +10,7 @@
 #include "harness.h"
 #include "llm/generate.h"
 #include "llm/model.h"
+#include "tiny_gguf.h"
 
 typedef struct tiny_cfg {
     const char *arch;
@@ -55,13 +56,6 @@ static void free_w(tiny_w *tw, int n_layer)
                         tw->pan[l], tw->ffn_norm[l], tw->wg[l], tw->wu[l], tw->wd[l], tw->pfn[l]};
         for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
     }
-}
-
-static const char *tmp_path(const char *name, char *buf, size_t len)
-{
-    const char *dir = getenv("CTORCH_TEST_TMP");
-    snprintf(buf, len, "%s/%s", dir && *dir ? dir : "/tmp", name);
-    return buf;
 }
 
 /* skip: a tensor name to leave out (error-path tests); bad_shape: a tensor written with a wrong shape. */
@@ -276,7 +270,7 @@ static void check_model(const tiny_cfg *c, const char *fname)
 {
     char path[512];
     tiny_w tw = {0};
-    write_model(c, tmp_path(fname, path, sizeof path), &tw, NULL, NULL);
+    write_model(c, th_tmp_path(path, sizeof path, fname), &tw, NULL, NULL);
     llm_model *m = NULL;
     CHECK_OK(llm_model_load(path, NULL, NULL, &m));
     if (!m) {
@@ -381,7 +375,7 @@ static void test_session(void)
     char path[512];
     tiny_w tw = {0};
     const tiny_cfg *c = &g_llama;
-    write_model(c, tmp_path("tiny_llama_session.gguf", path, sizeof path), &tw, NULL, NULL);
+    write_model(c, th_tmp_path(path, sizeof path, "tiny_llama_session.gguf"), &tw, NULL, NULL);
     llm_model *m = NULL;
     CHECK_OK(llm_model_load(path, NULL, NULL, &m));
     if (!m) {
@@ -425,7 +419,7 @@ static void test_errors(void)
     CHECK_STATUS(llm_model_load(NULL, NULL, NULL, &m), CT_ERR_INVALID_ARG);
 
     /* Not a GGUF file. */
-    tmp_path("tiny_not_gguf.bin", path, sizeof path);
+    th_tmp_path(path, sizeof path, "tiny_not_gguf.bin");
     FILE *fp = fopen(path, "wb");
     if (fp) {
         fputs("this is not a model file, just text that is long enough to be read", fp);
@@ -436,26 +430,26 @@ static void test_errors(void)
     tiny_w tw = {0};
     tiny_cfg c = g_llama;
     c.arch = "mamba";
-    write_model(&c, tmp_path("tiny_mamba.gguf", path, sizeof path), &tw, NULL, NULL);
+    write_model(&c, th_tmp_path(path, sizeof path, "tiny_mamba.gguf"), &tw, NULL, NULL);
     free_w(&tw, c.n_layer);
     CHECK_STATUS(llm_model_load(path, NULL, NULL, &m), CT_ERR_UNSUPPORTED);
     CHECK(strstr(ct_last_error(), "mamba") != NULL);
 
     memset(&tw, 0, sizeof tw);
-    write_model(&g_llama, tmp_path("tiny_missing.gguf", path, sizeof path), &tw, "blk.1.ffn_up.weight", NULL);
+    write_model(&g_llama, th_tmp_path(path, sizeof path, "tiny_missing.gguf"), &tw, "blk.1.ffn_up.weight", NULL);
     free_w(&tw, g_llama.n_layer);
     CHECK_STATUS(llm_model_load(path, NULL, NULL, &m), CT_ERR_FORMAT);
     CHECK(strstr(ct_last_error(), "blk.1.ffn_up.weight") != NULL);
 
     memset(&tw, 0, sizeof tw);
-    write_model(&g_llama, tmp_path("tiny_badshape.gguf", path, sizeof path), &tw, NULL, "blk.0.attn_k.weight");
+    write_model(&g_llama, th_tmp_path(path, sizeof path, "tiny_badshape.gguf"), &tw, NULL, "blk.0.attn_k.weight");
     free_w(&tw, g_llama.n_layer);
     CHECK_STATUS(llm_model_load(path, NULL, NULL, &m), CT_ERR_FORMAT);
     CHECK(strstr(ct_last_error(), "blk.0.attn_k.weight") != NULL);
 
     /* Forward-pass argument errors. */
     memset(&tw, 0, sizeof tw);
-    write_model(&g_llama, tmp_path("tiny_llama_err.gguf", path, sizeof path), &tw, NULL, NULL);
+    write_model(&g_llama, th_tmp_path(path, sizeof path, "tiny_llama_err.gguf"), &tw, NULL, NULL);
     free_w(&tw, g_llama.n_layer);
     CHECK_OK(llm_model_load(path, NULL, NULL, &m));
     if (!m) return;
@@ -529,11 +523,11 @@ static void test_bad_metadata(void)
     };
     char src[512], dst[512];
     tiny_w tw = {0};
-    write_model(&g_llama, tmp_path("tiny_md_src.gguf", src, sizeof src), &tw, NULL, NULL);
+    write_model(&g_llama, th_tmp_path(src, sizeof src, "tiny_md_src.gguf"), &tw, NULL, NULL);
     free_w(&tw, g_llama.n_layer);
     for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
         const md_edit *e = &edits[i];
-        rewrite_model(src, tmp_path("tiny_md.gguf", dst, sizeof dst), e);
+        rewrite_model(src, th_tmp_path(dst, sizeof dst, "tiny_md.gguf"), e);
         llm_model *m = NULL;
         ct_status st = llm_model_load(dst, NULL, NULL, &m);
         CHECK_MSG(st == e->want, "edit %zu (%s%s): %s, want %s (%s)", i, e->drop ? "drop " : "",
