@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "test_backend.h"
 
 static bool msg_has(const char *needle)
 {
@@ -78,11 +79,30 @@ static void test_transfer_methods(void)
     CHECK(!strcmp(ct_transfer_method_name((ct_transfer_method)-1), "unknown"));
 }
 
+/* With simulated devices: each pair's method follows the devices' kinds, and a device
+ * with a free-memory report answers ct_device_memory. */
+static void test_transfer_methods_devices(void)
+{
+    CHECK_OK(test_backend_install(2, "add"));
+    CHECK(ct_exec_transfer_method("cpu", "test:0") == CT_TRANSFER_HOST_TO_DEVICE);
+    CHECK(ct_exec_transfer_method("test:0", "cpu") == CT_TRANSFER_DEVICE_TO_HOST);
+    CHECK(ct_exec_transfer_method("test:0", "test:1") == CT_TRANSFER_PEER);
+    CHECK(ct_exec_transfer_method("test:1", "test:1") == CT_TRANSFER_NONE);
+    uint64_t f = 0, tot = 0;
+    CHECK_OK(ct_device_memory("test:1", &f, &tot));
+    CHECK(tot > 0 && f <= tot);
+    CHECK_OK(ct_device_sync("test:0"));
+    CHECK_OK(ct_device_sync(NULL));
+    test_backend_uninstall();
+    CHECK(ct_exec_transfer_method("cpu", "test:0") == CT_TRANSFER_NONE); /* gone with the backend */
+}
+
 int main(void)
 {
     RUN(test_prefetch);
     RUN(test_place);
     RUN(test_sync_and_memory);
     RUN(test_transfer_methods);
+    RUN(test_transfer_methods_devices);
     return th_finish();
 }
