@@ -1,6 +1,7 @@
 /* The caller-facing residency and device calls refuse bad arguments with a status and a
  * message naming what is wrong (no crash, no silent success): prefetch, place, sync,
  * memory, transfer methods. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -97,6 +98,38 @@ static void test_transfer_methods_devices(void)
     CHECK(ct_exec_transfer_method("cpu", "test:0") == CT_TRANSFER_NONE); /* gone with the backend */
 }
 
+/* ct_exec_set_trace takes exactly "1"/"stderr", "0"/NULL and paths ending in .json;
+ * anything else is refused naming the value, and a refused value leaves tracing as it was. */
+static void test_trace_specs(void)
+{
+    CHECK(ct_exec_set_trace(".json") == CT_ERR_INVALID_ARG); /* no name before the suffix */
+    CHECK(msg_has("'.json'"));
+    CHECK(ct_exec_set_trace("x.js") == CT_ERR_INVALID_ARG);
+    CHECK(ct_exec_set_trace("trace.txt") == CT_ERR_INVALID_ARG);
+    CHECK(msg_has("trace.txt"));
+    CHECK_OK(ct_exec_set_trace("0"));
+    CHECK_OK(ct_exec_set_trace(NULL));
+    CHECK_OK(ct_exec_set_trace(""));
+    char path[512];
+    const char *dir = getenv("CTORCH_TEST_TMP");
+    snprintf(path, sizeof path, "%s/exec_args_trace.json", dir && *dir ? dir : "/tmp");
+    CHECK_OK(ct_exec_set_trace(path));
+    ct_tensor *t = small(), *u = NULL;
+    CHECK_OK(ct_add(t, t, &u));
+    CHECK_OK(ct_exec_set_trace("0")); /* closes the file: a Chrome trace with the add */
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    if (f) {
+        char buf[4096] = {0};
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        CHECK(n > 0 && strstr(buf, "traceEvents") && strstr(buf, "\"name\":\"add\""));
+    }
+    remove(path);
+    ct_tensor_free(t);
+    ct_tensor_free(u);
+}
+
 int main(void)
 {
     RUN(test_prefetch);
@@ -104,5 +137,6 @@ int main(void)
     RUN(test_sync_and_memory);
     RUN(test_transfer_methods);
     RUN(test_transfer_methods_devices);
+    RUN(test_trace_specs);
     return th_finish();
 }
