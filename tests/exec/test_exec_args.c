@@ -116,7 +116,9 @@ static void test_trace_specs(void)
     CHECK_OK(ct_exec_set_trace(path));
     ct_tensor *t = small(), *u = NULL;
     CHECK_OK(ct_add(t, t, &u));
-    CHECK_OK(ct_exec_set_trace("0")); /* closes the file: a Chrome trace with the add */
+    ct_exec_trace_note("step \"remade\": a\\b"); /* quotes and backslashes escaped in JSON */
+    CHECK_OK(ct_exec_set_trace("0")); /* closes the file: a Chrome trace with the add and the note */
+    ct_exec_trace_note("not traced"); /* tracing off: nothing, no crash */
     FILE *f = fopen(path, "r");
     CHECK(f != NULL);
     if (f) {
@@ -124,6 +126,8 @@ static void test_trace_specs(void)
         size_t n = fread(buf, 1, sizeof buf - 1, f);
         fclose(f);
         CHECK(n > 0 && strstr(buf, "traceEvents") && strstr(buf, "\"name\":\"add\""));
+        CHECK(strstr(buf, "step \\\"remade\\\": a\\\\b") != NULL);
+        CHECK(strstr(buf, "not traced") == NULL);
     }
     remove(path);
     ct_tensor_free(t);
