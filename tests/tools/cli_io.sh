@@ -110,11 +110,13 @@ check "default: info lines shown" "$(has "$T/err" '^timings: ')" "yes"
 # ---- Ctrl-C exits 130 ----
 : >"$T/err"   # the wait below must not find the previous run's "prompt:" line (a kill before the
              # handler is installed is ignored: sh starts background jobs with SIGINT ignored)
-"$CT" run -m "$M" -p hello -n -1 --temp 0 >"$T/out" 2>"$T/err" &
+# The whole 32768-token context: a replayed decode of this tiny model fills the default 4096
+# in ~0.1 s, before a Ctrl-C could arrive; the handler is set before "prompt:" is printed.
+"$CT" run -m "$M" -p hello -n -1 -c 32768 --temp 0 >"$T/out" 2>"$T/err" &
 pid=$!
 i=0
 while [ $i -lt 200 ] && ! grep -q '^prompt: ' "$T/err"; do sleep 0.05; i=$((i+1)); done
-sleep 0.3
+sleep 0.2   # some text first (filling the context takes ~10 s here)
 kill -INT $pid
 wait $pid; rc=$?
 check "run interrupted: exit 130" "$rc" "130"

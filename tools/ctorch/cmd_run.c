@@ -262,15 +262,15 @@ int cmd_run(int argc, char **argv)
         goto out;
     }
     s.ignore_eog = r.ignore_eos;
+    /* before the "prompt:" line, so a Ctrl-C sent once it shows is always caught */
+    struct sigaction sa = {0};
+    sa.sa_handler = on_sigint; /* no SA_RESTART: Ctrl-C at an -i prompt interrupts the read */
+    sigaction(SIGINT, &sa, NULL);
     cli_log(CT_LOG_INFO, "prompt: %d tokens; context %d; sampling: temp %.2f top-k %d top-p %.2f min-p %.2f "
                          "repeat-penalty %.2f seed %llu%s\n",
             n_ids, n_ctx, (double)r.sp.temperature, r.sp.top_k, (double)r.sp.top_p, (double)r.sp.min_p,
             (double)r.sp.repeat_penalty, (unsigned long long)r.sp.seed,
             r.ignore_eos ? "; ignoring end of text" : "");
-
-    struct sigaction sa = {0};
-    sa.sa_handler = on_sigint; /* no SA_RESTART: Ctrl-C at an -i prompt interrupts the read */
-    sigaction(SIGINT, &sa, NULL);
 
     if (color && plen) {
         printf(COLOR_PROMPT);
