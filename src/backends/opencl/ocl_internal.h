@@ -1,0 +1,89 @@
+/* The OpenCL backend's internals, shared by its C files: backend.c (the loader, devices,
+ * memory, the queue, the program cache) and the op groups. The OpenCL library is loaded
+ * at run time (dlopen of libOpenCL.so.1): no library or no platform means no device.
+ *
+ * Kernel sources are the .cl files in kernels/, embedded at build time; a program is
+ * named by its file's stem ("ew" for kernels/ew.cl), built once per device at first use
+ * (cached on disk, keyed by device, driver version and source hash) with
+ * src/quant/quant_blocks.h put in front of it, in OpenCL C 1.2. When the device reports
+ * cl_khr_fp16 the build defines OCL_HAVE_FP16 (half arithmetic); otherwise half is
+ * storage only (vload_half/vstore_half). A program that fails to build on a device makes
+ * its ops unsupported there, with the build log in the trace.
+ *
+ * Buffers are cl_mem (ct_buffer.ptr). Kernels take each tensor as a global pointer plus
+ * a byte offset (ulong) from ocl_mem: OpenCL 1.2 sub-buffers need aligned origins, views
+ * do not.
+ *
+ * Op groups, each in files of its own (C glue + kernels/<group>.cl):
+ *   ew    fill, arange, eye, rand, copy between plain dtypes (strided), binary, scalar,
+ *         compare, where, unary and activations, swiglu/geglu, reductions
+ *   nn    softmax/log_softmax, matmul/linear on plain dtypes (CLBlast for f32 where
+ *         present, own kernels with half storage otherwise), layer/rms norm, rope, sdpa
+ *         (the length tensor), embedding of a plain table, set_rows, conv2d, pooling
+ *   quant every op with a block-quantized source: copy (dequantize), embedding, matmul
+ *         (slot 0), linear (slot 1); and the weight import at placement */
+#ifndef CT_OCL_INTERNAL_H
+#define CT_OCL_INTERNAL_H
+
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+
+#include "core/backend.h"
+
+typedef struct ocl_dev_info {
+    cl_device_type type;   /* CL_DEVICE_TYPE_GPU / _CPU / ... */
+    bool fp16;             /* cl_khr_fp16 */
+    bool unified;          /* CL_DEVICE_HOST_UNIFIED_MEMORY: buffers alias host memory */
+    bool subgroups;        /* cl_khr_subgroups */
+    size_t max_wg;         /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
+    cl_ulong local_mem;    /* CL_DEVICE_LOCAL_MEM_SIZE */
+    cl_ulong max_alloc;    /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+    cl_uint compute_units;
+    char vendor[64];
+} ocl_dev_info;
+
+const ocl_dev_info *ocl_info(const ct_device *dev);
+
+/* An OpenCL error code as a status naming the device and `what`: allocation failures
+ * (CL_MEM_OBJECT_ALLOCATION_FAILURE, CL_OUT_OF_RESOURCES at enqueue) -> CT_ERR_DEVICE_OOM,
+ * an invalid work size -> CT_ERR_UNSUPPORTED, anything else -> CT_ERR_DEVICE_FAULT. */
+ct_status ocl_status(cl_int err, const ct_device *dev, const char *what);
+
+/* The kernel `name` of program `program` on dev, built at first use (then cached).
+ * CT_ERR_UNSUPPORTED when the program does not build there. A kernel object is shared:
+ * set its arguments and enqueue it without yielding the device's lock (ops on one device
+ * are serialized by the executor). */
+ct_status ocl_kernel(ct_device *dev, const char *program, const char *name, cl_kernel *out);
+/* Whether program builds on dev (builds it when not yet tried): for supports(). */
+bool ocl_program_ok(const ct_device *dev, const char *program);
+
+/* A tensor's buffer on dev and the byte offset of its first element (NULL when the
+ * storage has no copy there). */
+cl_mem ocl_mem(const ct_tensor *t, const ct_device *dev, cl_ulong *byte_off);
+
+/* Kernel arguments: ocl_args(dev, k, "kernel name", n, (ocl_arg[]){OCL_ARG(x), ...}). */
+typedef struct ocl_arg {
+    size_t size;
+    const void *value; /* NULL with a size: local memory of that many bytes */
+} ocl_arg;
+#define OCL_ARG(x) ((ocl_arg){sizeof(x), &(x)})
+#define OCL_LOCAL(bytes) ((ocl_arg){(bytes), NULL})
+ct_status ocl_args(ct_device *dev, cl_kernel k, const char *name, int n, const ocl_arg *args);
+/* Enqueues k on dev's queue (local NULL: the driver chooses). */
+ct_status ocl_launch(ct_device *dev, cl_kernel k, const char *name, cl_uint dims, const size_t *global,
+                     const size_t *local);
+
+/* Temporaries of one op, released in queue order. */
+ct_status ocl_tmp_alloc(ct_device *dev, size_t bytes, cl_mem *out);
+void ocl_tmp_free(ct_device *dev, cl_mem mem, size_t bytes);
+
+bool ocl_ew_supports(const ct_device *dev, const ct_op *op);
+ct_status ocl_ew_run(ct_device *dev, const ct_op *op);
+bool ocl_nn_supports(const ct_device *dev, const ct_op *op);
+ct_status ocl_nn_run(ct_device *dev, const ct_op *op);
+bool ocl_quant_supports(const ct_device *dev, const ct_op *op);
+ct_status ocl_quant_run(ct_device *dev, const ct_op *op);
+/* ct_backend_ops.import: a placed quantized weight kept in the kernels' own layout. */
+ct_status ocl_quant_import(ct_device *dev, const ct_tensor *t);
+
+#endif

@@ -1,0 +1,22 @@
+/* Placeholder until the quant group lands: it claims no op, so they go to the next device. */
+#include "backends/opencl/ocl_internal.h"
+
+bool ocl_quant_supports(const ct_device *dev, const ct_op *op)
+{
+    (void)dev;
+    (void)op;
+    return false;
+}
+
+ct_status ocl_quant_run(ct_device *dev, const ct_op *op)
+{
+    (void)dev;
+    return core_err(CT_ERR_UNSUPPORTED, "opencl: %s is not implemented", op_kind_name(op->kind));
+}
+
+ct_status ocl_quant_import(ct_device *dev, const ct_tensor *t)
+{
+    (void)dev;
+    (void)t;
+    return CT_OK;
+}
