@@ -3,8 +3,19 @@
  * dim 1 that ct_sdpa reads directly as [Hkv, Tk, D]. */
 #include <stdlib.h>
 
+#include "core/backend.h"
 #include "core/tensor.h"
 #include "llm/model.h"
+
+/* A layer's cache lives where the layer's key projection was placed (llm_model_place), so
+ * attention runs beside its weights and --gpu-layers needs no model code naming a device. */
+static ct_status place_like(const ct_tensor *k, const ct_tensor *v, const ct_tensor *wk)
+{
+    const ct_device_info *home = wk && wk->st->home ? &wk->st->home->info : NULL;
+    if (!home) return CT_OK;
+    ct_status s = ct_tensor_place(k, home->name);
+    return s == CT_OK ? ct_tensor_place(v, home->name) : s;
+}
 
 ct_status llm_kv_cache_init(llm_kv_cache *c, const llm_model *m, int n_ctx, ct_dtype dtype)
 {
@@ -29,6 +40,7 @@ ct_status llm_kv_cache_init(llm_kv_cache *c, const llm_model *m, int n_ctx, ct_d
         /* ct_empty leaves the storage unwritten: pages are touched only as positions fill. */
         ct_status s = ct_empty(3, ks, dtype, &c->k[l]);
         if (s == CT_OK) s = ct_empty(3, vs, dtype, &c->v[l]);
+        if (s == CT_OK) s = place_like(c->k[l], c->v[l], m->layers[l].wk);
         if (s != CT_OK) {
             llm_kv_cache_free(c);
             return s;

@@ -323,75 +323,146 @@ void llm_model_free(llm_model *m)
     free(m);
 }
 
-/* Visits every weight tensor once. */
-static int model_weights(const llm_model *m, const ct_tensor **ts, int cap)
+/* The weights of repeating layer il (NULL slots skipped); at most LAYER_WEIGHTS. */
+#define LAYER_WEIGHTS 13
+static int layer_weights(const llm_model *m, int il, const ct_tensor **ts)
 {
+    const llm_layer *L = &m->layers[il];
+    const ct_tensor *all[LAYER_WEIGHTS] = {L->attn_norm, L->wq, L->wk, L->wv, L->wo, L->q_norm, L->k_norm,
+                                           L->post_attn_norm, L->ffn_norm, L->w_gate, L->w_up, L->w_down,
+                                           L->post_ffn_norm};
     int n = 0;
-#define ADD(t)                          \
-    do {                                \
-        if ((t) && n < cap) ts[n++] = (t); \
-    } while (0)
-    ADD(m->tok_embd);
-    for (int il = 0; il < m->hp.n_layer; il++) {
-        const llm_layer *L = &m->layers[il];
-        ADD(L->attn_norm); ADD(L->wq); ADD(L->wk); ADD(L->wv); ADD(L->wo); ADD(L->q_norm); ADD(L->k_norm);
-        ADD(L->post_attn_norm); ADD(L->ffn_norm); ADD(L->w_gate); ADD(L->w_up); ADD(L->w_down);
-        ADD(L->post_ffn_norm);
-    }
-    ADD(m->output_norm);
-    if (!m->tied_output) ADD(m->output);
-#undef ADD
+    for (int i = 0; i < LAYER_WEIGHTS; i++)
+        if (all[i]) ts[n++] = all[i];
     return n;
 }
 
-ct_status llm_model_place(const llm_model *m, const char *device, llm_progress_fn progress, void *ctx, uint64_t *placed)
+/* The weights outside the repeating layers: llama.cpp's -ngl counts them as one more layer
+ * (the output), offloaded once every repeating layer is. */
+static int global_weights(const llm_model *m, const ct_tensor **ts)
+{
+    int n = 0;
+    ts[n++] = m->tok_embd;
+    if (m->output_norm) ts[n++] = m->output_norm;
+    if (!m->tied_output && m->output) ts[n++] = m->output;
+    return n;
+}
+
+static uint64_t sum_bytes(const ct_tensor *const *ts, int n)
+{
+    uint64_t b = 0;
+    for (int i = 0; i < n; i++) b += ct_tensor_nbytes(ts[i]);
+    return b;
+}
+
+/* Weight bytes that offloading `n` layers (llama.cpp's count) puts on the device. */
+static uint64_t offload_bytes(const llm_model *m, int n)
+{
+    const ct_tensor *ts[LAYER_WEIGHTS];
+    uint64_t b = 0;
+    int nl = m->hp.n_layer;
+    for (int il = nl - (n < nl ? n : nl); il < nl; il++) b += sum_bytes(ts, layer_weights(m, il, ts));
+    if (n > nl) b += sum_bytes(ts, global_weights(m, ts));
+    return b;
+}
+
+/* How many layers to offload: `want` (clamped), or when negative as many as fit in the
+ * device's free memory less a margin for the KV cache, activations and the backend's own
+ * use (a tenth of its memory, at least 256 MiB). A device that cannot report its memory
+ * takes them all; what then fails to fit stays on the host at placement. */
+static int layers_to_offload(const llm_model *m, const char *device, int want)
+{
+    int all = m->hp.n_layer + 1;
+    if (want >= 0) return want < all ? want : all;
+    uint64_t free_b = 0, total_b = 0;
+    if (ct_device_memory(device, &free_b, &total_b) != CT_OK) {
+        ct_clear_error();
+        return all;
+    }
+    uint64_t margin = total_b / 10 > (256u << 20) ? total_b / 10 : (256u << 20);
+    uint64_t budget = free_b > margin ? free_b - margin : 0;
+    int n = all;
+    while (n > 0 && offload_bytes(m, n) > budget) n--;
+    return n;
+}
+
+/* Fault the mapped pages in now, so the first token does not pay for the disk. */
+static ct_status touch_host(const ct_tensor *t)
+{
+    const void *p = NULL;
+    ct_status s = ct_tensor_data(t, &p);
+    if (s != CT_OK) return s;
+    const volatile unsigned char *b = p;
+    size_t bytes = ct_tensor_nbytes(t);
+    for (size_t off = 0; off < bytes; off += 4096) (void)b[off];
+    return CT_OK;
+}
+
+typedef struct place_state {
+    const llm_model *m;
+    const char *device;
+    bool on_host_only; /* the device is the CPU: nothing to place, the mapping is the data */
+    bool full;         /* the device ran out of memory: the rest go to the host */
+    uint64_t done, on_dev;
+    llm_progress_fn progress;
+    void *ctx;
+} place_state;
+
+/* Places one weight on the device (to_dev) or on the host; a device that is full sends it,
+ * and everything after it, to the host. */
+static ct_status place_one(place_state *p, const ct_tensor *t, bool to_dev)
+{
+    ct_status s = CT_OK;
+    if (to_dev && !p->full && !p->on_host_only) {
+        s = ct_tensor_place(t, p->device);
+        if (s == CT_OK) p->on_dev += ct_tensor_nbytes(t);
+        if (s == CT_ERR_DEVICE_OOM) {
+            core_log(CT_LOG_WARN, "%s: %s is full after %.1f MiB of weights; the rest stay on the host (%s)",
+                     p->m->name, p->device, (double)p->on_dev / 1048576.0, ct_last_error());
+            p->full = true;
+        }
+    }
+    if (!to_dev || p->full || p->on_host_only) {
+        s = touch_host(t);
+        /* on a chain with a GPU, a host weight keeps its ops on the host; on the CPU alone an
+         * earlier placement (on a device since lost) is dropped */
+        if (s == CT_OK) s = ct_tensor_place(t, p->on_host_only ? NULL : "cpu");
+        if (s == CT_OK && p->on_host_only) p->on_dev += ct_tensor_nbytes(t);
+    }
+    p->done += ct_tensor_nbytes(t);
+    if (p->progress) p->progress(p->done, p->m->weight_bytes, p->ctx);
+    return s;
+}
+
+ct_status llm_model_place(const llm_model *m, const char *device, int n_layers, llm_progress_fn progress, void *ctx,
+                          llm_placement *out)
 {
     if (!m) return core_err(CT_ERR_INVALID_ARG, "llm_model_place: NULL model");
-    if (placed) *placed = 0;
+    if (out) *out = (llm_placement){0};
     ct_device_info head;
     if (!device) {
         ct_status s = ct_chain_get(0, &head);
         if (s != CT_OK) return s;
         device = head.name;
     }
-    int cap = 3 + 13 * m->hp.n_layer;
-    const ct_tensor **ts = malloc((size_t)cap * sizeof *ts);
-    if (!ts) return core_err(CT_ERR_OOM, "llm_model_place: out of memory");
-    int n = model_weights(m, ts, cap);
-    bool host = strcmp(device, "cpu") == 0, full = false;
-    uint64_t done = 0, on_dev = 0;
+    place_state p = {m, device, strcmp(device, "cpu") == 0, false, 0, 0, progress, ctx};
+    int nl = m->hp.n_layer, n = p.on_host_only ? nl + 1 : layers_to_offload(m, device, n_layers);
+    const ct_tensor *ts[LAYER_WEIGHTS];
     ct_status s = CT_OK;
-    volatile unsigned char sink = 0;
-    for (int i = 0; i < n; i++) {
-        size_t bytes = ct_tensor_nbytes(ts[i]);
-        if (host) {
-            /* Fault the mapped pages in now, so the first token does not pay for the disk. */
-            const void *p = NULL;
-            if ((s = ct_tensor_data(ts[i], &p)) != CT_OK) break;
-            const unsigned char *b = p;
-            unsigned char acc = 0;
-            for (size_t off = 0; off < bytes; off += 4096) acc ^= b[off];
-            sink ^= acc;
-            on_dev += bytes;
-        } else if (!full) {
-            s = ct_tensor_prefetch(ts[i], device);
-            if (s == CT_OK) {
-                on_dev += bytes;
-            } else if (s == CT_ERR_DEVICE_OOM) {
-                core_log(CT_LOG_WARN, "%s: %s is full after %.1f MiB of weights; the rest stay on the host (%s)",
-                         m->name, device, (double)on_dev / 1048576.0, ct_last_error());
-                full = true;
-                s = CT_OK;
-            } else {
-                break;
-            }
-        }
-        done += bytes;
-        if (progress) progress(done, m->weight_bytes, ctx);
+    /* the last n layers, as llama.cpp offloads them; past n_layer the output (and the embedding) */
+    for (int il = 0; il < nl && s == CT_OK; il++) {
+        int k = layer_weights(m, il, ts);
+        bool to_dev = il >= nl - n;
+        for (int i = 0; i < k && s == CT_OK; i++) s = place_one(&p, ts[i], to_dev);
+        if (s == CT_OK && to_dev && !p.full && out) out->layers++;
     }
-    (void)sink;
-    free(ts);
-    if (placed) *placed = on_dev;
+    int k = global_weights(m, ts);
+    for (int i = 0; i < k && s == CT_OK; i++) s = place_one(&p, ts[i], n > nl);
+    if (out) {
+        out->bytes = p.on_dev;
+        out->output = n > nl && !p.full;
+        snprintf(out->device, sizeof out->device, "%s", device);
+    }
     return s;
 }
 

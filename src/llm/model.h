@@ -102,11 +102,23 @@ typedef struct llm_load_opts {
 ct_status llm_model_load_opts(const char *path, const llm_load_opts *opts, llm_progress_fn progress, void *ctx,
                               llm_model **out);
 void llm_model_free(llm_model *m);
-/* Makes every weight valid on `device` ahead of use (NULL = the chain head);
- * a weight that does not fit stays where it is and the executor falls back.
- * *placed = weight bytes that ended on the device. */
-ct_status llm_model_place(const llm_model *m, const char *device, llm_progress_fn progress, void *ctx,
-                          uint64_t *placed);
+/* Where llm_model_place put the weights. */
+typedef struct llm_placement {
+    char device[32]; /* the device the offloaded layers went to */
+    int layers;      /* repeating layers on it (all their weights) */
+    bool output;     /* the output (and token embedding) on it too */
+    uint64_t bytes;  /* weight bytes on it */
+} llm_placement;
+
+/* Places the weights for a run (ct_tensor_place: ops follow them), the way llama.cpp's
+ * -ngl offloads: the last n_layers repeating layers on `device` (NULL = the chain head),
+ * n_layers > n_layer also the output and the token embedding, the rest on the host;
+ * n_layers < 0 = as many as fit in the device's free memory less a margin. A weight that
+ * does not fit after all stays on the host, and so do the ones after it. On the CPU the
+ * mapped pages are faulted in instead. The KV cache follows: llm_kv_cache_init puts each
+ * layer's cache where its key projection lives. */
+ct_status llm_model_place(const llm_model *m, const char *device, int n_layers, llm_progress_fn progress, void *ctx,
+                          llm_placement *out);
 /* One-line summary: "llama, 4 layers, 256 embd, 8/4 heads, ctx 2048, 13.3 MiB". */
 void llm_model_describe(const llm_model *m, char *buf, size_t len);
 

@@ -75,10 +75,10 @@ static ct_status fresh_cache(llm_session *s)
 /* One attempt on the current head: rebuild, replay hist[0..at), rerun the step. */
 static ct_status attempt(llm_session *s, const char *head, int32_t *hist, int at, const int32_t *toks, int n)
 {
-    ct_status st = fresh_cache(s);
     s->have_logits = false;
-    /* on the host the weights already are where they must be: their mapping */
-    if (st == CT_OK && strcmp(head, "cpu") != 0) st = llm_model_place(s->m, head, NULL, NULL, NULL);
+    /* the weights first: the fresh cache goes where their layers now live */
+    ct_status st = llm_model_place(s->m, head, -1, NULL, NULL, NULL);
+    if (st == CT_OK) st = fresh_cache(s);
     if (st == CT_OK && at > 0) st = llm_session_eval(s, hist, at);
     if (st == CT_OK) st = llm_session_eval(s, toks, n);
     return st;

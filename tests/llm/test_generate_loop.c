@@ -210,11 +210,11 @@ static void test_session_args(void)
     llm_session_free(&ss);
     llm_session_free(NULL);
     /* the model is placed on the host: every weight byte counted, progress ends at the total */
-    uint64_t placed = 1;
+    llm_placement placed = {.bytes = 1};
     prog pr = {0, 0, 0};
-    CHECK_STATUS(llm_model_place(NULL, "cpu", NULL, NULL, &placed), CT_ERR_INVALID_ARG);
-    CHECK_OK(llm_model_place(m, NULL, on_progress, &pr, &placed));
-    CHECK(placed == m->weight_bytes);
+    CHECK_STATUS(llm_model_place(NULL, "cpu", -1, NULL, NULL, &placed), CT_ERR_INVALID_ARG);
+    CHECK_OK(llm_model_place(m, NULL, -1, on_progress, &pr, &placed));
+    CHECK(placed.bytes == m->weight_bytes && placed.layers == m->hp.n_layer && placed.output);
     CHECK(pr.calls == 12 && pr.done == m->weight_bytes && pr.total == m->weight_bytes);
     llm_model_free(m);
 

@@ -4,6 +4,7 @@
  * the session recovers (fresh cache, weights on the chain's next device, the token
  * history evaluated again) so greedy generation gives exactly the tokens of an
  * uninterrupted run on the CPU. The recovery is logged once, naming both devices.
+ * Also the layer split of --gpu-layers (llm_model_place) on the same device.
  * Needs no ../shared. */
 #include <math.h>
 #include <stdlib.h>
@@ -95,6 +96,7 @@ static llm_model *make_model(void)
  * the fault_piece[i]-th generated piece (-1: during the prompt). */
 typedef struct run_cfg {
     int n_test;
+    int gpu_layers; /* layers placed on test:0 (llm_model_place's n_layers); 0: all that fit */
     int n_faults;
     int fault_dev[2], fault_piece[2];
 } run_cfg;
@@ -145,6 +147,7 @@ static int count(const char *hay, const char *needle)
 }
 
 static void cpu_reference(void);
+static void check_split(const llm_model *m, const llm_session *s, int ngl);
 
 static void generate(const run_cfg *c, run_out *o)
 {
@@ -161,9 +164,12 @@ static void generate(const run_cfg *c, run_out *o)
     ct_set_log_callback(capture, NULL);
     llm_model *m = make_model();
     if (!m) return;
-    if (c->n_test) CHECK_OK(llm_model_place(m, "test:0", NULL, NULL, NULL));
+    llm_placement pl = {0};
+    if (c->n_test) CHECK_OK(llm_model_place(m, "test:0", c->gpu_layers ? c->gpu_layers : -1, NULL, NULL, &pl));
+    if (c->gpu_layers) CHECK(pl.layers == c->gpu_layers && !pl.output && !strcmp(pl.device, "test:0"));
     llm_session s;
     CHECK_OK(llm_session_init(&s, m, CTX, CT_F32, NULL)); /* f32: the simulated device writes the cache */
+    if (c->gpu_layers) check_split(m, &s, c->gpu_layers);
     s.ignore_eog = true;
     inject(c, -1);
     CHECK_OK(llm_session_eval(&s, g_prompt, P));
@@ -176,6 +182,21 @@ static void generate(const run_cfg *c, run_out *o)
     llm_session_free(&s);
     llm_model_free(m);
     ct_set_log_callback(NULL, NULL);
+}
+
+/* The last `ngl` layers' weights and KV cache live on test:0, the others' never went there. */
+static void check_split(const llm_model *m, const llm_session *s, int ngl)
+{
+    char buf[128];
+    for (int l = 0; l < L; l++) {
+        bool dev = l >= L - ngl;
+        const ct_tensor *ts[] = {m->layers[l].wq, m->layers[l].w_down, s->kv.k[l], s->kv.v[l]};
+        for (int i = 0; i < 4; i++) {
+            bool there = strstr(ct_tensor_residency(ts[i], buf, sizeof buf), "test:0") != NULL;
+            CHECK_MSG(there == dev, "layer %d tensor %d: residency %s", l, i, buf);
+        }
+    }
+    CHECK_MSG(!strstr(ct_tensor_residency(m->output, buf, sizeof buf), "test:0"), "output: %s", buf);
 }
 
 static run_out g_cpu; /* the uninterrupted CPU run, made by the first test that needs it */
@@ -209,6 +230,18 @@ static void test_cpu_reference(void)
 static void test_device_without_fault(void)
 {
     static const run_cfg c = {.n_test = 1};
+    run_out o;
+    generate(&c, &o);
+    expect_cpu_tokens(&o);
+    CHECK_MSG(!g_log[0], "logged: %s", g_log);
+}
+
+/* --gpu-layers 1: the last layer (its weights and its KV cache) on the simulated device, the
+ * first layer and the output on the host; ops follow their weights and the tokens are the
+ * CPU's. */
+static void test_layer_split(void)
+{
+    static const run_cfg c = {.n_test = 1, .gpu_layers = 1};
     run_out o;
     generate(&c, &o);
     expect_cpu_tokens(&o);
@@ -260,6 +293,7 @@ int main(int argc, char **argv)
     th_args(argc, argv);
     RUN(test_cpu_reference);
     RUN(test_device_without_fault);
+    RUN(test_layer_split);
     RUN(test_fault_at_a_decode_step);
     RUN(test_fault_during_the_prompt);
     RUN(test_two_losses_walk_the_chain);

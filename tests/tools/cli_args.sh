@@ -52,7 +52,7 @@ go run --help
 for f in -ngl --gpu-layers --ignore-eos '-e, --escape' --color '-i, --interactive' '-s, --seed' --top-p --min-p; do
   grep -qF -- "$f" "$TMP/out" && ok "run --help lists $f" || bad "run --help lists $f" "missing"
 done
-grep -q 'no effect without a GPU backend' "$TMP/out" && ok "run --help: -ngl has no effect on the CPU" || bad "-ngl help" "missing"
+grep -q 'layers to offload' "$TMP/out" && ok "run --help: -ngl says what it offloads" || bad "-ngl help" "missing"
 go chat --help
 for f in '-sys, --system-prompt' '--chat-template' '-s, --seed' --ignore-eos; do
   grep -qF -- "$f" "$TMP/out" && ok "chat --help lists $f" || bad "chat --help lists $f" "missing"
@@ -90,8 +90,8 @@ usage "-n with space"        "-n wants an integer, got ' 5'"   -- run -m "$M" -p
 usage "-n overflow"          "-n must be >= -1, got 99999999999" -- run -m "$M" -p hi -n 99999999999
 usage "--temp garbage"       "--temp wants a finite number, got '0.7x'" -- run -m "$M" -p hi --temp 0.7x
 usage "--repeat-penalty 0"   "--repeat-penalty must be > 0"    -- run -m "$M" -p hi --repeat-penalty 0
-usage "-ngl validated"       "-ngl wants an integer, got 'lots'" -- run -m "$M" -p hi -ngl lots
-usage "-ngl < 0"             "-ngl must be >= 0, got -3"       -- run -m "$M" -p hi -ngl -3
+usage "-ngl validated"       "-ngl takes a number of layers (0 or more), all or auto, got 'lots'" -- run -m "$M" -p hi -ngl lots
+usage "-ngl < 0"             "-ngl takes a number of layers (0 or more), all or auto, got '-3'" -- run -m "$M" -p hi -ngl -3
 usage "-s garbage"           "-s wants an integer, got 'x1'"   -- run -m "$M" -p hi -s x1
 usage "-s < -1"              "-s must be >= -1, got -2"        -- run -m "$M" -p hi -s -2
 usage "chat -s is the seed"  "-s wants an integer, got 'be nice'" -- chat -m "$M" -s 'be nice'

@@ -1,5 +1,6 @@
 #include "llm_cli.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,18 @@
 #include "cli.h"
 #include "llm/tokenizer.h"
 #include "progress.h"
+
+/* -ngl N | all | auto, as llama.cpp users write it. */
+static int check_gpu_layers(const char *cmd, llm_cli_opts *o)
+{
+    const char *a = o->gpu_layers_arg;
+    long long n = -1;
+    if (!a || !strcmp(a, "auto")) o->gpu_layers = -1;
+    else if (!strcmp(a, "all")) o->gpu_layers = INT_MAX;
+    else if (cli_parse_int(a, 0, INT_MAX, &n)) o->gpu_layers = (int)n;
+    else return cli_usage_error(cmd, "-ngl takes a number of layers (0 or more), all or auto, got '%s'", a);
+    return -1;
+}
 
 int llm_cli_check(const char *cmd, llm_cli_opts *o)
 {
@@ -21,7 +34,7 @@ int llm_cli_check(const char *cmd, llm_cli_opts *o)
     }
     if (!cli_check_model_path(cmd, "model", o->model)) return 1;
     if (o->threads > 0) o->threads = cli_cap_threads(cmd, o->threads);
-    return -1;
+    return check_gpu_layers(cmd, o);
 }
 
 int llm_cli_check_sampling(const char *cmd, llm_sampler_params *sp, int64_t seed)
@@ -110,21 +123,20 @@ llm_model *llm_cli_load(const char *cmd, const llm_cli_opts *o, bool need_tokeni
     cli_log(CT_LOG_INFO, "model: %s\n", cli_escape(desc, strlen(desc), edesc, sizeof edesc));
 
     progress_begin(&pr, "placing weights");
-    uint64_t placed = 0;
-    ct_device_info head = {0};
-    ct_chain_get(0, &head);
-    if (llm_model_place(m, NULL, on_progress, &pr, &placed) != CT_OK) {
+    llm_placement placed;
+    if (llm_model_place(m, NULL, o->gpu_layers, on_progress, &pr, &placed) != CT_OK) {
         progress_abort(&pr);
         llm_cli_fail(cmd);
         llm_model_free(m);
         return NULL;
     }
-    char sum[160];
-    if (placed >= m->weight_bytes)
-        snprintf(sum, sizeof sum, "all %.1f MiB of weights on %s", (double)placed / 1048576.0, head.name);
+    char sum[200];
+    if (placed.bytes >= m->weight_bytes)
+        snprintf(sum, sizeof sum, "all %.1f MiB of weights on %s", (double)placed.bytes / 1048576.0, placed.device);
     else
-        snprintf(sum, sizeof sum, "%.1f of %.1f MiB on %s, the rest on the host (ops on them fall back)",
-                 (double)placed / 1048576.0, (double)m->weight_bytes / 1048576.0, head.name);
+        snprintf(sum, sizeof sum, "%d of %d layers%s on %s (%.1f of %.1f MiB), the rest on the host", placed.layers,
+                 m->hp.n_layer, placed.output ? " and the output" : "", placed.device,
+                 (double)placed.bytes / 1048576.0, (double)m->weight_bytes / 1048576.0);
     progress_end(&pr, sum);
     ct_exec_stats_reset();
     return m;

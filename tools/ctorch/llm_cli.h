@@ -18,7 +18,8 @@ typedef struct llm_cli_opts {
     int n_ctx;           /* -c, 0 = default */
     const char *devices; /* -d, NULL = default chain */
     bool kv_f32;         /* --kv-f32 */
-    int gpu_layers;      /* -ngl: kept for the GPU backends; the CPU ignores it */
+    const char *gpu_layers_arg; /* -ngl as given: N, all or auto (NULL) */
+    int gpu_layers;      /* from it (llm_cli_check): layers to offload, -1 = as many as fit */
     const char *bpe_pre; /* --bpe-pre: BPE pre-tokenizer instead of the file's, NULL = the file's */
 } llm_cli_opts;
 
@@ -30,8 +31,9 @@ typedef struct llm_cli_opts {
      "CPU threads (default: CTORCH_THREADS, else all; capped at the hardware threads)"},                           \
     {"-d|--devices", "LIST", CLI_STRING, &(o)->devices, 0, 0, NULL,                                                \
      "cpu, cuda, opencl, auto or a chain like cuda:0,cpu (default auto)"},                                         \
-    {"-ngl|--gpu-layers|--n-gpu-layers", "N", CLI_INT, &(o)->gpu_layers, 0, CLI_NOMAX, NULL,                           \
-     "layers to offload to a GPU; no effect without a GPU backend (this build runs on the CPU)"},                  \
+    {"-ngl|--gpu-layers|--n-gpu-layers", "N", CLI_STRING, &(o)->gpu_layers_arg, 0, 0, NULL,                        \
+     "layers to offload to the chain's first device when it is not the CPU, counted from the last (N > layers: "  \
+     "the output too); all, or auto (default: as many as fit)"},                                                  \
     {"--kv-f32", NULL, CLI_FLAG, &(o)->kv_f32, 0, 0, NULL, "f32 KV cache (default f16)"},                         \
     {"--bpe-pre", "NAME", CLI_STRING, &(o)->bpe_pre, 0, 0, NULL,                                                   \
      "byte-level BPE pre-tokenizer to use instead of the file's (e.g. gpt2 for a name ctorch does not know)"}
