@@ -31,8 +31,10 @@
  * untimed replay, would charge the clock reads around each op to the kernels.
  *
  * Output: a markdown table on stdout, progress on stderr. Timings are never asserted.
+ * --profile eager|replay|kernels SECONDS runs only that mode, on each workload, for that
+ * long and prints no table: a target for `perf record`.
  * Usage: ctorch-bench-exec [-m MODEL]... [--chain N] [-r ROUNDS] [-t THREADS]
- *                          [--pos P] [--quick] [--no-models] */
+ *                          [--pos P] [--quick] [--no-models] [--profile MODE SECONDS] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -305,6 +307,21 @@ static void measure(workload *w, int rounds, double budget_s, row *r)
     g_list = NULL;
 }
 
+/* Only one mode, for a profiler: no alternation, no table. */
+static void profile(workload *w, mode m, double seconds)
+{
+    g_list = g_ops;
+    g_list_n = w->n_ops;
+    int iters = 0;
+    double t0 = now_s();
+    while (now_s() - t0 < seconds) {
+        for (int i = 0; i < 64; i++) run_mode(w, m);
+        iters += 64;
+    }
+    fprintf(stderr, "%s: %d steps, %.3f us per step\n", w->name, iters, (now_s() - t0) / iters * 1e6);
+    g_list = NULL;
+}
+
 static void print_rows(const row *rows, int n, int threads)
 {
     printf("| step | ops/step | eager µs/step | replay µs/step | kernels µs/step | eager µs/op | "
@@ -334,7 +351,7 @@ static void print_rows(const row *rows, int n, int threads)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: ctorch-bench-exec [-m MODEL]... [--chain N] [-r ROUNDS] [-t THREADS] [--pos P] [--quick] "
-               "[--no-models]\n"
+               "[--no-models] [--profile eager|replay|kernels SECONDS]\n"
                "  executor cost per op: eager dispatch vs a replayed recorded step vs the bare kernels,\n"
                "  on a chain of N 1-element adds/muls (default 64) and the decode step of each model\n"
                "  (default: the refdata mini models, %s/mini-a). Markdown on stdout.\n",
@@ -357,6 +374,7 @@ int main(int argc, char **argv)
     const char *models[MAX_MODELS];
     int n_models = 0, chain = 64, rounds = 15, threads = 1, pos = 32;
     bool quick = false, no_models = false;
+    int prof_mode = -1, prof_s = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool more = i + 1 < argc;
@@ -372,6 +390,17 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--pos") && more) pos = parse_int(argv[++i], 0, 100000, a);
         else if (!strcmp(a, "--quick")) quick = true;
         else if (!strcmp(a, "--no-models")) no_models = true;
+        else if (!strcmp(a, "--profile") && i + 2 < argc) {
+            const char *names[M_COUNT] = {"eager", "replay", "kernels"};
+            for (int m = 0; m < M_COUNT; m++)
+                if (!strcmp(argv[i + 1], names[m])) prof_mode = m;
+            if (prof_mode < 0) {
+                usage(stderr);
+                return 2;
+            }
+            prof_s = parse_int(argv[i + 2], 1, 3600, a);
+            i += 2;
+        }
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
@@ -426,7 +455,8 @@ int main(int argc, char **argv)
         snprintf(w.name, sizeof w.name, "chain of %d add/mul, [1] f32", chain);
         fprintf(stderr, "%s ...\n", w.name);
         record(&w, NULL);
-        measure(&w, rounds, budget, &rows[n_rows++]);
+        if (prof_mode >= 0) profile(&w, (mode)prof_mode, prof_s);
+        else measure(&w, rounds, budget, &rows[n_rows++]);
         ct_step_free(w.step);
         ct_tensor_free(c.a);
         ct_tensor_free(c.b);
@@ -438,11 +468,12 @@ int main(int argc, char **argv)
         snprintf(w.name, sizeof w.name, "decode %s, pos %d", base ? base + 1 : models[i], pos);
         fprintf(stderr, "%s ...\n", w.name);
         record(&w, &d->logits);
-        measure(&w, rounds, budget, &rows[n_rows++]);
+        if (prof_mode >= 0) profile(&w, (mode)prof_mode, prof_s);
+        else measure(&w, rounds, budget, &rows[n_rows++]);
         ct_step_free(w.step);
         decode_close(d);
     }
-    print_rows(rows, n_rows, threads);
+    if (prof_mode < 0) print_rows(rows, n_rows, threads);
     free(g_ops);
     ct_exec_shutdown();
     return 0;
