@@ -93,48 +93,13 @@ for T in $TYPES; do
     LOADS+=("$T: $before -> $(loadavg)")
 done
 
-"$PYTHON" - "$RESULTS_DIR" "$PP" "$TG" "$THREADS" "$MODELS_DIR" "$TYPES" "${LOADS[@]}" <<'EOF'
-import json, os, struct, sys
+"$PYTHON" - "$RESULTS_DIR" "$PP" "$TG" "$THREADS" "$MODELS_DIR" "$TYPES" "$REPO/bench" "${LOADS[@]}" <<'EOF'
+import json, os, sys
 
-res_dir, pp, tg, threads, models_dir, types = sys.argv[1:7]
-loads = sys.argv[7:]
-
-def gguf_tensor_bytes(path):
-    """Per-tensor byte spans from the data offsets (padding included: < 32 B each)."""
-    with open(path, "rb") as f:
-        if f.read(4) != b"GGUF":
-            raise ValueError(path + ": not a GGUF file")
-        version, = struct.unpack("<I", f.read(4))
-        n_t, n_kv = struct.unpack("<QQ", f.read(16))
-        fixed = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-        align = 32
-        def rstr():
-            n, = struct.unpack("<Q", f.read(8)); return f.read(n)
-        def skip(t):
-            if t in fixed: return f.read(fixed[t])
-            if t == 8: return rstr()
-            if t == 9:
-                et, n = struct.unpack("<IQ", f.read(12))
-                if et in fixed: f.seek(fixed[et] * n, 1); return None
-                for _ in range(n): skip(et)
-                return None
-            raise ValueError("bad type %d" % t)
-        for _ in range(n_kv):
-            k = rstr(); t, = struct.unpack("<I", f.read(4)); v = skip(t)
-            if k == b"general.alignment": align = struct.unpack("<I", v)[0]
-        infos = []
-        for _ in range(n_t):
-            name = rstr().decode(); nd, = struct.unpack("<I", f.read(4))
-            f.seek(8 * nd + 4, 1); off, = struct.unpack("<Q", f.read(8))
-            infos.append((off, name))
-        data_start = (f.tell() + align - 1) // align * align
-    size = os.path.getsize(path)
-    infos.sort()
-    out = {}
-    for i, (off, name) in enumerate(infos):
-        end = infos[i + 1][0] if i + 1 < len(infos) else size - data_start
-        out[name] = end - off
-    return out
+res_dir, pp, tg, threads, models_dir, types, bench_dir = sys.argv[1:8]
+loads = sys.argv[8:]
+sys.path.insert(0, bench_dir)
+from benchlib import gguf_tensor_bytes  # the GGUF tensor-size reader shared with compare_llamacpp.py
 
 def load(name):
     p = os.path.join(res_dir, name)
