@@ -195,6 +195,20 @@ static void test_failover(void)
     } else {
         CHECK_MSG(false, "a 64 MiB buffer: %s", ct_last_error());
     }
+    /* an op's temporaries count while they live and come back when freed */
+    cl_mem m = NULL;
+    CHECK_OK(ct_device_memory(g_dev, &free0, &total));
+    if (dev && ocl_tmp_alloc(dev, (size_t)16 << 20, &m) == CT_OK) {
+        CHECK_OK(ct_device_memory(g_dev, &free1, &total));
+        CHECK(free1 + ((uint64_t)16 << 20) <= free0);
+        ocl_tmp_free(dev, m, (size_t)16 << 20);
+        CHECK_OK(ct_device_memory(g_dev, &free1, &total));
+        CHECK_MSG(free1 == free0, "free memory %llu after the temporary, %llu before", (unsigned long long)free1,
+                  (unsigned long long)free0);
+    } else {
+        CHECK_MSG(false, "a 16 MiB temporary: %s", ct_last_error());
+    }
+    if (dev) CHECK_STATUS(ocl_tmp_alloc(dev, (size_t)in->max_alloc + 1, &m), CT_ERR_DEVICE_OOM);
 }
 
 /* A program that does not build makes its ops unsupported (they run on the CPU), and its

@@ -3,7 +3,6 @@
  * and source text, so a second process does not recompile (PoCL takes seconds per
  * program). A program that does not build leaves its log in the log and the trace, and
  * its ops unsupported on that device. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,7 +123,7 @@ static unsigned char *read_file(const char *path, size_t *len)
 }
 
 /* Written to a temporary name and renamed: a concurrent process never reads half a file. */
-static void save_binary(const ocl_dev *od, cl_program prog, const char *path)
+static void save_binary(cl_program prog, const char *path)
 {
     size_t size = 0;
     if (ocl_cl.clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL) != CL_SUCCESS || !size) return;
@@ -138,9 +137,8 @@ static void save_binary(const ocl_dev *od, cl_program prog, const char *path)
         bool ok = f && fwrite(bin, 1, size, f) == size;
         if (f && fclose(f) != 0) ok = false;
         if (ok && rename(tmp, path) == 0) core_log(CT_LOG_DEBUG, "opencl: cached %s", path);
-        else if (f || errno) remove(tmp);
+        else remove(tmp);
     }
-    (void)od;
     free(bin);
 }
 
@@ -199,7 +197,7 @@ static void build(const ct_device *dev, ocl_dev *od, int i)
             if (p) ocl_cl.clReleaseProgram(p);
             p = NULL;
         } else if (cached) {
-            save_binary(od, p, path);
+            save_binary(p, path);
         }
     }
     free(owned);
