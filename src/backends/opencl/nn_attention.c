@@ -1,0 +1,96 @@
+/* SDPA on OpenCL (kernels/attention.cl): q f32, k/v f32 or f16 with unit stride along the
+ * head dim (the frontend converts anything else), an optional f32 additive mask and the
+ * attended-length tensor read on the device. Decode (one query row) splits the keys into
+ * segments so that few heads still fill the device, merged by att_combine; the split depends
+ * only on the shapes and the device, so a recorded step replays the same arithmetic. */
+#include "backends/opencl/nn_internal.h"
+
+#define ATT_WG 64
+#define ATT_ACC 8        /* value dims per work-item (ATT_ACC in attention.cl) */
+#define ATT_MIN_SEG 128  /* keys per decode segment, at least */
+
+typedef struct att_plan {
+    size_t wg;
+    int nseg;
+} att_plan;
+
+static att_plan att_plan_for(const ct_device *dev, const ct_op *op)
+{
+    const ct_tensor *q = op->src[0], *k = op->src[1];
+    att_plan p = {.wg = nn_wg(dev, ATT_WG), .nseg = 1};
+    int64_t rows = q->shape[0] * q->shape[1] * q->shape[2], Tk = k->shape[2];
+    if (q->shape[2] == 1 && rows > 0) {
+        int64_t target = 4 * (int64_t)(ocl_info(dev)->compute_units ? ocl_info(dev)->compute_units : 1);
+        int64_t n = (target + rows - 1) / rows, cap = Tk / ATT_MIN_SEG;
+        if (n > cap) n = cap;
+        if (n > 256) n = 256;
+        p.nseg = n > 1 ? (int)n : 1;
+    }
+    return p;
+}
+
+bool nn_attention_supports(const ct_device *dev, const ct_op *op)
+{
+    const ct_tensor *q = op->src[0], *k = op->src[1], *v = op->src[2], *mask = op->src[3], *y = op->dst;
+    if (q->dtype != CT_F32 || y->dtype != CT_F32 || !tensor_is_contiguous(y)) return false;
+    if ((k->dtype != CT_F32 && k->dtype != CT_F16) || (v->dtype != CT_F32 && v->dtype != CT_F16)) return false;
+    if (mask && mask->dtype != CT_F32) return false;
+    if (q->stride[3] != 1 && q->shape[3] > 1) return false;
+    if ((k->stride[3] != 1 && k->shape[3] > 1) || (v->stride[3] != 1 && v->shape[3] > 1)) return false;
+    const ocl_dev_info *info = ocl_info(dev);
+    att_plan p = att_plan_for(dev, op);
+    int64_t D = q->shape[3], Dv = v->shape[3];
+    if (Dv > ATT_ACC * (int64_t)p.wg) return false;
+    if ((uint64_t)(D + 2 * (int64_t)p.wg) * sizeof(float) > info->local_mem) return false;
+    return ocl_program_ok(dev, "attention");
+}
+
+ct_status nn_attention_run(ct_device *dev, const ct_op *op)
+{
+    const ct_tensor *q = op->src[0], *k = op->src[1], *v = op->src[2], *mask = op->src[3], *y = op->dst;
+    const ct_tensor *len = op->n_src > 4 ? op->src[4] : NULL;
+    if (ct_tensor_numel(y) == 0) return CT_OK;
+    att_plan p = att_plan_for(dev, op);
+    cl_long Hq = q->shape[1], Hkv = k->shape[1], Tq = q->shape[2], Tk = k->shape[2], D = q->shape[3],
+            Dv = v->shape[3];
+    cl_long rows = q->shape[0] * Hq * Tq;
+    cl_long4 qs, ks, vs, ms = {{0}};
+    for (int i = 0; i < 4; i++) {
+        qs.s[i] = q->stride[i], ks.s[i] = k->stride[i], vs.s[i] = v->stride[i];
+        if (mask) ms.s[i] = mask->stride[i];
+    }
+    cl_mem qm, km, vm, mm, lm, ym, part;
+    cl_ulong qo, ko, vo, mo = 0, lo = 0, yo;
+    ct_status s = nn_mem(q, dev, "sdpa", &qm, &qo);
+    if (s == CT_OK) s = nn_mem(k, dev, "sdpa", &km, &ko);
+    if (s == CT_OK) s = nn_mem(v, dev, "sdpa", &vm, &vo);
+    if (s == CT_OK) s = nn_mem(y, dev, "sdpa", &ym, &yo);
+    mm = lm = qm; /* absent mask/length: any valid buffer, never read */
+    if (s == CT_OK && mask) s = nn_mem(mask, dev, "sdpa", &mm, &mo);
+    if (s == CT_OK && len) s = nn_mem(len, dev, "sdpa", &lm, &lo);
+    if (s != CT_OK) return s;
+    size_t part_bytes = p.nseg > 1 ? sizeof(float) * (size_t)(rows * p.nseg * (Dv + 2)) : 0;
+    part = ym;
+    if (part_bytes && (s = ocl_tmp_alloc(dev, part_bytes, &part)) != CT_OK) return s;
+    cl_int dtk = k->dtype == CT_F16, dtv = v->dtype == CT_F16, has_mask = mask != NULL, has_len = len != NULL;
+    cl_int len64 = len && len->dtype == CT_I64, causal = op->p.attn.causal, nseg = p.nseg;
+    cl_long window = op->p.attn.window;
+    cl_float scale = (cl_float)op->p.attn.scale;
+    size_t wg = p.wg, global = (size_t)(rows * p.nseg) * wg;
+    ocl_arg a[] = {OCL_ARG(qm),   OCL_ARG(qo),      OCL_ARG(km),      OCL_ARG(ko),      OCL_ARG(vm),
+                   OCL_ARG(vo),   OCL_ARG(mm),      OCL_ARG(mo),      OCL_ARG(lm),      OCL_ARG(lo),
+                   OCL_ARG(ym),   OCL_ARG(yo),      OCL_ARG(part),    OCL_ARG(Hq),      OCL_ARG(Hkv),
+                   OCL_ARG(Tq),   OCL_ARG(Tk),      OCL_ARG(D),       OCL_ARG(Dv),      OCL_ARG(qs),
+                   OCL_ARG(ks),   OCL_ARG(vs),      OCL_ARG(ms),      OCL_ARG(dtk),     OCL_ARG(dtv),
+                   OCL_ARG(has_mask), OCL_ARG(has_len), OCL_ARG(len64), OCL_ARG(causal), OCL_ARG(window),
+                   OCL_ARG(scale), OCL_ARG(nseg),   OCL_LOCAL(sizeof(float) * (size_t)(D > 0 ? D : 1)),
+                   OCL_LOCAL(sizeof(float) * wg), OCL_LOCAL(sizeof(float) * wg)};
+    s = nn_launch(dev, "attention", "att_sdpa", (int)(sizeof a / sizeof a[0]), a, 1, &global, &wg);
+    if (s == CT_OK && p.nseg > 1) {
+        size_t cglobal = (size_t)rows * wg;
+        ocl_arg c[] = {OCL_ARG(part), OCL_ARG(ym), OCL_ARG(yo), OCL_ARG(Dv), OCL_ARG(nseg)};
+        s = nn_launch(dev, "attention", "att_combine", (int)(sizeof c / sizeof c[0]), c, 1, &cglobal, &wg);
+    }
+    if (part_bytes) ocl_tmp_free(dev, part, part_bytes);
+    return s;
+}
