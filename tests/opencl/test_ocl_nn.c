@@ -141,6 +141,12 @@ static void test_norms(void)
                     norm_ctx c = {layer, st, wb, wb && layer, k};
                     ct_tensor *in[3] = {gen(3, shape, dts[d], st, -3, 3), NULL, NULL};
                     in[1] = th_random(&rng, k, shape + 3 - k, d == 1 ? CT_F16 : CT_F32, 0.5, 1.5);
+                    if (!layer && st) { /* a strided weight: every other element of a longer one */
+                        ct_tensor *full = th_random(&rng, 1, (int64_t[]){2 * shape[2]}, CT_F32, 0.5, 1.5);
+                        ct_tensor_free(in[1]);
+                        CHECK_OK(ct_slice(full, 0, 0, 2 * shape[2], 2, &in[1]));
+                        ct_tensor_free(full);
+                    }
                     in[2] = th_random(&rng, k, shape + 3 - k, CT_F32, -1, 1);
                     char what[96];
                     snprintf(what, sizeof what, "%s %s %s%s", layer ? "layer_norm" : "rms_norm", ct_dtype_name(dts[d]),
@@ -411,6 +417,7 @@ static void test_sdpa(void)
             check_sdpa(8, 2, 1, 700, 64, dts[d], (att_ctx){.causal = true, .length = true, .L = 333, .kv_strided = st});
             check_sdpa(4, 1, 1, 1500, 256, dts[d],
                        (att_ctx){.causal = true, .length = true, .L = 1499, .window = 512, .kv_strided = st});
+            check_sdpa(2, 2, 1, 900, 40, dts[d], (att_ctx){.causal = true, .kv_strided = st}); /* every segment used */
             check_sdpa(4, 2, 3, 600, 48, dts[d], (att_ctx){.causal = true, .length = true, .L = 100, .kv_strided = st});
         }
 }

@@ -8,6 +8,7 @@
 #define ATT_WG 64
 #define ATT_ACC 8        /* value dims per work-item (ATT_ACC in attention.cl) */
 #define ATT_MIN_SEG 128  /* keys per decode segment, at least */
+#define ATT_MIN_GROUPS 32
 
 typedef struct att_plan {
     size_t wg;
@@ -20,7 +21,10 @@ static att_plan att_plan_for(const ct_device *dev, const ct_op *op)
     att_plan p = {.wg = nn_wg(dev, ATT_WG), .nseg = 1};
     int64_t rows = q->shape[0] * q->shape[1] * q->shape[2], Tk = k->shape[2];
     if (q->shape[2] == 1 && rows > 0) {
-        int64_t target = 4 * (int64_t)(ocl_info(dev)->compute_units ? ocl_info(dev)->compute_units : 1);
+        /* enough work-groups to fill the device, and never fewer than ATT_MIN_GROUPS: a small
+         * device must run the same split-and-merge path as a large one */
+        int64_t target = 4 * (int64_t)ocl_info(dev)->compute_units;
+        if (target < ATT_MIN_GROUPS) target = ATT_MIN_GROUPS;
         int64_t n = (target + rows - 1) / rows, cap = Tk / ATT_MIN_SEG;
         if (n > cap) n = cap;
         if (n > 256) n = 256;
