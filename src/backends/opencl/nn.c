@@ -1,8 +1,9 @@
 /* The OpenCL nn group: dispatch, and the row-wise ops (softmax/log_softmax, rms/layer/batch
- * norm, rope, embedding of a plain table, set_rows, max/avg pool2d). Matrix products are in
- * nn_linalg.c, attention in nn_attention.c. Every kernel reads strided views in place; f16
- * and bf16 are storage only (arithmetic in f32). Ops whose dtypes or layouts the kernels do
- * not cover (f64, quantized tables, conv2d) are refused and run on the next device. */
+ * norm, rope, embedding of a plain table, set_rows, max/avg pool2d) and convolutions. Matrix products are in
+ * nn_linalg.c, attention in nn_attention.c; conv2d and conv_transpose2d are direct f32
+ * kernels. Every kernel reads strided views in place; f16 and bf16 are storage only
+ * (arithmetic in f32). Ops whose dtypes or layouts the kernels do not cover (f64, quantized
+ * tables) are refused and run on the next device. */
 #include "backends/opencl/nn_internal.h"
 
 int nn_dt(ct_dtype t)
@@ -276,6 +277,37 @@ static ct_status run_pool(ct_device *dev, const ct_op *op)
     return nn_launch(dev, "nn", "nn_pool", (int)(sizeof a / sizeof a[0]), a, 1, &global, &wg);
 }
 
+/* ---- conv2d / conv_transpose2d (f32; the frontend casts and makes w contiguous) ---- */
+
+static ct_status run_conv(ct_device *dev, const ct_op *op)
+{
+    const ct_tensor *x = op->src[0], *w = op->src[1], *bias = op->src[2], *y = op->dst;
+    const ct_conv2d_params *p = &op->p.conv;
+    cl_long total = ct_tensor_numel(y);
+    if (total == 0) return CT_OK;
+    cl_long4 g = {{x->shape[0], x->shape[1], x->shape[2], x->shape[3]}};
+    cl_long4 o = {{y->shape[1], y->shape[2], y->shape[3], p->groups}};
+    cl_long4 xs = {{x->stride[0], x->stride[1], x->stride[2], x->stride[3]}};
+    cl_int4 k = {{(cl_int)w->shape[2], (cl_int)w->shape[3], p->stride[0], p->stride[1]}};
+    cl_int4 pd = {{p->padding[0], p->padding[1], p->dilation[0], p->dilation[1]}};
+    cl_long bias_s = bias ? bias->stride[0] : 0;
+    cl_int has_bias = bias != NULL, transposed = op->kind == CT_OP_CONV_TRANSPOSE2D;
+    const char *name = op_kind_name(op->kind);
+    cl_mem xm, wm, bm, ym;
+    cl_ulong xo, wo, bo = 0, yo;
+    ct_status s = nn_mem(x, dev, name, &xm, &xo);
+    if (s == CT_OK) s = nn_mem(w, dev, name, &wm, &wo);
+    if (s == CT_OK) s = nn_mem(y, dev, name, &ym, &yo);
+    bm = xm; /* absent bias: any valid buffer, never read */
+    if (s == CT_OK && bias) s = nn_mem(bias, dev, name, &bm, &bo);
+    if (s != CT_OK) return s;
+    size_t wg = nn_wg(dev, 256), global = nn_round_up((size_t)total, wg);
+    ocl_arg a[] = {OCL_ARG(xm), OCL_ARG(xo), OCL_ARG(wm), OCL_ARG(wo), OCL_ARG(bm),     OCL_ARG(bo),
+                   OCL_ARG(ym), OCL_ARG(yo), OCL_ARG(g),  OCL_ARG(o),  OCL_ARG(xs),     OCL_ARG(k),
+                   OCL_ARG(pd), OCL_ARG(bias_s), OCL_ARG(has_bias), OCL_ARG(transposed), OCL_ARG(total)};
+    return nn_launch(dev, "nn", "nn_conv2d", (int)(sizeof a / sizeof a[0]), a, 1, &global, &wg);
+}
+
 /* ---- supports / run ---- */
 
 static bool float_ok(const ct_tensor *t) { return !t || nn_dt(t->dtype) >= 0; }
@@ -302,6 +334,10 @@ static bool row_op_supported(const ct_device *dev, const ct_op *op)
     case CT_OP_SET_ROWS: return float_ok(x) && float_ok(y);
     case CT_OP_MAX_POOL2D:
     case CT_OP_AVG_POOL2D: return float_ok(x) && y->dtype == x->dtype && tensor_is_contiguous(y);
+    case CT_OP_CONV2D:
+    case CT_OP_CONV_TRANSPOSE2D:
+        return x->dtype == CT_F32 && op->src[1]->dtype == CT_F32 && tensor_is_contiguous(op->src[1]) &&
+               (!op->src[2] || op->src[2]->dtype == CT_F32) && y->dtype == CT_F32 && tensor_is_contiguous(y);
     default: return false;
     }
     (void)dev;
@@ -331,6 +367,8 @@ ct_status ocl_nn_run(ct_device *dev, const ct_op *op)
     case CT_OP_SET_ROWS: return run_set_rows(dev, op);
     case CT_OP_MAX_POOL2D:
     case CT_OP_AVG_POOL2D: return run_pool(dev, op);
+    case CT_OP_CONV2D:
+    case CT_OP_CONV_TRANSPOSE2D: return run_conv(dev, op);
     case CT_OP_MATMUL:
     case CT_OP_LINEAR: return nn_linalg_run(dev, op);
     case CT_OP_SDPA: return nn_attention_run(dev, op);
