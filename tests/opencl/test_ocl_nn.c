@@ -520,7 +520,7 @@ static void test_conv(void)
             int64_t ws[4] = {tr ? C : O, tr ? O / G : C / G, 3, v == 1 ? 2 : 3}, bs[1] = {O};
             conv_ctx c = {.transposed = tr, .strided = v == 2, .bias = v != 0};
             c.p.groups = (int)G;
-            if (v == 1) c.p = (ct_conv2d_params){.stride = {2, 1}, .padding = {1, 2}, .dilation = {1, 2}, .groups = 1,
+            if (v == 1) c.p = (ct_conv2d_params){.stride = {2, 1}, .padding = {1, 2}, .dilation = {2, 2}, .groups = 1,
                                                  .output_padding = {tr, 0}};
             ct_tensor *in[3] = {gen(4, xs, CT_F32, c.strided, -1, 1), th_random(&rng, 4, ws, CT_F32, -1, 1),
                                 th_random(&rng, 1, bs, CT_F32, -1, 1)};
