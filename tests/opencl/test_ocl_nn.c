@@ -364,23 +364,26 @@ typedef struct att_ctx {
     int64_t L;
 } att_ctx;
 
-/* in: q [B, Hq, Tq, D]; k, v [B, Hkv, Tk, D] (or stored [B, Tk, Hkv, D] when kv_strided:
- * the cache layout seen through a permute); mask [Tq, Tk] broadcast. */
+/* in: q [B, Hq, Tq, D]; k, v [B, Hkv, Tk, D] (or, when kv_strided, all three stored with
+ * dims 1 and 2 swapped and seen through a transpose); mask [Tq, Tk] broadcast. */
 static ct_status att_fn(ct_tensor *const *in, int n, ct_tensor **out, void *vctx)
 {
     const att_ctx *c = vctx;
     ct_tensor *kt = NULL, *vt = NULL, *len = NULL;
     (void)n;
-    const ct_tensor *k = in[1], *v = in[2];
+    ct_tensor *qt = NULL;
+    const ct_tensor *q = in[0], *k = in[1], *v = in[2];
     ct_status s = CT_OK;
-    if (c->kv_strided) {
+    if (c->kv_strided) { /* q too: the LLM's permuted [1, Hq, T, D] view of [T, Hq, D] */
         s = ct_transpose(in[1], 1, 2, &kt);
         if (s == CT_OK) s = ct_transpose(in[2], 1, 2, &vt);
-        k = kt, v = vt;
+        if (s == CT_OK) s = ct_transpose(in[0], 1, 2, &qt);
+        q = qt, k = kt, v = vt;
     }
     if (s == CT_OK && c->length) s = ct_tensor_from_data(1, (int64_t[]){1}, CT_I32, (int32_t[]){(int32_t)c->L}, &len);
     ct_sdpa_params p = {.causal = c->causal, .window = c->window, .length = len};
-    if (s == CT_OK) s = ct_sdpa(in[0], k, v, c->mask ? in[3] : NULL, &p, out);
+    if (s == CT_OK) s = ct_sdpa(q, k, v, c->mask ? in[3] : NULL, &p, out);
+    ct_tensor_free(qt);
     ct_tensor_free(kt);
     ct_tensor_free(vt);
     ct_tensor_free(len);
@@ -389,7 +392,7 @@ static ct_status att_fn(ct_tensor *const *in, int n, ct_tensor **out, void *vctx
 
 static void check_sdpa(int64_t Hq, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t D, ct_dtype kvdt, att_ctx c)
 {
-    int64_t B = 2, qs[4] = {B, Hq, Tq, D}, kvs[4] = {B, c.kv_strided ? Tk : Hkv, c.kv_strided ? Hkv : Tk, D};
+    int64_t B = 2, qs[4] = {B, c.kv_strided ? Tq : Hq, c.kv_strided ? Hq : Tq, D}, kvs[4] = {B, c.kv_strided ? Tk : Hkv, c.kv_strided ? Hkv : Tk, D};
     int64_t ms[2] = {Tq, Tk};
     ct_tensor *in[4] = {th_random(&rng, 4, qs, CT_F32, -1, 1), th_random(&rng, 4, kvs, kvdt, -1, 1),
                         th_random(&rng, 4, kvs, kvdt, -1, 1), th_random(&rng, 2, ms, CT_F32, -2, 0)};
