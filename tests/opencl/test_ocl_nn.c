@@ -30,6 +30,15 @@ static th_rng rng = {0x5eed0c1ull};
 
 static bool have_device(void);
 
+/* The backend's switch for CLBlast (src/backends/opencl/nn_clblast.c), weak: absent when the
+ * OpenCL backend is not built (then no test here runs). f32 products are checked both ways. */
+__attribute__((weak)) void nn_clblast_enable(bool on);
+
+static void set_clblast(bool on)
+{
+    if (nn_clblast_enable) nn_clblast_enable(on);
+}
+
 static double tol_for(ct_dtype t) { return t == CT_F16 ? TOL_F16 : t == CT_BF16 ? TOL_BF16 : TOL_F32; }
 
 /* A random input of logical shape `shape`; strided: stored with its last two dims swapped,
@@ -545,6 +554,10 @@ int main(int argc, char **argv)
     RUN(test_set_rows);
     RUN(test_matmul);
     RUN(test_linear);
+    set_clblast(false); /* the own tiled kernel for f32 too */
+    RUN(test_matmul);
+    RUN(test_linear);
+    set_clblast(true);
     RUN(test_sdpa);
     RUN(test_pool);
     RUN(test_batch_norm);

@@ -20,6 +20,21 @@ ct_status nn_launch(ct_device *dev, const char *program, const char *name, int n
                     cl_uint dims, const size_t *global, const size_t *local);
 static inline size_t nn_round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
+/* A product C[r, n] = sum_k A[r, k] B[batch(r), k, n] (+ bias[n]) as nn_gemm reads it. */
+typedef struct nn_gemm_desc {
+    const ct_tensor *a, *b, *bias, *c;
+    cl_long M, N, K, batches;
+    cl_long8 ash, ast, bsh, bst; /* rows of A (batch dims and M); batch dims of B */
+    cl_long sak, sbk, sbn;
+} nn_gemm_desc;
+
+/* nn_clblast.c: CLBlast's SGEMM where it is loaded and takes the layout (*done), else
+ * nothing (*done false: the own kernel runs). */
+ct_status nn_clblast_gemm(ct_device *dev, const nn_gemm_desc *g, bool *done);
+bool nn_clblast_available(void);
+/* Tests: off makes every product use the own kernels (on by default). */
+void nn_clblast_enable(bool on);
+
 bool nn_linalg_supports(const ct_device *dev, const ct_op *op);
 ct_status nn_linalg_run(ct_device *dev, const ct_op *op);
 bool nn_attention_supports(const ct_device *dev, const ct_op *op);

@@ -1,4 +1,5 @@
-/* MATMUL and LINEAR with plain (f32/f16/bf16) operands on OpenCL. One tiled kernel
+/* MATMUL and LINEAR with plain (f32/f16/bf16) operands on OpenCL. f32 products with more
+ * than one row go to CLBlast where it is present and takes the layout; otherwise one tiled kernel
  * (nn_gemm: 32x32 tiles in local memory, 4x4 outputs per work-item) reads every operand
  * through its own strides, so transposed, broadcast (stride 0) and narrowed views need no
  * copy; a single output row (decode's linear) goes to nn_matvec, which reads each weight
@@ -10,14 +11,7 @@
 #define GEMM_TS 32
 #define MATVEC_WG 64
 
-typedef struct gemm_args {
-    const ct_tensor *a, *b, *bias, *c;
-    cl_long M, N, K, batches;
-    cl_long8 ash, ast, bsh, bst; /* rows of A (batch dims and M); batch dims of B */
-    cl_long sak, sbk, sbn;
-} gemm_args;
-
-static ct_status gemm_launch(ct_device *dev, const char *name, const gemm_args *g)
+static ct_status gemm_launch(ct_device *dev, const char *name, const nn_gemm_desc *g)
 {
     cl_mem am, bm, cm, biasm;
     cl_ulong ao, bo, co, biaso = 0;
@@ -41,6 +35,8 @@ static ct_status gemm_launch(ct_device *dev, const char *name, const gemm_args *
                        OCL_ARG(dtbias), OCL_ARG(has_bias), OCL_LOCAL(wg * sizeof(float))};
         return nn_launch(dev, "nn", "nn_matvec", (int)(sizeof a / sizeof a[0]), a, 1, &global, &wg);
     }
+    bool done;
+    if ((s = nn_clblast_gemm(dev, g, &done)) != CT_OK || done) return s;
     cl_long8 ash = g->ash, ast = g->ast, bsh = g->bsh, bst = g->bst;
     cl_long sak = g->sak, sbk = g->sbk, sbn = g->sbn;
     size_t local[3] = {GEMM_WG, GEMM_WG, 1};
@@ -59,7 +55,7 @@ static ct_status run_matmul(ct_device *dev, const ct_op *op)
 {
     const ct_tensor *a = op->src[0], *b = op->src[1], *c = op->dst;
     int nb = a->ndim - 2;
-    gemm_args g = {.a = a, .b = b, .c = c, .M = a->shape[nb], .K = a->shape[nb + 1], .N = b->shape[nb + 1],
+    nn_gemm_desc g = {.a = a, .b = b, .c = c, .M = a->shape[nb], .K = a->shape[nb + 1], .N = b->shape[nb + 1],
                    .sak = a->stride[nb + 1], .sbk = b->stride[nb], .sbn = b->stride[nb + 1]};
     g.batches = shape_numel(nb, a->shape);
     if (ct_tensor_numel(c) == 0) return CT_OK;
@@ -82,7 +78,7 @@ static ct_status run_linear(ct_device *dev, const ct_op *op)
 {
     const ct_tensor *x = op->src[0], *w = op->src[1], *c = op->dst;
     int nd = x->ndim;
-    gemm_args g = {.a = x, .b = w, .bias = op->src[2], .c = c, .N = w->shape[0], .K = w->shape[1], .batches = 1,
+    nn_gemm_desc g = {.a = x, .b = w, .bias = op->src[2], .c = c, .N = w->shape[0], .K = w->shape[1], .batches = 1,
                    .sak = x->stride[nd - 1], .sbk = w->stride[1], .sbn = w->stride[0]};
     g.M = shape_numel(nd - 1, x->shape);
     if (ct_tensor_numel(c) == 0) return CT_OK;
