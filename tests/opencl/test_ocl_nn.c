@@ -356,7 +356,7 @@ static void test_linear(void)
                 int64_t xs[2] = {rows[r], K}, ws[2] = {N, K}, bs[1] = {N};
                 ct_tensor *in[3] = {gen(2, xs, CT_F32, st, -1, 1), th_random(&rng, 2, ws, wdts[d], -1, 1),
                                     th_random(&rng, 1, bs, CT_F32, -1, 1)};
-                lin_ctx c = {st, r != 1};
+                lin_ctx c = {st, st == 1}; /* contiguous without bias: the CLBlast path */
                 char what[96];
                 snprintf(what, sizeof what, "linear %lld rows, %s weight, %s x%s", (long long)rows[r],
                          ct_dtype_name(wdts[d]), st ? "strided" : "contiguous", c.bias ? ", bias" : "");
