@@ -1,8 +1,10 @@
 /* SDPA on OpenCL (kernels/attention.cl): q f32, k/v f32 or f16 with unit stride along the
  * head dim (the frontend converts anything else), an optional f32 additive mask and the
- * attended-length tensor read on the device. Decode (one query row) splits the keys into
- * segments so that few heads still fill the device, merged by att_combine; the split depends
- * only on the shapes and the device, so a recorded step replays the same arithmetic. */
+ * attended-length tensor read on the device. A work-group serves a block of query rows that
+ * share a kv head (positions in prefill, the grouped heads in decode), so K and V are read
+ * once per block. Decode splits the keys into segments so that few heads still fill the
+ * device, merged by att_combine; the split depends only on the shapes and the device, so a
+ * recorded step replays the same arithmetic. */
 #include "backends/opencl/nn_internal.h"
 
 #define ATT_WG 64
@@ -10,27 +12,47 @@
 #define ATT_MIN_SEG 128  /* keys per decode segment, at least */
 #define ATT_MIN_GROUPS 32
 
+#define ATT_QB 8          /* query rows per work-group, at most (ATT_QB in attention.cl) */
+
 typedef struct att_plan {
     size_t wg;
-    int nseg;
+    int nseg;          /* key segments per row block */
+    int rows;          /* query rows per block */
+    int decode_rows;   /* blocks are the query heads of one kv head (one query row) */
+    int64_t blocks;    /* row blocks */
 } att_plan;
 
 static att_plan att_plan_for(const ct_device *dev, const ct_op *op)
 {
     const ct_tensor *q = op->src[0], *k = op->src[1];
-    att_plan p = {.wg = nn_wg(dev, ATT_WG), .nseg = 1};
-    int64_t rows = q->shape[0] * q->shape[1] * q->shape[2], Tk = k->shape[2];
-    if (q->shape[2] == 1 && rows > 0) {
+    int64_t B = q->shape[0], Hq = q->shape[1], Tq = q->shape[2], Hkv = k->shape[1], Tk = k->shape[2];
+    int64_t G = Hkv > 0 ? Hq / Hkv : 1;
+    att_plan p = {.wg = nn_wg(dev, ATT_WG), .nseg = 1, .decode_rows = Tq == 1};
+    if (p.decode_rows) { /* the heads sharing a kv head read each K/V row once */
+        p.rows = G < ATT_QB ? (int)G : ATT_QB;
+        p.blocks = B * Hkv * ((G + p.rows - 1) / p.rows);
+    } else {
+        p.rows = Tq < ATT_QB ? (int)Tq : ATT_QB;
+        p.blocks = B * Hq * ((Tq + p.rows - 1) / p.rows);
+    }
+    if (p.rows < 1) p.rows = 1;
+    if (p.decode_rows && p.blocks > 0) {
         /* enough work-groups to fill the device, and never fewer than ATT_MIN_GROUPS: a small
          * device must run the same split-and-merge path as a large one */
         int64_t target = 4 * (int64_t)ocl_info(dev)->compute_units;
         if (target < ATT_MIN_GROUPS) target = ATT_MIN_GROUPS;
-        int64_t n = (target + rows - 1) / rows, cap = Tk / ATT_MIN_SEG;
+        int64_t n = (target + p.blocks - 1) / p.blocks, cap = Tk / ATT_MIN_SEG;
         if (n > cap) n = cap;
         if (n > 256) n = 256;
         p.nseg = n > 1 ? (int)n : 1;
     }
     return p;
+}
+
+/* Local memory of att_sdpa: the block's query rows and one chunk of scores per row. */
+static size_t att_local_bytes(const att_plan *p, int64_t D)
+{
+    return sizeof(float) * (size_t)p->rows * ((size_t)(D > 0 ? D : 1) + p->wg);
 }
 
 bool nn_attention_supports(const ct_device *dev, const ct_op *op)
@@ -45,7 +67,7 @@ bool nn_attention_supports(const ct_device *dev, const ct_op *op)
     att_plan p = att_plan_for(dev, op);
     int64_t D = q->shape[3], Dv = v->shape[3];
     if (Dv > ATT_ACC * (int64_t)p.wg) return false;
-    if ((uint64_t)(D + 2 * (int64_t)p.wg) * sizeof(float) > info->local_mem) return false;
+    if (att_local_bytes(&p, D) > info->local_mem) return false;
     return ocl_program_ok(dev, "attention");
 }
 
@@ -78,17 +100,19 @@ ct_status nn_attention_run(ct_device *dev, const ct_op *op)
     if (part_bytes && (s = ocl_tmp_alloc(dev, part_bytes, &part)) != CT_OK) return s;
     cl_int dtk = k->dtype == CT_F16, dtv = v->dtype == CT_F16, has_mask = mask != NULL, has_len = len != NULL;
     cl_int len64 = len && len->dtype == CT_I64, causal = op->p.attn.causal, nseg = p.nseg;
+    cl_int rows_per_blk = p.rows, decode_rows = p.decode_rows;
     cl_long window = op->p.attn.window;
     cl_float scale = (cl_float)op->p.attn.scale;
-    size_t wg = p.wg, global = (size_t)(rows * p.nseg) * wg;
+    size_t wg = p.wg, global = (size_t)(p.blocks * p.nseg) * wg;
     ocl_arg a[] = {OCL_ARG(qm),   OCL_ARG(qo),      OCL_ARG(km),      OCL_ARG(ko),      OCL_ARG(vm),
                    OCL_ARG(vo),   OCL_ARG(mm),      OCL_ARG(mo),      OCL_ARG(lm),      OCL_ARG(lo),
                    OCL_ARG(ym),   OCL_ARG(yo),      OCL_ARG(part),    OCL_ARG(Hq),      OCL_ARG(Hkv),
                    OCL_ARG(Tq),   OCL_ARG(Tk),      OCL_ARG(D),       OCL_ARG(Dv),      OCL_ARG(qs),
                    OCL_ARG(ks),   OCL_ARG(vs),      OCL_ARG(ms),      OCL_ARG(dtk),     OCL_ARG(dtv),
                    OCL_ARG(has_mask), OCL_ARG(has_len), OCL_ARG(len64), OCL_ARG(causal), OCL_ARG(window),
-                   OCL_ARG(scale), OCL_ARG(nseg),   OCL_LOCAL(sizeof(float) * (size_t)(D > 0 ? D : 1)),
-                   OCL_LOCAL(sizeof(float) * wg), OCL_LOCAL(sizeof(float) * wg)};
+                   OCL_ARG(scale), OCL_ARG(nseg),   OCL_ARG(rows_per_blk), OCL_ARG(decode_rows),
+                   OCL_LOCAL(sizeof(float) * (size_t)p.rows * (size_t)(D > 0 ? D : 1)),
+                   OCL_LOCAL(sizeof(float) * (size_t)p.rows * wg)};
     s = nn_launch(dev, "attention", "att_sdpa", (int)(sizeof a / sizeof a[0]), a, 1, &global, &wg);
     if (s == CT_OK && p.nseg > 1) {
         size_t cglobal = (size_t)rows * wg;

@@ -3,114 +3,160 @@
  * grouped-query heads, and the attended length L read here from a tensor, so one
  * recorded decode step serves every position over a preallocated cache.
  *
- * One work-group per (batch, query head, query row, key segment): its work-items score
- * one chunk of keys at a time (a key each), then fold the chunk into an online softmax
- * (running max m, sum l, f32 accumulators spread over the work-items by value dim), so
- * the score matrix is never materialized. Prefill runs one segment per row; decode (one
- * query row) splits the keys into segments whose partial (acc, m, l) att_combine merges.
+ * Keys are walked in chunks with an online softmax (running max m, sum l, f32
+ * accumulators spread over the work-items by value dim): the score matrix is never
+ * materialized. Prefill runs one key segment per row; decode (one query row) splits the
+ * keys into segments whose partial (acc, m, l) att_combine merges.
  * A row that sees no key yields zeros; a NaN score yields a NaN row; an L outside
  * [0, Tk] yields NaN rows (the device cannot raise the CPU's range error). */
 #define ATT_F32 0
 #define ATT_F16 1
 #define ATT_ACC 8 /* value dims per work-item: Dv <= 8 * local size */
 
-inline float att_ld(global const uchar *p, long i, int dt)
-{
-    return dt == ATT_F16 ? vload_half(i, (global const half *)p) : ((global const float *)p)[i];
-}
+#define ATT_QB 8 /* query rows per work-group, at most */
 
-inline float att_wg_reduce(local float *red, float v, int is_max)
-{
-    int l = get_local_id(0);
-    red[l] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = get_local_size(0) / 2; s > 0; s >>= 1) {
-        if (l < s) red[l] = is_max ? fmax(red[l], red[l + s]) : red[l] + red[l + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    float r = red[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return r;
-}
-
-/* part (nseg > 1): [group][Dv + 2] = acc, m (NaN: a NaN score), l */
+/* One work-group per block of R <= ATT_QB query rows that share a key/value head: R
+ * consecutive positions of one head (prefill), or the R query heads of one kv head (decode,
+ * decode_rows), so every K and V row a work-group loads serves R queries. Per key chunk
+ * (one key per work-item): every work-item scores its key against the R rows, turns its
+ * scores into probabilities against each row's running max, and updates the accumulators
+ * of its value dims. part (nseg > 1): per row and segment, acc[Dv], m (NaN:
+ * a NaN score), l. */
 kernel void att_sdpa(global const uchar *qb, ulong qo, global const uchar *kb, ulong ko, global const uchar *vb,
                      ulong vo, global const uchar *mb, ulong mo, global const uchar *lb, ulong lo_, global uchar *ob,
                      ulong oo, global float *part, long Hq, long Hkv, long Tq, long Tk, long D, long Dv, long4 qs,
                      long4 ks, long4 vs, long4 ms, int dtk, int dtv, int has_mask, int has_len, int len64, int causal,
-                     long window, float scale, int nseg, local float *qloc, local float *sc, local float *red)
+                     long window, float scale, int nseg, int rows_per_blk, int decode_rows, local float *qloc,
+                     local float *sc)
 {
+    /* Every work-item keeps the whole block's row state (key range, m, l) and computes it
+     * identically from the shared scores. A version where one work-item per row owned that
+     * state in local memory gave wrong rows on PoCL 3.1, and right ones once a printf was
+     * added inside that branch: as far as we could tell a miscompile, so no branch on the
+     * work-item id holds state across barriers here. */
+    long lo_r[ATT_QB], hi_r[ATT_QB];
+    float m_r[ATT_QB], l_r[ATT_QB];
+    uint nan_rows = 0;
     long grp = get_group_id(0);
     int l = get_local_id(0), ls = get_local_size(0);
     int seg = (int)(grp % nseg);
-    long row = grp / nseg; /* (b * Hq + h) * Tq + qi */
-    long qi = row % Tq, h = (row / Tq) % Hq, b = row / (Tq * Hq), g = h / (Hq / Hkv);
-    global const float *q = (global const float *)(qb + qo) + b * qs.s0 + h * qs.s1 + qi * qs.s2;
+    long blk = grp / nseg, G = Hq / Hkv, b, h0, qi0, dh, dq;
+    int R;
+    if (decode_rows) {
+        long nhb = (G + rows_per_blk - 1) / rows_per_blk, hb = blk % nhb, g = (blk / nhb) % Hkv;
+        b = blk / (nhb * Hkv), h0 = g * G + hb * rows_per_blk, qi0 = 0, dh = 1, dq = 0;
+        R = (int)min((long)rows_per_blk, G - hb * rows_per_blk);
+    } else {
+        long nqb = (Tq + rows_per_blk - 1) / rows_per_blk, qbi = blk % nqb, h = (blk / nqb) % Hq;
+        b = blk / (nqb * Hq), h0 = h, qi0 = qbi * rows_per_blk, dh = 0, dq = 1;
+        R = (int)min((long)rows_per_blk, Tq - qi0);
+    }
+    long g = h0 / G;
     global const uchar *k = kb + ko, *v = vb + vo;
     long kbase = b * ks.s0 + g * ks.s1, vbase = b * vs.s0 + g * vs.s1;
-    global const float *mrow = (global const float *)(mb + mo) + b * ms.s0 + h * ms.s1 + qi * ms.s2;
+    global const float *q = (global const float *)(qb + qo);
+    global const float *mask = (global const float *)(mb + mo);
 
     long L = Tk;
     if (has_len) L = len64 ? *(global const long *)(lb + lo_) : (long)*(global const int *)(lb + lo_);
     bool bad = L < 0 || L > Tk;
-    long off = L - Tq;
-    long hi = causal ? min(qi + off, L - 1) : L - 1, lo = window > 0 ? max(qi + off - window + 1, 0L) : 0L;
-    long s0 = seg * Tk / nseg, s1 = (seg + 1) * Tk / nseg - 1;
-    long a = max(lo, s0), z = min(hi, s1);
-    if (bad) a = 0, z = -1;
-
-    for (long d = l; d < D; d += ls) qloc[d] = q[d];
+    long off = L - Tq, s0 = seg * Tk / nseg, s1 = (seg + 1) * Tk / nseg - 1;
+    for (int r = 0; r < R; r++) {
+        long qi = qi0 + r * dq;
+        long hi = causal ? min(qi + off, L - 1) : L - 1, lo = window > 0 ? max(qi + off - window + 1, 0L) : 0L;
+        lo_r[r] = bad ? 0 : max(lo, s0);
+        hi_r[r] = bad ? -1 : min(hi, s1);
+    }
+    for (int r = 0; r < ATT_QB; r++) m_r[r] = -INFINITY, l_r[r] = 0.0f;
+    for (long i = l; i < R * D; i += ls) {
+        long r = i / D, d = i - r * D;
+        qloc[i] = q[b * qs.s0 + (h0 + r * dh) * qs.s1 + (qi0 + r * dq) * qs.s2 + d];
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
-    float acc[ATT_ACC];
-    for (int i = 0; i < ATT_ACC; i++) acc[i] = 0.0f;
-    float m = -INFINITY, lsum = 0.0f, nan_seen = 0.0f;
+    long a = lo_r[0], z = hi_r[0];
+    for (int r = 1; r < R; r++) a = min(a, lo_r[r]), z = max(z, hi_r[r]);
+
+    float acc[ATT_QB][ATT_ACC];
+    for (int r = 0; r < ATT_QB; r++)
+        for (int i = 0; i < ATT_ACC; i++) acc[r][i] = 0.0f;
     for (long j0 = a; j0 <= z; j0 += ls) {
-        long j = j0 + l;
-        float s = -INFINITY;
+        long j = j0 + l, cnt = min((long)ls, z - j0 + 1);
+        float dot[ATT_QB];
+        for (int r = 0; r < ATT_QB; r++) dot[r] = 0.0f;
         if (j <= z) {
-            global const uchar *kr = k;
-            long kr0 = kbase + j * ks.s2;
-            float dot = 0.0f;
-            for (long d = 0; d < D; d++) dot = fma(qloc[d], att_ld(kr, kr0 + d, dtk), dot);
-            s = dot * scale;
-            if (has_mask) s += mrow[j * ms.s3];
+            long kr = kbase + j * ks.s2;
+            for (long d = 0; d < D; d++) {
+                float kv = dtk == ATT_F16 ? vload_half(kr + d, (global const half *)k) : ((global const float *)k)[kr + d];
+                for (int r = 0; r < R; r++) dot[r] = fma(qloc[r * D + d], kv, dot[r]);
+            }
         }
-        nan_seen = fmax(nan_seen, isnan(s) ? 1.0f : 0.0f);
-        float mc = att_wg_reduce(red, s, 1); /* fmax skips NaN: those rows end NaN anyway */
-        if (mc == -INFINITY) continue;        /* uniform: every work-item got the same mc */
-        float mn = fmax(m, mc), alpha = exp(m - mn);
-        float p = (j <= z && !isnan(s)) ? exp(s - mn) : 0.0f;
-        sc[l] = p;
-        lsum = lsum * alpha + att_wg_reduce(red, p, 0); /* its barriers publish sc */
-        m = mn;
-        long cnt = min((long)ls, z - j0 + 1);
+        for (int r = 0; r < R; r++) {
+            float s = -INFINITY;
+            if (j >= lo_r[r] && j <= hi_r[r]) {
+                s = dot[r] * scale;
+                if (has_mask) s += mask[b * ms.s0 + (h0 + r * dh) * ms.s1 + (qi0 + r * dq) * ms.s2 + j * ms.s3];
+            }
+            sc[r * ls + l] = s;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        /* each row's max over the chunk, then its probabilities (a column per work-item),
+         * then their sum: the online-softmax step */
+        float alpha[ATT_QB];
+        for (int r = 0; r < R; r++) {
+            float mc = -INFINITY;
+            for (long jj = 0; jj < cnt; jj++) {
+                float s = sc[r * ls + jj];
+                if (isnan(s)) nan_rows |= 1u << r;
+                else mc = fmax(mc, s);
+            }
+            float mn = fmax(m_r[r], mc);
+            alpha[r] = mn == -INFINITY ? 1.0f : exp(m_r[r] - mn); /* exp(-inf - -inf) would be NaN */
+            m_r[r] = mn;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int r = 0; r < R; r++) {
+            float s = sc[r * ls + l];
+            sc[r * ls + l] = (l < cnt && !isnan(s) && m_r[r] != -INFINITY) ? exp(s - m_r[r]) : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int r = 0; r < R; r++) {
+            float sum = 0.0f;
+            for (long jj = 0; jj < cnt; jj++) sum += sc[r * ls + jj];
+            l_r[r] = l_r[r] * alpha[r] + sum;
+        }
         for (int i = 0; i < ATT_ACC; i++) {
             long d = l + (long)i * ls;
             if (d >= Dv) break;
-            float o = acc[i] * alpha;
-            for (long jj = 0; jj < cnt; jj++) o = fma(sc[jj], att_ld(v, vbase + (j0 + jj) * vs.s2 + d, dtv), o);
-            acc[i] = o;
+            for (int r = 0; r < R; r++) acc[r][i] *= alpha[r];
+            for (long jj = 0; jj < cnt; jj++) {
+                long vi = vbase + (j0 + jj) * vs.s2 + d;
+                float vv = dtv == ATT_F16 ? vload_half(vi, (global const half *)v) : ((global const float *)v)[vi];
+                for (int r = 0; r < R; r++) acc[r][i] = fma(sc[r * ls + jj], vv, acc[r][i]);
+            }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    bool nan_row = att_wg_reduce(red, nan_seen, 1) > 0.0f || bad;
-    if (nseg == 1) {
-        global float *o = (global float *)(ob + oo) + row * Dv;
-        float inv = lsum > 0.0f ? 1.0f / lsum : 0.0f;
+    for (int r = 0; r < R; r++) {
+        long row = (b * Hq + h0 + r * dh) * Tq + qi0 + r * dq;
+        bool nan_row = (nan_rows >> r & 1u) || bad;
+        if (nseg == 1) {
+            global float *o = (global float *)(ob + oo) + row * Dv;
+            float inv = l_r[r] > 0.0f ? 1.0f / l_r[r] : 0.0f;
+            for (int i = 0; i < ATT_ACC; i++) {
+                long d = l + (long)i * ls;
+                if (d < Dv) o[d] = nan_row ? NAN : acc[r][i] * inv;
+            }
+            continue;
+        }
+        global float *pp = part + (row * nseg + seg) * (Dv + 2);
         for (int i = 0; i < ATT_ACC; i++) {
             long d = l + (long)i * ls;
-            if (d < Dv) o[d] = nan_row ? NAN : acc[i] * inv;
+            if (d < Dv) pp[d] = acc[r][i];
         }
-        return;
-    }
-    global float *pp = part + grp * (Dv + 2);
-    for (int i = 0; i < ATT_ACC; i++) {
-        long d = l + (long)i * ls;
-        if (d < Dv) pp[d] = acc[i];
-    }
-    if (l == 0) {
-        pp[Dv] = nan_row ? NAN : m;
-        pp[Dv + 1] = lsum;
+        if (l == 0) {
+            pp[Dv] = nan_row ? NAN : m_r[r];
+            pp[Dv + 1] = l_r[r];
+        }
     }
 }
 
