@@ -429,9 +429,25 @@ static void test_sdpa(void)
             check_sdpa(8, 2, 1, 700, 64, dts[d], (att_ctx){.causal = true, .length = true, .L = 333, .kv_strided = st});
             check_sdpa(4, 1, 1, 1500, 256, dts[d],
                        (att_ctx){.causal = true, .length = true, .L = 1499, .window = 512, .kv_strided = st});
+            check_sdpa(12, 1, 1, 300, 32, dts[d], (att_ctx){.kv_strided = st}); /* 12 heads on a kv head: 2 blocks */
             check_sdpa(2, 2, 1, 900, 40, dts[d], (att_ctx){.causal = true, .kv_strided = st}); /* every segment used */
             check_sdpa(4, 2, 3, 600, 48, dts[d], (att_ctx){.causal = true, .length = true, .L = 100, .kv_strided = st});
         }
+}
+
+/* A NaN key makes the rows that see it NaN (the CPU's rule), and only those (causal). */
+static void test_sdpa_nan(void)
+{
+    if (!have_device()) return;
+    int64_t qs[4] = {1, 4, 9, 16}, kvs[4] = {1, 2, 9, 16};
+    ct_tensor *in[4] = {th_random(&rng, 4, qs, CT_F32, -1, 1), th_random(&rng, 4, kvs, CT_F32, -1, 1),
+                        th_random(&rng, 4, kvs, CT_F32, -1, 1), NULL};
+    float *k = NULL;
+    CHECK_OK(ct_tensor_data_mut(in[1], (void **)&k));
+    if (k) k[(0 * 9 + 5) * 16 + 3] = NAN; /* kv head 0, key 5 */
+    att_ctx c = {.causal = true};
+    devcheck_op(DEV, "sdpa with a NaN key", att_fn, in, 4, &c, TOL_ATT);
+    for (int i = 0; i < 4; i++) ct_tensor_free(in[i]);
 }
 
 /* ---- pooling, batch_norm ---- */
@@ -559,6 +575,7 @@ int main(int argc, char **argv)
     RUN(test_linear);
     set_clblast(true);
     RUN(test_sdpa);
+    RUN(test_sdpa_nan);
     RUN(test_pool);
     RUN(test_batch_norm);
     RUN(test_conv);
