@@ -23,4 +23,9 @@ ct_status ew_mem(const ct_tensor *t, const ct_device *dev, const char *op, cl_me
 /* Plain dtypes the kernels read and write (f64 only with cl_khr_fp64). */
 bool ew_dtype_ok(const ct_device *dev, ct_dtype t);
 
+/* ew_reduce.c: SUM MEAN PROD MAX MIN VAR STD NORM ARGMAX ARGMIN. */
+bool ocl_ew_reduce_kind(ct_op_kind k);
+bool ocl_ew_reduce_supports(const ct_device *dev, const ct_op *op);
+ct_status ocl_ew_reduce_run(ct_device *dev, const ct_op *op);
+
 #endif

@@ -309,7 +309,7 @@ static float binary_f(int k, float a, float b)
     case K_MAXIMUM: return max_nan(a, b);
     case K_MINIMUM: return min_nan(a, b);
     case K_SWIGLU: return unary_f(K_SILU, a, 0.0f, 0.0f) * b;
-    case K_GEGLU: return unary_f(K_GELU, a, 0.0f, 0.0f) * b;
+    case K_GEGLU: return unary_f(K_GELU, a, 1.0f, 0.0f) * b; /* the tanh form, as the CPU's gate */
     }
     return 0.0f;
 }
@@ -397,7 +397,7 @@ static double binary_d(int k, double a, double b)
     case K_MAXIMUM: return isnan(a) ? a : isnan(b) ? b : (a > b ? a : b);
     case K_MINIMUM: return isnan(a) ? a : isnan(b) ? b : (a < b ? a : b);
     case K_SWIGLU: return unary_d(K_SILU, a, 0.0, 0.0) * b;
-    case K_GEGLU: return unary_d(K_GELU, a, 0.0, 0.0) * b;
+    case K_GEGLU: return unary_d(K_GELU, a, 1.0, 0.0) * b;
     }
     return 0.0;
 }
