@@ -330,7 +330,8 @@ static bool row_op_supported(const ct_device *dev, const ct_op *op)
         return x->ndim >= 2 && float_ok(x) && float_ok(y);
     case CT_OP_ROPE: return x->ndim >= 3 && float_ok(x) && float_ok(y);
     case CT_OP_EMBEDDING:
-        return nn_dt(x->dtype) >= 0 && y->dtype == CT_F32 && tensor_is_contiguous(y) && op->src[1]->ndim <= 8;
+        return nn_dt(x->dtype) >= 0 && y->dtype == CT_F32 && tensor_is_contiguous(y) && op->src[1] &&
+               op->src[1]->ndim <= 8;
     case CT_OP_SET_ROWS: return float_ok(x) && float_ok(y);
     case CT_OP_MAX_POOL2D:
     case CT_OP_AVG_POOL2D: return float_ok(x) && y->dtype == x->dtype && tensor_is_contiguous(y);

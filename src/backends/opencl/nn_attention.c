@@ -58,6 +58,9 @@ static size_t att_local_bytes(const att_plan *p, int64_t D)
 bool nn_attention_supports(const ct_device *dev, const ct_op *op)
 {
     const ct_tensor *q = op->src[0], *k = op->src[1], *v = op->src[2], *mask = op->src[3], *y = op->dst;
+    /* capability probes (ct_device_supports) send 2-D stand-ins with fewer sources */
+    if (op->n_src < 3 || !q || !k || !v || q->ndim != 4 || k->ndim != 4 || v->ndim != 4) return false;
+    if (mask && mask->ndim != 4) return false;
     if (q->dtype != CT_F32 || y->dtype != CT_F32 || !tensor_is_contiguous(y)) return false;
     if ((k->dtype != CT_F32 && k->dtype != CT_F16) || (v->dtype != CT_F32 && v->dtype != CT_F16)) return false;
     if (mask && mask->dtype != CT_F32) return false;
