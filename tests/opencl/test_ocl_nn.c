@@ -44,6 +44,16 @@ static void set_clblast(bool on)
 #endif
 }
 
+/* The GPU variants of kernels that have a CPU-device one (decode's matvec), on any device. */
+static void set_gpu_kernels(bool on)
+{
+#ifdef CTORCH_HAVE_OPENCL
+    nn_force_gpu_kernels(on);
+#else
+    (void)on;
+#endif
+}
+
 static double tol_for(ct_dtype t) { return t == CT_F16 ? TOL_F16 : t == CT_BF16 ? TOL_BF16 : TOL_F32; }
 
 /* A random input of logical shape `shape`; strided: stored with its last two dims swapped,
@@ -579,6 +589,10 @@ int main(int argc, char **argv)
     RUN(test_matmul);
     RUN(test_linear);
     set_clblast(true);
+    set_gpu_kernels(true);
+    RUN(test_matmul);
+    RUN(test_linear);
+    set_gpu_kernels(false);
     RUN(test_sdpa);
     RUN(test_sdpa_nan);
     RUN(test_pool);

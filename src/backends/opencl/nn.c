@@ -52,6 +52,15 @@ ct_status nn_launch(ct_device *dev, const char *program, const char *name, int n
     return s;
 }
 
+static bool g_force_gpu_kernels;
+
+void nn_force_gpu_kernels(bool on) { g_force_gpu_kernels = on; }
+
+bool nn_cpu_style(const ct_device *dev)
+{
+    return !g_force_gpu_kernels && (ocl_info(dev)->type & CL_DEVICE_TYPE_CPU);
+}
+
 /* Work-items per row of the reducing kernels (softmax, norms). */
 #define NN_ROW_WG 128
 

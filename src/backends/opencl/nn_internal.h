@@ -34,6 +34,10 @@ ct_status nn_clblast_gemm(ct_device *dev, const nn_gemm_desc *g, bool *done);
 bool nn_clblast_available(void);
 /* Tests: off makes every product use the own kernels (on by default). */
 void nn_clblast_enable(bool on);
+/* Tests: the kernel variants meant for GPUs on any device (so a CPU-only machine checks them). */
+void nn_force_gpu_kernels(bool on);
+/* Whether to pick the CPU-device variant of a kernel for dev. */
+bool nn_cpu_style(const ct_device *dev);
 
 bool nn_linalg_supports(const ct_device *dev, const ct_op *op);
 ct_status nn_linalg_run(ct_device *dev, const ct_op *op);

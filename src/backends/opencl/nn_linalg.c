@@ -3,7 +3,7 @@
  * (nn_gemm: 32x32 tiles in local memory, 4x4 outputs per work-item) reads every operand
  * through its own strides, so transposed, broadcast (stride 0) and narrowed views need no
  * copy; a single output row (decode's linear) goes to nn_matvec, which reads each weight
- * row once, coalesced. Quantized weights belong to the quant group. */
+ * row once, coalesced (on CPU devices to nn_matvec_rows: a work-item per output). Quantized weights belong to the quant group. */
 #include "backends/opencl/nn_internal.h"
 
 /* nn_gemm's fixed work-group (reqd_work_group_size in nn.cl) and tile */
@@ -28,6 +28,14 @@ static ct_status gemm_launch(ct_device *dev, const char *name, const nn_gemm_des
     if (M == 1 && g->batches == 1 && g->sbk == 1) {
         /* one output row: y[n] = a_row . B[:, n], each B column a contiguous run */
         cl_long xs = g->sak, sbn = g->sbn;
+        if (nn_cpu_style(dev)) {
+            size_t wg = nn_wg(dev, MATVEC_WG), global = nn_round_up((size_t)N, wg);
+            ocl_arg a[] = {OCL_ARG(am),     OCL_ARG(ao),       OCL_ARG(xs),  OCL_ARG(bm),    OCL_ARG(bo),
+                           OCL_ARG(sbn),    OCL_ARG(cm),       OCL_ARG(co),  OCL_ARG(biasm), OCL_ARG(biaso),
+                           OCL_ARG(bias_s), OCL_ARG(K),        OCL_ARG(dta), OCL_ARG(dtb),   OCL_ARG(dtc),
+                           OCL_ARG(dtbias), OCL_ARG(has_bias), OCL_ARG(N)};
+            return nn_launch(dev, "nn", "nn_matvec_rows", (int)(sizeof a / sizeof a[0]), a, 1, &global, &wg);
+        }
         size_t wg = nn_wg(dev, MATVEC_WG), global = (size_t)N * wg;
         ocl_arg a[] = {OCL_ARG(am),     OCL_ARG(ao),     OCL_ARG(xs),  OCL_ARG(bm),     OCL_ARG(bo),
                        OCL_ARG(sbn),    OCL_ARG(cm),     OCL_ARG(co),  OCL_ARG(biasm),  OCL_ARG(biaso),

@@ -365,3 +365,28 @@ kernel void nn_conv2d(global const uchar *xb, ulong xo, global const uchar *wb, 
     }
     ((global float *)(yb + yo))[i] = acc;
 }
+
+/* The same product for CPU devices (PoCL): one work-item per output, no barriers. There
+ * work-groups are loops over work-items, and nn_matvec's per-row reduction costs more than
+ * the row; a work-item walking its own weight row reads it sequentially, as a CPU likes. */
+kernel void nn_matvec_rows(global const uchar *xb, ulong xo, long xs, global const uchar *bb, ulong bo, long sbn,
+                           global uchar *yb, ulong yo, global const uchar *biasb, ulong biaso, long bias_s, long K,
+                           int dtx, int dtb, int dty, int dtbias, int has_bias, long N)
+{
+    long n = get_global_id(0);
+    if (n >= N) return;
+    global const uchar *x = xb + xo, *b = bb + bo;
+    long row = n * sbn;
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+    long k = 0;
+    for (; k + 4 <= K; k += 4) {
+        s0 = fma(nn_ld(x, k * xs, dtx), nn_ld(b, row + k, dtb), s0);
+        s1 = fma(nn_ld(x, (k + 1) * xs, dtx), nn_ld(b, row + k + 1, dtb), s1);
+        s2 = fma(nn_ld(x, (k + 2) * xs, dtx), nn_ld(b, row + k + 2, dtb), s2);
+        s3 = fma(nn_ld(x, (k + 3) * xs, dtx), nn_ld(b, row + k + 3, dtb), s3);
+    }
+    for (; k < K; k++) s0 = fma(nn_ld(x, k * xs, dtx), nn_ld(b, row + k, dtb), s0);
+    float s = (s0 + s1) + (s2 + s3);
+    if (has_bias) s += nn_ld(biasb + biaso, n * bias_s, dtbias);
+    nn_st(yb + yo, n, dty, s);
+}
