@@ -1,0 +1,47 @@
+/* Shared by the nn group's files (nn.c: dispatch and the row ops; nn_linalg.c: matmul and
+ * linear; nn_attention.c: sdpa). Kernels: kernels/nn.cl (program "nn") and
+ * kernels/attention.cl (program "attention"). */
+#ifndef CT_OCL_NN_INTERNAL_H
+#define CT_OCL_NN_INTERNAL_H
+
+#include "backends/opencl/ocl_internal.h"
+
+/* Element type codes of the kernels (NN_F32/NN_F16/NN_BF16 in nn.cl); -1: not one of them. */
+int nn_dt(ct_dtype t);
+/* A tensor's buffer on dev and the byte offset of its first element; CT_ERR_DEVICE_FAULT
+ * naming the op when the executor left no copy there (a contract breach, never a crash). */
+ct_status nn_mem(const ct_tensor *t, const ct_device *dev, const char *what, cl_mem *mem, cl_ulong *off);
+/* n <= 8 dims right-aligned into long8 shape/stride (leading dims: shape 1, stride 0). */
+void nn_nd(cl_long8 *sh, cl_long8 *sd, int n, const int64_t *shape, const int64_t *stride);
+/* The largest power of two <= cap that dev accepts as a work-group size. */
+size_t nn_wg(const ct_device *dev, size_t cap);
+/* Looks up program/kernel, sets args and enqueues. */
+ct_status nn_launch(ct_device *dev, const char *program, const char *name, int n_args, const ocl_arg *args,
+                    cl_uint dims, const size_t *global, const size_t *local);
+static inline size_t nn_round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
+/* A product C[r, n] = sum_k A[r, k] B[batch(r), k, n] (+ bias[n]) as nn_gemm reads it. */
+typedef struct nn_gemm_desc {
+    const ct_tensor *a, *b, *bias, *c;
+    cl_long M, N, K, batches;
+    cl_long8 ash, ast, bsh, bst; /* rows of A (batch dims and M); batch dims of B */
+    cl_long sak, sbk, sbn;
+} nn_gemm_desc;
+
+/* nn_clblast.c: CLBlast's SGEMM where it is loaded and takes the layout (*done), else
+ * nothing (*done false: the own kernel runs). */
+ct_status nn_clblast_gemm(ct_device *dev, const nn_gemm_desc *g, bool *done);
+bool nn_clblast_available(void);
+/* Tests: off makes every product use the own kernels (on by default). */
+void nn_clblast_enable(bool on);
+/* Tests: the kernel variants meant for GPUs on any device (so a CPU-only machine checks them). */
+void nn_force_gpu_kernels(bool on);
+/* Whether to pick the CPU-device variant of a kernel for dev. */
+bool nn_cpu_style(const ct_device *dev);
+
+bool nn_linalg_supports(const ct_device *dev, const ct_op *op);
+ct_status nn_linalg_run(ct_device *dev, const ct_op *op);
+bool nn_attention_supports(const ct_device *dev, const ct_op *op);
+ct_status nn_attention_run(ct_device *dev, const ct_op *op);
+
+#endif

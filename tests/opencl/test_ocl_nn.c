@@ -1,0 +1,602 @@
+/* The OpenCL nn group against the CPU backend (tests/support/devcheck): each op forced onto
+ * opencl:0 and onto the CPU from the same random inputs (fixed seeds), contiguous and strided
+ * views, f32 and f16 (bf16 where the op keeps the input dtype), odd sizes. Fresh device
+ * buffers are poisoned with NaN (CTORCH_OPENCL_POISON=1), so an output element a kernel
+ * forgets to write fails as a NaN mismatch.
+ *
+ * Tolerances (NMSE, sum (a-b)^2 / sum b^2):
+ *   TOL_F32 1e-10  f32 results: both sides round each product and sum to f32 but in another
+ *                  order (work-group trees vs SIMD lanes); for sums of <= a few thousand terms
+ *                  the relative error stays below ~1e-6, an NMSE below 1e-12, so 1e-10 leaves
+ *                  room without hiding a wrong index (which gives NMSE ~ 1).
+ *   TOL_ATT 1e-9   attention: exp() of the device and of libm differ by a few ulp, and the
+ *                  online softmax rescales in another order (segments merged at the end).
+ *   TOL_F16 1e-6   f16 outputs: the two f32 results round to the nearest f16 (2^-11 relative);
+ *                  they differ only where f32 noise crosses a rounding boundary (1 ulp, rare).
+ *   TOL_BF16 1e-4  bf16 outputs: the same with a 2^-8 ulp. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "devcheck.h"
+#ifdef CTORCH_HAVE_OPENCL
+#include "backends/opencl/nn_internal.h"
+#endif
+
+#define TOL_F32 1e-10
+#define TOL_ATT 1e-9
+#define TOL_F16 1e-6
+#define TOL_BF16 1e-4
+
+static char dev_buf[32];
+static const char *DEV;
+static th_rng rng = {0x5eed0c1ull};
+
+static bool have_device(void);
+
+/* The backend's switch for CLBlast (src/backends/opencl/nn_clblast.c): f32 products are
+ * checked both ways. Without the backend no test here runs. */
+static void set_clblast(bool on)
+{
+#ifdef CTORCH_HAVE_OPENCL
+    nn_clblast_enable(on);
+#else
+    (void)on;
+#endif
+}
+
+/* The GPU variants of kernels that have a CPU-device one (decode's matvec), on any device. */
+static void set_gpu_kernels(bool on)
+{
+#ifdef CTORCH_HAVE_OPENCL
+    nn_force_gpu_kernels(on);
+#else
+    (void)on;
+#endif
+}
+
+static double tol_for(ct_dtype t) { return t == CT_F16 ? TOL_F16 : t == CT_BF16 ? TOL_BF16 : TOL_F32; }
+
+/* A random input of logical shape `shape`; strided: stored with its last two dims swapped,
+ * so the view the op sees (sw() below) has a non-unit inner stride. */
+static ct_tensor *gen(int nd, const int64_t *shape, ct_dtype dt, bool strided, double lo, double hi)
+{
+    int64_t s[8];
+    memcpy(s, shape, sizeof(int64_t) * (size_t)nd);
+    if (strided && nd >= 2) {
+        s[nd - 1] = shape[nd - 2];
+        s[nd - 2] = shape[nd - 1];
+    }
+    return th_random(&rng, nd, s, dt, lo, hi);
+}
+
+/* The view of a gen() input (tmp keeps it alive). */
+static const ct_tensor *sw(const ct_tensor *t, bool strided, ct_tensor **tmp)
+{
+    int nd = ct_tensor_ndim(t);
+    if (!strided || nd < 2) return t;
+    if (ct_transpose(t, nd - 2, nd - 1, tmp) != CT_OK) return t;
+    return *tmp;
+}
+
+static ct_tensor *ids_tensor(int nd, const int64_t *shape, ct_dtype dt, int64_t lo, int64_t hi)
+{
+    int64_t n = 1;
+    for (int i = 0; i < nd; i++) n *= shape[i];
+    int64_t *v = malloc(sizeof(int64_t) * (size_t)n);
+    int32_t *v32 = malloc(sizeof(int32_t) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        v[i] = lo + (int64_t)th_uniform(&rng, 0, (double)(hi - lo));
+        if (v[i] >= hi) v[i] = hi - 1;
+        v32[i] = (int32_t)v[i];
+    }
+    ct_tensor *t = NULL;
+    CHECK_OK(ct_tensor_from_data(nd, shape, dt, dt == CT_I64 ? (const void *)v : (const void *)v32, &t));
+    free(v);
+    free(v32);
+    return t;
+}
+
+/* ---- softmax ---- */
+
+typedef struct sm_ctx {
+    int dim;
+    bool log, strided;
+} sm_ctx;
+
+static ct_status sm_fn(ct_tensor *const *in, int n, ct_tensor **out, void *vctx)
+{
+    const sm_ctx *c = vctx;
+    ct_tensor *tmp = NULL;
+    (void)n;
+    const ct_tensor *x = sw(in[0], c->strided, &tmp);
+    ct_status s = c->log ? ct_log_softmax(x, c->dim, out) : ct_softmax(x, c->dim, out);
+    ct_tensor_free(tmp);
+    return s;
+}
+
+static void test_softmax(void)
+{
+    if (!have_device()) return;
+    ct_dtype dts[] = {CT_F32, CT_F16, CT_BF16};
+    int64_t shape[3] = {5, 37, 300};
+    for (int d = 0; d < 3; d++)
+        for (int dim = 0; dim < 3; dim++)
+            for (int st = 0; st < 2; st++)
+                for (int lg = 0; lg < 2; lg++) {
+                    ct_tensor *x = gen(3, shape, dts[d], st, -8, 8);
+                    sm_ctx c = {dim, lg, st};
+                    char what[96];
+                    snprintf(what, sizeof what, "%s %s dim %d %s", lg ? "log_softmax" : "softmax",
+                             ct_dtype_name(dts[d]), dim, st ? "strided" : "contiguous");
+                    devcheck_op(DEV, what, sm_fn, &x, 1, &c, tol_for(dts[d]));
+                    ct_tensor_free(x);
+                }
+}
+
+/* ---- rms_norm / layer_norm ---- */
+
+typedef struct norm_ctx {
+    bool layer, strided, weight, bias;
+    int norm_ndim;
+} norm_ctx;
+
+static ct_status norm_fn(ct_tensor *const *in, int n, ct_tensor **out, void *vctx)
+{
+    const norm_ctx *c = vctx;
+    ct_tensor *tmp = NULL;
+    (void)n;
+    const ct_tensor *x = sw(in[0], c->strided, &tmp);
+    ct_status s = c->layer ? ct_layer_norm(x, c->norm_ndim, c->weight ? in[1] : NULL, c->bias ? in[2] : NULL, 1e-5, out)
+                           : ct_rms_norm(x, c->weight ? in[1] : NULL, 1e-6, out);
+    ct_tensor_free(tmp);
+    return s;
+}
+
+static void test_norms(void)
+{
+    if (!have_device()) return;
+    ct_dtype dts[] = {CT_F32, CT_F16, CT_BF16};
+    int64_t shape[3] = {3, 7, 257};
+    for (int d = 0; d < 3; d++)
+        for (int layer = 0; layer < 2; layer++)
+            for (int st = 0; st < 2; st++)
+                for (int wb = 0; wb < 2; wb++) {
+                    int k = layer && !st ? 2 : 1; /* layer_norm over two dims, dense */
+                    norm_ctx c = {layer, st, wb, wb && layer, k};
+                    ct_tensor *in[3] = {gen(3, shape, dts[d], st, -3, 3), NULL, NULL};
+                    in[1] = th_random(&rng, k, shape + 3 - k, d == 1 ? CT_F16 : CT_F32, 0.5, 1.5);
+                    if (!layer && st) { /* a strided weight: every other element of a longer one */
+                        ct_tensor *full = th_random(&rng, 1, (int64_t[]){2 * shape[2]}, CT_F32, 0.5, 1.5);
+                        ct_tensor_free(in[1]);
+                        CHECK_OK(ct_slice(full, 0, 0, 2 * shape[2], 2, &in[1]));
+                        ct_tensor_free(full);
+                    }
+                    in[2] = th_random(&rng, k, shape + 3 - k, CT_F32, -1, 1);
+                    char what[96];
+                    snprintf(what, sizeof what, "%s %s %s%s", layer ? "layer_norm" : "rms_norm", ct_dtype_name(dts[d]),
+                             st ? "strided" : "contiguous", wb ? " weighted" : "");
+                    devcheck_op(DEV, what, norm_fn, in, 3, &c, tol_for(dts[d]));
+                    for (int i = 0; i < 3; i++) ct_tensor_free(in[i]);
+                }
+}
+
+/* ---- rope ---- */
+
+typedef struct rope_ctx {
+    ct_rope_params p;
+    bool strided;
+} rope_ctx;
+
+static ct_status rope_fn(ct_tensor *const *in, int n, ct_tensor **out, void *vctx)
+{
+    const rope_ctx *c = vctx;
+    ct_tensor *tmp = NULL;
+    (void)n;
+    const ct_tensor *x = in[0];
+    if (c->strided) { /* [T, H, D] stored as [H, T, D]: the LLM's head-major views */
+        if (ct_transpose(in[0], 0, 1, &tmp) != CT_OK) return CT_ERR_INVALID_ARG;
+        x = tmp;
+    }
+    ct_status s = ct_rope(x, in[1], &c->p, out);
+    ct_tensor_free(tmp);
+    return s;
+}
+
+static void test_rope(void)
+{
+    if (!have_device()) return;
+    ct_dtype dts[] = {CT_F32, CT_F16};
+    for (int d = 0; d < 2; d++)
+        for (int mode = 0; mode < 2; mode++)
+            for (int st = 0; st < 2; st++)
+                for (int partial = 0; partial < 2; partial++) {
+                    int64_t T = 11, H = 3, D = 64;
+                    int64_t xs[3] = {st ? H : T, st ? T : H, D}, ps[1] = {T};
+                    ct_tensor *in[2] = {th_random(&rng, 3, xs, dts[d], -2, 2),
+                                        ids_tensor(1, ps, partial ? CT_I32 : CT_I64, 0, 5000)};
+                    rope_ctx c = {{.n_dims = partial ? 32 : 64, .freq_base = partial ? 1e6 : 10000.0,
+                                   .freq_scale = partial ? 0.25 : 1.0, .mode = mode ? CT_ROPE_NEOX : CT_ROPE_NORMAL},
+                                  st};
+                    char what[96];
+                    snprintf(what, sizeof what, "rope %s %s %s%s", ct_dtype_name(dts[d]), mode ? "neox" : "normal",
+                             st ? "strided" : "contiguous", partial ? " partial" : "");
+                    devcheck_op(DEV, what, rope_fn, in, 2, &c, tol_for(dts[d]));
+                    ct_tensor_free(in[0]);
+                    ct_tensor_free(in[1]);
+                }
+}
+
+/* ---- embedding, set_rows ---- */
+
+static ct_status emb_fn(ct_tensor *const *in, int n, ct_tensor **out, void *vctx)
+{
+    ct_tensor *tmp = NULL;
+    (void)n;
+    const ct_tensor *w = sw(in[0], *(const bool *)vctx, &tmp);
+    ct_status s = ct_embedding(w, in[1], out);
+    ct_tensor_free(tmp);
+    return s;
+}
+
+static void test_embedding(void)
+{
+    if (!have_device()) return;
+    ct_dtype dts[] = {CT_F32, CT_F16, CT_BF16};
+    for (int d = 0; d < 3; d++)
+        for (int st = 0; st < 2; st++) {
+            int64_t ws[2] = {97, 33}, is[2] = {3, 5};
+            ct_tensor *in[2] = {gen(2, ws, dts[d], st, -1, 1), ids_tensor(2, is, st ? CT_I32 : CT_I64, 0, 97)};
+            bool strided = st;
+            char what[64];
+            snprintf(what, sizeof what, "embedding %s %s", ct_dtype_name(dts[d]), st ? "strided" : "contiguous");
+            devcheck_op(DEV, what, emb_fn, in, 2, &strided, TOL_F32);
+            ct_tensor_free(in[0]);
+            ct_tensor_free(in[1]);
+        }
+}
+
+typedef struct rows_ctx {
+    ct_dtype dst_dt;
+    bool strided;
+} rows_ctx;
+
+/* dst is a fresh copy of in[0] in dst_dt, narrowed to columns 2.. (a KV-cache-like view),
+ * then rows of in[1] land at in[2]; the whole copy is the output (rows not written too). */
+static ct_status rows_fn(ct_tensor *const *in, int n, ct_tensor **out, void *vctx)
+{
+    const rows_ctx *c = vctx;
+    ct_tensor *base = NULL, *dst = NULL, *tmp = NULL;
+    (void)n;
+    ct_status s = ct_cast(in[0], c->dst_dt, &base);
+    if (s == CT_OK) s = ct_narrow(base, 1, 2, ct_tensor_shape(base)[1] - 2, &dst);
+    const ct_tensor *src = sw(in[1], c->strided, &tmp);
+    if (s == CT_OK) s = ct_set_rows(dst, src, in[2]);
+    ct_tensor_free(dst);
+    ct_tensor_free(tmp);
+    if (s != CT_OK) {
+        ct_tensor_free(base);
+        return s;
+    }
+    *out = base;
+    return CT_OK;
+}
+
+static void test_set_rows(void)
+{
+    if (!have_device()) return;
+    ct_dtype dts[] = {CT_F32, CT_F16};
+    for (int d = 0; d < 2; d++)
+        for (int st = 0; st < 2; st++) {
+            int64_t R = 40, C = 19, n = 5;
+            int64_t bs[2] = {R, C + 2}, ss[2] = {n, C}, is[1] = {n};
+            int64_t rows[5] = {7, 0, 39, 12, 13};
+            ct_tensor *in[3] = {th_random(&rng, 2, bs, CT_F32, -1, 1), gen(2, ss, CT_F32, st, -5, 5), NULL};
+            CHECK_OK(ct_tensor_from_data(1, is, CT_I64, rows, &in[2]));
+            rows_ctx c = {dts[d], st};
+            char what[64];
+            snprintf(what, sizeof what, "set_rows into %s %s", ct_dtype_name(dts[d]), st ? "strided" : "contiguous");
+            devcheck_op(DEV, what, rows_fn, in, 3, &c, tol_for(dts[d]));
+            for (int i = 0; i < 3; i++) ct_tensor_free(in[i]);
+        }
+}
+
+/* ---- matmul / linear ---- */
+
+typedef struct mm_ctx {
+    bool strided_a, strided_b;
+} mm_ctx;
+
+static ct_status mm_fn(ct_tensor *const *in, int n, ct_tensor **out, void *vctx)
+{
+    const mm_ctx *c = vctx;
+    ct_tensor *t0 = NULL, *t1 = NULL;
+    (void)n;
+    ct_status s = ct_matmul(sw(in[0], c->strided_a, &t0), sw(in[1], c->strided_b, &t1), out);
+    ct_tensor_free(t0);
+    ct_tensor_free(t1);
+    return s;
+}
+
+static void check_matmul(int na, const int64_t *as, int nb, const int64_t *bs, ct_dtype dt, bool sa, bool sb)
+{
+    ct_tensor *in[2] = {gen(na, as, dt, sa, -1, 1), gen(nb, bs, dt, sb, -1, 1)};
+    mm_ctx c = {sa, sb};
+    char what[128];
+    snprintf(what, sizeof what, "matmul %s %dd [..., %lld, %lld]%s @ %dd [..., %lld, %lld]%s", ct_dtype_name(dt), na,
+             (long long)as[na - 2], (long long)as[na - 1], sa ? " strided" : "", nb, (long long)bs[nb - 2],
+             (long long)bs[nb - 1], sb ? " strided" : "");
+    devcheck_op(DEV, what, mm_fn, in, 2, &c, tol_for(dt));
+    ct_tensor_free(in[0]);
+    ct_tensor_free(in[1]);
+}
+
+static void test_matmul(void)
+{
+    if (!have_device()) return;
+    ct_dtype dts[] = {CT_F32, CT_F16, CT_BF16};
+    for (int d = 0; d < 3; d++)
+        for (int st = 0; st < 4; st++) {
+            bool sa = st & 1, sb = st & 2;
+            check_matmul(3, (int64_t[]){3, 37, 45}, 2, (int64_t[]){45, 29}, dts[d], sa, sb);       /* shared b */
+            check_matmul(3, (int64_t[]){2, 70, 33}, 3, (int64_t[]){2, 33, 65}, dts[d], sa, sb);    /* batched */
+            check_matmul(4, (int64_t[]){2, 1, 5, 9}, 3, (int64_t[]){3, 9, 7}, dts[d], sa, sb);     /* broadcast */
+            check_matmul(2, (int64_t[]){1, 300}, 2, (int64_t[]){300, 41}, dts[d], sa, sb);         /* one row */
+        }
+}
+
+typedef struct lin_ctx {
+    bool strided_x, bias;
+} lin_ctx;
+
+static ct_status lin_fn(ct_tensor *const *in, int n, ct_tensor **out, void *vctx)
+{
+    const lin_ctx *c = vctx;
+    ct_tensor *t0 = NULL;
+    (void)n;
+    ct_status s = ct_linear(sw(in[0], c->strided_x, &t0), in[1], c->bias ? in[2] : NULL, out);
+    ct_tensor_free(t0);
+    return s;
+}
+
+static void test_linear(void)
+{
+    if (!have_device()) return;
+    ct_dtype wdts[] = {CT_F32, CT_F16, CT_BF16};
+    int64_t rows[] = {1, 5, 70};
+    for (int d = 0; d < 3; d++)
+        for (int r = 0; r < 3; r++)
+            for (int st = 0; st < 2; st++) {
+                int64_t K = 300, N = 77;
+                /* strided x: [rows, K] read through a transposed [K, rows] */
+                int64_t xs[2] = {rows[r], K}, ws[2] = {N, K}, bs[1] = {N};
+                ct_tensor *in[3] = {gen(2, xs, CT_F32, st, -1, 1), th_random(&rng, 2, ws, wdts[d], -1, 1),
+                                    th_random(&rng, 1, bs, CT_F32, -1, 1)};
+                lin_ctx c = {st, st == 1}; /* contiguous without bias: the CLBlast path */
+                char what[96];
+                snprintf(what, sizeof what, "linear %lld rows, %s weight, %s x%s", (long long)rows[r],
+                         ct_dtype_name(wdts[d]), st ? "strided" : "contiguous", c.bias ? ", bias" : "");
+                devcheck_op(DEV, what, lin_fn, in, 3, &c, TOL_F32);
+                for (int i = 0; i < 3; i++) ct_tensor_free(in[i]);
+            }
+}
+
+/* ---- sdpa ---- */
+
+typedef struct att_ctx {
+    bool causal, mask, length, kv_strided;
+    int window;
+    int64_t L;
+} att_ctx;
+
+/* in: q [B, Hq, Tq, D]; k, v [B, Hkv, Tk, D] (or, when kv_strided, all three stored with
+ * dims 1 and 2 swapped and seen through a transpose); mask [Tq, Tk] broadcast. */
+static ct_status att_fn(ct_tensor *const *in, int n, ct_tensor **out, void *vctx)
+{
+    const att_ctx *c = vctx;
+    ct_tensor *kt = NULL, *vt = NULL, *len = NULL;
+    (void)n;
+    ct_tensor *qt = NULL;
+    const ct_tensor *q = in[0], *k = in[1], *v = in[2];
+    ct_status s = CT_OK;
+    if (c->kv_strided) { /* q too: the LLM's permuted [1, Hq, T, D] view of [T, Hq, D] */
+        s = ct_transpose(in[1], 1, 2, &kt);
+        if (s == CT_OK) s = ct_transpose(in[2], 1, 2, &vt);
+        if (s == CT_OK) s = ct_transpose(in[0], 1, 2, &qt);
+        q = qt, k = kt, v = vt;
+    }
+    if (s == CT_OK && c->length) s = ct_tensor_from_data(1, (int64_t[]){1}, CT_I32, (int32_t[]){(int32_t)c->L}, &len);
+    ct_sdpa_params p = {.causal = c->causal, .window = c->window, .length = len};
+    if (s == CT_OK) s = ct_sdpa(q, k, v, c->mask ? in[3] : NULL, &p, out);
+    ct_tensor_free(qt);
+    ct_tensor_free(kt);
+    ct_tensor_free(vt);
+    ct_tensor_free(len);
+    return s;
+}
+
+static void check_sdpa(int64_t Hq, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t D, ct_dtype kvdt, att_ctx c)
+{
+    int64_t B = 2, qs[4] = {B, c.kv_strided ? Tq : Hq, c.kv_strided ? Hq : Tq, D}, kvs[4] = {B, c.kv_strided ? Tk : Hkv, c.kv_strided ? Hkv : Tk, D};
+    int64_t ms[2] = {Tq, Tk};
+    ct_tensor *in[4] = {th_random(&rng, 4, qs, CT_F32, -1, 1), th_random(&rng, 4, kvs, kvdt, -1, 1),
+                        th_random(&rng, 4, kvs, kvdt, -1, 1), th_random(&rng, 2, ms, CT_F32, -2, 0)};
+    char what[160];
+    snprintf(what, sizeof what, "sdpa Hq %lld Hkv %lld Tq %lld Tk %lld D %lld %s%s%s%s%s window %d", (long long)Hq,
+             (long long)Hkv, (long long)Tq, (long long)Tk, (long long)D, ct_dtype_name(kvdt), c.causal ? " causal" : "",
+             c.mask ? " mask" : "", c.length ? " length" : "", c.kv_strided ? " strided kv" : "", c.window);
+    devcheck_op(DEV, what, att_fn, in, 4, &c, TOL_ATT);
+    for (int i = 0; i < 4; i++) ct_tensor_free(in[i]);
+}
+
+static void test_sdpa(void)
+{
+    if (!have_device()) return;
+    ct_dtype dts[] = {CT_F32, CT_F16};
+    for (int d = 0; d < 2; d++)
+        for (int st = 0; st < 2; st++) {
+            /* prefill: causal, windowed, masked, GQA, odd sizes */
+            check_sdpa(4, 2, 37, 37, 32, dts[d], (att_ctx){.causal = true, .kv_strided = st});
+            check_sdpa(4, 4, 19, 45, 24, dts[d], (att_ctx){.mask = true, .kv_strided = st});
+            check_sdpa(6, 2, 33, 33, 64, dts[d], (att_ctx){.causal = true, .window = 8, .kv_strided = st});
+            /* a row that sees no key (window past the keys) gives zeros */
+            check_sdpa(2, 1, 5, 3, 16, dts[d], (att_ctx){.causal = true, .kv_strided = st});
+            /* decode over a preallocated cache: length < Tk, split into key segments */
+            check_sdpa(8, 2, 1, 700, 64, dts[d], (att_ctx){.causal = true, .length = true, .L = 333, .kv_strided = st});
+            check_sdpa(4, 1, 1, 1500, 256, dts[d],
+                       (att_ctx){.causal = true, .length = true, .L = 1499, .window = 512, .kv_strided = st});
+            check_sdpa(12, 1, 1, 300, 32, dts[d], (att_ctx){.kv_strided = st}); /* 12 heads on a kv head: 2 blocks */
+            check_sdpa(2, 2, 1, 900, 40, dts[d], (att_ctx){.causal = true, .kv_strided = st}); /* every segment used */
+            check_sdpa(4, 2, 3, 600, 48, dts[d], (att_ctx){.causal = true, .length = true, .L = 100, .kv_strided = st});
+        }
+}
+
+/* A NaN key makes the rows that see it NaN (the CPU's rule), and only those (causal). */
+static void test_sdpa_nan(void)
+{
+    if (!have_device()) return;
+    int64_t qs[4] = {1, 4, 9, 16}, kvs[4] = {1, 2, 9, 16};
+    ct_tensor *in[4] = {th_random(&rng, 4, qs, CT_F32, -1, 1), th_random(&rng, 4, kvs, CT_F32, -1, 1),
+                        th_random(&rng, 4, kvs, CT_F32, -1, 1), NULL};
+    float *k = NULL;
+    CHECK_OK(ct_tensor_data_mut(in[1], (void **)&k));
+    if (k) k[(0 * 9 + 5) * 16 + 3] = NAN; /* kv head 0, key 5 */
+    att_ctx c = {.causal = true};
+    devcheck_op(DEV, "sdpa with a NaN key", att_fn, in, 4, &c, TOL_ATT);
+    for (int i = 0; i < 4; i++) ct_tensor_free(in[i]);
+}
+
+/* ---- pooling, batch_norm ---- */
+
+typedef struct pool_ctx {
+    ct_pool2d_params p;
+    bool max, strided;
+} pool_ctx;
+
+static ct_status pool_fn(ct_tensor *const *in, int n, ct_tensor **out, void *vctx)
+{
+    const pool_ctx *c = vctx;
+    ct_tensor *tmp = NULL;
+    (void)n;
+    const ct_tensor *x = sw(in[0], c->strided, &tmp);
+    ct_status s = c->max ? ct_max_pool2d(x, &c->p, out) : ct_avg_pool2d(x, &c->p, out);
+    ct_tensor_free(tmp);
+    return s;
+}
+
+static void test_pool(void)
+{
+    if (!have_device()) return;
+    ct_dtype dts[] = {CT_F32, CT_F16};
+    int64_t xs[4] = {2, 3, 17, 13};
+    for (int d = 0; d < 2; d++)
+        for (int mx = 0; mx < 2; mx++)
+            for (int st = 0; st < 2; st++) {
+                pool_ctx c = {{.kernel = {3, 2}, .stride = {2, 2}, .padding = {1, 1}, .count_include_pad = st}, mx, st};
+                ct_tensor *x = gen(4, xs, dts[d], st, -3, 3);
+                char what[64];
+                snprintf(what, sizeof what, "%s_pool2d %s %s", mx ? "max" : "avg", ct_dtype_name(dts[d]),
+                         st ? "strided" : "contiguous");
+                devcheck_op(DEV, what, pool_fn, &x, 1, &c, tol_for(dts[d]));
+                ct_tensor_free(x);
+            }
+}
+
+static ct_status bn_fn(ct_tensor *const *in, int n, ct_tensor **out, void *vctx)
+{
+    ct_tensor *tmp = NULL;
+    (void)n;
+    const ct_tensor *x = sw(in[0], *(const bool *)vctx, &tmp);
+    ct_status s = ct_batch_norm(x, in[1], in[2], in[3], in[4], 1e-5, out);
+    ct_tensor_free(tmp);
+    return s;
+}
+
+static void test_batch_norm(void)
+{
+    if (!have_device()) return;
+    for (int st = 0; st < 2; st++) {
+        int64_t xs[4] = {2, 5, 7, 9}, cs[1] = {5};
+        ct_tensor *in[5] = {gen(4, xs, st ? CT_F16 : CT_F32, st, -3, 3), th_random(&rng, 1, cs, CT_F32, -1, 1),
+                            th_random(&rng, 1, cs, CT_F32, 0.5, 2), th_random(&rng, 1, cs, CT_F32, -2, 2),
+                            th_random(&rng, 1, cs, CT_F32, -1, 1)};
+        bool strided = st;
+        devcheck_op(DEV, st ? "batch_norm f16 strided" : "batch_norm f32", bn_fn, in, 5, &strided,
+                    st ? TOL_F16 : TOL_F32);
+        for (int i = 0; i < 5; i++) ct_tensor_free(in[i]);
+    }
+}
+
+/* Every test starts here: a skip (exit 77 overall) when there is no OpenCL device. */
+static bool have_device(void)
+{
+    if (!DEV) DEV = devcheck_device("opencl", dev_buf, sizeof dev_buf);
+    return DEV != NULL;
+}
+
+/* ---- conv2d / conv_transpose2d ---- */
+
+typedef struct conv_ctx {
+    ct_conv2d_params p;
+    bool transposed, strided, bias;
+} conv_ctx;
+
+static ct_status conv_fn(ct_tensor *const *in, int n, ct_tensor **out, void *vctx)
+{
+    const conv_ctx *c = vctx;
+    ct_tensor *tmp = NULL;
+    (void)n;
+    const ct_tensor *x = sw(in[0], c->strided, &tmp);
+    ct_status s = c->transposed ? ct_conv_transpose2d(x, in[1], c->bias ? in[2] : NULL, &c->p, out)
+                                : ct_conv2d(x, in[1], c->bias ? in[2] : NULL, &c->p, out);
+    ct_tensor_free(tmp);
+    return s;
+}
+
+static void test_conv(void)
+{
+    if (!have_device()) return;
+    for (int tr = 0; tr < 2; tr++)
+        for (int v = 0; v < 3; v++) {
+            /* v 0: plain; 1: stride, padding, dilation, bias; 2: groups, strided input */
+            int64_t G = v == 2 ? 2 : 1, C = 4, O = 6;
+            int64_t xs[4] = {2, C, 13, 11};
+            int64_t ws[4] = {tr ? C : O, tr ? O / G : C / G, 3, v == 1 ? 2 : 3}, bs[1] = {O};
+            conv_ctx c = {.transposed = tr, .strided = v == 2, .bias = v != 0};
+            c.p.groups = (int)G;
+            if (v == 1) c.p = (ct_conv2d_params){.stride = {2, 1}, .padding = {1, 2}, .dilation = {2, 2}, .groups = 1,
+                                                 .output_padding = {tr, 0}};
+            ct_tensor *in[3] = {gen(4, xs, CT_F32, c.strided, -1, 1), th_random(&rng, 4, ws, CT_F32, -1, 1),
+                                th_random(&rng, 1, bs, CT_F32, -1, 1)};
+            char what[64];
+            snprintf(what, sizeof what, "%s variant %d", tr ? "conv_transpose2d" : "conv2d", v);
+            devcheck_op(DEV, what, conv_fn, in, 3, &c, TOL_F32);
+            for (int i = 0; i < 3; i++) ct_tensor_free(in[i]);
+        }
+}
+
+int main(int argc, char **argv)
+{
+    setenv("CTORCH_OPENCL_POISON", "1", 1);
+    th_args(argc, argv);
+    RUN(test_softmax);
+    RUN(test_norms);
+    RUN(test_rope);
+    RUN(test_embedding);
+    RUN(test_set_rows);
+    RUN(test_matmul);
+    RUN(test_linear);
+    set_clblast(false); /* the own tiled kernel for f32 too */
+    RUN(test_matmul);
+    RUN(test_linear);
+    set_clblast(true);
+    set_gpu_kernels(true);
+    RUN(test_matmul);
+    RUN(test_linear);
+    set_gpu_kernels(false);
+    RUN(test_sdpa);
+    RUN(test_sdpa_nan);
+    RUN(test_pool);
+    RUN(test_batch_norm);
+    RUN(test_conv);
+    return th_finish();
+}
