@@ -51,7 +51,7 @@ inline void dq16_q5_0(global const uchar *p, int g, float *o)
     float d = h2f(&b->d);
     uint qh = qh32(b->qh) >> (16 * g);
     int sh = 4 * g;
-    for (int i = 0; i < 16; i++) o[i] = (float)((((b->qs[i] >> sh) & 0xF) | (((qh >> i) & 1) << 4)) - 16) * d;
+    for (int i = 0; i < 16; i++) o[i] = (float)((int)(((b->qs[i] >> sh) & 0xF) | (((qh >> i) & 1) << 4)) - 16) * d;
 }
 
 inline void dq16_q5_1(global const uchar *p, int g, float *o)
