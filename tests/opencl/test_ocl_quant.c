@@ -73,6 +73,21 @@ static ct_status do_copy_transposed(ct_tensor *const *in, int n, ct_tensor **out
     return s;
 }
 
+/* Into a quantized tensor of the same type: the blocks as they are. */
+static ct_status do_copy_blocks(ct_tensor *const *in, int n, ct_tensor **out, void *ctx)
+{
+    (void)n, (void)ctx;
+    const ct_tensor *w = in[0];
+    size_t bytes = ct_tensor_nbytes(w);
+    void *zeros = calloc(1, bytes);
+    ct_tensor *dst = NULL;
+    ct_status s = ct_tensor_from_data(ct_tensor_ndim(w), ct_tensor_shape(w), ct_tensor_dtype(w), zeros, &dst);
+    free(zeros);
+    if (s == CT_OK) s = ct_copy_(dst, w);
+    *out = dst;
+    return s;
+}
+
 static void test_dequantize(void)
 {
     if (!have_device()) return;
@@ -92,6 +107,8 @@ static void test_dequantize(void)
         devcheck_op(g_dev, what, do_cast, &rows, 1, &f32, 1e-12);
         snprintf(what, sizeof what, "dequantize %s into a transposed view", ct_dtype_name(t));
         devcheck_op(g_dev, what, do_copy_transposed, &w, 1, NULL, 1e-12);
+        snprintf(what, sizeof what, "copy %s -> %s", ct_dtype_name(t), ct_dtype_name(t));
+        devcheck_op(g_dev, what, do_copy_blocks, &w, 1, NULL, 0);
         ct_tensor_free(rows);
         ct_tensor_free(w);
     }

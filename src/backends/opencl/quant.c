@@ -1,5 +1,6 @@
 /* The OpenCL quant group: ops with a block-quantized source (kernels/quant.cl).
- *   COPY       quantized rows -> f32/f16 view (dequantize), src broadcast over leading dims
+ *   COPY       quantized rows -> f32/f16 view (dequantize), src broadcast over leading dims;
+ *              or to the same quantized type, shape and contiguity (the bytes)
  *   EMBEDDING  rows of a quantized [V, D] table -> f32 [..., D]
  *   LINEAR     x f32 [..., K] @ w[N, K]^T (+ bias): a matrix-vector kernel for up to
  *              OCL_Q_MV_MAX_M rows (decode), a tiled one above (prompts)
@@ -103,9 +104,34 @@ static bool copy_ok(const ct_op *op)
            (D <= 1 || src->stride[src->ndim - 1] == 1) && copy_nd(op, &nd);
 }
 
+static bool copy_blocks_ok(const ct_op *op)
+{
+    const ct_tensor *src = op->src[0], *dst = op->dst;
+    return fmt_name(src->dtype) && dst->dtype == src->dtype && tensor_is_contiguous(src) &&
+           tensor_is_contiguous(dst) && shape_equal(src->ndim, src->shape, dst->ndim, dst->shape);
+}
+
+static ct_status run_copy_blocks(ct_device *dev, const ct_op *op)
+{
+    cl_long n = (cl_long)ct_tensor_nbytes(op->dst);
+    if (n == 0) return CT_OK;
+    cl_mem sm, dm;
+    cl_ulong soff, doff;
+    cl_kernel k;
+    ct_status s = q_mem(op->src[0], dev, "copy", "source", &sm, &soff);
+    if (s == CT_OK) s = q_mem(op->dst, dev, "copy", "destination", &dm, &doff);
+    if (s == CT_OK) s = ocl_kernel(dev, OCL_Q_PROGRAM, "copy_blocks", &k);
+    if (s == CT_OK)
+        s = ocl_args(dev, k, "copy_blocks", 5,
+                     (ocl_arg[]){OCL_ARG(sm), OCL_ARG(soff), OCL_ARG(dm), OCL_ARG(doff), OCL_ARG(n)});
+    size_t global = round_up((size_t)n, OCL_Q_ROUND);
+    return s != CT_OK ? s : ocl_launch(dev, k, "copy_blocks", 1, &global, NULL);
+}
+
 static ct_status run_copy(ct_device *dev, const ct_op *op)
 {
     const ct_tensor *src = op->src[0], *dst = op->dst;
+    if (ct_dtype_is_quantized(dst->dtype)) return run_copy_blocks(dev, op);
     int64_t D = dst->shape[dst->ndim - 1], rows = shape_numel(dst->ndim - 1, dst->shape);
     if (D == 0 || rows == 0) return CT_OK;
     ocl_q_nd nd;
@@ -276,7 +302,7 @@ bool ocl_quant_supports(const ct_device *dev, const ct_op *op)
 {
     bool ok;
     switch (op->kind) {
-    case CT_OP_COPY: ok = copy_ok(op); break;
+    case CT_OP_COPY: ok = copy_ok(op) || copy_blocks_ok(op); break;
     case CT_OP_EMBEDDING: ok = embed_ok(op); break;
     case CT_OP_LINEAR: ok = linear_ok(dev, op); break;
     default: ok = false; break;

@@ -289,6 +289,13 @@ inline void nd_offsets(const q_nd *nd, long r, long *doff, long *soff)
         }                                                                                                  \
     }
 
+/* A quantized tensor copied as it is (same type and shape, both contiguous): its bytes. */
+kernel void copy_blocks(global const uchar *src, ulong soff, global uchar *dst, ulong doff, long n)
+{
+    long i = get_global_id(0);
+    if (i < n) dst[doff + i] = src[soff + i];
+}
+
 /* bias_kind: 0 none, 1 f32, 2 f16, 3 bf16; bstride in elements. */
 inline float bias_at(global const uchar *b, ulong off, int kind, long stride, long n)
 {
