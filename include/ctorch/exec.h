@@ -39,6 +39,9 @@ CT_API const char *ct_device_kind_name(ct_device_kind k);
 
 #define CT_DEVICE_HOST_SHARED 1u /* device memory is host memory (zero-copy with the CPU) */
 #define CT_DEVICE_UNIFIED 2u     /* host-mapped / unified memory available */
+#define CT_DEVICE_HOST_CPU 4u    /* runs on the host's own CPU cores (an OpenCL CPU device such as
+                                    PoCL): never in the default chain beside the CPU backend, and
+                                    left out of its kind when that kind has another device */
 
 typedef struct ct_device_info {
     char name[32];          /* "cpu", "cuda:0", "opencl:1" */

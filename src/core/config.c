@@ -91,6 +91,18 @@ static ct_status read_log_level(int *out)
     return bad("CTORCH_LOG", e, "debug, info, warn or error");
 }
 
+/* The kernel cache's root: CTORCH_CACHE_DIR, or the XDG cache folder's ctorch. */
+static ct_status read_cache_dir(char *out, size_t cap)
+{
+    if (env("CTORCH_CACHE_DIR")) return read_string("CTORCH_CACHE_DIR", out, cap);
+    const char *xdg = env("XDG_CACHE_HOME"), *home = env("HOME");
+    int n = 0;
+    if (xdg) n = snprintf(out, cap, "%s/ctorch", xdg);
+    else if (home) n = snprintf(out, cap, "%s/.cache/ctorch", home);
+    if (n < 0 || (size_t)n >= cap) out[0] = 0; /* too long to be used: no disk cache */
+    return CT_OK;
+}
+
 /* Keeps the first error (the message of a later one would overwrite it). */
 static void keep(ct_status *first, char *msg, size_t len, ct_status s)
 {
@@ -118,6 +130,8 @@ ct_status config_read(core_config *c)
     keep(&first, msg, sizeof msg, read_log_level(&c->log_level));
     keep(&first, msg, sizeof msg, read_bool("CTORCH_REPACK", &c->repack));
     keep(&first, msg, sizeof msg, read_bool("CTORCH_REPLAY", &c->replay));
+    keep(&first, msg, sizeof msg, read_cache_dir(c->cache_dir, sizeof c->cache_dir));
+    keep(&first, msg, sizeof msg, read_bool("CTORCH_OPENCL_POISON", &c->opencl_poison));
     c->small_bytes = (size_t)small;
     c->host_cache_bytes = (size_t)cache_mb << 20;
     c->threads = (int)threads;

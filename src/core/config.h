@@ -21,6 +21,9 @@ typedef struct core_config {
     int log_level;           /* CTORCH_LOG, a ct_log_level */
     bool repack;             /* CTORCH_REPACK */
     bool replay;             /* CTORCH_REPLAY: the LLM decodes by replaying a recorded step */
+    char cache_dir[512];     /* CTORCH_CACHE_DIR, else $XDG_CACHE_HOME/ctorch, else ~/.cache/ctorch
+                                ("" when none of them is set): compiled device kernels */
+    bool opencl_poison;      /* CTORCH_OPENCL_POISON: fresh OpenCL buffers are filled with NaN */
 } core_config;
 
 /* Default for CTORCH_SMALL_BYTES, measured (bench/gpu/crossover.cu, H100 host,

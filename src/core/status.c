@@ -66,3 +66,21 @@ void core_log(ct_log_level level, const char *fmt, ...)
     static const char *tags[] = {"debug", "info", "warn", "error"};
     fprintf(stderr, "ctorch %s: %s\n", tags[level], msg);
 }
+
+/* Notes for the trace: the executor owns the trace and installs the hook, so layers below
+ * it (a backend's failed kernel build) can put a line there without calling upwards. */
+static core_note_fn g_note_fn;
+
+void core_set_note_hook(core_note_fn fn) { __atomic_store_n(&g_note_fn, fn, __ATOMIC_RELEASE); }
+
+void core_note(const char *fmt, ...)
+{
+    core_note_fn fn = __atomic_load_n(&g_note_fn, __ATOMIC_ACQUIRE);
+    if (!fn) return;
+    char msg[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fn(msg);
+}

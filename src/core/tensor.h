@@ -86,6 +86,10 @@ struct ct_tensor {
 ct_status core_err(ct_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void core_log(ct_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 bool core_log_enabled(ct_log_level level);
+/* A line for the trace (when tracing), through the hook the executor installs. */
+typedef void (*core_note_fn)(const char *msg);
+void core_set_note_hook(core_note_fn fn);
+void core_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- shapes (core/shape.c) ---- */
 int64_t shape_numel(int ndim, const int64_t *shape);

@@ -5,10 +5,21 @@
 
 #include "exec/exec.h"
 
+static bool host_cpu(const exec_inventory *inv, int i) { return (inv->flags[i] & CT_DEVICE_HOST_CPU) != 0; }
+
+/* The default chain holds the host's CPU once: through the CPU backend. */
 static void append_kind(const exec_inventory *inv, ct_device_kind k, int *chain, int *n)
 {
     for (int i = 0; i < inv->n; i++)
-        if (inv->kind[i] == k) chain[(*n)++] = i;
+        if (inv->kind[i] == k && (k == CT_DEVICE_CPU || !host_cpu(inv, i))) chain[(*n)++] = i;
+}
+
+/* A bare kind skips host-CPU devices when the kind has a real accelerator. */
+static bool kind_has_accelerator(const exec_inventory *inv, ct_device_kind k)
+{
+    for (int i = 0; i < inv->n; i++)
+        if (inv->kind[i] == k && !host_cpu(inv, i)) return true;
+    return false;
 }
 
 static bool in_chain(const int *chain, int n, int id)
@@ -31,8 +42,11 @@ static ct_status add_entry(const exec_inventory *inv, const char *tok, int *chai
     bool found = false;
     for (int i = 0; i < inv->n; i++) {
         const char *kind = ct_device_kind_name(inv->kind[i]);
-        if (strcasecmp(tok, inv->name[i]) && strcasecmp(tok, kind)) continue;
+        bool by_name = !strcasecmp(tok, inv->name[i]);
+        if (!by_name && strcasecmp(tok, kind)) continue;
         found = true;
+        if (!by_name && inv->kind[i] != CT_DEVICE_CPU && host_cpu(inv, i) && kind_has_accelerator(inv, inv->kind[i]))
+            continue;
         if (!in_chain(chain, *n, i)) chain[(*n)++] = i;
     }
     if (found) return CT_OK;

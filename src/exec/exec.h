@@ -13,11 +13,15 @@ typedef struct exec_inventory {
     int n;
     ct_device_kind kind[EXEC_MAX_DEVICES];
     char name[EXEC_MAX_DEVICES][32];
+    uint32_t flags[EXEC_MAX_DEVICES]; /* CT_DEVICE_* (CT_DEVICE_HOST_CPU matters here) */
 } exec_inventory;
 
 /* Platform chain (NVIDIA: cuda, opencl, cpu; Apple: coreml, metal, opencl, cpu;
  * other: opencl, cpu; test devices first) or the override spec ("cuda:0,cpu",
- * a bare kind names all its devices). Writes device indices into chain. */
+ * a bare kind names all its devices). A device flagged CT_DEVICE_HOST_CPU (the same
+ * physical CPU behind another driver) is never in the default chain, and a bare kind
+ * names it only when the kind has no other device; its own name always does.
+ * Writes device indices into chain. */
 ct_status exec_build_chain(const exec_inventory *inv, const char *spec, bool disable_gpu, int *chain, int *n_chain);
 
 /* Routing inputs: a pure function of these. */

@@ -109,6 +109,7 @@ static ct_status plan_chain(const exec_state *s, const char *spec, bool disable_
     exec_inventory inv = {.n = s->n_devs};
     for (int i = 0; i < s->n_devs; i++) {
         inv.kind[i] = s->devs[i]->info.kind;
+        inv.flags[i] = s->devs[i]->info.flags;
         snprintf(inv.name[i], sizeof inv.name[i], "%s", s->devs[i]->info.name);
     }
     ct_status st = exec_build_chain(&inv, spec, disable_gpu, chain, n);
@@ -172,6 +173,7 @@ static ct_status init_locked(void)
     for (int i = 0; i < s->n_devs; i++) device_clear_lost(s->devs[i]); /* lost until re-initialization */
     device_table_set(s->devs, s->n_devs);
     storage_set_transfer_hook(exec_count_transfer);
+    core_set_note_hook(trace_note);
     if (!g_atexit) {
         atexit(at_exit);
         g_atexit = true;

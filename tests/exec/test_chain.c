@@ -122,34 +122,56 @@ static void test_override_specs(void)
               ct_last_error());
 }
 
+/* An OpenCL CPU device (PoCL) is the host's CPU again: never in the default chain, and
+ * named by the kind "opencl" only when no other OpenCL device exists. */
+static void test_host_cpu_devices(void)
+{
+    ct_device_kind k[] = {CT_DEVICE_CPU, CT_DEVICE_OPENCL, CT_DEVICE_OPENCL};
+    const char *nm[] = {"cpu", "opencl:0", "opencl:1"};
+    exec_inventory both = inv_of(3, k, nm);
+    both.flags[2] = CT_DEVICE_HOST_CPU; /* opencl:0 a GPU, opencl:1 PoCL */
+    CHECK_CHAIN(&both, NULL, false, "opencl:0,cpu");
+    CHECK_CHAIN(&both, "opencl,cpu", false, "opencl:0,cpu");
+    CHECK_CHAIN(&both, "opencl:1,cpu", false, "opencl:1,cpu"); /* by name it is always there */
+    exec_inventory pocl = inv_of(2, k, nm);
+    pocl.flags[1] = CT_DEVICE_HOST_CPU;
+    CHECK_CHAIN(&pocl, NULL, false, "cpu");
+    CHECK_CHAIN(&pocl, "opencl,cpu", false, "opencl:0,cpu");
+    CHECK_CHAIN(&pocl, "opencl", false, "opencl:0");
+}
+
 static void dev_name(const ct_device_info *d, char *out)
 {
     snprintf(out, 32, "%s", d->name);
 }
 
-/* The public API over a real inventory: cpu plus two test devices. */
+/* The public API over a real inventory: the machine's devices (the cpu, and whatever
+ * OpenCL/CUDA devices it has) plus two test devices, which come last. */
 static void test_public_chain_api(void)
 {
+    unsetenv("CTORCH_DEVICES"); /* the default chain is under test (make test-opencl sets one) */
+    CHECK_OK(ct_exec_reinit());
+    int base = ct_device_count(), base_chain = ct_chain_length();
     CHECK_OK(test_backend_install(2, "*"));
-    CHECK(ct_device_count() == 3);
+    CHECK(ct_device_count() == base + 2);
     ct_device_info d;
     CHECK_OK(ct_device_get(0, &d));
     CHECK(d.kind == CT_DEVICE_CPU && !strcmp(d.name, "cpu") && d.memory_bytes > 0 && d.description[0]);
     CHECK(d.dtype_mask & (1u << CT_F32));
-    CHECK_OK(ct_device_get(2, &d));
+    CHECK_OK(ct_device_get(base + 1, &d));
     CHECK(d.kind == CT_DEVICE_TEST && !strcmp(d.name, "test:1") && d.index == 1 && d.chain_position == 1);
-    CHECK_STATUS(ct_device_get(3, &d), CT_ERR_RANGE);
+    CHECK_STATUS(ct_device_get(base + 2, &d), CT_ERR_RANGE);
     CHECK_STATUS(ct_device_get(-1, &d), CT_ERR_RANGE);
     CHECK_STATUS(ct_device_get(0, NULL), CT_ERR_INVALID_ARG);
-    CHECK(ct_chain_length() == 3);
+    CHECK(ct_chain_length() == base_chain + 2);
     char names[3][32];
     for (int i = 0; i < 3; i++) {
-        CHECK_OK(ct_chain_get(i, &d));
-        CHECK(d.chain_position == i);
+        CHECK_OK(ct_chain_get(i < 2 ? i : base_chain + 1, &d));
+        CHECK(d.chain_position == (i < 2 ? i : base_chain + 1));
         dev_name(&d, names[i]);
     }
     CHECK(!strcmp(names[0], "test:0") && !strcmp(names[1], "test:1") && !strcmp(names[2], "cpu"));
-    CHECK_STATUS(ct_chain_get(3, &d), CT_ERR_RANGE);
+    CHECK_STATUS(ct_chain_get(base_chain + 2, &d), CT_ERR_RANGE);
     CHECK_STATUS(ct_chain_get(0, NULL), CT_ERR_INVALID_ARG);
     CHECK(!strcmp(ct_device_kind_name(CT_DEVICE_CUDA), "cuda") && !strcmp(ct_device_kind_name(CT_DEVICE_KIND_COUNT), "unknown"));
 
@@ -158,13 +180,13 @@ static void test_public_chain_api(void)
     CHECK(ct_chain_length() == 2);
     CHECK_OK(ct_chain_get(0, &d));
     CHECK(!strcmp(d.name, "test:1"));
-    CHECK_OK(ct_device_get(1, &d));
+    CHECK_OK(ct_device_get(base, &d));
     CHECK(d.chain_position == -1); /* test:0 left the chain */
     CHECK_STATUS(ct_exec_set_devices("test:7"), CT_ERR_NOT_FOUND);
     CHECK(strstr(ct_last_error(), "test:0") != NULL);
     CHECK(ct_chain_length() == 2);
     CHECK_OK(ct_exec_set_devices(NULL));
-    CHECK(ct_chain_length() == 3);
+    CHECK(ct_chain_length() == base_chain + 2);
 
     /* capability queries */
     CHECK(ct_device_supports("test:0", "add", CT_F32));
@@ -180,7 +202,7 @@ static void test_public_chain_api(void)
     CHECK(!ct_device_supports("cpu", NULL, CT_F32));
     CHECK(!ct_device_supports("cpu", "add", CT_DTYPE_COUNT));
     CHECK_OK(test_backend_install(1, "add,copy"));
-    CHECK(ct_device_count() == 2);
+    CHECK(ct_device_count() == base + 1);
     CHECK(!ct_device_supports("test:0", "mul", CT_F32));
     CHECK(ct_device_supports("test", "add", CT_F32)); /* a bare kind names its first device */
 
@@ -203,15 +225,16 @@ static void test_public_chain_api(void)
     ct_tensor_free(t);
     unsetenv("CTORCH_DEVICES");
     CHECK_OK(ct_exec_reinit());
-    CHECK(ct_chain_length() == 2);
+    CHECK(ct_chain_length() == base_chain + 1);
     test_backend_uninstall();
-    CHECK(ct_device_count() == 1 && ct_chain_length() == 1);
+    CHECK(ct_device_count() == base && ct_chain_length() == base_chain);
 }
 
 int main(void)
 {
     RUN(test_platform_defaults);
     RUN(test_override_specs);
+    RUN(test_host_cpu_devices);
     RUN(test_public_chain_api);
     return th_finish();
 }

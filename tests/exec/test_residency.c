@@ -317,10 +317,11 @@ static void test_stats(void)
     reset_exec(1);
     ct_device_stats s[EXEC_MAX_DEVICES];
     int n = ct_exec_stats(s, EXEC_MAX_DEVICES);
-    CHECK(n == 2 && n == ct_device_count());
+    /* the cpu, the machine's own devices (an OpenCL device), and test:0 */
+    CHECK(n >= 2 && n == ct_device_count());
     for (int i = 0; i < n; i++) CHECK(s[i].ops == 0 && s[i].bytes_in == 0 && s[i].fallbacks == 0);
-    CHECK(ct_exec_stats(NULL, 0) == 2);
-    CHECK(ct_exec_stats(s, 1) == 2);
+    CHECK(ct_exec_stats(NULL, 0) == n);
+    CHECK(ct_exec_stats(s, 1) == n);
     CHECK(!strcmp(s[0].device, "cpu"));
     run_mixed_ops();
     ct_device_stats d = {0};

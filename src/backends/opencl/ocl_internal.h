@@ -25,8 +25,7 @@
 #ifndef CT_OCL_INTERNAL_H
 #define CT_OCL_INTERNAL_H
 
-#define CL_TARGET_OPENCL_VERSION 120
-#include <CL/cl.h>
+#include "backends/opencl/loader.h" /* the OpenCL API through ocl_cl (no link to libOpenCL) */
 
 #include "core/backend.h"
 
@@ -34,6 +33,7 @@ typedef struct ocl_dev_info {
     cl_device_type type;   /* CL_DEVICE_TYPE_GPU / _CPU / ... */
     bool fp16;             /* cl_khr_fp16 */
     bool unified;          /* CL_DEVICE_HOST_UNIFIED_MEMORY: buffers alias host memory */
+    bool fp64;             /* cl_khr_fp64: the build defines OCL_HAVE_FP64 */
     bool subgroups;        /* cl_khr_subgroups */
     size_t max_wg;         /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
     cl_ulong local_mem;    /* CL_DEVICE_LOCAL_MEM_SIZE */
@@ -56,6 +56,11 @@ ct_status ocl_status(cl_int err, const ct_device *dev, const char *what);
 ct_status ocl_kernel(ct_device *dev, const char *program, const char *name, cl_kernel *out);
 /* Whether program builds on dev (builds it when not yet tried): for supports(). */
 bool ocl_program_ok(const ct_device *dev, const char *program);
+/* Programs built from source and loaded from the disk cache since start (tests). */
+void ocl_build_counts(int *compiled, int *from_cache);
+/* Tests: replace program `program`'s source (NULL text: the embedded one again) for
+ * devices initialized from now on. */
+void ocl_source_override(const char *program, const char *text);
 
 /* A tensor's buffer on dev and the byte offset of its first element (NULL when the
  * storage has no copy there). */
@@ -73,7 +78,8 @@ ct_status ocl_args(ct_device *dev, cl_kernel k, const char *name, int n, const o
 ct_status ocl_launch(ct_device *dev, cl_kernel k, const char *name, cl_uint dims, const size_t *global,
                      const size_t *local);
 
-/* Temporaries of one op, released in queue order. */
+/* Temporaries of one op, released in queue order (a freed buffer is reused only by work
+ * enqueued after what used it). */
 ct_status ocl_tmp_alloc(ct_device *dev, size_t bytes, cl_mem *out);
 void ocl_tmp_free(ct_device *dev, cl_mem mem, size_t bytes);
 

@@ -1,0 +1,267 @@
+/* The OpenCL backend core on whatever OpenCL device exists (PoCL in CI): transfers at odd
+ * byte offsets, events between OpenCL and the CPU, the kernel cache on disk, failover
+ * under injected faults, and a program that does not build. Exits 77 without a device. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "devcheck.h"
+
+#ifdef CTORCH_HAVE_OPENCL
+#include "backends/opencl/ocl_internal.h"
+#include "exec/exec.h"
+
+static char g_dev[32];
+
+/* Bytes written on the device into a view at an odd byte offset come back to the host
+ * exactly there (a range download), and the host bytes around them are untouched. */
+static void test_round_trip_odd_offsets(void)
+{
+    enum { N = 1001 };
+    int8_t host[N];
+    for (int i = 0; i < N; i++) host[i] = (int8_t)(i * 7 - 50);
+    int64_t shape[1] = {N};
+    ct_tensor *t = NULL, *v = NULL, *src = NULL;
+    CHECK_OK(ct_tensor_from_data(1, shape, CT_I8, host, &t));
+    CHECK_OK(ct_tensor_place(t, g_dev));
+    CHECK_OK(ct_narrow(t, 0, 3, 501, &v));
+    int64_t s1[1] = {501};
+    CHECK_OK(ct_full(1, s1, CT_I8, 9, &src));
+    CHECK_OK(ct_exec_force_device(g_dev));
+    CHECK_OK(ct_copy_(v, src));
+    ct_exec_record rec;
+    CHECK_OK(ct_exec_last(&rec));
+    CHECK_MSG(!strcmp(rec.device, g_dev), "copy ran on %s", rec.device);
+    CHECK_OK(ct_exec_force_device(NULL));
+    const void *data = NULL;
+    CHECK_OK(ct_tensor_data(t, &data));
+    const int8_t *d = data;
+    int bad = -1;
+    for (int i = 0; d && i < N && bad < 0; i++)
+        if (d[i] != (i >= 3 && i < 504 ? 9 : host[i])) bad = i;
+    CHECK_MSG(d && bad < 0, "element %d: %d", bad, bad >= 0 ? d[bad] : 0);
+    ct_tensor_free(src);
+    ct_tensor_free(v);
+    ct_tensor_free(t);
+}
+
+/* Work alternating between the OpenCL queue and the CPU, with no explicit sync: each
+ * consumer must see its producer's result (events order them). The device's ops are
+ * slow enough (transcendentals over 4M elements) that it is still busy when the CPU op
+ * that reads them is submitted. Checked against the same chain run on the CPU alone
+ * (NMSE 1e-10: sin and exp are a few ulp apart between OpenCL and libm). */
+static ct_status alternate(const char *dev, ct_tensor *a, ct_tensor **out)
+{
+    ct_tensor *x = NULL, *x2 = NULL, *y = NULL, *z = NULL;
+    ct_status s = ct_exec_force_device(dev);
+    if (s == CT_OK) s = ct_sin(a, &x);
+    if (s == CT_OK) s = ct_exp(x, &x2);
+    if (s == CT_OK) s = ct_exec_force_device("cpu");
+    if (s == CT_OK) s = ct_add_scalar(x2, 1, &y); /* the cpu reads the device's result */
+    if (s == CT_OK) s = ct_exec_force_device(dev);
+    if (s == CT_OK) s = ct_mul(y, x2, &z); /* the device reads the cpu's result and its own */
+    if (s == CT_OK) s = ct_exec_force_device("cpu");
+    if (s == CT_OK) s = ct_sub(z, a, out);
+    ct_exec_force_device(NULL);
+    ct_tensor_free(x);
+    ct_tensor_free(x2);
+    ct_tensor_free(y);
+    ct_tensor_free(z);
+    return s;
+}
+
+static void test_events_between_devices(void)
+{
+    int64_t shape[2] = {2048, 2048};
+    th_rng r = {5};
+    ct_tensor *a = th_random(&r, 2, shape, CT_F32, -1, 1), *got = NULL, *ref = NULL;
+    CHECK_OK(alternate(g_dev, a, &got));
+    CHECK_OK(alternate("cpu", a, &ref));
+    double *g = got ? th_values(got) : NULL, *w = ref ? th_values(ref) : NULL;
+    int nonfinite = 0;
+    double nmse = g && w ? devcheck_nmse(g, w, 2048 * 2048, &nonfinite) : INFINITY;
+    CHECK_MSG(!nonfinite && nmse <= 1e-10, "NMSE %.3g against the cpu alone", nmse);
+    free(g);
+    free(w);
+    ct_tensor_free(got);
+    ct_tensor_free(ref);
+    ct_tensor_free(a);
+    CHECK_OK(ct_device_sync(g_dev));
+}
+
+static ct_status run_one_op(void)
+{
+    int64_t shape[1] = {1000};
+    ct_tensor *a = NULL, *b = NULL;
+    ct_status s = ct_exec_force_device(g_dev);
+    if (s == CT_OK) s = ct_full(1, shape, CT_F32, 2, &a);
+    if (s == CT_OK) s = ct_exp(a, &b);
+    ct_exec_force_device(NULL);
+    double v = 0;
+    if (s == CT_OK) s = ct_tensor_item(b, 999, &v);
+    if (s == CT_OK && fabs(v - exp(2.0)) > 1e-5) s = CT_ERR_DEVICE_FAULT;
+    ct_tensor_free(a);
+    ct_tensor_free(b);
+    return s;
+}
+
+/* Programs come from the disk cache once built: after the devices are made again in
+ * this process, and in a second process (this program run with --child). */
+static void test_kernel_cache(void)
+{
+    char dir[256];
+    const char *tmp = getenv("CTORCH_TEST_TMP");
+    snprintf(dir, sizeof dir, "%s/ocl-cache-%ld", tmp ? tmp : "/tmp", (long)getpid());
+    setenv("CTORCH_CACHE_DIR", dir, 1);
+    ct_exec_shutdown(); /* fresh devices: no program built yet */
+    CHECK_OK(ct_exec_init());
+    int c0, l0, c1, l1, c2, l2;
+    ocl_build_counts(&c0, &l0);
+    CHECK_OK(run_one_op());
+    ocl_build_counts(&c1, &l1);
+    CHECK_MSG(c1 == c0 + 1 && l1 == l0, "first build: %d compiled, %d from the cache (want 1, 0)", c1 - c0, l1 - l0);
+    ct_exec_shutdown();
+    CHECK_OK(run_one_op());
+    ocl_build_counts(&c2, &l2);
+    CHECK_MSG(c2 == c1 && l2 == l1 + 1, "rebuilt devices: %d compiled, %d from the cache (want 0, 1)", c2 - c1, l2 - l1);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "CTORCH_CACHE_DIR='%s' /proc/%ld/exe --child", dir, (long)getpid());
+    FILE *p = popen(cmd, "r");
+    int cc = -1, cl = -1;
+    if (p) {
+        if (fscanf(p, "compiled %d cached %d", &cc, &cl) != 2) cc = cl = -1;
+        pclose(p);
+    }
+    CHECK_MSG(cc == 0 && cl == 1, "second process: %d compiled, %d from the cache (want 0, 1)", cc, cl);
+    char rm[600];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+    CHECK(system(rm) == 0);
+    unsetenv("CTORCH_CACHE_DIR");
+    ct_exec_shutdown();
+    CHECK_OK(ct_exec_set_devices("opencl,cpu"));
+}
+
+/* An op that fails on the device (CTORCH_FAULT) finishes on the CPU with the same
+ * answer; an allocation beyond the device fails synchronously as out of memory. */
+static void test_failover(void)
+{
+    int64_t shape[2] = {300, 257};
+    th_rng r = {9};
+    ct_tensor *a = th_random(&r, 2, shape, CT_F32, -3, 3), *ref = NULL;
+    CHECK_OK(ct_exec_force_device("cpu"));
+    CHECK_OK(ct_silu(a, &ref));
+    CHECK_OK(ct_exec_force_device(NULL));
+    const char *kinds[] = {"oom", "fault"};
+    for (int i = 0; i < 2; i++) {
+        char spec[64];
+        snprintf(spec, sizeof spec, "%s:silu:%s", g_dev, kinds[i]);
+        CHECK_OK(ct_exec_set_fault(spec));
+        ct_tensor *got = NULL;
+        CHECK_OK(ct_silu(a, &got));
+        ct_exec_record rec;
+        CHECK_OK(ct_exec_last(&rec));
+        CHECK_MSG(!strcmp(rec.device, "cpu") && rec.reason == CT_REASON_FALLBACK, "%s: ran on %s (%s)", kinds[i],
+                  rec.device, ct_route_reason_name(rec.reason));
+        double *g = got ? th_values(got) : NULL, *w = th_values(ref);
+        int nonfinite = 0;
+        CHECK_MSG(g && w && devcheck_nmse(g, w, 300 * 257, &nonfinite) == 0 && !nonfinite, "%s: answer differs", kinds[i]);
+        free(g);
+        free(w);
+        ct_tensor_free(got);
+        CHECK_OK(ct_exec_set_fault(NULL));
+    }
+    /* with no fault the same op runs on the device (so the above was the fallback at work) */
+    ct_tensor *got = NULL;
+    CHECK_OK(ct_silu(a, &got));
+    ct_exec_record rec;
+    CHECK_OK(ct_exec_last(&rec));
+    CHECK_MSG(!strcmp(rec.device, g_dev), "silu ran on %s", rec.device);
+    ct_tensor_free(got);
+    ct_tensor_free(ref);
+    ct_tensor_free(a);
+
+    ct_device *dev = exec_find_device(g_dev);
+    const ocl_dev_info *in = dev ? ocl_info(dev) : NULL;
+    ct_buffer buf = {0};
+    if (in) CHECK_STATUS(dev->ops->alloc(dev, (size_t)in->max_alloc + 1, &buf), CT_ERR_DEVICE_OOM);
+    uint64_t free0 = 0, total = 0, free1 = 0;
+    CHECK_OK(ct_device_memory(g_dev, &free0, &total));
+    if (dev && dev->ops->alloc(dev, (size_t)64 << 20, &buf) == CT_OK) {
+        CHECK_OK(ct_device_memory(g_dev, &free1, &total));
+        CHECK_MSG(free1 + ((uint64_t)64 << 20) <= free0, "free memory %llu -> %llu after 64 MiB",
+                  (unsigned long long)free0, (unsigned long long)free1);
+        dev->ops->release(dev, &buf);
+    } else {
+        CHECK_MSG(false, "a 64 MiB buffer: %s", ct_last_error());
+    }
+}
+
+/* A program that does not build makes its ops unsupported (they run on the CPU), and its
+ * build log reaches the trace. */
+static void test_program_that_fails(void)
+{
+    char path[256];
+    const char *tmp = getenv("CTORCH_TEST_TMP");
+    snprintf(path, sizeof path, "%s/ocl-trace-%ld.json", tmp ? tmp : "/tmp", (long)getpid());
+    ocl_source_override("ew", "kernel void ew_add_broken(global float *x) { x[0] = undeclared_name; }\n");
+    ct_exec_shutdown();
+    CHECK_OK(ct_exec_set_devices("opencl,cpu"));
+    CHECK_OK(ct_exec_set_trace(path));
+    CHECK(!ct_device_supports(g_dev, "add", CT_F32));
+    int64_t shape[1] = {100000};
+    ct_tensor *a = NULL, *b = NULL;
+    CHECK_OK(ct_ones(1, shape, CT_F32, &a));
+    CHECK_OK(ct_add(a, a, &b));
+    ct_exec_record rec;
+    CHECK_OK(ct_exec_last(&rec));
+    CHECK_MSG(!strcmp(rec.device, "cpu"), "add ran on %s", rec.device);
+    double v = 0;
+    CHECK_OK(ct_tensor_item(b, 5, &v));
+    CHECK(v == 2);
+    ct_tensor_free(a);
+    ct_tensor_free(b);
+    CHECK_OK(ct_exec_set_trace(NULL));
+    FILE *f = fopen(path, "r");
+    char text[1 << 16] = "";
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    text[n] = 0;
+    if (f) fclose(f);
+    CHECK_MSG(strstr(text, "program 'ew' does not build") && strstr(text, "undeclared_name"),
+              "the trace lacks the build log:\n%.2000s", text);
+    remove(path);
+    ocl_source_override("ew", NULL);
+    ct_exec_shutdown();
+    CHECK_OK(ct_exec_set_devices("opencl,cpu"));
+    CHECK(ct_device_supports(g_dev, "add", CT_F32));
+}
+#endif
+
+int main(int argc, char **argv)
+{
+#ifdef CTORCH_HAVE_OPENCL
+    if (argc == 2 && !strcmp(argv[1], "--child")) { /* the second process of test_kernel_cache */
+        if (!devcheck_device("opencl", g_dev, sizeof g_dev)) return 77;
+        ct_status s = run_one_op();
+        int c, l;
+        ocl_build_counts(&c, &l);
+        printf("compiled %d cached %d\n", c, l);
+        return s == CT_OK ? 0 : 1;
+    }
+#endif
+    th_args(argc, argv);
+#ifdef CTORCH_HAVE_OPENCL
+    setenv("CTORCH_OPENCL_POISON", "1", 1);
+    ct_exec_reinit();
+    if (!devcheck_device("opencl", g_dev, sizeof g_dev)) return th_finish();
+    if (ct_exec_set_devices("opencl,cpu") != CT_OK) th_skip("chain opencl,cpu: %s", ct_last_error());
+    RUN(test_round_trip_odd_offsets);
+    RUN(test_events_between_devices);
+    RUN(test_kernel_cache);
+    RUN(test_failover);
+    RUN(test_program_that_fails);
+#else
+    th_skip("the OpenCL backend is not built (no CL/cl.h at configure time)");
+#endif
+    return th_finish();
+}
