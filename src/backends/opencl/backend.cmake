@@ -15,7 +15,7 @@ if(CTORCH_OPENCL_INCLUDE_DIR)
     COMMAND ${CMAKE_COMMAND} -DOUT=${_ocl_gen} -DPREFIX=${_ocl_prefix} "-DSOURCES=${_ocl_cl}"
             -P ${_ocl_dir}/embed.cmake
     DEPENDS ${_ocl_cl} ${_ocl_prefix} ${_ocl_dir}/embed.cmake
-    COMMENT "Embedding the OpenCL kernels")
+    COMMENT "Embedding the OpenCL kernels" VERBATIM)
   list(APPEND CTORCH_BACKEND_SOURCES ${_ocl_c} ${_ocl_gen})
   list(APPEND CTORCH_DEFINES CTORCH_HAVE_OPENCL)
   list(APPEND CTORCH_PRIVATE_INCLUDES ${CTORCH_OPENCL_INCLUDE_DIR})
