@@ -20,6 +20,14 @@
 
 #include "devcheck.h"
 #include "quant/quant.h"
+#ifdef CTORCH_HAVE_OPENCL
+#include "backends/opencl/quant.h"
+#else /* no backend: every test skips before using the hook */
+typedef enum ocl_q_matvec { OCL_Q_MATVEC_AUTO, OCL_Q_MATVEC_GROUPS, OCL_Q_MATVEC_ROWS } ocl_q_matvec;
+static void ocl_quant_test_matvec(ocl_q_matvec mode) { (void)mode; }
+#endif
+
+#define OCL_Q_MV_MAX_M 8 /* quant.c: up to this many rows of x take the matrix-vector kernels */
 
 static const ct_dtype FORMATS[] = {CT_Q4_0, CT_Q4_1, CT_Q5_0, CT_Q5_1, CT_Q8_0,
                                    CT_Q2_K, CT_Q3_K, CT_Q4_K, CT_Q5_K, CT_Q6_K};
@@ -202,7 +210,7 @@ static double *linear_ref(const ct_tensor *x, const double *wd, const ct_tensor 
 }
 
 /* The device's result against the f64 reference (tight), then against the CPU's (devcheck). */
-static void check_linear(const char *what, ct_tensor *x, ct_tensor *w, const double *wd, ct_tensor *b, int64_t M)
+static void check_linear_once(const char *what, ct_tensor *x, ct_tensor *w, const double *wd, ct_tensor *b, int64_t M)
 {
     int64_t N = ct_tensor_dim(w, 0), K = ct_tensor_dim(w, 1);
     ct_tensor *y = NULL;
@@ -222,6 +230,25 @@ static void check_linear(const char *what, ct_tensor *x, ct_tensor *w, const dou
     ct_tensor *in[3] = {x, w, b};
     double e = devcheck_op(g_dev, what, do_linear, in, b ? 3 : 2, NULL, 1e-4);
     if (!(e <= g_worst_cpu)) g_worst_cpu = e;
+}
+
+/* Decode sizes through both matrix-vector kernels (a work-group per row, the GPUs'; a
+ * work-item per row, CPU devices'), whichever this device would pick. */
+static void check_linear(const char *what, ct_tensor *x, ct_tensor *w, const double *wd, ct_tensor *b, int64_t M)
+{
+    if (M > OCL_Q_MV_MAX_M) {
+        check_linear_once(what, x, w, wd, b, M);
+        return;
+    }
+    static const struct { ocl_q_matvec mode; const char *name; } modes[] = {
+        {OCL_Q_MATVEC_GROUPS, "work-group per row"}, {OCL_Q_MATVEC_ROWS, "work-item per row"}};
+    for (int i = 0; i < 2; i++) {
+        char w2[160];
+        snprintf(w2, sizeof w2, "%s (%s)", what, modes[i].name);
+        ocl_quant_test_matvec(modes[i].mode);
+        check_linear_once(w2, x, w, wd, b, M);
+    }
+    ocl_quant_test_matvec(OCL_Q_MATVEC_AUTO);
 }
 
 static void test_linear(void)

@@ -3,7 +3,8 @@
  *              or to the same quantized type, shape and contiguity (the bytes)
  *   EMBEDDING  rows of a quantized [V, D] table -> f32 [..., D]
  *   LINEAR     x f32 [..., K] @ w[N, K]^T (+ bias): a matrix-vector kernel for up to
- *              OCL_Q_MV_MAX_M rows (decode), a tiled one above (prompts)
+ *              OCL_Q_MV_MAX_M rows (decode: a work-group per output row on GPUs, a
+ *              work-item per row on CPU devices), a tiled one above (prompts)
  * MATMUL with a quantized operand never reaches a backend: its frontend rewrites it as a
  * LINEAR. Weights are read in their GGUF layout (no import): the kernels already read a
  * row's blocks contiguously, so a reordered copy would only cost memory here. */
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "backends/opencl/ocl_internal.h"
+#include "backends/opencl/quant.h"
 
 #define OCL_Q_PROGRAM "quant"
 #define OCL_Q_MV_MAX_M 8  /* MV_MAX_M in quant.cl */
@@ -199,6 +201,18 @@ static ct_status run_embed(ct_device *dev, const ct_op *op)
 
 /* ---------------- LINEAR ---------------- */
 
+static ocl_q_matvec g_matvec = OCL_Q_MATVEC_AUTO;
+
+void ocl_quant_test_matvec(ocl_q_matvec mode) { g_matvec = mode; }
+
+/* Work-group per row, or (CPU devices: PoCL sets up each work-group in about a
+ * microsecond, 42 ms for a 32000-row output layer) work-item per row. */
+static bool matvec_rows(const ocl_dev_info *info)
+{
+    if (g_matvec != OCL_Q_MATVEC_AUTO) return g_matvec == OCL_Q_MATVEC_ROWS;
+    return (info->type & CL_DEVICE_TYPE_CPU) != 0;
+}
+
 /* x's leading dims fold into rows of one stride (rs), elements csx apart. */
 static bool x_rows(const ct_tensor *x, cl_long *rs, cl_long *cs)
 {
@@ -248,7 +262,8 @@ static bool linear_ok(const ct_device *dev, const ct_op *op)
     const ocl_dev_info *info = ocl_info(dev);
     int64_t M = shape_numel(x->ndim - 1, x->shape);
     if (M <= OCL_Q_MV_MAX_M)
-        return mv_local(info) >= OCL_Q_MV_MAX_M && info->local_mem >= OCL_Q_MV_MAX_M * mv_local(info) * sizeof(float);
+        return matvec_rows(info) ||
+               (mv_local(info) >= OCL_Q_MV_MAX_M && info->local_mem >= OCL_Q_MV_MAX_M * mv_local(info) * sizeof(float));
     return info->max_wg >= 64 && info->local_mem >= OCL_Q_TILE_LOCAL_BYTES;
 }
 
@@ -269,14 +284,23 @@ static ct_status run_linear(ct_device *dev, const ct_op *op)
     if (s == CT_OK && b) s = q_mem(b, dev, "linear", "bias", &bm, &boff);
     if (s != CT_OK) return s;
     if (!b) bm = xm; /* never read (bias_kind 0); a real buffer keeps every driver happy */
-    bool decode = M <= OCL_Q_MV_MAX_M;
+    bool decode = M <= OCL_Q_MV_MAX_M, rows = decode && matvec_rows(ocl_info(dev));
     cl_kernel k;
     char name[32];
-    s = q_kernel(dev, decode ? "matvec" : "matmul", w->dtype, &k, name, sizeof name);
+    s = q_kernel(dev, rows ? "matvec_rows" : decode ? "matvec" : "matmul", w->dtype, &k, name, sizeof name);
     if (s != CT_OK) return s;
     ocl_arg args[17] = {OCL_ARG(wm), OCL_ARG(woff), OCL_ARG(wrow), OCL_ARG(xm),  OCL_ARG(xoff), OCL_ARG(rsx),
                         OCL_ARG(csx), OCL_ARG(om), OCL_ARG(ooff), OCL_ARG(bm), OCL_ARG(boff), OCL_ARG(bk),
                         OCL_ARG(bstride)};
+    if (rows) {
+        size_t global = round_up((size_t)N, OCL_Q_ROUND);
+        cl_int m = (cl_int)M;
+        args[13] = OCL_ARG(m);
+        args[14] = OCL_ARG(lN);
+        args[15] = OCL_ARG(lK);
+        s = ocl_args(dev, k, name, 16, args);
+        return s != CT_OK ? s : ocl_launch(dev, k, name, 1, &global, NULL);
+    }
     if (decode) {
         size_t ls = mv_local(ocl_info(dev)), global = (size_t)N * ls;
         cl_int m = (cl_int)M;
