@@ -110,9 +110,11 @@ static void test_dequantize(void)
     th_rng r = {0xdeca1};
     for (int f = 0; f < N_FORMATS; f++) {
         ct_dtype t = FORMATS[f];
-        ct_tensor *w = qweight(&r, t, 9, 512, NULL), *rows = NULL;
+        ct_tensor *w = qweight(&r, t, 9, 512, NULL), *rows = NULL, *cols = NULL;
         /* every other row: a view whose row stride is two rows of blocks */
         CHECK_OK(ct_slice(w, 0, 1, 9, 2, &rows));
+        /* the second half of each row: a view starting past whole blocks */
+        CHECK_OK(ct_narrow(w, 1, 256, 256, &cols));
         char what[64];
         ct_dtype f32 = CT_F32, f16 = CT_F16;
         snprintf(what, sizeof what, "dequantize %s -> f32", ct_dtype_name(t));
@@ -121,11 +123,13 @@ static void test_dequantize(void)
         devcheck_op(g_dev, what, do_cast, &w, 1, &f16, 1e-6);
         snprintf(what, sizeof what, "dequantize %s (strided rows) -> f32", ct_dtype_name(t));
         devcheck_op(g_dev, what, do_cast, &rows, 1, &f32, 1e-12);
+        snprintf(what, sizeof what, "dequantize %s (second half of the rows) -> f32", ct_dtype_name(t));
+        devcheck_op(g_dev, what, do_cast, &cols, 1, &f32, 1e-12);
         snprintf(what, sizeof what, "dequantize %s into a transposed view", ct_dtype_name(t));
         devcheck_op(g_dev, what, do_copy_transposed, &w, 1, NULL, 1e-12);
         snprintf(what, sizeof what, "copy %s -> %s", ct_dtype_name(t), ct_dtype_name(t));
         devcheck_op(g_dev, what, do_copy_blocks, &w, 1, NULL, 0);
-        ct_tensor_free(rows);
+        ct_tensor_free(rows), ct_tensor_free(cols);
         ct_tensor_free(w);
     }
 }
@@ -292,7 +296,7 @@ static void test_linear(void)
 }
 
 /* Batched x [2, 3, K] (rows fold), a weight of odd N = 1 and N = 65 (two tiles at M = 64),
- * and K of one legacy block; plus a row-strided weight view. */
+ * and K of one legacy block; plus row-strided and column-narrowed weight views. */
 static void test_linear_shapes(void)
 {
     if (!have_device()) return;
@@ -330,6 +334,20 @@ static void test_linear_shapes(void)
     check_linear("linear Q3_K, every other weight row", x, rows, wrows, NULL, 7);
     ct_tensor_free(x), ct_tensor_free(rows), ct_tensor_free(big);
     free(wd), free(wrows);
+    /* columns 64 .. 127 of each row (K = 64 inside rows of 128): the view starts two blocks in */
+    big = qweight(&r, CT_Q5_1, 13, 128, &wd);
+    ct_tensor *cols = NULL;
+    CHECK_OK(ct_narrow(big, 1, 64, 64, &cols));
+    double *wcols = malloc(sizeof(double) * 13 * 64);
+    for (int n = 0; n < 13; n++) memcpy(wcols + n * 64, wd + n * 128 + 64, sizeof(double) * 64);
+    for (int64_t M = 3; M <= 40; M += 37) {
+        int64_t sxc[2] = {M, 64};
+        x = th_random(&r, 2, sxc, CT_F32, -1, 1);
+        check_linear("linear Q5_1, columns 64 .. 127 of the weight", x, cols, wcols, NULL, M);
+        ct_tensor_free(x);
+    }
+    ct_tensor_free(cols), ct_tensor_free(big);
+    free(wd), free(wcols);
 }
 
 /* ct_matmul(w, v) with a quantized w and a vector is a LINEAR of v by w. */
