@@ -19,13 +19,14 @@ DEMO_PROMPT ?= The sky looks blue during the day because
 CHAT_MODEL ?= $(MODEL_DIR)/SmolLM2-135M-Instruct.Q4_1.gguf
 CHAT_LINES ?= "What is the capital of France?" "What is it famous for?" "Give me three tips for a first visit."
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PKGS   := build-essential cmake pkg-config libopenblas-dev libedit-dev python3 python3-pip
+APT_PKGS   := build-essential cmake pkg-config libopenblas-dev libedit-dev python3 python3-pip \
+              pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers libclblast-dev clinfo
 # only for fuzzing (libFuzzer); names differ between releases, so a miss is not fatal
 APT_FUZZ   := clang libclang-rt-dev
 PIP        := python3 -m pip
 PIP_FLAGS  := $(shell $(PIP) install --help 2>/dev/null | grep -q break-system-packages && echo --break-system-packages)
 
-.PHONY: deps build demo chat-demo test test-sanitize test-clang test-valgrind coverage fuzz-smoke bench install clean
+.PHONY: deps build demo chat-demo test test-opencl test-sanitize test-clang test-valgrind coverage fuzz-smoke bench install clean
 
 # apt only when something is missing, so the common case needs no root.
 deps:
@@ -65,10 +66,18 @@ chat-demo: build $(CHAT_MODEL)
 test: build
 	ctest --test-dir $(BUILD) -j$(JOBS) --output-on-failure
 
+# The whole suite again with OpenCL at the head of the chain (PoCL on a machine without a
+# GPU), so every op OpenCL claims runs there against the tests' references. Kernels are
+# compiled once into the build tree's cache (build/kernel-cache) and loaded after that.
+test-opencl: build
+	@if ! clinfo -l 2>/dev/null | grep -q Device; then \
+	  echo "test-opencl: no OpenCL device (clinfo -l lists none)" >&2; exit 1; fi
+	CTORCH_DEVICES=opencl,cpu CTORCH_OPENCL_POISON=1 ctest --test-dir $(BUILD) -j$(JOBS) --output-on-failure -LE simd
+
 # the per-SIMD-level reruns (label simd) are left to `make test`: the portable kernels at -O0
 # under ASan would add minutes, and the quant and ops tests already run every level sanitized
 test-sanitize: deps
-	cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCTORCH_WERROR=ON -DCTORCH_SANITIZE=ON >/dev/null
+	cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCTORCH_WERROR=ON -DCTORCH_SANITIZE=ON -DCTORCH_OPENCL=OFF -DCTORCH_CUDA=OFF >/dev/null
 	cmake --build $(SAN_BUILD) -j$(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(SAN_BUILD) -j$(JOBS) --output-on-failure -LE 'bench|simd'
@@ -78,7 +87,7 @@ test-sanitize: deps
 test-clang: deps
 	@command -v clang >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq clang >&2; }
-	cmake -S . -B $(CLANG_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Release -DCTORCH_WERROR=ON >/dev/null
+	cmake -S . -B $(CLANG_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Release -DCTORCH_WERROR=ON -DCTORCH_OPENCL=OFF -DCTORCH_CUDA=OFF >/dev/null
 	cmake --build $(CLANG_BUILD) -j$(JOBS)
 	ctest --test-dir $(CLANG_BUILD) -j$(JOBS) --output-on-failure -LE simd
 
@@ -88,7 +97,7 @@ test-valgrind: deps
 	if [ ! -f "$(VG_MODEL)" ]; then \
 	  if [ "$$CTORCH_REQUIRE_SHARED" = 1 ]; then echo "test-valgrind: $(VG_MODEL) is missing (CTORCH_REQUIRE_SHARED=1)" >&2; exit 1; fi; \
 	  echo "test-valgrind: skipped ($(VG_MODEL) absent)"; exit 0; fi; \
-	cmake -S . -B $(VG_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCTORCH_WERROR=ON -DCTORCH_BUILD_TESTS=OFF \
+	cmake -S . -B $(VG_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCTORCH_WERROR=ON -DCTORCH_BUILD_TESTS=OFF -DCTORCH_OPENCL=OFF -DCTORCH_CUDA=OFF \
 	  -DCTORCH_BUILD_BENCH=OFF >/dev/null && cmake --build $(VG_BUILD) -j$(JOBS) --target ctorch_cli >/dev/null && \
 	valgrind -q --leak-check=full --error-exitcode=1 $(VG_BUILD)/tools/ctorch run -m $(VG_MODEL) -p hi -n 8 -t 2 \
 	  --temp 0 >/dev/null && echo "test-valgrind: passed"
@@ -99,7 +108,7 @@ test-valgrind: deps
 coverage: deps
 	@python3 -m gcovr --version >/dev/null 2>&1 || $(PIP) install -q $(PIP_FLAGS) gcovr >&2
 	cmake -S . -B $(COV_BUILD) -DCMAKE_BUILD_TYPE= -DCMAKE_C_FLAGS="-O1 -g --coverage -fprofile-update=atomic" \
-	  -DCMAKE_EXE_LINKER_FLAGS=--coverage -DCMAKE_SHARED_LINKER_FLAGS=--coverage -DCTORCH_BUILD_BENCH=ON >/dev/null
+	  -DCMAKE_EXE_LINKER_FLAGS=--coverage -DCMAKE_SHARED_LINKER_FLAGS=--coverage -DCTORCH_BUILD_BENCH=ON -DCTORCH_OPENCL=OFF -DCTORCH_CUDA=OFF >/dev/null
 	cmake --build $(COV_BUILD) -j$(JOBS) >/dev/null
 	find $(COV_BUILD) -name '*.gcda' -delete
 	-ctest --test-dir $(COV_BUILD) -j$(JOBS) -LE bench >$(COV_BUILD)/ctest.log 2>&1 || \

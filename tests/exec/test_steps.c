@@ -295,6 +295,7 @@ static void test_llm_ops_geglu_window(void) { llm_ops_case(true); }
 
 static void test_stale_and_errors(void)
 {
+    CHECK_OK(ct_exec_set_devices("cpu")); /* a failing cpu op must have nowhere else to go */
     ct_step *st = NULL;
     CHECK_STATUS(ct_step_end(&st), CT_ERR_INVALID_ARG); /* not recording */
     CHECK_STATUS(ct_step_run(NULL), CT_ERR_INVALID_ARG);

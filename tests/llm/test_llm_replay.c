@@ -181,6 +181,8 @@ static void test_remade(void)
 int main(int argc, char **argv)
 {
     th_args(argc, argv);
+    /* the LLM replays its decode step on a CPU-only chain: set it, whatever CTORCH_DEVICES says */
+    if (ct_exec_set_devices("cpu") != CT_OK) return 1;
     RUN(test_replay_equals_eager);
     RUN(test_replay_allocates_nothing);
     RUN(test_remade);

@@ -585,6 +585,10 @@ static const ct_backend_ops test_backend_ops = {
 
 static ct_status install(int n, const char *ops, bool async)
 {
+    /* The simulated devices are tested on the default chain (test devices first): a chain
+     * from the environment (make test-opencl's CTORCH_DEVICES=opencl,cpu) would leave
+     * them out. A test that wants another chain sets it after installing. */
+    unsetenv("CTORCH_DEVICES");
     exec_unregister_backend(&test_backend_ops); /* stops the old devices' workers */
     g_n = n < TB_MAX ? n : TB_MAX;
     g_async = async;

@@ -7,7 +7,8 @@
 #include "core/backend.h"
 
 /* Registers `n` test devices ("test:0".."test:n-1") supporting the comma-separated
- * ops (trace names, e.g. "add,mul,matmul,copy,fill"; "*" = every op it has a kernel for). */
+ * ops (trace names, e.g. "add,mul,matmul,copy,fill"; "*" = every op it has a kernel for).
+ * Clears CTORCH_DEVICES first: the test devices lead the default chain. */
 ct_status test_backend_install(int n, const char *ops);
 void test_backend_uninstall(void);
 /* Runs of each op kind on test device i since install. */

@@ -112,6 +112,10 @@ static bool has_ext(cl_device_id id, const char *ext)
     return found;
 }
 
+static bool g_no_fp64;
+
+void ocl_test_hide_fp64(bool hide) { __atomic_store_n(&g_no_fp64, hide, __ATOMIC_RELAXED); }
+
 static void dev_string(cl_device_id id, cl_device_info what, char *out, size_t cap)
 {
     out[0] = 0;
@@ -134,7 +138,7 @@ static void read_info(ocl_dev *od, const ocl_found *f)
     in->type = f->type;
     in->unified = unified == CL_TRUE;
     in->fp16 = has_ext(f->id, "cl_khr_fp16");
-    in->fp64 = has_ext(f->id, "cl_khr_fp64");
+    in->fp64 = has_ext(f->id, "cl_khr_fp64") && !__atomic_load_n(&g_no_fp64, __ATOMIC_RELAXED);
     in->subgroups = has_ext(f->id, "cl_khr_subgroups");
     dev_string(f->id, CL_DEVICE_VENDOR, in->vendor, sizeof in->vendor);
     dev_string(f->id, CL_DEVICE_NAME, od->name, sizeof od->name);
@@ -192,7 +196,9 @@ static ct_status ocl_device_init(ct_device *dev, int index)
         if (t != CT_C64 && (t != CT_F64 || od->info.fp64)) dev->info.dtype_mask |= 1u << t;
     dev->info.flags = 0;
     if (od->info.unified) dev->info.flags |= CT_DEVICE_UNIFIED;
-    if (f->type & CL_DEVICE_TYPE_CPU) dev->info.flags |= CT_DEVICE_HOST_CPU | CT_DEVICE_HOST_SHARED;
+    /* not CT_DEVICE_HOST_SHARED: its buffers are host memory, but copies of the CPU's, not
+     * aliases of them (no zero-copy transfers yet) */
+    if (f->type & CL_DEVICE_TYPE_CPU) dev->info.flags |= CT_DEVICE_HOST_CPU;
     return CT_OK;
 }
 
@@ -251,6 +257,8 @@ static ct_status make_resident(ct_device *dev, cl_mem m, size_t bytes)
     return ocl_status(err, dev, "making a new buffer resident");
 }
 
+static void free_mem(ct_device *dev, cl_mem m, size_t size);
+
 static ct_status alloc_mem(ct_device *dev, size_t bytes, cl_mem *out, size_t *size)
 {
     ocl_dev *od = ocl_dev_of(dev);
@@ -268,6 +276,13 @@ static ct_status alloc_mem(ct_device *dev, size_t bytes, cl_mem *out, size_t *si
     }
     if (m) od->live_bytes += *size;
     pthread_mutex_unlock(&od->mu);
+    if (m && config_current()->opencl_poison) { /* a reused buffer is as fresh as a new one */
+        ct_status s = make_resident(dev, m, *size);
+        if (s != CT_OK) {
+            free_mem(dev, m, *size);
+            return s;
+        }
+    }
     if (m) {
         *out = m;
         return CT_OK;
@@ -296,7 +311,8 @@ static void free_mem(ct_device *dev, cl_mem m, size_t size)
     ocl_dev *od = ocl_dev_of(dev);
     pthread_mutex_lock(&od->mu);
     od->live_bytes -= size;
-    bool keep = od->n_cache < OCL_CACHE_BUFS && od->cache_bytes + size <= od->total_bytes / 8;
+    uint64_t cap = od->total_bytes / 8 < OCL_CACHE_MAX_BYTES ? od->total_bytes / 8 : OCL_CACHE_MAX_BYTES;
+    bool keep = od->n_cache < OCL_CACHE_BUFS && od->cache_bytes + size <= cap;
     if (keep) {
         od->cache[od->n_cache++] = (ocl_cached_buf){m, size};
         od->cache_bytes += size;

@@ -70,8 +70,8 @@ static ct_status run_fill(ct_device *dev, const ct_op *op)
     cl_float fv = (float)v;
     cl_long iv = (cl_long)v, dbits;
     memcpy(&dbits, &v, sizeof dbits);
-    s = ocl_args(dev, k, "ew_fill", 7,
-                 (ocl_arg[]){OCL_ARG(d), OCL_ARG(m), OCL_ARG(off), OCL_ARG(dt), OCL_ARG(fv), OCL_ARG(iv), OCL_ARG(dbits)});
+    s = OCL_SET_ARGS(dev, k, "ew_fill", OCL_ARG(d), OCL_ARG(m), OCL_ARG(off), OCL_ARG(dt), OCL_ARG(fv), OCL_ARG(iv),
+                     OCL_ARG(dbits));
     size_t g = (size_t)shape_numel(dst->ndim, dst->shape);
     return s == CT_OK ? ocl_launch(dev, k, "ew_fill", 1, &g, NULL) : s;
 }
@@ -90,8 +90,8 @@ static ct_status run_copy(ct_device *dev, const ct_op *op)
     if (s == CT_OK) s = ocl_kernel(dev, "ew", "ew_copy", &k);
     if (s != CT_OK) return s;
     cl_int ddt = dst->dtype, sdt = src->dtype;
-    s = ocl_args(dev, k, "ew_copy", 7,
-                 (ocl_arg[]){OCL_ARG(d), OCL_ARG(dm), OCL_ARG(doff), OCL_ARG(ddt), OCL_ARG(sm), OCL_ARG(soff), OCL_ARG(sdt)});
+    s = OCL_SET_ARGS(dev, k, "ew_copy", OCL_ARG(d), OCL_ARG(dm), OCL_ARG(doff), OCL_ARG(ddt), OCL_ARG(sm),
+                     OCL_ARG(soff), OCL_ARG(sdt));
     size_t g = (size_t)shape_numel(dst->ndim, dst->shape);
     return s == CT_OK ? ocl_launch(dev, k, "ew_copy", 1, &g, NULL) : s;
 }
@@ -198,12 +198,15 @@ static ct_status io_setup(ct_device *dev, const ct_op *op, const char *kernel, i
     return s == CT_OK ? ocl_kernel(dev, "ew", kernel, &io->k) : s;
 }
 
-static ct_status io_launch(ct_device *dev, const ct_op *op, ew_io *io, const char *kernel, int n, const ocl_arg *args)
+static ct_status io_launch_n(ct_device *dev, const ct_op *op, ew_io *io, const char *kernel, int n, const ocl_arg *args)
 {
     ct_status s = ocl_args(dev, io->k, kernel, n, args);
     size_t g = (size_t)shape_numel(op->dst->ndim, op->dst->shape);
     return s == CT_OK ? ocl_launch(dev, io->k, kernel, 1, &g, NULL) : s;
 }
+#define io_launch(dev, op, io, kernel, ...)                                                                  \
+    io_launch_n((dev), (op), (io), (kernel), (int)(sizeof((ocl_arg[]){__VA_ARGS__}) / sizeof(ocl_arg)),   \
+                (ocl_arg[]){__VA_ARGS__})
 
 static ct_status run_binary(ct_device *dev, const ct_op *op)
 {
@@ -211,9 +214,9 @@ static ct_status run_binary(ct_device *dev, const ct_op *op)
     ct_status s = io_setup(dev, op, "ew_binary", 2, &io);
     if (s != CT_OK) return s;
     cl_int ddt = op->dst->dtype, sdt = op->src[0]->dtype, code = ew_code(op->kind);
-    return io_launch(dev, op, &io, "ew_binary", 10,
-                     (ocl_arg[]){OCL_ARG(io.d), OCL_ARG(io.m[0]), OCL_ARG(io.off[0]), OCL_ARG(ddt), OCL_ARG(io.m[1]),
-                                 OCL_ARG(io.off[1]), OCL_ARG(io.m[2]), OCL_ARG(io.off[2]), OCL_ARG(sdt), OCL_ARG(code)});
+    return io_launch(dev, op, &io, "ew_binary", OCL_ARG(io.d), OCL_ARG(io.m[0]), OCL_ARG(io.off[0]), OCL_ARG(ddt),
+                     OCL_ARG(io.m[1]), OCL_ARG(io.off[1]), OCL_ARG(io.m[2]), OCL_ARG(io.off[2]), OCL_ARG(sdt),
+                     OCL_ARG(code));
 }
 
 static ct_status run_scalar(ct_device *dev, const ct_op *op)
@@ -225,9 +228,9 @@ static ct_status run_scalar(ct_device *dev, const ct_op *op)
     double a = op->p.s.a;
     cl_float sf = (float)a;
     cl_long si = (cl_long)a, sb = bits_of(a); /* integral for integer sources (frontend) */
-    return io_launch(dev, op, &io, "ew_scalar", 11,
-                     (ocl_arg[]){OCL_ARG(io.d), OCL_ARG(io.m[0]), OCL_ARG(io.off[0]), OCL_ARG(ddt), OCL_ARG(io.m[1]),
-                                 OCL_ARG(io.off[1]), OCL_ARG(sdt), OCL_ARG(code), OCL_ARG(sf), OCL_ARG(si), OCL_ARG(sb)});
+    return io_launch(dev, op, &io, "ew_scalar", OCL_ARG(io.d), OCL_ARG(io.m[0]), OCL_ARG(io.off[0]), OCL_ARG(ddt),
+                     OCL_ARG(io.m[1]), OCL_ARG(io.off[1]), OCL_ARG(sdt), OCL_ARG(code), OCL_ARG(sf), OCL_ARG(si),
+                     OCL_ARG(sb));
 }
 
 /* Clamp bounds for integer elements: integral or infinite (frontend). */
@@ -246,10 +249,9 @@ static ct_status run_unary(ct_device *dev, const ct_op *op)
     cl_int ddt = op->dst->dtype, sdt = op->src[0]->dtype, code = ew_code(op->kind);
     cl_float p0 = (float)op->p.s.a, p1 = (float)op->p.s.b;
     cl_long lo = bound_i(op->p.s.a), hi = bound_i(op->p.s.b), b0 = bits_of(op->p.s.a), b1 = bits_of(op->p.s.b);
-    return io_launch(dev, op, &io, "ew_unary", 14,
-                     (ocl_arg[]){OCL_ARG(io.d), OCL_ARG(io.m[0]), OCL_ARG(io.off[0]), OCL_ARG(ddt), OCL_ARG(io.m[1]),
-                                 OCL_ARG(io.off[1]), OCL_ARG(sdt), OCL_ARG(code), OCL_ARG(p0), OCL_ARG(p1), OCL_ARG(lo),
-                                 OCL_ARG(hi), OCL_ARG(b0), OCL_ARG(b1)});
+    return io_launch(dev, op, &io, "ew_unary", OCL_ARG(io.d), OCL_ARG(io.m[0]), OCL_ARG(io.off[0]), OCL_ARG(ddt),
+                     OCL_ARG(io.m[1]), OCL_ARG(io.off[1]), OCL_ARG(sdt), OCL_ARG(code), OCL_ARG(p0), OCL_ARG(p1),
+                     OCL_ARG(lo), OCL_ARG(hi), OCL_ARG(b0), OCL_ARG(b1));
 }
 
 /* ---- comparisons ---- */
@@ -313,10 +315,9 @@ static ct_status run_cmp(ct_device *dev, const ct_op *op)
     cl_float sf = (float)sv;
     cl_long si = 0, sb = bits_of(sv);
     if (scalar && is_int(dt)) int_cmp_plan(op->p.cmp.cmp, sv, &c, &si, &fixed);
-    return io_launch(dev, op, &io, "ew_cmp", 14,
-                     (ocl_arg[]){OCL_ARG(io.d), OCL_ARG(io.m[0]), OCL_ARG(io.off[0]), OCL_ARG(io.m[1]), OCL_ARG(io.off[1]),
-                                 OCL_ARG(io.m[2]), OCL_ARG(io.off[2]), OCL_ARG(sdt), OCL_ARG(c), OCL_ARG(sc),
-                                 OCL_ARG(fixed), OCL_ARG(sf), OCL_ARG(si), OCL_ARG(sb)});
+    return io_launch(dev, op, &io, "ew_cmp", OCL_ARG(io.d), OCL_ARG(io.m[0]), OCL_ARG(io.off[0]), OCL_ARG(io.m[1]),
+                     OCL_ARG(io.off[1]), OCL_ARG(io.m[2]), OCL_ARG(io.off[2]), OCL_ARG(sdt), OCL_ARG(c), OCL_ARG(sc),
+                     OCL_ARG(fixed), OCL_ARG(sf), OCL_ARG(si), OCL_ARG(sb));
 }
 
 static ct_status run_where(ct_device *dev, const ct_op *op)
@@ -325,9 +326,9 @@ static ct_status run_where(ct_device *dev, const ct_op *op)
     ct_status s = io_setup(dev, op, "ew_where", 3, &io);
     if (s != CT_OK) return s;
     cl_int es = (cl_int)ct_dtype_block_bytes(op->dst->dtype);
-    return io_launch(dev, op, &io, "ew_where", 10,
-                     (ocl_arg[]){OCL_ARG(io.d), OCL_ARG(io.m[0]), OCL_ARG(io.off[0]), OCL_ARG(io.m[1]), OCL_ARG(io.off[1]),
-                                 OCL_ARG(io.m[2]), OCL_ARG(io.off[2]), OCL_ARG(io.m[3]), OCL_ARG(io.off[3]), OCL_ARG(es)});
+    return io_launch(dev, op, &io, "ew_where", OCL_ARG(io.d), OCL_ARG(io.m[0]), OCL_ARG(io.off[0]), OCL_ARG(io.m[1]),
+                     OCL_ARG(io.off[1]), OCL_ARG(io.m[2]), OCL_ARG(io.off[2]), OCL_ARG(io.m[3]), OCL_ARG(io.off[3]),
+                     OCL_ARG(es));
 }
 
 /* ---- the group's entry points ---- */

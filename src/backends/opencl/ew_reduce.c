@@ -115,10 +115,9 @@ ct_status ocl_ew_reduce_run(ct_device *dev, const ct_op *op)
     cl_float pf = (float)p;
     cl_long pb;
     memcpy(&pb, &p, sizeof pb);
-    s = ocl_args(dev, k, "ew_reduce", 15,
-                 (ocl_arg[]){OCL_ARG(r), OCL_ARG(dm), OCL_ARG(doff), OCL_ARG(ddt), OCL_ARG(sm), OCL_ARG(soff),
-                             OCL_ARG(sdt), OCL_ARG(code), OCL_ARG(ex), OCL_ARG(unb), OCL_ARG(pf), OCL_ARG(pb),
-                             OCL_LOCAL(wg * acc_bytes(dev)), OCL_LOCAL(wg * 8), OCL_LOCAL(wg * 8)});
+    s = OCL_SET_ARGS(dev, k, "ew_reduce", OCL_ARG(r), OCL_ARG(dm), OCL_ARG(doff), OCL_ARG(ddt), OCL_ARG(sm),
+                     OCL_ARG(soff), OCL_ARG(sdt), OCL_ARG(code), OCL_ARG(ex), OCL_ARG(unb), OCL_ARG(pf), OCL_ARG(pb),
+                     OCL_LOCAL(wg * acc_bytes(dev)), OCL_LOCAL(wg * 8), OCL_LOCAL(wg * 8));
     if (s != CT_OK) return s;
     size_t nout = (size_t)shape_numel(dst->ndim, dst->shape), g = nout * wg;
     return ocl_launch(dev, k, "ew_reduce", 1, &g, &wg);

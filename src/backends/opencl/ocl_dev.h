@@ -8,6 +8,7 @@
 #include "backends/opencl/ocl_internal.h"
 
 #define OCL_CACHE_BUFS 32 /* freed buffers kept for reuse */
+#define OCL_CACHE_MAX_BYTES ((uint64_t)256 << 20) /* and at most this many bytes of them (1/8 of the device's below) */
 
 typedef struct ocl_kernel_entry {
     char name[64];

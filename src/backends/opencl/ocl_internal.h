@@ -61,6 +61,9 @@ void ocl_build_counts(int *compiled, int *from_cache);
 /* Tests: replace program `program`'s source (NULL text: the embedded one again) for
  * devices initialized from now on. */
 void ocl_source_override(const char *program, const char *text);
+/* Tests: devices initialized from now on ignore cl_khr_fp64 (the float-only paths of a
+ * device without it: f64 refused, reductions accumulating in float). */
+void ocl_test_hide_fp64(bool hide);
 
 /* A tensor's buffer on dev and the byte offset of its first element (NULL when the
  * storage has no copy there). */
@@ -74,6 +77,10 @@ typedef struct ocl_arg {
 #define OCL_ARG(x) ((ocl_arg){sizeof(x), &(x)})
 #define OCL_LOCAL(bytes) ((ocl_arg){(bytes), NULL})
 ct_status ocl_args(ct_device *dev, cl_kernel k, const char *name, int n, const ocl_arg *args);
+/* The same with the count taken from the list: OCL_SET_ARGS(dev, k, "name", OCL_ARG(a), OCL_ARG(b)). */
+#define OCL_SET_ARGS(dev, k, name, ...)                                                              \
+    ocl_args((dev), (k), (name), (int)(sizeof((ocl_arg[]){__VA_ARGS__}) / sizeof(ocl_arg)),       \
+             (ocl_arg[]){__VA_ARGS__})
 /* Enqueues k on dev's queue (local NULL: the driver chooses). */
 ct_status ocl_launch(ct_device *dev, cl_kernel k, const char *name, cl_uint dims, const size_t *global,
                      const size_t *local);
