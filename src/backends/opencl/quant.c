@@ -124,8 +124,7 @@ static ct_status run_copy_blocks(ct_device *dev, const ct_op *op)
     if (s == CT_OK) s = q_mem(op->dst, dev, "copy", "destination", &dm, &doff);
     if (s == CT_OK) s = ocl_kernel(dev, OCL_Q_PROGRAM, "copy_blocks", &k);
     if (s == CT_OK)
-        s = ocl_args(dev, k, "copy_blocks", 5,
-                     (ocl_arg[]){OCL_ARG(sm), OCL_ARG(soff), OCL_ARG(dm), OCL_ARG(doff), OCL_ARG(n)});
+        s = OCL_SET_ARGS(dev, k, "copy_blocks", OCL_ARG(sm), OCL_ARG(soff), OCL_ARG(dm), OCL_ARG(doff), OCL_ARG(n));
     size_t global = round_up((size_t)n, OCL_Q_ROUND);
     return s != CT_OK ? s : ocl_launch(dev, k, "copy_blocks", 1, &global, NULL);
 }
@@ -148,9 +147,8 @@ static ct_status run_copy(ct_device *dev, const ct_op *op)
     if (s != CT_OK) return s;
     cl_long dcol = D > 1 ? dst->stride[dst->ndim - 1] : 1, gpr = D / OCL_Q_GROUP, total = rows * gpr;
     cl_int half_out = dst->dtype == CT_F16;
-    s = ocl_args(dev, k, name, 9,
-                 (ocl_arg[]){OCL_ARG(sm), OCL_ARG(soff), OCL_ARG(dm), OCL_ARG(doff), OCL_ARG(nd), OCL_ARG(dcol),
-                             OCL_ARG(half_out), OCL_ARG(gpr), OCL_ARG(total)});
+    s = OCL_SET_ARGS(dev, k, name, OCL_ARG(sm), OCL_ARG(soff), OCL_ARG(dm), OCL_ARG(doff), OCL_ARG(nd), OCL_ARG(dcol),
+                     OCL_ARG(half_out), OCL_ARG(gpr), OCL_ARG(total));
     size_t global = round_up((size_t)total, OCL_Q_ROUND);
     return s != CT_OK ? s : ocl_launch(dev, k, name, 1, &global, NULL);
 }
@@ -192,9 +190,8 @@ static ct_status run_embed(ct_device *dev, const ct_op *op)
     char name[32];
     if (s == CT_OK) s = q_kernel(dev, "embed", w->dtype, &k, name, sizeof name);
     if (s != CT_OK) return s;
-    s = ocl_args(dev, k, name, 12,
-                 (ocl_arg[]){OCL_ARG(wm), OCL_ARG(woff), OCL_ARG(wrow), OCL_ARG(im), OCL_ARG(ioff), OCL_ARG(ids64),
-                             OCL_ARG(nd), OCL_ARG(om), OCL_ARG(ooff), OCL_ARG(V), OCL_ARG(gpr), OCL_ARG(total)});
+    s = OCL_SET_ARGS(dev, k, name, OCL_ARG(wm), OCL_ARG(woff), OCL_ARG(wrow), OCL_ARG(im), OCL_ARG(ioff),
+                     OCL_ARG(ids64), OCL_ARG(nd), OCL_ARG(om), OCL_ARG(ooff), OCL_ARG(V), OCL_ARG(gpr), OCL_ARG(total));
     size_t global = round_up((size_t)total, OCL_Q_ROUND);
     return s != CT_OK ? s : ocl_launch(dev, k, name, 1, &global, NULL);
 }
