@@ -27,8 +27,6 @@ typedef enum ocl_q_matvec { OCL_Q_MATVEC_AUTO, OCL_Q_MATVEC_GROUPS, OCL_Q_MATVEC
 static void ocl_quant_test_matvec(ocl_q_matvec mode) { (void)mode; }
 #endif
 
-#define OCL_Q_MV_MAX_M 8 /* quant.c: up to this many rows of x take the matrix-vector kernels */
-
 static const ct_dtype FORMATS[] = {CT_Q4_0, CT_Q4_1, CT_Q5_0, CT_Q5_1, CT_Q8_0,
                                    CT_Q2_K, CT_Q3_K, CT_Q4_K, CT_Q5_K, CT_Q6_K};
 #define N_FORMATS (int)(sizeof FORMATS / sizeof FORMATS[0])
@@ -236,16 +234,13 @@ static void check_linear_once(const char *what, ct_tensor *x, ct_tensor *w, cons
     if (!(e <= g_worst_cpu)) g_worst_cpu = e;
 }
 
-/* Decode sizes through both matrix-vector kernels (a work-group per row, the GPUs'; a
- * work-item per row, CPU devices'), whichever this device would pick. */
+/* Through both kernel families, whichever this device would pick: the GPUs' (a work-group
+ * per output row for decode, tiles for prompts) and CPU devices' (a work-item per weight
+ * row and up to 8 rows of x). */
 static void check_linear(const char *what, ct_tensor *x, ct_tensor *w, const double *wd, ct_tensor *b, int64_t M)
 {
-    if (M > OCL_Q_MV_MAX_M) {
-        check_linear_once(what, x, w, wd, b, M);
-        return;
-    }
     static const struct { ocl_q_matvec mode; const char *name; } modes[] = {
-        {OCL_Q_MATVEC_GROUPS, "work-group per row"}, {OCL_Q_MATVEC_ROWS, "work-item per row"}};
+        {OCL_Q_MATVEC_GROUPS, "GPU kernels"}, {OCL_Q_MATVEC_ROWS, "CPU-device kernel"}};
     for (int i = 0; i < 2; i++) {
         char w2[160];
         snprintf(w2, sizeof w2, "%s (%s)", what, modes[i].name);

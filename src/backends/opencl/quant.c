@@ -2,9 +2,10 @@
  *   COPY       quantized rows -> f32/f16 view (dequantize), src broadcast over leading dims;
  *              or to the same quantized type, shape and contiguity (the bytes)
  *   EMBEDDING  rows of a quantized [V, D] table -> f32 [..., D]
- *   LINEAR     x f32 [..., K] @ w[N, K]^T (+ bias): a matrix-vector kernel for up to
- *              OCL_Q_MV_MAX_M rows (decode: a work-group per output row on GPUs, a
- *              work-item per row on CPU devices), a tiled one above (prompts)
+ *   LINEAR     x f32 [..., K] @ w[N, K]^T (+ bias). GPUs: a matrix-vector kernel (a
+ *              work-group per output row) for up to OCL_Q_MV_MAX_M rows of x (decode), a
+ *              tiled one above (prompts). CPU devices: a work-item per weight row and
+ *              OCL_Q_MV_MAX_M rows of x, for any number of rows
  * MATMUL with a quantized operand never reaches a backend: its frontend rewrites it as a
  * LINEAR. Weights are read in their GGUF layout (no import): the kernels already read a
  * row's blocks contiguously, so a reordered copy would only cost memory here. */
@@ -202,8 +203,9 @@ static ocl_q_matvec g_matvec = OCL_Q_MATVEC_AUTO;
 
 void ocl_quant_test_matvec(ocl_q_matvec mode) { g_matvec = mode; }
 
-/* Work-group per row, or (CPU devices: PoCL sets up each work-group in about a
- * microsecond, 42 ms for a 32000-row output layer) work-item per row. */
+/* The GPU kernels, or (CPU devices: PoCL sets up each work-group in about a microsecond,
+ * 42 ms for a 32000-row output layer; its tiled products ran at half the speed) a
+ * work-item per weight row. */
 static bool matvec_rows(const ocl_dev_info *info)
 {
     if (g_matvec != OCL_Q_MATVEC_AUTO) return g_matvec == OCL_Q_MATVEC_ROWS;
@@ -258,9 +260,9 @@ static bool linear_ok(const ct_device *dev, const ct_op *op)
     if (N > 1 && !q_byte_stride(w, 0, &wrow)) return false;
     const ocl_dev_info *info = ocl_info(dev);
     int64_t M = shape_numel(x->ndim - 1, x->shape);
+    if (matvec_rows(info)) return true;
     if (M <= OCL_Q_MV_MAX_M)
-        return matvec_rows(info) ||
-               (mv_local(info) >= OCL_Q_MV_MAX_M && info->local_mem >= OCL_Q_MV_MAX_M * mv_local(info) * sizeof(float));
+        return mv_local(info) >= OCL_Q_MV_MAX_M && info->local_mem >= OCL_Q_MV_MAX_M * mv_local(info) * sizeof(float);
     return info->max_wg >= 64 && info->local_mem >= OCL_Q_TILE_LOCAL_BYTES;
 }
 
@@ -281,7 +283,7 @@ static ct_status run_linear(ct_device *dev, const ct_op *op)
     if (s == CT_OK && b) s = q_mem(b, dev, "linear", "bias", &bm, &boff);
     if (s != CT_OK) return s;
     if (!b) bm = xm; /* never read (bias_kind 0); a real buffer keeps every driver happy */
-    bool decode = M <= OCL_Q_MV_MAX_M, rows = decode && matvec_rows(ocl_info(dev));
+    bool rows = matvec_rows(ocl_info(dev)), decode = M <= OCL_Q_MV_MAX_M;
     cl_kernel k;
     char name[32];
     s = q_kernel(dev, rows ? "matvec_rows" : decode ? "matvec" : "matmul", w->dtype, &k, name, sizeof name);
@@ -289,14 +291,14 @@ static ct_status run_linear(ct_device *dev, const ct_op *op)
     ocl_arg args[17] = {OCL_ARG(wm), OCL_ARG(woff), OCL_ARG(wrow), OCL_ARG(xm),  OCL_ARG(xoff), OCL_ARG(rsx),
                         OCL_ARG(csx), OCL_ARG(om), OCL_ARG(ooff), OCL_ARG(bm), OCL_ARG(boff), OCL_ARG(bk),
                         OCL_ARG(bstride)};
+    cl_long lM = M;
     if (rows) {
-        size_t global = round_up((size_t)N, OCL_Q_ROUND);
-        cl_int m = (cl_int)M;
-        args[13] = OCL_ARG(m);
+        size_t global[2] = {round_up((size_t)N, OCL_Q_ROUND), ((size_t)M + OCL_Q_MV_MAX_M - 1) / OCL_Q_MV_MAX_M};
+        args[13] = OCL_ARG(lM);
         args[14] = OCL_ARG(lN);
         args[15] = OCL_ARG(lK);
         s = ocl_args(dev, k, name, 16, args);
-        return s != CT_OK ? s : ocl_launch(dev, k, name, 1, &global, NULL);
+        return s != CT_OK ? s : ocl_launch(dev, k, name, 2, global, NULL);
     }
     if (decode) {
         size_t ls = mv_local(ocl_info(dev)), global = (size_t)N * ls;
@@ -308,7 +310,6 @@ static ct_status run_linear(ct_device *dev, const ct_op *op)
         s = ocl_args(dev, k, name, 17, args);
         return s != CT_OK ? s : ocl_launch(dev, k, name, 1, &global, &ls);
     }
-    cl_long lM = M;
     args[13] = OCL_ARG(lM);
     args[14] = OCL_ARG(lN);
     args[15] = OCL_ARG(lK);

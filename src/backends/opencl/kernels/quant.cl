@@ -241,31 +241,32 @@ inline void nd_offsets(const q_nd *nd, long r, long *doff, long *soff)
         }                                                                                                  \
     }                                                                                                      \
                                                                                                            \
-    /* decode on CPU devices (PoCL), where a work-group costs about a microsecond to set up: one  \
-     * work-item per output row, consecutive rows side by side (the compiler vectorizes across     \
-     * them). */                                                                                         \
+    /* CPU devices (PoCL), where a work-group costs about a microsecond to set up: work-item    \
+     * (n, j) computes out[m, n] for the MV_MAX_M rows m of x from j * MV_MAX_M, consecutive     \
+     * weight rows side by side (the compiler vectorizes across them). */                            \
     kernel void matvec_rows_##F(global const uchar *w, ulong woff, long wrow, global const uchar *xb,       \
                                 ulong xoff, long rsx, long csx, global uchar *outb, ulong ooff,             \
-                                global const uchar *bb, ulong boff, int bias_kind, long bstride, int M,     \
+                                global const uchar *bb, ulong boff, int bias_kind, long bstride, long M,    \
                                 long N, long K)                                                             \
     {                                                                                                      \
-        long n = get_global_id(0);                                                                         \
-        if (n >= N) return;                                                                                \
-        global const float *x = (global const float *)(xb + xoff);                                        \
+        long n = get_global_id(0), m0 = get_global_id(1) * MV_MAX_M;                                       \
+        if (n >= N || m0 >= M) return;                                                                     \
+        int mn = (int)min((long)MV_MAX_M, M - m0);                                                         \
+        global const float *x = (global const float *)(xb + xoff) + m0 * rsx;                             \
         global const uchar *row = w + woff + n * wrow;                                                     \
         float acc[MV_MAX_M];                                                                               \
         for (int m = 0; m < MV_MAX_M; m++) acc[m] = 0.0f;                                                  \
         for (long g = 0; g < K / 16; g++) {                                                                \
             float v[16];                                                                                   \
             dq16_##F(row + (g / GPB) * sizeof(BLK), (int)(g % GPB), v);                                    \
-            for (int m = 0; m < M; m++) {                                                                  \
+            for (int m = 0; m < mn; m++) {                                                                 \
                 global const float *xr = x + m * rsx + g * 16 * csx;                                       \
                 for (int i = 0; i < 16; i++) acc[m] = fma(v[i], xr[i * csx], acc[m]);                     \
             }                                                                                              \
         }                                                                                                  \
         global float *out = (global float *)(outb + ooff);                                                 \
         float b = bias_at(bb, boff, bias_kind, bstride, n);                                                \
-        for (int m = 0; m < M; m++) out[m * N + n] = acc[m] + b;                                           \
+        for (int m = 0; m < mn; m++) out[(m0 + m) * N + n] = acc[m] + b;                                   \
     }                                                                                                      \
                                                                                                            \
     /* prefill: an 8 x 8 work-group computes a TILE x TILE block of out (4 x 4 per work-item); per     \
