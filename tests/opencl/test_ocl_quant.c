@@ -1,0 +1,382 @@
+/* The OpenCL quant group (every op with a block-quantized source) on opencl:0 against
+ * the CPU, for Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K; exits 77 without an
+ * OpenCL device. Fresh device buffers are NaN-poisoned (CTORCH_OPENCL_POISON=1), so an
+ * output element a kernel forgets to write fails the non-finite check.
+ *
+ * Tolerances (NMSE, sum (a-b)^2 / sum b^2):
+ * - dequantizing copy and embedding: both sides compute d * q (+/- m) in f32 from the same
+ *   bytes; the device may contract to an FMA (one rounding less), so 1e-12 for f32 output
+ *   (observed 0); f16 output rounds those values to half, where a 1-ulp f32 difference can
+ *   flip a half rounding (2^-11 relative): 1e-6.
+ * - linear vs an f64 reference over the dequantized weights: f32 accumulation over K = 512
+ *   (relative error ~ sqrt(K) 2^-24 ~ 1e-6, NMSE ~ 1e-12): 1e-9.
+ * - linear vs the CPU: the CPU quantizes x to Q8_0 (legacy formats) or Q8_K (K formats)
+ *   before its integer dots; the device multiplies f32 x. For x uniform in [-1, 1] a block's
+ *   scale is ~1/127 and its rounding error has variance (1/127)^2 / 12 against Var(x) = 1/3:
+ *   NMSE ~ 1.6e-5 for every output (the weights only scale both sums). Bound 1e-4, 6x that;
+ *   with 37+ outputs the estimate's own spread is ~25%. The f64 check above is the tight one. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "devcheck.h"
+#include "quant/quant.h"
+#ifdef CTORCH_HAVE_OPENCL
+#include "backends/opencl/quant.h"
+#else /* no backend: every test skips before using the hook */
+typedef enum ocl_q_matvec { OCL_Q_MATVEC_AUTO, OCL_Q_MATVEC_GROUPS, OCL_Q_MATVEC_ROWS } ocl_q_matvec;
+static void ocl_quant_test_matvec(ocl_q_matvec mode) { (void)mode; }
+#endif
+
+static const ct_dtype FORMATS[] = {CT_Q4_0, CT_Q4_1, CT_Q5_0, CT_Q5_1, CT_Q8_0,
+                                   CT_Q2_K, CT_Q3_K, CT_Q4_K, CT_Q5_K, CT_Q6_K};
+#define N_FORMATS (int)(sizeof FORMATS / sizeof FORMATS[0])
+
+static char g_dev[32];
+static double g_worst_cpu; /* the largest linear NMSE against the CPU, reported per format */
+
+static bool have_device(void) { return devcheck_device("opencl", g_dev, sizeof g_dev) != NULL; }
+
+/* A quantized [N, K] weight from uniform values (the reference quantizer), and its
+ * dequantized values in double (the CPU's reference dequantizer) when wd is given. */
+static ct_tensor *qweight(th_rng *r, ct_dtype t, int64_t N, int64_t K, double **wd)
+{
+    size_t rb = ct_dtype_row_bytes(t, K);
+    float *f = malloc(sizeof(float) * (size_t)(N * K)), *row = malloc(sizeof(float) * (size_t)K);
+    char *q = malloc(rb * (size_t)N);
+    for (int64_t i = 0; i < N * K; i++) f[i] = (float)th_uniform(r, -1, 1);
+    if (wd) *wd = malloc(sizeof(double) * (size_t)(N * K));
+    for (int64_t n = 0; n < N; n++) {
+        CHECK_OK(quant_quantize_row(t, f + n * K, q + rb * (size_t)n, K));
+        CHECK_OK(quant_dequantize_row(t, q + rb * (size_t)n, row, K));
+        for (int64_t k = 0; wd && k < K; k++) (*wd)[n * K + k] = row[k];
+    }
+    int64_t shape[2] = {N, K};
+    ct_tensor *w = NULL;
+    CHECK_OK(ct_tensor_from_data(2, shape, t, q, &w));
+    free(f), free(row), free(q);
+    return w;
+}
+
+/* ---- dequantizing copy ---- */
+
+static ct_status do_cast(ct_tensor *const *in, int n, ct_tensor **out, void *ctx)
+{
+    (void)n;
+    return ct_cast(in[0], *(ct_dtype *)ctx, out);
+}
+
+/* Into a transposed f32 view: the copy writes dst elements a column stride apart. */
+static ct_status do_copy_transposed(ct_tensor *const *in, int n, ct_tensor **out, void *ctx)
+{
+    (void)n, (void)ctx;
+    const ct_tensor *w = in[0];
+    int64_t shape[2] = {ct_tensor_dim(w, 1), ct_tensor_dim(w, 0)};
+    ct_tensor *buf = NULL, *view = NULL;
+    ct_status s = ct_zeros(2, shape, CT_F32, &buf);
+    if (s == CT_OK) s = ct_transpose(buf, 0, 1, &view);
+    if (s == CT_OK) s = ct_copy_(view, w);
+    ct_tensor_free(buf);
+    *out = view;
+    return s;
+}
+
+/* Into a quantized tensor of the same type (the blocks as they are), then dequantized on
+ * the same device to be compared; the byte copy must have run where the cast did. */
+static ct_status do_copy_blocks(ct_tensor *const *in, int n, ct_tensor **out, void *ctx)
+{
+    (void)n, (void)ctx;
+    const ct_tensor *w = in[0];
+    size_t bytes = ct_tensor_nbytes(w);
+    void *zeros = calloc(1, bytes);
+    ct_tensor *dst = NULL;
+    ct_exec_record copy_rec, cast_rec;
+    ct_status s = ct_tensor_from_data(ct_tensor_ndim(w), ct_tensor_shape(w), ct_tensor_dtype(w), zeros, &dst);
+    free(zeros);
+    if (s == CT_OK) s = ct_copy_(dst, w);
+    if (s == CT_OK) s = ct_exec_last(&copy_rec);
+    if (s == CT_OK) s = ct_cast(dst, CT_F32, out);
+    if (s == CT_OK) s = ct_exec_last(&cast_rec);
+    CHECK_MSG(s != CT_OK || strcmp(copy_rec.device, cast_rec.device) == 0, "the block copy ran on %s, the cast on %s",
+              copy_rec.device, cast_rec.device);
+    ct_tensor_free(dst);
+    return s;
+}
+
+static void test_dequantize(void)
+{
+    if (!have_device()) return;
+    th_rng r = {0xdeca1};
+    for (int f = 0; f < N_FORMATS; f++) {
+        ct_dtype t = FORMATS[f];
+        ct_tensor *w = qweight(&r, t, 9, 512, NULL), *rows = NULL, *cols = NULL;
+        /* every other row: a view whose row stride is two rows of blocks */
+        CHECK_OK(ct_slice(w, 0, 1, 9, 2, &rows));
+        /* the second half of each row: a view starting past whole blocks */
+        CHECK_OK(ct_narrow(w, 1, 256, 256, &cols));
+        char what[64];
+        ct_dtype f32 = CT_F32, f16 = CT_F16;
+        snprintf(what, sizeof what, "dequantize %s -> f32", ct_dtype_name(t));
+        devcheck_op(g_dev, what, do_cast, &w, 1, &f32, 1e-12);
+        snprintf(what, sizeof what, "dequantize %s -> f16", ct_dtype_name(t));
+        devcheck_op(g_dev, what, do_cast, &w, 1, &f16, 1e-6);
+        snprintf(what, sizeof what, "dequantize %s (strided rows) -> f32", ct_dtype_name(t));
+        devcheck_op(g_dev, what, do_cast, &rows, 1, &f32, 1e-12);
+        snprintf(what, sizeof what, "dequantize %s (second half of the rows) -> f32", ct_dtype_name(t));
+        devcheck_op(g_dev, what, do_cast, &cols, 1, &f32, 1e-12);
+        snprintf(what, sizeof what, "dequantize %s into a transposed view", ct_dtype_name(t));
+        devcheck_op(g_dev, what, do_copy_transposed, &w, 1, NULL, 1e-12);
+        snprintf(what, sizeof what, "copy %s -> %s", ct_dtype_name(t), ct_dtype_name(t));
+        devcheck_op(g_dev, what, do_copy_blocks, &w, 1, NULL, 0);
+        ct_tensor_free(rows), ct_tensor_free(cols);
+        ct_tensor_free(w);
+    }
+}
+
+/* ---- embedding ---- */
+
+static ct_status do_embed(ct_tensor *const *in, int n, ct_tensor **out, void *ctx)
+{
+    (void)n, (void)ctx;
+    return ct_embedding(in[0], in[1], out);
+}
+
+static void test_embedding(void)
+{
+    if (!have_device()) return;
+    th_rng r = {0xe3bed};
+    int32_t ids32[6] = {3, 0, 36, 5, 5, 17};
+    int64_t ids64[12] = {36, -1, 1, -1, 2, -1, 35, -1, 0, -1, 20, -1};
+    int64_t s6[2] = {2, 3}, s12[1] = {12};
+    ct_tensor *i32 = NULL, *i64all = NULL, *i64 = NULL;
+    CHECK_OK(ct_tensor_from_data(2, s6, CT_I32, ids32, &i32));
+    CHECK_OK(ct_tensor_from_data(1, s12, CT_I64, ids64, &i64all));
+    CHECK_OK(ct_slice(i64all, 0, 0, 12, 2, &i64)); /* strided ids: every other entry */
+    for (int f = 0; f < N_FORMATS; f++) {
+        ct_dtype t = FORMATS[f];
+        ct_tensor *w = qweight(&r, t, 37, 256, NULL);
+        char what[64];
+        snprintf(what, sizeof what, "embedding %s, i32 ids [2, 3]", ct_dtype_name(t));
+        devcheck_op(g_dev, what, do_embed, (ct_tensor *[]){w, i32}, 2, NULL, 1e-12);
+        snprintf(what, sizeof what, "embedding %s, strided i64 ids", ct_dtype_name(t));
+        devcheck_op(g_dev, what, do_embed, (ct_tensor *[]){w, i64}, 2, NULL, 1e-12);
+        ct_tensor_free(w);
+    }
+    ct_tensor_free(i32), ct_tensor_free(i64all), ct_tensor_free(i64);
+}
+
+/* An id outside the table cannot be reported without a host wait on the device: its row
+ * comes out NaN (never a read out of bounds), the other rows are right. */
+static void test_embedding_bad_id(void)
+{
+    if (!have_device()) return;
+    th_rng r = {0xbad1d};
+    ct_tensor *w = qweight(&r, CT_Q4_0, 8, 64, NULL), *ids = NULL, *out = NULL, *ref = NULL;
+    int32_t v[3] = {1, 99, 2};
+    int64_t s[1] = {3};
+    CHECK_OK(ct_tensor_from_data(1, s, CT_I32, v, &ids));
+    CHECK_OK(ct_exec_force_device(g_dev));
+    CHECK_OK(ct_embedding(w, ids, &out));
+    CHECK_OK(ct_exec_force_device(NULL));
+    CHECK_OK(ct_cast(w, CT_F32, &ref));
+    if (out && ref) {
+        double *o = th_values(out), *rv = th_values(ref);
+        for (int i = 0; i < 64; i++) {
+            CHECK(isnan(o[64 + i]));
+            CHECK(o[i] == rv[64 + i] && o[128 + i] == rv[128 + i]);
+        }
+        free(o), free(rv);
+    }
+    ct_tensor_free(w), ct_tensor_free(ids), ct_tensor_free(out), ct_tensor_free(ref);
+}
+
+/* ---- linear ---- */
+
+static ct_status do_linear(ct_tensor *const *in, int n, ct_tensor **out, void *ctx)
+{
+    (void)ctx;
+    return ct_linear(in[0], in[1], n > 2 ? in[2] : NULL, out);
+}
+
+/* y = x w^T + b in double from x's values and the dequantized weights wd. */
+static double *linear_ref(const ct_tensor *x, const double *wd, const ct_tensor *b, int64_t M, int64_t N, int64_t K)
+{
+    double *xv = th_values(x), *bv = b ? th_values(b) : NULL, *y = malloc(sizeof(double) * (size_t)(M * N));
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            double s = bv ? bv[n] : 0;
+            for (int64_t k = 0; k < K; k++) s += xv[m * K + k] * wd[n * K + k];
+            y[m * N + n] = s;
+        }
+    free(xv), free(bv);
+    return y;
+}
+
+/* The device's result against the f64 reference (tight), then against the CPU's (devcheck). */
+static void check_linear_once(const char *what, ct_tensor *x, ct_tensor *w, const double *wd, ct_tensor *b, int64_t M)
+{
+    int64_t N = ct_tensor_dim(w, 0), K = ct_tensor_dim(w, 1);
+    ct_tensor *y = NULL;
+    CHECK_OK(ct_exec_force_device(g_dev));
+    CHECK_OK(ct_linear(x, w, b, &y));
+    ct_exec_record rec;
+    CHECK(ct_exec_last(&rec) == CT_OK && strcmp(rec.device, g_dev) == 0);
+    CHECK_OK(ct_exec_force_device(NULL));
+    if (y) {
+        double *got = th_values(y), *ref = linear_ref(x, wd, b, M, N, K);
+        int nonfinite = 0;
+        double e = devcheck_nmse(got, ref, M * N, &nonfinite);
+        CHECK_MSG(!nonfinite && e <= 1e-9, "%s: NMSE %.3g vs the f64 reference (non-finite %d)", what, e, nonfinite);
+        free(got), free(ref);
+    }
+    ct_tensor_free(y);
+    ct_tensor *in[3] = {x, w, b};
+    double e = devcheck_op(g_dev, what, do_linear, in, b ? 3 : 2, NULL, 1e-4);
+    if (!(e <= g_worst_cpu)) g_worst_cpu = e;
+}
+
+/* Through both kernel families, whichever this device would pick: the GPUs' (a work-group
+ * per output row for decode, tiles for prompts) and CPU devices' (a work-item per weight
+ * row and up to 8 rows of x). */
+static void check_linear(const char *what, ct_tensor *x, ct_tensor *w, const double *wd, ct_tensor *b, int64_t M)
+{
+    static const struct { ocl_q_matvec mode; const char *name; } modes[] = {
+        {OCL_Q_MATVEC_GROUPS, "GPU kernels"}, {OCL_Q_MATVEC_ROWS, "CPU-device kernel"}};
+    for (int i = 0; i < 2; i++) {
+        char w2[160];
+        snprintf(w2, sizeof w2, "%s (%s)", what, modes[i].name);
+        ocl_quant_test_matvec(modes[i].mode);
+        check_linear_once(w2, x, w, wd, b, M);
+    }
+    ocl_quant_test_matvec(OCL_Q_MATVEC_AUTO);
+}
+
+static void test_linear(void)
+{
+    if (!have_device()) return;
+    th_rng r = {0x11ea7};
+    static const int64_t Ms[] = {1, 2, 7, 64};
+    const int64_t N = 37, K = 512;
+    int64_t sb[1] = {N};
+    ct_tensor *b32 = th_random(&r, 1, sb, CT_F32, -1, 1), *b16 = th_random(&r, 1, sb, CT_F16, -1, 1);
+    for (int f = 0; f < N_FORMATS; f++) {
+        ct_dtype t = FORMATS[f];
+        double *wd = NULL;
+        ct_tensor *w = qweight(&r, t, N, K, &wd);
+        g_worst_cpu = 0;
+        for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
+            int64_t M = Ms[mi], sx[2] = {M, K}, sxt[2] = {K, M}, sxw[2] = {M, K + 32};
+            char what[96];
+            ct_tensor *x = th_random(&r, 2, sx, CT_F32, -1, 1);
+            snprintf(what, sizeof what, "linear %s M %lld", ct_dtype_name(t), (long long)M);
+            check_linear(what, x, w, wd, NULL, M);
+            snprintf(what, sizeof what, "linear %s M %lld + f32 bias", ct_dtype_name(t), (long long)M);
+            check_linear(what, x, w, wd, b32, M);
+            /* x rows with a gap after each (row stride K + 32) and an f16 bias */
+            ct_tensor *xw = th_random(&r, 2, sxw, CT_F32, -1, 1), *xn = NULL;
+            CHECK_OK(ct_narrow(xw, 1, 0, K, &xn));
+            snprintf(what, sizeof what, "linear %s M %lld, padded rows + f16 bias", ct_dtype_name(t), (long long)M);
+            check_linear(what, xn, w, wd, b16, M);
+            /* x read through a transpose: elements M apart along K */
+            ct_tensor *xt = th_random(&r, 2, sxt, CT_F32, -1, 1), *xtt = NULL;
+            CHECK_OK(ct_transpose(xt, 0, 1, &xtt));
+            snprintf(what, sizeof what, "linear %s M %lld, transposed x", ct_dtype_name(t), (long long)M);
+            check_linear(what, xtt, w, wd, NULL, M);
+            ct_tensor_free(x), ct_tensor_free(xw), ct_tensor_free(xn), ct_tensor_free(xt), ct_tensor_free(xtt);
+        }
+        fprintf(stderr, "  linear %s: worst NMSE vs the cpu %.3g (bound 1e-4)\n", ct_dtype_name(t), g_worst_cpu);
+        ct_tensor_free(w);
+        free(wd);
+    }
+    ct_tensor_free(b32), ct_tensor_free(b16);
+}
+
+/* Batched x [2, 3, K] (rows fold), a weight of odd N = 1 and N = 65 (two tiles at M = 64),
+ * and K of one legacy block; plus row-strided and column-narrowed weight views. */
+static void test_linear_shapes(void)
+{
+    if (!have_device()) return;
+    th_rng r = {0x5a7e5};
+    struct { ct_dtype t; int64_t N, K, M; } cases[] = {
+        {CT_Q8_0, 1, 32, 1}, {CT_Q4_1, 65, 32, 64}, {CT_Q6_K, 65, 256, 33}, {CT_Q5_0, 3, 96, 9},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        double *wd = NULL;
+        ct_tensor *w = qweight(&r, cases[c].t, cases[c].N, cases[c].K, &wd);
+        int64_t sx[2] = {cases[c].M, cases[c].K};
+        ct_tensor *x = th_random(&r, 2, sx, CT_F32, -1, 1);
+        char what[96];
+        snprintf(what, sizeof what, "linear %s N %lld K %lld M %lld", ct_dtype_name(cases[c].t), (long long)cases[c].N,
+                 (long long)cases[c].K, (long long)cases[c].M);
+        check_linear(what, x, w, wd, NULL, cases[c].M);
+        ct_tensor_free(x), ct_tensor_free(w);
+        free(wd);
+    }
+    /* batched x */
+    double *wd = NULL;
+    ct_tensor *w = qweight(&r, CT_Q4_K, 19, 256, &wd), *x = NULL;
+    int64_t sx3[3] = {2, 3, 256};
+    x = th_random(&r, 3, sx3, CT_F32, -1, 1);
+    check_linear("linear Q4_K x [2, 3, 256]", x, w, wd, NULL, 6);
+    ct_tensor_free(x), ct_tensor_free(w);
+    free(wd);
+    /* rows 1, 3, 5 .. of a weight: the row stride is two rows */
+    ct_tensor *big = qweight(&r, CT_Q3_K, 22, 256, &wd), *rows = NULL;
+    CHECK_OK(ct_slice(big, 0, 1, 22, 2, &rows));
+    double *wrows = malloc(sizeof(double) * 11 * 256);
+    for (int n = 0; n < 11; n++) memcpy(wrows + n * 256, wd + (2 * n + 1) * 256, sizeof(double) * 256);
+    int64_t sx[2] = {7, 256};
+    x = th_random(&r, 2, sx, CT_F32, -1, 1);
+    check_linear("linear Q3_K, every other weight row", x, rows, wrows, NULL, 7);
+    ct_tensor_free(x), ct_tensor_free(rows), ct_tensor_free(big);
+    free(wd), free(wrows);
+    /* columns 64 .. 127 of each row (K = 64 inside rows of 128): the view starts two blocks in */
+    big = qweight(&r, CT_Q5_1, 13, 128, &wd);
+    ct_tensor *cols = NULL;
+    CHECK_OK(ct_narrow(big, 1, 64, 64, &cols));
+    double *wcols = malloc(sizeof(double) * 13 * 64);
+    for (int n = 0; n < 13; n++) memcpy(wcols + n * 64, wd + n * 128 + 64, sizeof(double) * 64);
+    for (int64_t M = 3; M <= 40; M += 37) {
+        int64_t sxc[2] = {M, 64};
+        x = th_random(&r, 2, sxc, CT_F32, -1, 1);
+        check_linear("linear Q5_1, columns 64 .. 127 of the weight", x, cols, wcols, NULL, M);
+        ct_tensor_free(x);
+    }
+    ct_tensor_free(cols), ct_tensor_free(big);
+    free(wd), free(wcols);
+}
+
+/* ct_matmul(w, v) with a quantized w and a vector is a LINEAR of v by w. */
+static ct_status do_matvec(ct_tensor *const *in, int n, ct_tensor **out, void *ctx)
+{
+    (void)n, (void)ctx;
+    return ct_matmul(in[0], in[1], out);
+}
+
+static void test_matmul_vector(void)
+{
+    if (!have_device()) return;
+    th_rng r = {0x3a7e};
+    int64_t sv[1] = {256};
+    ct_tensor *v = th_random(&r, 1, sv, CT_F32, -1, 1);
+    for (int f = 0; f < N_FORMATS; f++) {
+        ct_tensor *w = qweight(&r, FORMATS[f], 21, 256, NULL);
+        char what[64];
+        snprintf(what, sizeof what, "matmul %s [21, 256] @ [256]", ct_dtype_name(FORMATS[f]));
+        devcheck_op(g_dev, what, do_matvec, (ct_tensor *[]){w, v}, 2, NULL, 1e-4);
+        ct_tensor_free(w);
+    }
+    ct_tensor_free(v);
+}
+
+int main(int argc, char **argv)
+{
+    setenv("CTORCH_OPENCL_POISON", "1", 1);
+    th_args(argc, argv);
+    RUN(test_dequantize);
+    RUN(test_embedding);
+    RUN(test_embedding_bad_id);
+    RUN(test_linear);
+    RUN(test_linear_shapes);
+    RUN(test_matmul_vector);
+    return th_finish();
+}
