@@ -107,8 +107,7 @@ static int generate(const char *path, const char *chain, const char *dev, weight
     llm_model *m = NULL;
     CHECK_OK(llm_model_load(path, NULL, NULL, &m));
     if (!m) return 0;
-    uint64_t placed = 0;
-    if (mode == LIKE_RUN) CHECK_OK(llm_model_place(m, NULL, NULL, NULL, &placed));
+    if (mode == LIKE_RUN) CHECK_OK(llm_model_place(m, NULL, -1, NULL, NULL, NULL));
     if (mode == PINNED) pin_weights(m, dev);
     int V = m->hp.n_vocab;
     llm_session s;
