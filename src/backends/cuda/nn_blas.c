@@ -263,15 +263,16 @@ static ct_status run_linear(ct_device *dev, const ct_op *op)
         px = p;
         xrs = K;
     }
-    cublasOperation_t opw, opx;
-    int64_t ldw, ldx;
+    cublasOperation_t opw = CUBLAS_OP_N, opx = CUBLAS_OP_N;
+    int64_t ldw = 1, ldx = 1;
     const char *pwu = pw;
     ct_tensor wv = *w;
     if (s == CT_OK && !colmajor_t(K, N, w->stride[1], w->stride[0], &opw, &ldw)) {
         void *p;
         s = densify(dev, &ts, w, pw, w->dtype, &p, &wv);
         pwu = p;
-        if (s == CT_OK) colmajor_t(K, N, wv.stride[1], wv.stride[0], &opw, &ldw);
+        if (s == CT_OK && !colmajor_t(K, N, wv.stride[1], wv.stride[0], &opw, &ldw))
+            s = core_err(CT_ERR_UNSUPPORTED, "cuda linear: weight %s has no cuBLAS layout", SHAPE_STR(w));
     }
     if (s == CT_OK && !colmajor_t(M, K, xrs, 1, &opx, &ldx))
         s = core_err(CT_ERR_UNSUPPORTED, "cuda linear: x %s has no cuBLAS layout", SHAPE_STR(x0));
