@@ -25,6 +25,24 @@ static const char *dev(void) { return devcheck_device("cuda", g_dev, sizeof g_de
 static const double TOL_F32 = 1e-10, TOL_F16 = 1e-6, TOL_BF16 = 6.2e-5;
 static double tol_of(ct_dtype t) { return t == CT_F16 ? TOL_F16 : t == CT_BF16 ? TOL_BF16 : TOL_F32; }
 
+/* The worst NMSE seen under each tolerance, printed at the end (how much headroom each has). */
+static struct {
+    double tol, worst;
+    int used;
+} g_seen[8];
+
+static double dc(const char *what, devcheck_fn fn, ct_tensor *const *in, int n_in, void *ctx, double tol)
+{
+    double e = devcheck_op(g_dev, what, fn, in, n_in, ctx, tol);
+    for (int i = 0; i < 8; i++) {
+        if (g_seen[i].used && g_seen[i].tol != tol) continue;
+        g_seen[i].used = 1, g_seen[i].tol = tol;
+        if (e > g_seen[i].worst) g_seen[i].worst = e;
+        break;
+    }
+    return e;
+}
+
 static void free_all(ct_tensor **ts, int n)
 {
     for (int i = 0; i < n; i++) ct_tensor_free(ts[i]);
@@ -80,7 +98,7 @@ static void test_softmax(void)
                 char what[96];
                 snprintf(what, sizeof what, "%ssoftmax %s shape#%d variant %d", c.log ? "log_" : "",
                          ct_dtype_name(dts[d]), si, variant);
-                devcheck_op(g_dev, what, sm_fn, &x, 1, &c, tol_of(dts[d]));
+                dc(what, sm_fn, &x, 1, &c, tol_of(dts[d]));
                 ct_tensor_free(x);
             }
 }
@@ -130,7 +148,7 @@ static void test_rms_norm(void)
                 norm_ctx c = {.kind = 0, .narrow = variant == 2, .eps = 1e-6};
                 char what[96];
                 snprintf(what, sizeof what, "rms_norm %s shape#%d variant %d", ct_dtype_name(dts[d]), si, variant);
-                devcheck_op(g_dev, what, norm_fn, in, variant == 1 ? 1 : 2, &c, tol_of(dts[d]));
+                dc(what, norm_fn, in, variant == 1 ? 1 : 2, &c, tol_of(dts[d]));
                 free_all(in, 2);
             }
 }
@@ -152,7 +170,7 @@ static void test_layer_norm(void)
             norm_ctx c = {.kind = 1, .norm_ndim = k, .eps = 1e-5};
             char what[96];
             snprintf(what, sizeof what, "layer_norm %s norm_ndim %d variant %d", ct_dtype_name(dts[d]), k, variant);
-            devcheck_op(g_dev, what, norm_fn, in, variant == 2 ? 1 : 3, &c, tol_of(dts[d]));
+            dc(what, norm_fn, in, variant == 2 ? 1 : 3, &c, tol_of(dts[d]));
             free_all(in, 3);
         }
 }
@@ -171,7 +189,7 @@ static void test_batch_norm(void)
             norm_ctx c = {.kind = 2, .eps = 1e-5};
             char what[96];
             snprintf(what, sizeof what, "batch_norm %s %s", ct_dtype_name(dts[d]), variant ? "2-D" : "4-D");
-            devcheck_op(g_dev, what, norm_fn, in, variant ? 3 : 5, &c, tol_of(dts[d]));
+            dc(what, norm_fn, in, variant ? 3 : 5, &c, tol_of(dts[d]));
             free_all(in, 5);
         }
 }
@@ -214,7 +232,7 @@ static void test_rope(void)
                           .permuted = permuted};
             char what[96];
             snprintf(what, sizeof what, "rope %s variant %d", ct_dtype_name(dts[d]), variant);
-            devcheck_op(g_dev, what, rope_fn, in, 2, &c, tol_of(dts[d]));
+            dc(what, rope_fn, in, 2, &c, tol_of(dts[d]));
             free_all(in, 2);
         }
 }
@@ -248,7 +266,7 @@ static void test_embedding(void)
             char what[96];
             snprintf(what, sizeof what, "embedding %s%s", ct_dtype_name(dts[d]), transposed ? " transposed" : "");
             /* a gather: exact, whatever the dtype */
-            devcheck_op(g_dev, what, emb_fn, in, 2, &transposed, 0.0);
+            dc(what, emb_fn, in, 2, &transposed, 0.0);
             free_all(in, 2);
         }
 }
@@ -284,7 +302,7 @@ static void test_set_rows(void)
                                 index_tensor(strided ? CT_I32 : CT_I64, 6, slots)};
             char what[96];
             snprintf(what, sizeof what, "set_rows into %s%s", ct_dtype_name(dts[d]), strided ? " from strided f32" : "");
-            devcheck_op(g_dev, what, set_rows_fn, in, 3, NULL, 0.0); /* copies: exact */
+            dc(what, set_rows_fn, in, 3, NULL, 0.0); /* copies: exact */
             free_all(in, 3);
             if (strided) ct_tensor_free(rows);
         }
@@ -323,7 +341,7 @@ static void test_pool(void)
                           .is_max = variant < 2, .transpose = variant == 1};
             char what[96];
             snprintf(what, sizeof what, "%s_pool2d %s variant %d", c.is_max ? "max" : "avg", ct_dtype_name(dts[d]), variant);
-            devcheck_op(g_dev, what, pool_fn, &x, 1, &c, tol_of(dts[d]));
+            dc(what, pool_fn, &x, 1, &c, tol_of(dts[d]));
             ct_tensor_free(x);
         }
 }
@@ -375,7 +393,7 @@ static void test_matmul(void)
                                 rnd(seed++, dts[d], cases[i].nb, cases[i].b, -1, 1)};
             char what[96];
             snprintf(what, sizeof what, "matmul %s case %zu", ct_dtype_name(dts[d]), i);
-            devcheck_op(g_dev, what, mm_fn, in, 2, &cases[i].c, tol_of(dts[d]));
+            dc(what, mm_fn, in, 2, &cases[i].c, tol_of(dts[d]));
             free_all(in, 2);
         }
     }
@@ -417,7 +435,7 @@ static void test_linear(void)
                 char what[96];
                 snprintf(what, sizeof what, "linear w %s M %lld variant %d", ct_dtype_name(dts[d]), (long long)rows[ri],
                          variant);
-                devcheck_op(g_dev, what, lin_fn, in, variant == 0 ? 3 : 2, &c, tol_of(dts[d]));
+                dc(what, lin_fn, in, variant == 0 ? 3 : 2, &c, tol_of(dts[d]));
                 free_all(in, 3);
             }
 }
@@ -467,7 +485,7 @@ static void att_case(const char *name, ct_dtype kv, int64_t B, int64_t Hq, int64
     snprintf(what, sizeof what, "sdpa %s (kv %s, B %lld Hq %lld Hkv %lld Tq %lld Tk %lld D %lld Dv %lld)", name,
              ct_dtype_name(kv), (long long)B, (long long)Hq, (long long)Hkv, (long long)Tq, (long long)Tk, (long long)D,
              (long long)Dv);
-    devcheck_op(g_dev, what, att_fn, in, c.mask ? 4 : 3, &c, TOL_F32);
+    dc(what, att_fn, in, c.mask ? 4 : 3, &c, TOL_F32);
     free_all(in, 4);
 }
 
@@ -505,6 +523,39 @@ static void test_sdpa_decode(void)
     }
 }
 
+/* What the CPU reports as errors cannot be reported from an asynchronous kernel; the device
+ * never answers silently instead: an id out of range gives a NaN row, a length out of
+ * range a NaN output, and a bad set_rows index writes nothing. */
+static void test_bad_data(void)
+{
+    if (!dev()) return;
+    CHECK_OK(ct_exec_force_device(g_dev));
+    int64_t wshape[2] = {10, 4}, ids[3] = {1, 10, 2}, qshape[4] = {1, 2, 1, 8}, kshape[4] = {1, 2, 6, 8};
+    ct_tensor *w = rnd(1, CT_F32, 2, wshape, -1, 1), *idt = index_tensor(CT_I64, 3, ids), *e = NULL;
+    CHECK_OK(ct_embedding(w, idt, &e));
+    double *ev = e ? th_values(e) : NULL;
+    for (int i = 0; ev && i < 12; i++)
+        CHECK_MSG((i >= 4 && i < 8) == isnan(ev[i]), "embedding element %d = %g (row 1 has id 10 of 10)", i, ev[i]);
+    ct_tensor *q = rnd(2, CT_F32, 4, qshape, -1, 1), *k = rnd(3, CT_F32, 4, kshape, -1, 1), *y = NULL, *len = NULL;
+    int64_t L = 7;
+    CHECK_OK(ct_tensor_from_data(1, (int64_t[]){1}, CT_I64, &L, &len));
+    ct_sdpa_params p = {.causal = true, .length = len};
+    CHECK_OK(ct_sdpa(q, k, k, NULL, &p, &y));
+    double *yv = y ? th_values(y) : NULL;
+    for (int i = 0; yv && i < 16; i++) CHECK_MSG(isnan(yv[i]), "sdpa with length 7 of 6 keys: element %d = %g", i, yv[i]);
+    int64_t bad[2] = {0, 10}, rshape[2] = {2, 4};
+    ct_tensor *dst = rnd(4, CT_F32, 2, wshape, -1, 1), *rows = rnd(5, CT_F32, 2, rshape, -1, 1);
+    ct_tensor *bi = index_tensor(CT_I32, 2, bad);
+    double *before = th_values(dst);
+    CHECK_OK(ct_set_rows(dst, rows, bi));
+    double *after = th_values(dst);
+    CHECK_MSG(before && after && memcmp(before, after, sizeof(double) * 40) == 0, "set_rows with index 10 of 10 wrote rows");
+    ct_exec_force_device(NULL);
+    free(ev), free(yv), free(before), free(after);
+    ct_tensor *all[] = {w, idt, e, q, k, y, len, dst, rows, bi};
+    free_all(all, 10);
+}
+
 int main(int argc, char **argv)
 {
     setenv("CTORCH_CUDA_POISON", "1", 0);
@@ -521,5 +572,9 @@ int main(int argc, char **argv)
     RUN(test_linear);
     RUN(test_sdpa_prefill);
     RUN(test_sdpa_decode);
+    RUN(test_bad_data);
+    for (int i = 0; i < 8; i++)
+        if (g_seen[i].used)
+            fprintf(stderr, "tolerance %.3g: worst NMSE %.3g\n", g_seen[i].tol, g_seen[i].worst);
     return th_finish();
 }

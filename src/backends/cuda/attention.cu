@@ -221,8 +221,10 @@ template <typename KT, typename VT> cudaError_t sdpa_launch(const nn_sdpa *a, cu
 {
     size_t sm = nn_sdpa_smem(a->D, a->Dv);
     if (sm > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(sdpa_kernel<KT, VT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
-        if (e != cudaSuccess) return e;
+        /* once, for the largest head dims supports() lets through (never inside a capture) */
+        static const cudaError_t once = cudaFuncSetAttribute(sdpa_kernel<KT, VT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                             (int)nn_sdpa_smem(32 * SD_MAXV, 32 * SD_MAXV));
+        if (once != cudaSuccess) return once;
     }
     int64_t G = a->Hq / a->Hkv, nrb = (G * a->Tq + SD_RB - 1) / SD_RB;
     dim3 grid((unsigned)(a->B * a->Hkv * nrb), (unsigned)a->n_split);

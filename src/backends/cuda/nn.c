@@ -76,7 +76,9 @@ static bool supports_sdpa(const ct_device *dev, const ct_op *op)
     for (int i = 0; i < 3; i++)
         if (unit[i]->stride[3] != 1 && unit[i]->shape[3] > 1) return false;
     int64_t D = q->shape[3], Dv = v->shape[3];
-    if (D > 256 || Dv > 256 || nn_sdpa_smem(D, Dv) > cuda_of(dev)->smem_optin) return false;
+    /* past the default 48 KiB a block opts in once for the largest head dims (attention.cu) */
+    if (D > 256 || Dv > 256 || (nn_sdpa_smem(D, Dv) > 48 * 1024 && nn_sdpa_smem(256, 256) > cuda_of(dev)->smem_optin))
+        return false;
     int64_t G = q->shape[1] / (k->shape[1] ? k->shape[1] : 1);
     return q->shape[0] * k->shape[1] * ((G * q->shape[2] + 15) / 16) <= INT_MAX;
 }

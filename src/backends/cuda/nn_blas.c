@@ -183,7 +183,7 @@ static ct_status run_matmul(ct_device *dev, const ct_op *op)
         pb = p;
         if (s == CT_OK) ok_b = colmajor_t(K, N, bv.stride[nd - 2], bv.stride[nd - 1], &g.opb, &g.ldb);
     }
-    if (s == CT_OK && many) {
+    if (s == CT_OK) { /* the batch folding of what is now there */
         from = fold_from(&av, nb, &sa), fb = fold_from(&bv, nb, &sb);
         from = from > fb ? from : fb;
     }
@@ -235,15 +235,16 @@ static ct_status run_linear(ct_device *dev, const ct_op *op)
         return s;
     }
     /* x as [M, K] with one row stride and unit element stride, else a dense copy */
-    int64_t xrs, nd = xv.ndim;
+    int64_t xrs, nd = xv.ndim, ldx = 1;
+    cublasOperation_t opx = CUBLAS_OP_N;
     int first = fold_from(&xv, (int)nd - 1, &xrs);
-    if (first != 0 || (xv.stride[nd - 1] != 1 && K > 1)) {
+    if (M == 1) xrs = K;
+    if (first != 0 || (xv.stride[nd - 1] != 1 && K > 1) || !colmajor_t(M, K, xrs, 1, &opx, &ldx)) {
         void *p;
         s = densify(dev, &ts, x0, px, CT_F32, &p, &xv);
         px = p;
-        fold_from(&xv, (int)nd - 1, &xrs);
+        xrs = K;
     }
-    if (M == 1) xrs = K;
     if (s == CT_OK && w->dtype != CT_F32 && M <= LIN_SMALL_M) {
         cudaError_t e = nn_linear_small((const float *)px, xrs, pw, w->dtype, w->stride[0], w->stride[1], pbias,
                                         bias ? bias->dtype : CT_F32, bias ? bias->stride[0] : 0, py, M, N, K, st);
@@ -263,8 +264,8 @@ static ct_status run_linear(ct_device *dev, const ct_op *op)
         px = p;
         xrs = K;
     }
-    cublasOperation_t opw = CUBLAS_OP_N, opx = CUBLAS_OP_N;
-    int64_t ldw = 1, ldx = 1;
+    cublasOperation_t opw = CUBLAS_OP_N;
+    int64_t ldw = 1;
     const char *pwu = pw;
     ct_tensor wv = *w;
     if (s == CT_OK && !colmajor_t(K, N, w->stride[1], w->stride[0], &opw, &ldw)) {

@@ -251,10 +251,14 @@ size_t row_cache_bytes(int64_t n, size_t smem_max)
     return want <= smem_max ? want : 0;
 }
 
-template <typename K> cudaError_t set_smem(K kernel, size_t bytes)
+/* Opts kernel into `bytes` of dynamic shared memory once (the first request sets the
+ * largest any call of it uses: row_smem's cap), so no call inside a graph capture pays
+ * for it; the static's initialization is thread-safe. */
+template <typename K> cudaError_t set_smem(K kernel, size_t bytes, size_t cap)
 {
     if (bytes <= 48 * 1024) return cudaSuccess;
-    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    static const cudaError_t once = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cap);
+    return once;
 }
 
 template <typename T>
@@ -262,7 +266,7 @@ cudaError_t softmax_t(const void *x, void *y, nn_rows rows, int64_t n_rows, int6
                       size_t smem_max, cudaStream_t s)
 {
     size_t sm = row_cache_bytes(n, smem_max);
-    cudaError_t e = set_smem(softmax_kernel<T>, sm);
+    cudaError_t e = set_smem(softmax_kernel<T>, sm, smem_max);
     if (e != cudaSuccess) return e;
     softmax_kernel<T><<<(unsigned)n_rows, ROW_THREADS, sm, s>>>((const T *)x, (T *)y, rows, n, xs, ys, log, sm > 0);
     return cudaGetLastError();
@@ -274,7 +278,7 @@ cudaError_t norm_t(int kind, const void *x, void *y, nn_rows rows, int64_t n_row
                    cudaStream_t s)
 {
     size_t sm = row_cache_bytes(n, smem_max);
-    cudaError_t e = set_smem(norm_kernel<T>, sm);
+    cudaError_t e = set_smem(norm_kernel<T>, sm, smem_max);
     if (e != cudaSuccess) return e;
     norm_kernel<T><<<(unsigned)n_rows, ROW_THREADS, sm, s>>>(kind, (const T *)x, (T *)y, rows, n, xs, ys, w, wdt, ws, b,
                                                              bdt, eps, sm > 0);
