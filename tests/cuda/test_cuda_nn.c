@@ -7,7 +7,8 @@
  *   f32 row ops, rope, norms, attention: 1e-10. Both sides compute in f32 (the CPU's
  *     per-row factors in double, as here); they differ by summation order and exp()
  *     implementations, a few f32 ulps (relative 1e-7, NMSE ~1e-13).
- *   f32 GEMM: 1e-10: K-term dot products in another order, relative error ~sqrt(K) ulps.
+ *   f32 GEMM (matmul, linear, conv): 1e-10: K-term dot products in another order, relative
+ *     error ~sqrt(K) ulps (TF32 is off unless CTORCH_CUDA_TF32=1, which this suite leaves unset).
  *   f16 / bf16 outputs: both sides round the same f32 value to the narrow type and differ
  *     at most where the f32 values straddle a rounding boundary: one ulp, i.e. relative
  *     2^-10 (f16) / 2^-7 (bf16) at worst, NMSE <= 1e-6 / 6.2e-5 if every element did.
@@ -346,6 +347,54 @@ static void test_pool(void)
         }
 }
 
+/* ---- convolutions ---- */
+
+typedef struct conv_ctx {
+    ct_conv2d_params p;
+    int transposed, permuted; /* permuted: x given as [N, C, W, H] transposed to [N, C, H, W] */
+} conv_ctx;
+
+static ct_status conv_fn(ct_tensor *const *in, int n_in, ct_tensor **out, void *vctx)
+{
+    conv_ctx *c = vctx;
+    ct_tensor *x = in[0], *t = NULL;
+    ct_status s = CT_OK;
+    if (c->permuted) s = ct_transpose(x, 2, 3, &t), x = t;
+    ct_tensor *b = n_in > 2 ? in[2] : NULL;
+    if (s == CT_OK) s = c->transposed ? ct_conv_transpose2d(x, in[1], b, &c->p, out) : ct_conv2d(x, in[1], b, &c->p, out);
+    ct_tensor_free(t);
+    return s;
+}
+
+static void test_conv(void)
+{
+    if (!dev()) return;
+    struct {
+        int64_t x[4], w[4];
+        conv_ctx c;
+        int bias;
+    } cases[] = {
+        {{2, 3, 17, 19}, {8, 3, 3, 3}, {.p = {.padding = {1, 1}}}, 1},
+        {{2, 6, 11, 13}, {4, 3, 3, 2}, {.p = {.stride = {2, 1}, .padding = {1, 1}, .dilation = {1, 2}, .groups = 2},
+                                        .permuted = 1}, 1},
+        {{1, 4, 8, 8}, {4, 1, 5, 5}, {.p = {.padding = {2, 2}, .groups = 4}}, 0},
+        {{2, 4, 5, 7}, {4, 3, 3, 3}, {.p = {.stride = {2, 2}, .padding = {1, 1}, .output_padding = {1, 0}, .groups = 2},
+                                      .transposed = 1}, 1},
+        {{1, 3, 6, 4}, {3, 5, 2, 3}, {.p = {.dilation = {2, 1}}, .transposed = 1}, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int64_t O = cases[i].c.transposed ? cases[i].w[1] * (cases[i].c.p.groups ? cases[i].c.p.groups : 1) : cases[i].w[0];
+        int64_t xs[4] = {cases[i].x[0], cases[i].x[1], cases[i].c.permuted ? cases[i].x[3] : cases[i].x[2],
+                         cases[i].c.permuted ? cases[i].x[2] : cases[i].x[3]};
+        ct_tensor *in[3] = {rnd(1100 + i, CT_F32, 4, xs, -1, 1), rnd(1110 + i, CT_F32, 4, cases[i].w, -0.5, 0.5),
+                            cases[i].bias ? rnd(1120 + i, CT_F32, 1, &O, -1, 1) : NULL};
+        char what[96];
+        snprintf(what, sizeof what, "%s case %zu", cases[i].c.transposed ? "conv_transpose2d" : "conv2d", i);
+        dc(what, conv_fn, in, cases[i].bias ? 3 : 2, &cases[i].c, TOL_F32);
+        free_all(in, 3);
+    }
+}
+
 /* ---- matmul, linear ---- */
 
 typedef struct mm_ctx {
@@ -568,6 +617,7 @@ int main(int argc, char **argv)
     RUN(test_embedding);
     RUN(test_set_rows);
     RUN(test_pool);
+    RUN(test_conv);
     RUN(test_matmul);
     RUN(test_linear);
     RUN(test_sdpa_prefill);

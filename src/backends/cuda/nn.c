@@ -1,13 +1,14 @@
 /* The CUDA nn group: unpacks ct_ops into the launchers of nn_kernels.cu / attention.cu, and
- * the cuBLAS products (nn_blas.c). supports() claims f32/f16/bf16 operands in the layouts
- * the kernels read (any strides, up to NN_MAX_DIMS dims); f64 and the convolutions go to the
- * next device. Data-dependent errors the CPU reports (an index out of range, an attended
+ * the cuBLAS products (nn_blas.c) and convolutions (nn_conv.c). supports() claims f32/f16/bf16
+ * operands in the layouts the kernels read (any strides, up to NN_MAX_DIMS dims); f64 goes to
+ * the next device. Data-dependent errors the CPU reports (an index out of range, an attended
  * length outside [0, Tk]) cannot be reported from an asynchronous kernel: embedding writes
  * NaN rows, sdpa a NaN output, set_rows writes nothing (see nn_kernels.h). */
 #include <limits.h>
 
 #include "backends/cuda/cuda_internal.h"
 #include "backends/cuda/nn_blas.h"
+#include "backends/cuda/nn_conv.h"
 #include "backends/cuda/nn_kernels.h"
 
 static bool is_half_float(ct_dtype t) { return t == CT_F32 || t == CT_F16 || t == CT_BF16; }
@@ -112,6 +113,8 @@ bool cuda_nn_supports(const ct_device *dev, const ct_op *op)
     case CT_OP_SDPA: return supports_sdpa(dev, op);
     case CT_OP_MATMUL:
     case CT_OP_LINEAR: return nn_blas_supports(dev, op);
+    case CT_OP_CONV2D:
+    case CT_OP_CONV_TRANSPOSE2D: return nn_conv_supports(dev, op);
     default: return false;
     }
 }
@@ -256,6 +259,8 @@ ct_status cuda_nn_run(ct_device *dev, const ct_op *op)
     case CT_OP_SDPA: return run_sdpa(dev, op);
     case CT_OP_MATMUL:
     case CT_OP_LINEAR: return nn_blas_run(dev, op);
+    case CT_OP_CONV2D:
+    case CT_OP_CONV_TRANSPOSE2D: return nn_conv_run(dev, op);
     default: break;
     }
     return core_err(CT_ERR_UNSUPPORTED, "cuda: %s is not an nn op", op_kind_name(op->kind));
