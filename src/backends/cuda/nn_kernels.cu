@@ -183,13 +183,16 @@ __global__ void __launch_bounds__(ROW_THREADS) softmax_kernel(const T *x, T *y, 
     T *yr = y + oy;
     float *buf = cached ? smem : nullptr;
     bool vec = xs == 1 && ys == 1 && aligned16(xr) && aligned16(yr);
-    float m = -INFINITY;
-    row_each(xr, n, xs, vec, buf, [&](float v) { m = fmaxf(m, v); });
+    /* max and sum of exp in the same pass (the sum rescaled when the max grows): a row too
+     * long to cache is then read twice in all, not three times */
+    float tm = -INFINITY, ts = 0.0f;
+    row_each(xr, n, xs, vec, buf, [&](float v) {
+        if (v > tm) ts = ts * __expf(tm - v) + 1.0f, tm = v;
+        else ts += __expf(v - tm);
+    });
     if (buf) __syncthreads();
-    m = block_max(m, red);
-    float s = 0.0f;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += __expf(row_at(xr, i, xs, buf) - m);
-    s = block_sum(s, red);
+    float m = block_max(tm, red);
+    float s = block_sum(ts * __expf(tm - m), red);
     if (log_mode) {
         float lse = (float)::log((double)s);
         row_write(xr, yr, n, xs, ys, vec, buf, [&](int64_t, float v) { return (v - m) - lse; });
