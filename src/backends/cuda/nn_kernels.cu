@@ -14,7 +14,7 @@
 
 namespace {
 
-constexpr int ROW_THREADS = 256;
+constexpr int ROW_THREADS = 1024; /* the most a row kernel is launched with */
 
 template <typename T> __device__ __forceinline__ float to_f(T v);
 template <> __device__ __forceinline__ float to_f<float>(float v) { return v; }
@@ -105,27 +105,46 @@ __device__ float block_max(float v, float *red)
 
 /* Loads row x (n elements, stride xs) as f32 into buf (when cached) and applies f to
  * each value; vec: dense and 16-byte aligned, moved in 16-byte vectors. */
+/* 16-byte chunk c of a dense row: its E elements as f32 to f(i, v). */
+template <typename T, typename F> __device__ __forceinline__ void chunk_each(uint4 raw, int64_t c, F f)
+{
+    constexpr int E = 16 / sizeof(T);
+    const T *e = (const T *)&raw;
+#pragma unroll
+    for (int u = 0; u < E; u++) f(c * E + u, to_f<T>(e[u]));
+}
+
+/* Applies f(i, v) to every element of a dense, 16-byte aligned row: ROW_UNROLL loads are
+ * issued before any is used, so each thread keeps several in flight (a row op is a copy's
+ * bandwidth only with enough bytes in flight per SM). */
+constexpr int ROW_UNROLL = 4;
+template <typename T, typename F> __device__ __forceinline__ void dense_each(const T *x, int64_t n, F f)
+{
+    constexpr int E = 16 / sizeof(T);
+    const uint4 *xv = (const uint4 *)x;
+    const int64_t nv = n / E, B = blockDim.x;
+    int64_t c = threadIdx.x;
+    for (; c + (ROW_UNROLL - 1) * B < nv; c += ROW_UNROLL * B) {
+        uint4 raw[ROW_UNROLL];
+#pragma unroll
+        for (int k = 0; k < ROW_UNROLL; k++) raw[k] = xv[c + k * B];
+#pragma unroll
+        for (int k = 0; k < ROW_UNROLL; k++) chunk_each<T>(raw[k], c + k * B, f);
+    }
+    for (; c < nv; c += B) chunk_each<T>(xv[c], c, f);
+    for (int64_t i = nv * E + threadIdx.x; i < n; i += B) f(i, to_f<T>(x[i]));
+}
+
+/* Loads row x (n elements, stride xs) as f32 into buf (when cached) and applies f to
+ * each value; vec: dense and 16-byte aligned. */
 template <typename T, typename F>
 __device__ __forceinline__ void row_each(const T *x, int64_t n, int64_t xs, bool vec, float *buf, F f)
 {
-    constexpr int E = 16 / sizeof(T);
     if (vec) {
-        int64_t nv = n / E;
-        for (int64_t c = threadIdx.x; c < nv; c += blockDim.x) {
-            uint4 raw = ((const uint4 *)x)[c];
-            const T *e = (const T *)&raw;
-#pragma unroll
-            for (int u = 0; u < E; u++) {
-                float v = to_f<T>(e[u]);
-                if (buf) buf[c * E + u] = v;
-                f(v);
-            }
-        }
-        for (int64_t i = nv * E + threadIdx.x; i < n; i += blockDim.x) {
-            float v = to_f<T>(x[i]);
+        dense_each(x, n, [&](int64_t i, float v) {
             if (buf) buf[i] = v;
             f(v);
-        }
+        });
         return;
     }
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
@@ -142,28 +161,47 @@ __device__ __forceinline__ float row_at(const T *x, int64_t i, int64_t xs, const
     return buf ? buf[i] : to_f<T>(x[i * xs]);
 }
 
-/* Writes g(i, v) for every element of the row; vectorized like row_each. */
+/* Writes g(i, v) for every element of the row, v from the cache or x; dense rows in
+ * 16-byte vectors. */
 template <typename T, typename G>
 __device__ __forceinline__ void row_write(const T *x, T *y, int64_t n, int64_t xs, int64_t ys, bool vec,
                                           const float *buf, G g)
 {
     constexpr int E = 16 / sizeof(T);
-    if (vec) {
+    if (vec && buf) {
         int64_t nv = n / E;
         for (int64_t c = threadIdx.x; c < nv; c += blockDim.x) {
-            uint4 raw;
-            if (!buf) raw = ((const uint4 *)x)[c];
             uint4 outv;
             T *o = (T *)&outv;
 #pragma unroll
-            for (int u = 0; u < E; u++) {
-                int64_t i = c * E + u;
-                float v = buf ? buf[i] : to_f<T>(((const T *)&raw)[u]);
-                o[u] = from_f<T>(g(i, v));
-            }
+            for (int u = 0; u < E; u++) o[u] = from_f<T>(g(c * E + u, buf[c * E + u]));
             ((uint4 *)y)[c] = outv;
         }
-        for (int64_t i = nv * E + threadIdx.x; i < n; i += blockDim.x) y[i] = from_f<T>(g(i, row_at(x, i, 1, buf)));
+        for (int64_t i = nv * E + threadIdx.x; i < n; i += blockDim.x) y[i] = from_f<T>(g(i, buf[i]));
+        return;
+    }
+    if (vec) { /* loads unrolled as in dense_each, each chunk stored as one vector */
+        const uint4 *xv = (const uint4 *)x;
+        uint4 *yv = (uint4 *)y;
+        const int64_t nv = n / E, B = blockDim.x;
+        auto map = [&](uint4 raw, int64_t c) {
+            uint4 outv;
+            T *o = (T *)&outv;
+            const T *e = (const T *)&raw;
+#pragma unroll
+            for (int u = 0; u < E; u++) o[u] = from_f<T>(g(c * E + u, to_f<T>(e[u])));
+            yv[c] = outv;
+        };
+        int64_t c = threadIdx.x;
+        for (; c + (ROW_UNROLL - 1) * B < nv; c += ROW_UNROLL * B) {
+            uint4 raw[ROW_UNROLL];
+#pragma unroll
+            for (int k = 0; k < ROW_UNROLL; k++) raw[k] = xv[c + k * B];
+#pragma unroll
+            for (int k = 0; k < ROW_UNROLL; k++) map(raw[k], c + k * B);
+        }
+        for (; c < nv; c += B) map(xv[c], c);
+        for (int64_t i = nv * E + threadIdx.x; i < n; i += B) y[i] = from_f<T>(g(i, to_f<T>(x[i])));
         return;
     }
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) y[i * ys] = from_f<T>(g(i, row_at(x, i, xs, buf)));
@@ -247,6 +285,10 @@ __global__ void __launch_bounds__(ROW_THREADS) norm_kernel(int kind, const T *x,
     });
 }
 
+/* Long rows get more threads: a block per SM (their cache fills shared memory) must still
+ * keep enough loads in flight. */
+int row_threads(int64_t n) { return n >= 16384 ? 1024 : 256; }
+
 /* Shared memory for a cached row, or 0 when the row is too long to cache. */
 size_t row_cache_bytes(int64_t n, size_t smem_max)
 {
@@ -271,7 +313,7 @@ cudaError_t softmax_t(const void *x, void *y, nn_rows rows, int64_t n_rows, int6
     size_t sm = row_cache_bytes(n, smem_max);
     cudaError_t e = set_smem(softmax_kernel<T>, sm, smem_max);
     if (e != cudaSuccess) return e;
-    softmax_kernel<T><<<(unsigned)n_rows, ROW_THREADS, sm, s>>>((const T *)x, (T *)y, rows, n, xs, ys, log, sm > 0);
+    softmax_kernel<T><<<(unsigned)n_rows, row_threads(n), sm, s>>>((const T *)x, (T *)y, rows, n, xs, ys, log, sm > 0);
     return cudaGetLastError();
 }
 
@@ -283,7 +325,7 @@ cudaError_t norm_t(int kind, const void *x, void *y, nn_rows rows, int64_t n_row
     size_t sm = row_cache_bytes(n, smem_max);
     cudaError_t e = set_smem(norm_kernel<T>, sm, smem_max);
     if (e != cudaSuccess) return e;
-    norm_kernel<T><<<(unsigned)n_rows, ROW_THREADS, sm, s>>>(kind, (const T *)x, (T *)y, rows, n, xs, ys, w, wdt, ws, b,
+    norm_kernel<T><<<(unsigned)n_rows, row_threads(n), sm, s>>>(kind, (const T *)x, (T *)y, rows, n, xs, ys, w, wdt, ws, b,
                                                              bdt, eps, sm > 0);
     return cudaGetLastError();
 }
