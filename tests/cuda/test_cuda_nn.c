@@ -576,6 +576,114 @@ static void test_sdpa_decode(void)
     }
 }
 
+/* ---- a recorded decode step of nn ops, replayed on the device ---- */
+
+enum { ST_DM = 128, ST_HQ = 4, ST_HKV = 2, ST_HD = 32, ST_NCTX = 64 };
+
+typedef struct step_in {
+    ct_tensor *x, *pos, *slot, *len; /* the step's parameters, rewritten before each run */
+    ct_tensor *wn, *wq, *wk;         /* weights */
+} step_in;
+
+/* rms_norm -> q/k projections (f16 weights) -> rope -> KV rows written at slots held in a
+ * tensor -> attention over the cache up to a length held in a tensor -> softmax. */
+static ct_status step_ops(const step_in *in, ct_tensor *kc, ct_tensor *vc, ct_tensor **out)
+{
+    ct_tensor *t[12] = {0};
+    ct_rope_params rp = {.n_dims = ST_HD, .freq_base = 10000, .freq_scale = 1, .mode = CT_ROPE_NEOX};
+    ct_sdpa_params sp = {.causal = true, .length = in->len};
+    ct_status s = ct_rms_norm(in->x, in->wn, 1e-6, &t[0]);
+    if (s == CT_OK) s = ct_linear(t[0], in->wq, NULL, &t[1]);
+    if (s == CT_OK) s = ct_linear(t[0], in->wk, NULL, &t[2]);
+    if (s == CT_OK) s = ct_view(t[1], 3, (int64_t[]){1, ST_HQ, ST_HD}, &t[3]);
+    if (s == CT_OK) s = ct_view(t[2], 3, (int64_t[]){1, ST_HKV, ST_HD}, &t[4]);
+    if (s == CT_OK) s = ct_rope(t[3], in->pos, &rp, &t[5]);
+    if (s == CT_OK) s = ct_rope(t[4], in->pos, &rp, &t[6]);
+    if (s == CT_OK) s = ct_view(t[6], 2, (int64_t[]){ST_HKV, ST_HD}, &t[7]);
+    if (s == CT_OK) s = ct_view(kc, 2, (int64_t[]){ST_HKV * ST_NCTX, ST_HD}, &t[8]);
+    if (s == CT_OK) s = ct_view(vc, 2, (int64_t[]){ST_HKV * ST_NCTX, ST_HD}, &t[9]);
+    if (s == CT_OK) s = ct_set_rows(t[8], t[7], in->slot);
+    if (s == CT_OK) s = ct_set_rows(t[9], t[7], in->slot);
+    ct_tensor *q4 = NULL, *k4 = NULL, *v4 = NULL, *att = NULL;
+    if (s == CT_OK) s = ct_view(t[5], 4, (int64_t[]){1, ST_HQ, 1, ST_HD}, &q4);
+    if (s == CT_OK) s = ct_view(kc, 4, (int64_t[]){1, ST_HKV, ST_NCTX, ST_HD}, &k4);
+    if (s == CT_OK) s = ct_view(vc, 4, (int64_t[]){1, ST_HKV, ST_NCTX, ST_HD}, &v4);
+    if (s == CT_OK) s = ct_sdpa(q4, k4, v4, NULL, &sp, &att);
+    if (s == CT_OK) s = ct_softmax(att, -1, out);
+    ct_tensor *more[] = {q4, k4, v4, att};
+    free_all(more, 4);
+    free_all(t, 12);
+    return s;
+}
+
+static void step_params(step_in *in, int pos)
+{
+    void *p;
+    th_rng r = {(uint64_t)(5000 + pos)};
+    if (ct_tensor_data_mut(in->x, &p) == CT_OK)
+        for (int i = 0; i < ST_DM; i++) ((float *)p)[i] = (float)th_uniform(&r, -1, 1);
+    if (ct_tensor_data_mut(in->pos, &p) == CT_OK) ((int32_t *)p)[0] = pos;
+    if (ct_tensor_data_mut(in->len, &p) == CT_OK) ((int32_t *)p)[0] = pos + 1;
+    if (ct_tensor_data_mut(in->slot, &p) == CT_OK)
+        for (int h = 0; h < ST_HKV; h++) ((int32_t *)p)[h] = h * ST_NCTX + pos;
+}
+
+/* The step recorded on the device at position 0 and replayed for positions 1..39 (the
+ * parameters rewritten in place, the cache on the device) against the same ops run
+ * eagerly on the CPU with a cache of their own. f16 cache rows are rounded from the two
+ * sides' f32 projections, which may straddle an f16 rounding boundary: 1e-6 (one f16 ulp
+ * everywhere) bounds it. Whether the device captured it as a graph is printed. */
+static void test_step_replay(void)
+{
+    if (!dev()) return;
+    int64_t cs[3] = {ST_HKV, ST_NCTX, ST_HD}, dm = ST_DM;
+    step_in in = {.wn = rnd(1, CT_F32, 1, &dm, 0.5, 1.5), .wq = rnd(2, CT_F16, 2, (int64_t[]){ST_HQ * ST_HD, ST_DM}, -0.2, 0.2),
+                  .wk = rnd(3, CT_F16, 2, (int64_t[]){ST_HKV * ST_HD, ST_DM}, -0.2, 0.2)};
+    CHECK_OK(ct_zeros(2, (int64_t[]){1, ST_DM}, CT_F32, &in.x));
+    CHECK_OK(ct_zeros(1, (int64_t[]){1}, CT_I32, &in.pos));
+    CHECK_OK(ct_zeros(1, (int64_t[]){ST_HKV}, CT_I32, &in.slot));
+    CHECK_OK(ct_zeros(1, (int64_t[]){1}, CT_I32, &in.len));
+    ct_tensor *ka = NULL, *va = NULL, *kb = NULL, *vb = NULL, *out = NULL, *want = NULL;
+    CHECK_OK(ct_zeros(3, cs, CT_F16, &ka));
+    CHECK_OK(ct_zeros(3, cs, CT_F16, &va));
+    CHECK_OK(ct_zeros(3, cs, CT_F16, &kb));
+    CHECK_OK(ct_zeros(3, cs, CT_F16, &vb));
+    ct_tensor *placed[] = {in.wn, in.wq, in.wk, ka, va};
+    for (int i = 0; i < 5; i++) CHECK_OK(ct_tensor_place(placed[i], g_dev));
+    step_params(&in, 0);
+    ct_step *st = NULL;
+    CHECK_OK(ct_exec_force_device(g_dev));
+    CHECK_OK(ct_step_begin());
+    CHECK_OK(step_ops(&in, ka, va, &out));
+    CHECK_OK(ct_step_end(&st));
+    double worst = 0;
+    for (int pos = 0; st && pos < 40; pos++) {
+        if (pos > 0) {
+            step_params(&in, pos);
+            CHECK_OK(ct_exec_force_device(NULL));
+            CHECK_OK(ct_step_run(st));
+        }
+        CHECK_OK(ct_exec_force_device("cpu"));
+        CHECK_OK(step_ops(&in, kb, vb, &want));
+        CHECK_OK(ct_exec_force_device(NULL));
+        double *a = out ? th_values(out) : NULL, *b = want ? th_values(want) : NULL;
+        int nonfinite = 0;
+        double e = a && b ? devcheck_nmse(a, b, ST_HQ * ST_HD, &nonfinite) : INFINITY;
+        CHECK_MSG(e <= 1e-6 && !nonfinite, "position %d: replayed step vs the cpu: NMSE %.3g", pos, e);
+        worst = e > worst ? e : worst;
+        free(a), free(b);
+        ct_tensor_free(want);
+        want = NULL;
+    }
+    ct_step_info info = {0};
+    if (st) CHECK_OK(ct_step_get_info(st, &info));
+    fprintf(stderr, "  step: %d ops, captured as a device graph: %s; worst NMSE over 40 positions %.3g\n", info.n_ops,
+            info.captured ? "yes" : "no", worst);
+    ct_step_free(st);
+    ct_tensor *all[] = {out, ka, va, kb, vb, in.x, in.pos, in.slot, in.len, in.wn, in.wq, in.wk};
+    free_all(all, 12);
+}
+
 /* What the CPU reports as errors cannot be reported from an asynchronous kernel; the device
  * never answers silently instead: an id out of range gives a NaN row, a length out of
  * range a NaN output, and a bad set_rows index writes nothing. */
@@ -626,6 +734,7 @@ int main(int argc, char **argv)
     RUN(test_linear);
     RUN(test_sdpa_prefill);
     RUN(test_sdpa_decode);
+    RUN(test_step_replay);
     RUN(test_bad_data);
     for (int i = 0; i < 8; i++)
         if (g_seen[i].used)
