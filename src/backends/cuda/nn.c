@@ -15,9 +15,15 @@ static bool is_half_float(ct_dtype t) { return t == CT_F32 || t == CT_F16 || t =
 static bool is_index(ct_dtype t) { return t == CT_I32 || t == CT_I64; }
 static bool opt_float(const ct_tensor *t) { return !t || (is_half_float(t->dtype) && t->ndim <= 1); }
 
-/* Row kernels cache rows up to the most shared memory a block may have: a cached row is
- * read from global memory once (rows that long get 1024 threads, nn_kernels.cu). */
-static size_t row_smem(const ct_device *dev) { return cuda_of(dev)->smem_optin; }
+/* Row kernels cache rows up to the most dynamic shared memory a block may have: a cached
+ * row is read from global memory once (rows that long get 1024 threads, nn_kernels.cu).
+ * The opt-in limit counts static shared memory too: 1 KiB is left for the kernels' own
+ * (a 33-float reduction buffer); asking for all of it fails (cudaErrorInvalidValue). */
+static size_t row_smem(const ct_device *dev)
+{
+    size_t m = cuda_of(dev)->smem_optin;
+    return m > 48 * 1024 ? m - 1024 : 46 * 1024;
+}
 
 /* Rows of dst/x over every dim but `skip` (-1: none). */
 static nn_rows rows_except(const ct_tensor *dst, const ct_tensor *x, int nd, int skip, int64_t *n_rows)
