@@ -24,6 +24,13 @@ typedef struct core_config {
     char cache_dir[512];     /* CTORCH_CACHE_DIR, else $XDG_CACHE_HOME/ctorch, else ~/.cache/ctorch
                                 ("" when none of them is set): compiled device kernels */
     bool opencl_poison;      /* CTORCH_OPENCL_POISON: fresh OpenCL buffers are filled with NaN */
+    /* The CUDA backend's settings (read here even when it is not built, so a typo is
+     * an error everywhere). */
+    size_t cuda_mem_bytes;   /* CTORCH_CUDA_MEM_MB: cap of each GPU's allocator (0: 90% of its free memory) */
+    bool cuda_poison;        /* CTORCH_CUDA_POISON: fresh device allocations filled with NaN (tests) */
+    bool cuda_tf32;          /* CTORCH_CUDA_TF32: f32 GEMMs may use TF32 */
+    char cuda_late_fault[64]; /* CTORCH_CUDA_LATE_FAULT=op[:n]: the n-th run of op (default 1) on a CUDA
+                                 device breaks it, reported at the next sync (tests of lost devices) */
 } core_config;
 
 /* Default for CTORCH_SMALL_BYTES, measured (bench/gpu/crossover.cu, H100 host,

@@ -1,0 +1,172 @@
+/* ctorch-bench-cuda-nn: the CUDA nn group's row kernels and GEMM against the device's own
+ * yardsticks, on cuda:0 (not a timed test; a Release build on the GPU machine):
+ *   softmax and rms_norm GB/s (bytes read + written per op / time) on large tensors, next to
+ *   a device-to-device cudaMemcpy's GB/s (2 x bytes / time);
+ *   f16 GEMM TFLOP/s through ct_matmul, next to cublasGemmEx called directly on the same
+ *   shapes (f16 in/out, f32 accumulation).
+ * Ops are forced onto cuda:0 with their inputs already there (placed), so no transfer is
+ * timed; each figure is the best of 5 rounds of `iters` back-to-back ops ended by a sync.
+ * Output: one table on stdout. */
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ctorch/ctorch.h"
+
+#define DEV "cuda:0"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void die(const char *what)
+{
+    fprintf(stderr, "bench cuda_nn: %s: %s\n", what, ct_last_error());
+    exit(1);
+}
+
+typedef ct_status (*op_fn)(ct_tensor *const *in, ct_tensor **out);
+
+static ct_status do_softmax(ct_tensor *const *in, ct_tensor **out) { return ct_softmax(in[0], -1, out); }
+static ct_status do_rms(ct_tensor *const *in, ct_tensor **out) { return ct_rms_norm(in[0], in[1], 1e-6, out); }
+static ct_status do_matmul(ct_tensor *const *in, ct_tensor **out) { return ct_matmul(in[0], in[1], out); }
+
+/* Seconds per op: best of 5 rounds. */
+static double time_op(op_fn fn, ct_tensor *const *in, int iters)
+{
+    double best = 1e30;
+    if (ct_exec_force_device(DEV) != CT_OK) die("no " DEV);
+    for (int round = 0; round < 6; round++) {
+        if (ct_device_sync(DEV) != CT_OK) die("sync");
+        double t0 = now();
+        for (int i = 0; i < iters; i++) {
+            ct_tensor *y = NULL;
+            if (fn(in, &y) != CT_OK) die("op");
+            ct_exec_record rec;
+            if (ct_exec_last(&rec) != CT_OK || strcmp(rec.device, DEV) != 0) {
+                fprintf(stderr, "bench cuda_nn: the op ran on %s, not %s\n", rec.device, DEV);
+                exit(1);
+            }
+            ct_tensor_free(y);
+        }
+        if (ct_device_sync(DEV) != CT_OK) die("sync");
+        double t = (now() - t0) / iters;
+        if (round > 0 && t < best) best = t; /* round 0 warms up (allocator, cuBLAS heuristics) */
+    }
+    ct_exec_force_device(NULL);
+    return best;
+}
+
+static ct_tensor *placed_randn(int nd, const int64_t *shape, ct_dtype dt, uint64_t seed)
+{
+    ct_tensor *f = NULL, *t = NULL;
+    if (ct_randn(nd, shape, CT_F32, seed, &f) != CT_OK) die("randn");
+    if (dt != CT_F32) {
+        if (ct_cast(f, dt, &t) != CT_OK) die("cast");
+        ct_tensor_free(f);
+    } else {
+        t = f;
+    }
+    if (ct_tensor_place(t, DEV) != CT_OK) die("place");
+    return t;
+}
+
+static double memcpy_gbps(size_t bytes)
+{
+    void *a, *b;
+    if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess) die("cudaMalloc");
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    float best = 1e30f;
+    for (int round = 0; round < 6; round++) {
+        cudaEventRecord(e0, 0);
+        for (int i = 0; i < 10; i++) cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, 0);
+        cudaEventRecord(e1, 0);
+        cudaEventSynchronize(e1);
+        float ms;
+        cudaEventElapsedTime(&ms, e0, e1);
+        if (round > 0 && ms / 10 < best) best = ms / 10;
+    }
+    cudaFree(a);
+    cudaFree(b);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return 2.0 * (double)bytes / (best * 1e-3) / 1e9;
+}
+
+static double cublas_tflops(int n)
+{
+    void *a, *b, *c;
+    size_t bytes = (size_t)n * n * 2;
+    if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess ||
+        cudaMalloc(&c, bytes) != cudaSuccess)
+        die("cudaMalloc");
+    cudaMemset(a, 0, bytes);
+    cudaMemset(b, 0, bytes);
+    cublasHandle_t h;
+    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) die("cublasCreate");
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    float one = 1, zero = 0, best = 1e30f;
+    int iters = 20;
+    for (int round = 0; round < 6; round++) {
+        cudaEventRecord(e0, 0);
+        for (int i = 0; i < iters; i++)
+            cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, b, CUDA_R_16F, n, a, CUDA_R_16F, n, &zero, c,
+                         CUDA_R_16F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        cudaEventRecord(e1, 0);
+        cudaEventSynchronize(e1);
+        float ms;
+        cudaEventElapsedTime(&ms, e0, e1);
+        if (round > 0 && ms / iters < best) best = ms / iters;
+    }
+    cublasDestroy(h);
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(c);
+    return 2.0 * (double)n * n * n / (best * 1e-3) / 1e12;
+}
+
+int main(void)
+{
+    if (ct_exec_init() != CT_OK) die("init");
+    printf("| op | shape | ctorch | yardstick | ratio |\n|---|---|---|---|---|\n");
+    static const int64_t rows_cols[][2] = {{8192, 8192}, {32768, 4096}, {4096, 32000}};
+    for (size_t i = 0; i < sizeof rows_cols / sizeof rows_cols[0]; i++) {
+        for (int dt = 0; dt < 2; dt++) {
+            ct_dtype t = dt ? CT_F16 : CT_F32;
+            int64_t R = rows_cols[i][0], C = rows_cols[i][1];
+            size_t bytes = (size_t)(R * C) * (dt ? 2 : 4);
+            double cp = memcpy_gbps(bytes);
+            ct_tensor *in[2] = {placed_randn(2, rows_cols[i], t, 1), placed_randn(1, &C, CT_F32, 2)};
+            double ts = time_op(do_softmax, in, 20), tr = time_op(do_rms, in, 20);
+            double gs = 2.0 * (double)bytes / ts / 1e9, gr = 2.0 * (double)bytes / tr / 1e9;
+            printf("| softmax %s | %lldx%lld | %.0f GB/s | memcpy d2d %.0f GB/s | %.0f%% |\n", ct_dtype_name(t),
+                   (long long)R, (long long)C, gs, cp, 100 * gs / cp);
+            printf("| rms_norm %s | %lldx%lld | %.0f GB/s | memcpy d2d %.0f GB/s | %.0f%% |\n", ct_dtype_name(t),
+                   (long long)R, (long long)C, gr, cp, 100 * gr / cp);
+            ct_tensor_free(in[0]);
+            ct_tensor_free(in[1]);
+        }
+    }
+    static const int gemm_n[] = {2048, 4096, 8192};
+    for (size_t i = 0; i < sizeof gemm_n / sizeof gemm_n[0]; i++) {
+        int64_t n = gemm_n[i], shape[2] = {n, n};
+        ct_tensor *in[2] = {placed_randn(2, shape, CT_F16, 3), placed_randn(2, shape, CT_F16, 4)};
+        double t = time_op(do_matmul, in, n >= 8192 ? 10 : 30);
+        double ours = 2.0 * (double)(n * n * n) / t / 1e12, ref = cublas_tflops((int)n);
+        printf("| matmul f16 | %lldx%lldx%lld | %.0f TFLOP/s | cublasGemmEx %.0f TFLOP/s | %.0f%% |\n", (long long)n,
+               (long long)n, (long long)n, ours, ref, 100 * ours / ref);
+        ct_tensor_free(in[0]);
+        ct_tensor_free(in[1]);
+    }
+    return 0;
+}

@@ -1,0 +1,611 @@
+/* The nn group's row and element kernels: softmax, norms, RoPE, embedding, set_rows,
+ * pooling, batch norm, strided gathers and the small-M linear used by decode.
+ *
+ * Row-wise ops (softmax, rms/layer norm) run one block per row and keep the row in shared
+ * memory when it fits, so each element is read from global memory once and written once
+ * (the bandwidth of a copy); longer rows are read twice. Dense rows move in 16-byte
+ * vectors. Arithmetic is f32 with f32 block reductions; per-row factors (1/sqrt, 1/sum)
+ * are taken in double like the CPU's. */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+
+#include "backends/cuda/nn_kernels.h"
+
+namespace {
+
+constexpr int ROW_THREADS = 1024; /* the most a row kernel is launched with */
+
+template <typename T> __device__ __forceinline__ float to_f(T v);
+template <> __device__ __forceinline__ float to_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
+template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+/* Runtime-typed access, for operands whose dtype is not the kernel's template type. */
+__device__ __forceinline__ float ld_dyn(const void *p, int64_t i, ct_dtype dt)
+{
+    switch (dt) {
+    case CT_F16: return __half2float(((const __half *)p)[i]);
+    case CT_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    default: return ((const float *)p)[i];
+    }
+}
+__device__ __forceinline__ void st_dyn(void *p, int64_t i, ct_dtype dt, float v)
+{
+    switch (dt) {
+    case CT_F16: ((__half *)p)[i] = __float2half_rn(v); break;
+    case CT_BF16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v); break;
+    default: ((float *)p)[i] = v; break;
+    }
+}
+__device__ __forceinline__ int64_t ld_index(const void *p, int64_t i, ct_dtype dt)
+{
+    return dt == CT_I32 ? (int64_t)((const int32_t *)p)[i] : ((const int64_t *)p)[i];
+}
+
+__device__ __forceinline__ void row_offsets(const nn_rows &r, int64_t row, int64_t *o0, int64_t *o1)
+{
+    int64_t a = 0, b = 0;
+    for (int d = r.nd - 1; d >= 0; d--) {
+        int64_t i = row % r.shape[d];
+        row /= r.shape[d];
+        a += i * r.st[0][d];
+        b += i * r.st[1][d];
+    }
+    *o0 = a;
+    *o1 = b;
+}
+
+__device__ __forceinline__ int64_t view_offset(const nn_view &v, int64_t flat)
+{
+    int64_t o = 0;
+    for (int d = v.nd - 1; d >= 0; d--) {
+        o += (flat % v.shape[d]) * v.st[d];
+        flat /= v.shape[d];
+    }
+    return o;
+}
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Block-wide sum/max; every thread gets the result. red has 33 floats. */
+__device__ float block_sum(float v, float *red)
+{
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = warp_sum(v);
+    __syncthreads(); /* red may still be read by a previous reduction */
+    if (lane == 0) red[w] = v;
+    __syncthreads();
+    v = lane < nw ? red[lane] : 0.0f;
+    return warp_sum(v);
+}
+__device__ float block_max(float v, float *red)
+{
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) red[w] = v;
+    __syncthreads();
+    v = lane < nw ? red[lane] : -INFINITY;
+    return warp_max(v);
+}
+
+/* Loads row x (n elements, stride xs) as f32 into buf (when cached) and applies f to
+ * each value; vec: dense and 16-byte aligned, moved in 16-byte vectors. */
+/* 16-byte chunk c of a dense row: its E elements as f32 to f(i, v). */
+template <typename T, typename F> __device__ __forceinline__ void chunk_each(uint4 raw, int64_t c, F f)
+{
+    constexpr int E = 16 / sizeof(T);
+    const T *e = (const T *)&raw;
+#pragma unroll
+    for (int u = 0; u < E; u++) f(c * E + u, to_f<T>(e[u]));
+}
+
+/* Applies f(i, v) to every element of a dense, 16-byte aligned row: ROW_UNROLL loads are
+ * issued before any is used, so each thread keeps several in flight (a row op is a copy's
+ * bandwidth only with enough bytes in flight per SM). */
+constexpr int ROW_UNROLL = 4;
+template <typename T, typename F> __device__ __forceinline__ void dense_each(const T *x, int64_t n, F f)
+{
+    constexpr int E = 16 / sizeof(T);
+    const uint4 *xv = (const uint4 *)x;
+    const int64_t nv = n / E, B = blockDim.x;
+    int64_t c = threadIdx.x;
+    for (; c + (ROW_UNROLL - 1) * B < nv; c += ROW_UNROLL * B) {
+        uint4 raw[ROW_UNROLL];
+#pragma unroll
+        for (int k = 0; k < ROW_UNROLL; k++) raw[k] = xv[c + k * B];
+#pragma unroll
+        for (int k = 0; k < ROW_UNROLL; k++) chunk_each<T>(raw[k], c + k * B, f);
+    }
+    for (; c < nv; c += B) chunk_each<T>(xv[c], c, f);
+    for (int64_t i = nv * E + threadIdx.x; i < n; i += B) f(i, to_f<T>(x[i]));
+}
+
+/* Loads row x (n elements, stride xs) as f32 into buf (when cached) and applies f to
+ * each value; vec: dense and 16-byte aligned. */
+template <typename T, typename F>
+__device__ __forceinline__ void row_each(const T *x, int64_t n, int64_t xs, bool vec, float *buf, F f)
+{
+    if (vec) {
+        dense_each(x, n, [&](int64_t i, float v) {
+            if (buf) buf[i] = v;
+            f(v);
+        });
+        return;
+    }
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        float v = to_f<T>(x[i * xs]);
+        if (buf) buf[i] = v;
+        f(v);
+    }
+}
+
+/* Reads element i of the row again: from the cache, or from global memory. */
+template <typename T>
+__device__ __forceinline__ float row_at(const T *x, int64_t i, int64_t xs, const float *buf)
+{
+    return buf ? buf[i] : to_f<T>(x[i * xs]);
+}
+
+/* Writes g(i, v) for every element of the row, v from the cache or x; dense rows in
+ * 16-byte vectors. */
+template <typename T, typename G>
+__device__ __forceinline__ void row_write(const T *x, T *y, int64_t n, int64_t xs, int64_t ys, bool vec,
+                                          const float *buf, G g)
+{
+    constexpr int E = 16 / sizeof(T);
+    if (vec && buf) {
+        int64_t nv = n / E;
+        for (int64_t c = threadIdx.x; c < nv; c += blockDim.x) {
+            uint4 outv;
+            T *o = (T *)&outv;
+#pragma unroll
+            for (int u = 0; u < E; u++) o[u] = from_f<T>(g(c * E + u, buf[c * E + u]));
+            ((uint4 *)y)[c] = outv;
+        }
+        for (int64_t i = nv * E + threadIdx.x; i < n; i += blockDim.x) y[i] = from_f<T>(g(i, buf[i]));
+        return;
+    }
+    if (vec) { /* loads unrolled as in dense_each, each chunk stored as one vector */
+        const uint4 *xv = (const uint4 *)x;
+        uint4 *yv = (uint4 *)y;
+        const int64_t nv = n / E, B = blockDim.x;
+        auto map = [&](uint4 raw, int64_t c) {
+            uint4 outv;
+            T *o = (T *)&outv;
+            const T *e = (const T *)&raw;
+#pragma unroll
+            for (int u = 0; u < E; u++) o[u] = from_f<T>(g(c * E + u, to_f<T>(e[u])));
+            yv[c] = outv;
+        };
+        int64_t c = threadIdx.x;
+        for (; c + (ROW_UNROLL - 1) * B < nv; c += ROW_UNROLL * B) {
+            uint4 raw[ROW_UNROLL];
+#pragma unroll
+            for (int k = 0; k < ROW_UNROLL; k++) raw[k] = xv[c + k * B];
+#pragma unroll
+            for (int k = 0; k < ROW_UNROLL; k++) map(raw[k], c + k * B);
+        }
+        for (; c < nv; c += B) map(xv[c], c);
+        for (int64_t i = nv * E + threadIdx.x; i < n; i += B) y[i] = from_f<T>(g(i, to_f<T>(x[i])));
+        return;
+    }
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) y[i * ys] = from_f<T>(g(i, row_at(x, i, xs, buf)));
+}
+
+__host__ __device__ __forceinline__ bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+template <typename T>
+__global__ void __launch_bounds__(ROW_THREADS) softmax_kernel(const T *x, T *y, nn_rows rows, int64_t n, int64_t xs,
+                                                              int64_t ys, int log_mode, int cached)
+{
+    extern __shared__ float smem[];
+    __shared__ float red[33];
+    int64_t ox, oy;
+    row_offsets(rows, blockIdx.x, &oy, &ox);
+    const T *xr = x + ox;
+    T *yr = y + oy;
+    float *buf = cached ? smem : nullptr;
+    bool vec = xs == 1 && ys == 1 && aligned16(xr) && aligned16(yr);
+    /* max and sum of exp in the same pass (the sum rescaled when the max grows): a row too
+     * long to cache is then read twice in all, not three times */
+    float tm = -INFINITY, ts = 0.0f;
+    row_each(xr, n, xs, vec, buf, [&](float v) {
+        if (v > tm) ts = ts * __expf(tm - v) + 1.0f, tm = v;
+        else ts += __expf(v - tm);
+    });
+    if (buf) __syncthreads();
+    float m = block_max(tm, red);
+    float s = block_sum(ts * __expf(tm - m), red);
+    if (log_mode) {
+        float lse = (float)::log((double)s);
+        row_write(xr, yr, n, xs, ys, vec, buf, [&](int64_t, float v) { return (v - m) - lse; });
+    } else {
+        float inv = (float)(1.0 / (double)s);
+        row_write(xr, yr, n, xs, ys, vec, buf, [&](int64_t, float v) { return __expf(v - m) * inv; });
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(ROW_THREADS) norm_kernel(int kind, const T *x, T *y, nn_rows rows, int64_t n,
+                                                           int64_t xs, int64_t ys, const void *w, ct_dtype wdt,
+                                                           int64_t ws, const void *b, ct_dtype bdt, double eps,
+                                                           int cached)
+{
+    extern __shared__ float smem[];
+    __shared__ float red[33];
+    int64_t ox, oy;
+    row_offsets(rows, blockIdx.x, &oy, &ox);
+    const T *xr = x + ox;
+    T *yr = y + oy;
+    float *buf = cached ? smem : nullptr;
+    bool vec = xs == 1 && ys == 1 && aligned16(xr) && aligned16(yr);
+    if (kind == 0) {
+        float ss = 0.0f;
+        row_each(xr, n, xs, vec, buf, [&](float v) { ss += v * v; });
+        if (buf) __syncthreads();
+        ss = block_sum(ss, red);
+        float sc = (float)(1.0 / sqrt((double)ss / (double)n + eps));
+        row_write(xr, yr, n, xs, ys, vec, buf, [&](int64_t i, float v) {
+            float r = v * sc;
+            return w ? r * ld_dyn(w, i * ws, wdt) : r;
+        });
+        return;
+    }
+    float sum = 0.0f;
+    row_each(xr, n, xs, vec, buf, [&](float v) { sum += v; });
+    if (buf) __syncthreads();
+    float mean = block_sum(sum, red) / (float)n;
+    float var = 0.0f;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        float d = row_at(xr, i, xs, buf) - mean;
+        var += d * d;
+    }
+    var = block_sum(var, red);
+    float rstd = (float)(1.0 / sqrt((double)var / (double)n + eps));
+    row_write(xr, yr, n, xs, ys, vec, buf, [&](int64_t i, float v) {
+        float r = (v - mean) * rstd;
+        if (w) r *= ld_dyn(w, i * ws, wdt);
+        if (b) r += ld_dyn(b, i, bdt);
+        return r;
+    });
+}
+
+/* Long rows get more threads: a block per SM (their cache fills shared memory) must still
+ * keep enough loads in flight. */
+int row_threads(int64_t n) { return n >= 16384 ? 1024 : 256; }
+
+/* Shared memory for a cached row, or 0 when the row is too long to cache. */
+size_t row_cache_bytes(int64_t n, size_t smem_max)
+{
+    size_t want = sizeof(float) * (size_t)n;
+    return want <= smem_max ? want : 0;
+}
+
+/* Opts kernel into `bytes` of dynamic shared memory once (the first request sets the
+ * largest any call of it uses: row_smem's cap), so no call inside a graph capture pays
+ * for it; the static's initialization is thread-safe. */
+template <typename K> cudaError_t set_smem(K kernel, size_t bytes, size_t cap)
+{
+    /* the default 48 KiB counts the kernel's static buffer too: keep 2 KiB clear of it */
+    if (bytes <= 46 * 1024) return cudaSuccess;
+    static const cudaError_t once = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cap);
+    return once;
+}
+
+template <typename T>
+cudaError_t softmax_t(const void *x, void *y, nn_rows rows, int64_t n_rows, int64_t n, int64_t xs, int64_t ys, int log,
+                      size_t smem_max, cudaStream_t s)
+{
+    size_t sm = row_cache_bytes(n, smem_max);
+    cudaError_t e = set_smem(softmax_kernel<T>, sm, smem_max);
+    if (e != cudaSuccess) return e;
+    softmax_kernel<T><<<(unsigned)n_rows, row_threads(n), sm, s>>>((const T *)x, (T *)y, rows, n, xs, ys, log, sm > 0);
+    return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t norm_t(int kind, const void *x, void *y, nn_rows rows, int64_t n_rows, int64_t n, int64_t xs, int64_t ys,
+                   const void *w, ct_dtype wdt, int64_t ws, const void *b, ct_dtype bdt, double eps, size_t smem_max,
+                   cudaStream_t s)
+{
+    size_t sm = row_cache_bytes(n, smem_max);
+    cudaError_t e = set_smem(norm_kernel<T>, sm, smem_max);
+    if (e != cudaSuccess) return e;
+    norm_kernel<T><<<(unsigned)n_rows, row_threads(n), sm, s>>>(kind, (const T *)x, (T *)y, rows, n, xs, ys, w, wdt, ws, b,
+                                                             bdt, eps, sm > 0);
+    return cudaGetLastError();
+}
+
+unsigned grid_for(int64_t n, int threads)
+{
+    int64_t g = (n + threads - 1) / threads;
+    return (unsigned)(g < 1 ? 1 : (g > 2147483647 ? 2147483647 : g));
+}
+
+__global__ void gather_kernel(const void *src, ct_dtype sdt, nn_view v, void *dst, ct_dtype ddt, int64_t n)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        st_dyn(dst, i, ddt, ld_dyn(src, view_offset(v, i), sdt));
+}
+
+__global__ void batch_norm_kernel(const void *x, ct_dtype xdt, nn_view xv, void *y, ct_dtype ydt, nn_view yv,
+                                  const void *m, const void *var, const void *w, const void *b, ct_dtype mdt,
+                                  ct_dtype vdt, ct_dtype wdt, ct_dtype bdt, int64_t ms, int64_t vs, int64_t wst,
+                                  int64_t bst, double eps, int64_t n)
+{
+    int64_t inner = 1;
+    for (int d = 2; d < xv.nd; d++) inner *= xv.shape[d];
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t c = (i / inner) % xv.shape[1];
+        double mean = m ? (double)ld_dyn(m, c * ms, mdt) : 0.0, vv = var ? (double)ld_dyn(var, c * vs, vdt) : 1.0;
+        double ww = w ? (double)ld_dyn(w, c * wst, wdt) : 1.0, bb = b ? (double)ld_dyn(b, c * bst, bdt) : 0.0;
+        double sc = ww / sqrt(vv + eps);
+        float scale = (float)sc, shift = (float)(bb - mean * sc);
+        float v = ld_dyn(x, view_offset(xv, i), xdt);
+        st_dyn(y, view_offset(yv, i), ydt, v * scale + shift);
+    }
+}
+
+/* One thread per (row, pair j): j < half rotates a pair, the others copy the tail. */
+__global__ void rope_kernel(const void *x, ct_dtype xdt, void *y, ct_dtype ydt, nn_rows rows, int64_t n_rows, int64_t T,
+                            int64_t H, int64_t D, int64_t xs, int64_t ys, const void *pos, ct_dtype pdt, int64_t ps,
+                            int half, double base, double fscale, int neox)
+{
+    int64_t per = (D + 1) / 2, total = n_rows * per;
+    for (int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; g < total; g += (int64_t)gridDim.x * blockDim.x) {
+        int64_t row = g / per, j = g % per, ox, oy;
+        row_offsets(rows, row, &oy, &ox);
+        if (j < half) {
+            int64_t t = (row / H) % T;
+            double p = (double)ld_index(pos, t * ps, pdt);
+            double theta = p * fscale * pow(base, -(double)j / (double)half);
+            float co = (float)cos(theta), si = (float)sin(theta);
+            int64_t i0 = neox ? j : 2 * j, i1 = neox ? j + half : 2 * j + 1;
+            float x0 = ld_dyn(x, ox + i0 * xs, xdt), x1 = ld_dyn(x, ox + i1 * xs, xdt);
+            st_dyn(y, oy + i0 * ys, ydt, __fsub_rn(__fmul_rn(x0, co), __fmul_rn(x1, si)));
+            st_dyn(y, oy + i1 * ys, ydt, __fadd_rn(__fmul_rn(x0, si), __fmul_rn(x1, co)));
+        } else {
+            int64_t e0 = 2 * (int64_t)half + 2 * (j - half);
+            for (int64_t e = e0; e < e0 + 2 && e < D; e++) st_dyn(y, oy + e * ys, ydt, ld_dyn(x, ox + e * xs, xdt));
+        }
+    }
+}
+
+__global__ void embedding_kernel(const void *w, ct_dtype wdt, int64_t V, int64_t D, int64_t w0, int64_t w1,
+                                 const void *ids, ct_dtype idt, nn_view idv, float *out)
+{
+    int64_t r = blockIdx.x;
+    int64_t id = ld_index(ids, view_offset(idv, r), idt);
+    float *o = out + r * D;
+    bool ok = id >= 0 && id < V;
+    for (int64_t i = threadIdx.x; i < D; i += blockDim.x) o[i] = ok ? ld_dyn(w, id * w0 + i * w1, wdt) : NAN;
+}
+
+/* Every block checks every index first, so a bad one writes nothing anywhere. */
+__global__ void set_rows_kernel(const void *src, ct_dtype sdt, int64_t s0, int64_t s1, const void *idx, ct_dtype idt,
+                                int64_t is, void *dst, ct_dtype ddt, int64_t d0, int64_t d1, int64_t n, int64_t cols,
+                                int64_t rows)
+{
+    int bad = 0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        int64_t r = ld_index(idx, i * is, idt);
+        bad |= r < 0 || r >= rows;
+    }
+    if (__syncthreads_or(bad)) return;
+    for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
+        int64_t r = ld_index(idx, i * is, idt);
+        for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+            st_dyn(dst, r * d0 + c * d1, ddt, ld_dyn(src, i * s0 + c * s1, sdt));
+    }
+}
+
+__global__ void pool_kernel(const void *x, void *y, ct_dtype dt, nn_pool p)
+{
+    int64_t total = p.planes * p.Ho * p.Wo;
+    for (int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; g < total; g += (int64_t)gridDim.x * blockDim.x) {
+        int64_t ow = g % p.Wo, oh = (g / p.Wo) % p.Ho, plane = g / (p.Wo * p.Ho);
+        int64_t base = (plane / p.C) * p.xn + (plane % p.C) * p.xc;
+        int64_t h0 = oh * p.sh - p.ph, w0 = ow * p.sw - p.pw;
+        int64_t ha = h0 < 0 ? 0 : h0, hz = h0 + p.kh > p.H ? p.H : h0 + p.kh;
+        int64_t wa = w0 < 0 ? 0 : w0, wz = w0 + p.kw > p.W ? p.W : w0 + p.kw;
+        double acc = p.is_max ? -INFINITY : 0.0;
+        for (int64_t ih = ha; ih < hz; ih++)
+            for (int64_t iw = wa; iw < wz; iw++) {
+                double v = ld_dyn(x, base + ih * p.xh + iw * p.xw, dt);
+                if (!p.is_max) acc += v;
+                else if (v > acc || isnan(v)) acc = v;
+            }
+        if (!p.is_max) {
+            int64_t cnt = p.count_include_pad ? (int64_t)p.kh * p.kw : (hz - ha) * (wz - wa);
+            acc = cnt > 0 ? acc / (double)cnt : 0.0;
+        }
+        st_dyn(y, g, dt, (float)acc);
+    }
+}
+
+constexpr int LIN_MAX_M = 8;
+constexpr int LIN_WARPS = 8;
+
+/* One warp per output column n, all M rows at once: the weight row is read once. */
+template <typename T>
+__global__ void __launch_bounds__(LIN_WARPS * 32) linear_small_kernel(const float *x, int64_t xs, const T *w, int64_t w0,
+                                                                      int64_t w1, const void *bias, ct_dtype bdt,
+                                                                      int64_t bst, float *y, int M, int64_t N, int64_t K,
+                                                                      int vec)
+{
+    int lane = threadIdx.x & 31;
+    int64_t n = (int64_t)blockIdx.x * LIN_WARPS + (threadIdx.x >> 5);
+    if (n >= N) return;
+    float acc[LIN_MAX_M];
+#pragma unroll
+    for (int m = 0; m < LIN_MAX_M; m++) acc[m] = 0.0f;
+    const T *wr = w + n * w0;
+    if (vec) {
+        constexpr int E = 16 / sizeof(T);
+        for (int64_t c = lane; c < K / E; c += 32) {
+            uint4 raw = ((const uint4 *)wr)[c];
+            const T *e = (const T *)&raw;
+            float wf[E];
+#pragma unroll
+            for (int u = 0; u < E; u++) wf[u] = to_f<T>(e[u]);
+#pragma unroll
+            for (int m = 0; m < LIN_MAX_M; m++) {
+                if (m >= M) break;
+                const float4 *xv = (const float4 *)(x + m * xs + c * E);
+#pragma unroll
+                for (int u = 0; u < E / 4; u++) {
+                    float4 a = xv[u];
+                    acc[m] += a.x * wf[4 * u] + a.y * wf[4 * u + 1] + a.z * wf[4 * u + 2] + a.w * wf[4 * u + 3];
+                }
+            }
+        }
+    } else {
+        for (int64_t k = lane; k < K; k += 32) {
+            float wv = to_f<T>(wr[k * w1]);
+#pragma unroll
+            for (int m = 0; m < LIN_MAX_M; m++) {
+                if (m >= M) break;
+                acc[m] += x[m * xs + k] * wv;
+            }
+        }
+    }
+    float bv = bias ? ld_dyn(bias, n * bst, bdt) : 0.0f;
+#pragma unroll
+    for (int m = 0; m < LIN_MAX_M; m++) {
+        if (m >= M) break;
+        float s = warp_sum(acc[m]);
+        if (lane == 0) y[m * N + n] = s + bv;
+    }
+}
+
+__global__ void add_bias_kernel(float *y, const void *bias, ct_dtype bdt, int64_t bst, int64_t M, int64_t N)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < M * N; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] += ld_dyn(bias, (i % N) * bst, bdt);
+}
+
+template <typename T>
+cudaError_t linear_small_t(const float *x, int64_t xs, const void *w, int64_t w0, int64_t w1, const void *bias,
+                           ct_dtype bdt, int64_t bst, float *y, int64_t M, int64_t N, int64_t K, cudaStream_t s)
+{
+    constexpr int E = 16 / sizeof(T);
+    int vec = w1 == 1 && K % E == 0 && w0 % E == 0 && aligned16(w) && aligned16(x) && xs % 4 == 0;
+    linear_small_kernel<T><<<grid_for(N, LIN_WARPS), LIN_WARPS * 32, 0, s>>>(x, xs, (const T *)w, w0, w1, bias, bdt, bst,
+                                                                            y, (int)M, N, K, vec);
+    return cudaGetLastError();
+}
+
+} // namespace
+
+#define NN_DISPATCH(dt, FN, ...)                                                                                        \
+    ((dt) == CT_F16 ? FN<__half>(__VA_ARGS__) : (dt) == CT_BF16 ? FN<__nv_bfloat16>(__VA_ARGS__) : FN<float>(__VA_ARGS__))
+
+extern "C" cudaError_t nn_gather(const void *src, ct_dtype sdt, nn_view v, void *dst, ct_dtype ddt, cudaStream_t s)
+{
+    int64_t n = 1;
+    for (int d = 0; d < v.nd; d++) n *= v.shape[d];
+    if (n == 0) return cudaSuccess;
+    gather_kernel<<<grid_for(n, 256) > 65536 ? 65536 : grid_for(n, 256), 256, 0, s>>>(src, sdt, v, dst, ddt, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t nn_softmax(const void *x, void *y, ct_dtype dt, nn_rows rows, int64_t n_rows, int64_t n,
+                                  int64_t xs, int64_t ys, int log, size_t smem_max, cudaStream_t s)
+{
+    if (n_rows == 0 || n == 0) return cudaSuccess;
+    return NN_DISPATCH(dt, softmax_t, x, y, rows, n_rows, n, xs, ys, log, smem_max, s);
+}
+
+extern "C" cudaError_t nn_norm(int kind, const void *x, void *y, ct_dtype dt, nn_rows rows, int64_t n_rows, int64_t n,
+                               int64_t xs, int64_t ys, const void *w, ct_dtype wdt, int64_t ws, const void *b,
+                               ct_dtype bdt, double eps, size_t smem_max, cudaStream_t s)
+{
+    if (n_rows == 0 || n == 0) return cudaSuccess;
+    return NN_DISPATCH(dt, norm_t, kind, x, y, rows, n_rows, n, xs, ys, w, wdt, ws, b, bdt, eps, smem_max, s);
+}
+
+extern "C" cudaError_t nn_batch_norm(const void *x, ct_dtype xdt, nn_view xv, void *y, ct_dtype ydt, nn_view yv,
+                                     const void *const prm[4], const ct_dtype pdt[4], const int64_t pst[4], double eps,
+                                     cudaStream_t s)
+{
+    int64_t n = 1;
+    for (int d = 0; d < xv.nd; d++) n *= xv.shape[d];
+    if (n == 0) return cudaSuccess;
+    unsigned g = grid_for(n, 256);
+    batch_norm_kernel<<<g > 65536 ? 65536 : g, 256, 0, s>>>(x, xdt, xv, y, ydt, yv, prm[0], prm[1], prm[2], prm[3],
+                                                            pdt[0], pdt[1], pdt[2], pdt[3], pst[0], pst[1], pst[2],
+                                                            pst[3], eps, n);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t nn_rope(const void *x, ct_dtype xdt, void *y, ct_dtype ydt, nn_rows rows, int64_t n_rows,
+                               int64_t T, int64_t H, int64_t D, int64_t xs, int64_t ys, const void *pos, ct_dtype pdt,
+                               int64_t ps, int n_dims, double freq_base, double freq_scale, int neox, cudaStream_t s)
+{
+    int64_t total = n_rows * ((D + 1) / 2);
+    if (total == 0) return cudaSuccess;
+    unsigned g = grid_for(total, 256);
+    rope_kernel<<<g > 65536 ? 65536 : g, 256, 0, s>>>(x, xdt, y, ydt, rows, n_rows, T, H, D, xs, ys, pos, pdt, ps,
+                                                      n_dims / 2, freq_base, freq_scale, neox);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t nn_embedding(const void *w, ct_dtype wdt, int64_t V, int64_t D, int64_t w0, int64_t w1,
+                                    const void *ids, ct_dtype idt, nn_view idv, float *out, int64_t n, cudaStream_t s)
+{
+    if (n == 0 || D == 0) return cudaSuccess;
+    embedding_kernel<<<(unsigned)n, D >= 256 ? 256 : 64, 0, s>>>(w, wdt, V, D, w0, w1, ids, idt, idv, out);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t nn_set_rows(const void *src, ct_dtype sdt, int64_t s0, int64_t s1, const void *idx,
+                                   ct_dtype idt, int64_t is, void *dst, ct_dtype ddt, int64_t d0, int64_t d1,
+                                   int64_t n, int64_t cols, int64_t rows, cudaStream_t s)
+{
+    if (n == 0 || cols == 0) return cudaSuccess;
+    set_rows_kernel<<<(unsigned)(n < 1024 ? n : 1024), 128, 0, s>>>(src, sdt, s0, s1, idx, idt, is, dst, ddt, d0, d1, n,
+                                                                    cols, rows);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t nn_pool2d(const void *x, void *y, ct_dtype dt, nn_pool p, cudaStream_t s)
+{
+    int64_t total = p.planes * p.Ho * p.Wo;
+    if (total == 0) return cudaSuccess;
+    unsigned g = grid_for(total, 256);
+    pool_kernel<<<g > 65536 ? 65536 : g, 256, 0, s>>>(x, y, dt, p);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t nn_linear_small(const float *x, int64_t xs, const void *w, ct_dtype wdt, int64_t w0, int64_t w1,
+                                       const void *bias, ct_dtype bdt, int64_t bst, float *y, int64_t M, int64_t N,
+                                       int64_t K, cudaStream_t s)
+{
+    if (M == 0 || N == 0) return cudaSuccess;
+    if (M > LIN_MAX_M) return cudaErrorInvalidValue;
+    return NN_DISPATCH(wdt, linear_small_t, x, xs, w, w0, w1, bias, bdt, bst, y, M, N, K, s);
+}
+
+extern "C" cudaError_t nn_add_bias(float *y, const void *bias, ct_dtype bdt, int64_t bst, int64_t M, int64_t N,
+                                   cudaStream_t s)
+{
+    if (M * N == 0) return cudaSuccess;
+    unsigned g = grid_for(M * N, 256);
+    add_bias_kernel<<<g > 65536 ? 65536 : g, 256, 0, s>>>(y, bias, bdt, bst, M, N);
+    return cudaGetLastError();
+}
