@@ -3,6 +3,8 @@
  * the pointer it got while another thread reloads: no data race, no lock on reads. */
 #include "core/config.h"
 
+#include "core/backend.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -91,6 +93,32 @@ static ct_status read_log_level(int *out)
     return bad("CTORCH_LOG", e, "debug, info, warn or error");
 }
 
+/* op[:n] with op a trace name and n >= 1: checked here so a typo fails at init. */
+static ct_status read_late_fault(char *out, size_t cap)
+{
+    const char *name = "CTORCH_CUDA_LATE_FAULT";
+    ct_status s = read_string(name, out, cap);
+    if (s != CT_OK || !*out) return s;
+    char op[64];
+    snprintf(op, sizeof op, "%s", out);
+    char *colon = strchr(op, ':');
+    bool ok = true;
+    if (colon) {
+        *colon = 0;
+        char *end = NULL;
+        long n = strtol(colon + 1, &end, 10);
+        ok = colon[1] && !*end && n >= 1 && n <= 1000000000L;
+    }
+    ct_op_kind k;
+    if (!ok || !op_kind_from_name(op, &k)) {
+        char bad_value[64];
+        snprintf(bad_value, sizeof bad_value, "%s", out);
+        *out = 0;
+        return bad(name, bad_value, "an op name, optionally :n with n >= 1 (e.g. add:3)");
+    }
+    return CT_OK;
+}
+
 /* Keeps the first error (the message of a later one would overwrite it). */
 static void keep(ct_status *first, char *msg, size_t len, ct_status s)
 {
@@ -104,7 +132,7 @@ ct_status config_read(core_config *c)
     defaults(c);
     ct_status first = CT_OK;
     char msg[512] = "";
-    unsigned long long small = c->small_bytes, cache_mb = 256, threads = 0;
+    unsigned long long small = c->small_bytes, cache_mb = 256, threads = 0, cuda_mb = 0;
     keep(&first, msg, sizeof msg, read_string("CTORCH_DEVICES", c->devices, sizeof c->devices));
     keep(&first, msg, sizeof msg, read_bool("CTORCH_DISABLE_GPU", &c->disable_gpu));
     keep(&first, msg, sizeof msg, read_bool("CTORCH_STRICT", &c->strict));
@@ -118,6 +146,11 @@ ct_status config_read(core_config *c)
     keep(&first, msg, sizeof msg, read_log_level(&c->log_level));
     keep(&first, msg, sizeof msg, read_bool("CTORCH_REPACK", &c->repack));
     keep(&first, msg, sizeof msg, read_bool("CTORCH_REPLAY", &c->replay));
+    keep(&first, msg, sizeof msg, read_uint("CTORCH_CUDA_MEM_MB", 0, (unsigned long long)1 << 30, &cuda_mb));
+    keep(&first, msg, sizeof msg, read_bool("CTORCH_CUDA_POISON", &c->cuda_poison));
+    keep(&first, msg, sizeof msg, read_bool("CTORCH_CUDA_TF32", &c->cuda_tf32));
+    keep(&first, msg, sizeof msg, read_late_fault(c->cuda_late_fault, sizeof c->cuda_late_fault));
+    c->cuda_mem_bytes = (size_t)cuda_mb << 20;
     c->small_bytes = (size_t)small;
     c->host_cache_bytes = (size_t)cache_mb << 20;
     c->threads = (int)threads;

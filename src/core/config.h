@@ -21,6 +21,13 @@ typedef struct core_config {
     int log_level;           /* CTORCH_LOG, a ct_log_level */
     bool repack;             /* CTORCH_REPACK */
     bool replay;             /* CTORCH_REPLAY: the LLM decodes by replaying a recorded step */
+    /* The CUDA backend's settings (read here even when it is not built, so a typo is
+     * an error everywhere). */
+    size_t cuda_mem_bytes;   /* CTORCH_CUDA_MEM_MB: cap of each GPU's allocator (0: 90% of its free memory) */
+    bool cuda_poison;        /* CTORCH_CUDA_POISON: fresh device allocations filled with NaN (tests) */
+    bool cuda_tf32;          /* CTORCH_CUDA_TF32: f32 GEMMs may use TF32 */
+    char cuda_late_fault[64]; /* CTORCH_CUDA_LATE_FAULT=op[:n]: the n-th run of op (default 1) on a CUDA
+                                 device breaks it, reported at the next sync (tests of lost devices) */
 } core_config;
 
 /* Default for CTORCH_SMALL_BYTES, measured (bench/gpu/crossover.cu, H100 host,

@@ -1,0 +1,39 @@
+# The CUDA backend (included by cmake/CtorchDeps.cmake). CTORCH_CUDA=AUTO builds it when
+# CMake finds nvcc, ON requires it, OFF skips it. The runtime is linked statically: a
+# machine without the NVIDIA driver then sees "no CUDA device" (cudaGetDeviceCount fails
+# with cudaErrorNoDevice / cudaErrorInsufficientDriver), and the binary still starts.
+# cuBLAS is a toolkit library (libcublas.so), needed at run time wherever the backend is built in.
+include(CheckLanguage)
+check_language(CUDA)
+if(NOT CMAKE_CUDA_COMPILER)
+  if(CTORCH_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "ctorch: CTORCH_CUDA=ON but no CUDA compiler (nvcc) was found")
+  endif()
+  message(STATUS "ctorch: CUDA not found, building without the CUDA backend")
+  return()
+endif()
+
+# H100/H200 and A100 as machine code, plus PTX for what comes after sm_90.
+if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+  set(CMAKE_CUDA_ARCHITECTURES "80-real;90-real;90-virtual")
+endif()
+enable_language(CUDA)
+set(CMAKE_CUDA_STANDARD 17)
+set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+find_package(CUDAToolkit REQUIRED)
+
+file(GLOB CTORCH_CUDA_SOURCES CONFIGURE_DEPENDS
+  ${CMAKE_CURRENT_LIST_DIR}/*.c ${CMAKE_CURRENT_LIST_DIR}/*.cu)
+list(APPEND CTORCH_BACKEND_SOURCES ${CTORCH_CUDA_SOURCES})
+list(APPEND CTORCH_DEFINES CTORCH_HAVE_CUDA)
+list(APPEND CTORCH_LIBS CUDA::cudart_static CUDA::cublas)
+
+# nvcc as strict as the C compiler: host-side warnings from gcc, device-side warnings as
+# errors when CTORCH_WERROR is on. (The top-level -Wall/-Wextra are C-only: nvcc does not take them.)
+set(CTORCH_CUDA_FLAGS -Xcompiler=-Wall,-Wextra --Werror=all-warnings -Wno-deprecated-gpu-targets
+    --expt-relaxed-constexpr)
+if(NOT CTORCH_WERROR)
+  set(CTORCH_CUDA_FLAGS -Xcompiler=-Wall,-Wextra -Wno-deprecated-gpu-targets --expt-relaxed-constexpr)
+endif()
+add_compile_options("$<$<COMPILE_LANGUAGE:CUDA>:${CTORCH_CUDA_FLAGS}>")
+message(STATUS "ctorch: CUDA ${CUDAToolkit_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES}")
