@@ -67,8 +67,8 @@ static double copy_bw(cudaStream_t s)
 }
 
 /* Median microseconds of one matvec launch, and GB/s of weight read. */
-static void time_matvec(ct_dtype t, int64_t N, int64_t K, int64_t M, int sm, cudaStream_t s, int quick, double *us,
-                        double *gbs)
+static void time_matvec(ct_dtype t, int64_t N, int64_t K, int64_t M, int sm, cudaStream_t s, int quick,
+                        double us[2], double gbs[2])
 {
     size_t rb = ct_dtype_row_bytes(t, K), wbytes = rb * (size_t)N;
     /* enough copies for 4x a 50 MiB L2 (H100) / 60 MiB (H200), at least 2 */
@@ -77,7 +77,13 @@ static void time_matvec(ct_dtype t, int64_t N, int64_t K, int64_t M, int sm, cud
     float *hf = malloc(sizeof(float) * (size_t)K);
     char *hq = malloc(wbytes);
     unsigned seed = 12345;
+    /* 64 distinct quantized rows, tiled: the values do not change the speed, and the
+     * reference quantizers are slow on 10^8 elements */
     for (int64_t n = 0; n < N; n++) {
+        if (n >= 64) {
+            memcpy(hq + (size_t)n * rb, hq + (size_t)(n % 64) * rb, rb);
+            continue;
+        }
         for (int64_t k = 0; k < K; k++) {
             seed = seed * 1664525u + 1013904223u;
             hf[k] = (float)((int)(seed >> 9) - (1 << 22)) / (float)(1 << 22);
@@ -93,42 +99,48 @@ static void time_matvec(ct_dtype t, int64_t N, int64_t K, int64_t M, int sm, cud
         CHECK_CUDA(cudaMemcpy(w[c], hq, wbytes, cudaMemcpyHostToDevice));
     }
     float *x, *out;
+    void *tmp;
+    CHECK_CUDA(cudaMalloc(&tmp, cuq_matvec_q8_tmp_bytes(M, K)));
     CHECK_CUDA(cudaMalloc((void **)&x, sizeof(float) * (size_t)(M * K)));
     CHECK_CUDA(cudaMalloc((void **)&out, sizeof(float) * (size_t)(M * N)));
     CHECK_CUDA(cudaMemset(x, 0, sizeof(float) * (size_t)(M * K)));
     int reps = quick ? copies : 4 * copies;
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    for (int r = 0; r < reps; r++)
-        if (!cuq_matvec(t, w[r % copies], rb, x, K, M, N, K, out, sm, s)) {
-            fprintf(stderr, "no matvec kernel for %s\n", ct_dtype_name(t));
-            exit(1);
-        }
-    CHECK_CUDA(cudaStreamEndCapture(s, &g));
-    CHECK_CUDA(cudaGraphInstantiate(&ge, g, 0));
-    CHECK_CUDA(cudaGraphLaunch(ge, s)); /* warm-up */
     cudaEvent_t e0, e1;
     CHECK_CUDA(cudaEventCreate(&e0));
     CHECK_CUDA(cudaEventCreate(&e1));
-    float tm[TRIALS];
-    for (int i = 0; i < TRIALS; i++) {
-        CHECK_CUDA(cudaEventRecord(e0, s));
-        CHECK_CUDA(cudaGraphLaunch(ge, s));
-        CHECK_CUDA(cudaEventRecord(e1, s));
-        CHECK_CUDA(cudaEventSynchronize(e1));
-        CHECK_CUDA(cudaEventElapsedTime(&tm[i], e0, e1));
+    for (int q8 = 0; q8 < 2; q8++) {
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        for (int r = 0; r < reps; r++)
+            if (!(q8 ? cuq_matvec_q8(t, w[r % copies], rb, x, K, M, N, K, tmp, out, sm, s)
+                     : cuq_matvec(t, w[r % copies], rb, x, K, M, N, K, out, sm, s))) {
+                fprintf(stderr, "no matvec kernel for %s\n", ct_dtype_name(t));
+                exit(1);
+            }
+        CHECK_CUDA(cudaStreamEndCapture(s, &g));
+        CHECK_CUDA(cudaGraphInstantiate(&ge, g, 0));
+        CHECK_CUDA(cudaGraphLaunch(ge, s)); /* warm-up */
+        float tm[TRIALS];
+        for (int i = 0; i < TRIALS; i++) {
+            CHECK_CUDA(cudaEventRecord(e0, s));
+            CHECK_CUDA(cudaGraphLaunch(ge, s));
+            CHECK_CUDA(cudaEventRecord(e1, s));
+            CHECK_CUDA(cudaEventSynchronize(e1));
+            CHECK_CUDA(cudaEventElapsedTime(&tm[i], e0, e1));
+        }
+        double per = median(tm, TRIALS) * 1e-3 / reps;
+        us[q8] = per * 1e6;
+        gbs[q8] = (double)wbytes / per / 1e9;
+        CHECK_CUDA(cudaGraphExecDestroy(ge));
+        CHECK_CUDA(cudaGraphDestroy(g));
     }
-    double per = median(tm, TRIALS) * 1e-3 / reps;
-    *us = per * 1e6;
-    *gbs = (double)wbytes / per / 1e9;
     CHECK_CUDA(cudaEventDestroy(e0));
     CHECK_CUDA(cudaEventDestroy(e1));
-    CHECK_CUDA(cudaGraphExecDestroy(ge));
-    CHECK_CUDA(cudaGraphDestroy(g));
     for (int c = 0; c < copies; c++) CHECK_CUDA(cudaFree(w[c]));
     CHECK_CUDA(cudaFree(x));
     CHECK_CUDA(cudaFree(out));
+    CHECK_CUDA(cudaFree(tmp));
     free(w);
     free(hf);
     free(hq);
@@ -158,24 +170,23 @@ int main(int argc, char **argv)
         {256, 2048, 1, "tl k/v 256x2048"}, {5632, 2048, 1, "tl up 5632x2048"}, {2048, 5632, 1, "tl down 2048x5632"},
         {32000, 2048, 1, "tl out 32000x2048"}};
     int nshapes = quick ? 2 : (int)(sizeof shapes / sizeof shapes[0]);
-    printf("\n%-6s", "format");
-    for (int j = 0; j < nshapes; j++) printf(" | %-20s", shapes[j].name);
-    printf("\n%-6s", "");
-    for (int j = 0; j < nshapes; j++) printf(" | %7s %6s %5s", "us", "GB/s", "%bw");
-    printf("\n");
-    for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
-        printf("%-6s", ct_dtype_name(fmts[f]));
-        for (int j = 0; j < nshapes; j++) {
-            if (shapes[j].K % ct_dtype_block_size(fmts[f]) != 0) {
-                printf(" | %20s", "-");
-                continue;
-            }
-            double us, gbs;
-            time_matvec(fmts[f], shapes[j].N, shapes[j].K, shapes[j].M, prop.multiProcessorCount, s, quick, &us, &gbs);
-            printf(" | %7.2f %6.0f %4.0f%%", us, gbs, 100.0 * gbs / bw);
-        }
+    enum { NF = sizeof fmts / sizeof fmts[0], NS = sizeof shapes / sizeof shapes[0] };
+    static double us[NF][NS][2], gbs[NF][NS][2];
+    for (int f = 0; f < NF; f++)
+        for (int j = 0; j < nshapes; j++)
+            time_matvec(fmts[f], shapes[j].N, shapes[j].K, shapes[j].M, prop.multiProcessorCount, s, quick, us[f][j],
+                        gbs[f][j]);
+    static const char *names[2] = {"dequantize + f32 FMA", "integer dots (x quantized to 8 bits per 32, __dp4a)"};
+    for (int v = 0; v < 2; v++) {
+        printf("\n%s: us per launch, weight GB/s, %% of the copy bandwidth\n%-6s", names[v], "format");
+        for (int j = 0; j < nshapes; j++) printf(" | %-20s", shapes[j].name);
         printf("\n");
-        fflush(stdout);
+        for (int f = 0; f < NF; f++) {
+            printf("%-6s", ct_dtype_name(fmts[f]));
+            for (int j = 0; j < nshapes; j++)
+                printf(" | %7.2f %6.0f %4.0f%%", us[f][j][v], gbs[f][j][v], 100.0 * gbs[f][j][v] / bw);
+            printf("\n");
+        }
     }
     CHECK_CUDA(cudaStreamDestroy(s));
     return 0;

@@ -17,6 +17,8 @@
 #include "backends/cuda/cuda_internal.h"
 #include "backends/cuda/quant_kernels.h"
 
+/* Decode through integer dots on x quantized to 8 bits (1) or dequantize + f32 FMA (0). */
+#define MV_INTEGER_DOTS 1
 /* Bytes of f32 weight slice the prefill path dequantizes at a time. */
 #define PREFILL_SLICE_BYTES ((size_t)64 << 20)
 
@@ -173,6 +175,23 @@ static ct_status prefill(ct_device *dev, const ct_tensor *w, const void *pw, siz
     return s;
 }
 
+static ct_status matvec(ct_device *dev, ct_dtype wt, const void *pw, size_t wrow, const float *px, int64_t rsx,
+                        int64_t M, int64_t N, int64_t K, float *out)
+{
+    cuda_dev *cd = cuda_of(dev);
+    if (!MV_INTEGER_DOTS)
+        return launch_status(dev, cuq_matvec(wt, pw, wrow, px, rsx, M, N, K, out, cd->sm_count, cd->stream),
+                             "quantized matvec");
+    size_t bytes = cuq_matvec_q8_tmp_bytes(M, K);
+    void *tmp;
+    ct_status s = cuda_tmp_alloc(dev, bytes, &tmp);
+    if (s != CT_OK) return s;
+    s = launch_status(dev, cuq_matvec_q8(wt, pw, wrow, px, rsx, M, N, K, tmp, out, cd->sm_count, cd->stream),
+                      "quantized matvec (integer dots)");
+    cuda_tmp_free(dev, tmp, bytes);
+    return s;
+}
+
 static ct_status run_linear(ct_device *dev, const ct_op *op)
 {
     const ct_tensor *x = op->src[0], *w = op->src[1], *bias = op->src[2];
@@ -186,7 +205,7 @@ static ct_status run_linear(ct_device *dev, const ct_op *op)
     if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)
         return core_err(CT_ERR_UNSUPPORTED, "cuda: linear: %s x %s exceeds the 32-bit sizes of cuBLAS", SHAPE_STR(x),
                         SHAPE_STR(w));
-    size_t wrow = ct_dtype_row_bytes(w->dtype, w->stride[0]);
+    size_t wrow = ct_dtype_row_bytes(w->dtype, N > 1 ? w->stride[0] : K); /* one row: its stride is free */
     size_t xbytes = (size_t)M * (size_t)K * sizeof(float);
     int64_t rsx;
     ct_status s = CT_OK;
@@ -197,8 +216,7 @@ static ct_status run_linear(ct_device *dev, const ct_op *op)
         rsx = K;
     }
     if (s == CT_OK && M <= CUQ_MV_MAX_ROWS)
-        s = launch_status(dev, cuq_matvec(w->dtype, pw, wrow, px, rsx, M, N, K, out, cd->sm_count, cd->stream),
-                          "quantized matvec");
+        s = matvec(dev, w->dtype, pw, wrow, px, rsx, M, N, K, out);
     else if (s == CT_OK)
         s = prefill(dev, w, pw, wrow, px, rsx, M, N, K, out);
     if (s == CT_OK && bias) {

@@ -51,7 +51,7 @@ __global__ void deq_kernel(const uint8_t *__restrict__ src, T *__restrict__ dst,
     }
     float v[16];
     int64_t ea, eb;
-    F::chunk(src + so * F::BYTES, c, v, ea, eb);
+    cuq::deq_chunk<F>(src + so * F::BYTES, c, v, ea, eb);
     store_chunk<T>(dst + d_o, col, ea, eb, v);
 }
 
@@ -74,7 +74,7 @@ __global__ void emb_kernel(const uint8_t *__restrict__ w, int64_t w_row_blocks, 
     }
     float v[16];
     int64_t ea, eb;
-    F::chunk(w + id * w_row_blocks * F::BYTES, c, v, ea, eb);
+    cuq::deq_chunk<F>(w + id * w_row_blocks * F::BYTES, c, v, ea, eb);
     store_chunk<float>(out, 1, ea, eb, v);
 }
 

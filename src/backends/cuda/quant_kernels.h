@@ -56,6 +56,13 @@ bool cuq_embedding(ct_dtype wt, const void *w, int64_t w_row_blocks, int64_t V, 
 bool cuq_matvec(ct_dtype wt, const void *w, size_t w_row, const float *x, int64_t x_row, int64_t M, int64_t N,
                 int64_t K, float *out, int sm_count, cudaStream_t stream);
 
+/* The same product through integer dots: x is first quantized to 8 bits per 32 elements
+ * (like the CPU's activations) into tmp (cuq_matvec_q8_tmp_bytes, 16-byte aligned), then
+ * each chunk's quants meet x's in __dp4a. x needs unit column stride only. */
+size_t cuq_matvec_q8_tmp_bytes(int64_t M, int64_t K);
+bool cuq_matvec_q8(ct_dtype wt, const void *w, size_t w_row, const float *x, int64_t x_row, int64_t M, int64_t N,
+                   int64_t K, void *tmp, float *out, int sm_count, cudaStream_t stream);
+
 /* out [M, N] (rows N apart) += bias[n * stride] (dtype f32 f16 bf16 f64). */
 bool cuq_add_bias(float *out, int64_t M, int64_t N, const void *bias, ct_dtype bdt, int64_t stride,
                   cudaStream_t stream);

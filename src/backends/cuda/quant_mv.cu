@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(MV_THREADS) mv_kernel(const uint8_t *__restric
         for (int64_t c = (int64_t)s * 32 + lane; c < nc; c += 32 * S) {
             float v[16];
             int64_t ea, eb;
-            F::chunk(row, c, v, ea, eb);
+            cuq::deq_chunk<F>(row, c, v, ea, eb);
 #pragma unroll
             for (int m = 0; m < M; m++) acc[m] += dot8(x + m * x_row + ea, v) + dot8(x + m * x_row + eb, v + 8);
         }
@@ -71,6 +71,114 @@ __global__ void __launch_bounds__(MV_THREADS) mv_kernel(const uint8_t *__restric
         float t = 0.f;
         for (int i = 0; i < S; i++) t += red[warp + i][lane];
         out[lane * N + n] = t;
+    }
+}
+
+/* x [M, K] to 8-bit blocks of 32 (a warp per block): quants xq [M, K], scales xd [M, K/32],
+ * and xs8 [M, K/8] = scale * the sum of each run of 8 quants (the affine maps' offsets
+ * multiply it). */
+__global__ void quantize_x(const float *__restrict__ x, int64_t x_row, int64_t M, int64_t K, int8_t *__restrict__ xq,
+                           float *__restrict__ xd, float *__restrict__ xs8)
+{
+    int64_t gw = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5, nb = K / 32;
+    int lane = threadIdx.x & 31;
+    if (gw >= M * nb) return;
+    int64_t m = gw / nb, b = gw % nb;
+    float v = x[m * x_row + b * 32 + lane], amax = fabsf(v);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
+    int q = max(-127, min(127, __float2int_rn(v * id)));
+    xq[m * K + b * 32 + lane] = (int8_t)q;
+    int s = q;
+#pragma unroll
+    for (int o = 4; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) xd[m * nb + b] = d;
+    if ((lane & 7) == 0) xs8[m * (K / 8) + b * 4 + (lane >> 3)] = d * (float)s;
+}
+
+/* The integer-dot variant: chunk quants against x's 8-bit quants with __dp4a; per chunk
+ * a * dx * sum(q * xq) + b * (dx * sum xq). */
+template <class F, int M>
+__global__ void __launch_bounds__(MV_THREADS) mvq_kernel(const uint8_t *__restrict__ w, size_t w_row,
+                                                         const int8_t *__restrict__ xq, const float *__restrict__ xd,
+                                                         const float *__restrict__ xs8, float *__restrict__ out,
+                                                         int64_t N, int64_t K, int S)
+{
+    __shared__ float red[MV_WARPS][M];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int R = MV_WARPS / S, rb = warp / S, s = warp % S;
+    int64_t n = (int64_t)blockIdx.x * R + rb;
+    float acc[M];
+#pragma unroll
+    for (int m = 0; m < M; m++) acc[m] = 0.f;
+    if (n < N) {
+        const uint8_t *row = w + (size_t)n * w_row;
+        int64_t nc = K / CUQ_CHUNK;
+#pragma unroll 2
+        for (int64_t c = (int64_t)s * 32 + lane; c < nc; c += 32 * S) {
+            uint32_t q[4];
+            float a, b;
+            int64_t ea, eb;
+            F::chunk(row, c, q, a, b, ea, eb);
+#pragma unroll
+            for (int m = 0; m < M; m++) {
+                const int8_t *xm = xq + m * K;
+                int2 xa = __ldg((const int2 *)(xm + ea)), xb = __ldg((const int2 *)(xm + eb));
+                int si = __dp4a((int)q[0], xa.x, 0);
+                si = __dp4a((int)q[1], xa.y, si);
+                si = __dp4a((int)q[2], xb.x, si);
+                si = __dp4a((int)q[3], xb.y, si);
+                const float *sm = xs8 + m * (K / 8);
+                float dx = __ldg(xd + m * (K / 32) + (ea >> 5)), xs = __ldg(sm + (ea >> 3)) + __ldg(sm + (eb >> 3));
+                acc[m] = fmaf(a * dx, (float)si, fmaf(b, xs, acc[m]));
+            }
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < M; m++)
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], o);
+    if (S == 1) {
+        if (lane == 0 && n < N)
+#pragma unroll
+            for (int m = 0; m < M; m++) out[m * N + n] = acc[m];
+        return;
+    }
+    if (lane == 0)
+#pragma unroll
+        for (int m = 0; m < M; m++) red[warp][m] = acc[m];
+    __syncthreads();
+    if (s == 0 && lane < M && n < N) {
+        float t = 0.f;
+        for (int i = 0; i < S; i++) t += red[warp + i][lane];
+        out[lane * N + n] = t;
+    }
+}
+
+template <class F, int M>
+void launch_q8(const void *w, size_t w_row, const int8_t *xq, const float *xd, const float *xs8, int64_t N, int64_t K,
+               float *out, int S, cudaStream_t st)
+{
+    int R = MV_WARPS / S;
+    unsigned grid = (unsigned)((N + R - 1) / R);
+    mvq_kernel<F, M><<<grid, MV_THREADS, 0, st>>>((const uint8_t *)w, w_row, xq, xd, xs8, out, N, K, S);
+}
+
+template <class F>
+bool mvq_typed(const void *w, size_t w_row, const int8_t *xq, const float *xd, const float *xs8, int64_t M, int64_t N,
+               int64_t K, float *out, int S, cudaStream_t st)
+{
+    switch (M) {
+    case 1: launch_q8<F, 1>(w, w_row, xq, xd, xs8, N, K, out, S, st); return true;
+    case 2: launch_q8<F, 2>(w, w_row, xq, xd, xs8, N, K, out, S, st); return true;
+    case 3: launch_q8<F, 3>(w, w_row, xq, xd, xs8, N, K, out, S, st); return true;
+    case 4: launch_q8<F, 4>(w, w_row, xq, xd, xs8, N, K, out, S, st); return true;
+    case 5: launch_q8<F, 5>(w, w_row, xq, xd, xs8, N, K, out, S, st); return true;
+    case 6: launch_q8<F, 6>(w, w_row, xq, xd, xs8, N, K, out, S, st); return true;
+    case 7: launch_q8<F, 7>(w, w_row, xq, xd, xs8, N, K, out, S, st); return true;
+    case 8: launch_q8<F, 8>(w, w_row, xq, xd, xs8, N, K, out, S, st); return true;
+    default: return false;
     }
 }
 
@@ -102,15 +210,41 @@ bool mv_typed(const void *w, size_t w_row, const float *x, int64_t x_row, int64_
 
 } // namespace
 
+/* Warps per row: more while the grid is short of ~32 warps per SM and every lane still
+ * has two chunks of its own. */
+static int split_of(int64_t N, int64_t K, int sm_count)
+{
+    int64_t nc = K / CUQ_CHUNK;
+    int S = 1;
+    while (S < MV_WARPS && N * S < (int64_t)sm_count * 32 && nc >= 64 * S) S *= 2;
+    return S;
+}
+
+extern "C" size_t cuq_matvec_q8_tmp_bytes(int64_t M, int64_t K)
+{
+    size_t q = ((size_t)(M * K) + 15) & ~(size_t)15;
+    return q + sizeof(float) * (size_t)(M * K / 32 + M * K / 8);
+}
+
+extern "C" bool cuq_matvec_q8(ct_dtype wt, const void *w, size_t w_row, const float *x, int64_t x_row, int64_t M,
+                              int64_t N, int64_t K, void *tmp, float *out, int sm_count, cudaStream_t stream)
+{
+    if (M < 1 || M > CUQ_MV_MAX_ROWS || N < 1 || K % 32 != 0 || !cuq_format_ok(wt)) return false;
+    int8_t *xq = (int8_t *)tmp;
+    float *xd = (float *)((char *)tmp + (((size_t)(M * K) + 15) & ~(size_t)15)), *xs8 = xd + M * K / 32;
+    int64_t warps = M * K / 32;
+    quantize_x<<<(unsigned)((warps * 32 + MV_THREADS - 1) / MV_THREADS), MV_THREADS, 0, stream>>>(x, x_row, M, K, xq, xd,
+                                                                                                   xs8);
+    int S = split_of(N, K, sm_count);
+    CUQ_DISPATCH(wt, return mvq_typed<F>(w, w_row, xq, xd, xs8, M, N, K, out, S, stream), return false);
+    return false;
+}
+
 extern "C" bool cuq_matvec(ct_dtype wt, const void *w, size_t w_row, const float *x, int64_t x_row, int64_t M,
                            int64_t N, int64_t K, float *out, int sm_count, cudaStream_t stream)
 {
     if (M < 1 || M > CUQ_MV_MAX_ROWS || N < 1 || K % CUQ_CHUNK != 0) return false;
-    /* Split each row over more warps while the grid is short of ~32 warps per SM and
-     * every lane still has a chunk of its own. */
-    int64_t nc = K / CUQ_CHUNK;
-    int S = 1;
-    while (S < MV_WARPS && N * S < (int64_t)sm_count * 32 && nc >= 64 * S) S *= 2;
+    int S = split_of(N, K, sm_count);
     CUQ_DISPATCH(wt, return mv_typed<F>(w, w_row, x, x_row, M, N, K, out, S, stream), return false);
     return false;
 }
