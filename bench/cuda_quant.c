@@ -8,8 +8,11 @@
  * median of TRIALS graphs is reported. GB/s counts the weight bytes only (x and the
  * output are a few KiB). The reference is the device's own device-to-device
  * cudaMemcpy (read + write bytes / time) on 512 MiB.
+ * Then prefill as the glue runs it (quant.c): the weight dequantized to f32, one cuBLAS
+ * GemmEx with TF32 tensor cores, at M = 512 on 4096 x 4096, in TFLOP/s.
  *
  * usage: ctorch-bench-cuda-quant [--quick] */
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,6 +149,51 @@ static void time_matvec(ct_dtype t, int64_t N, int64_t K, int64_t M, int sm, cud
     free(hq);
 }
 
+/* Milliseconds of the prefill path: dequantize w [N, K] to f32, then out [M, N] = x w^T in TF32. */
+static double time_prefill(ct_dtype t, int64_t N, int64_t K, int64_t M, cudaStream_t s, cublasHandle_t h)
+{
+    size_t rb = ct_dtype_row_bytes(t, K);
+    char *hq = malloc(rb * (size_t)N);
+    float *hf = malloc(sizeof(float) * (size_t)K);
+    for (int64_t k = 0; k < K; k++) hf[k] = (float)((k * 37) % 101) / 50.f - 1.f;
+    for (int64_t n = 0; n < N; n++)
+        if (quant_quantize_row(t, hf, hq + (size_t)n * rb, K) != CT_OK) exit(1);
+    void *w;
+    float *wf, *x, *out;
+    CHECK_CUDA(cudaMalloc(&w, rb * (size_t)N));
+    CHECK_CUDA(cudaMemcpy(w, hq, rb * (size_t)N, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMalloc((void **)&wf, sizeof(float) * (size_t)(N * K)));
+    CHECK_CUDA(cudaMalloc((void **)&x, sizeof(float) * (size_t)(M * K)));
+    CHECK_CUDA(cudaMalloc((void **)&out, sizeof(float) * (size_t)(M * N)));
+    CHECK_CUDA(cudaMemset(x, 0, sizeof(float) * (size_t)(M * K)));
+    cuq_rows rows = {.nd = 1, .shape = {N}, .dst_stride = {K}, .src_stride = {(int64_t)(rb / ct_dtype_block_bytes(t))}};
+    const float one = 1.f, zero = 0.f;
+    cudaEvent_t e0, e1;
+    CHECK_CUDA(cudaEventCreate(&e0));
+    CHECK_CUDA(cudaEventCreate(&e1));
+    float tm[TRIALS];
+    for (int i = -1; i < TRIALS; i++) {
+        CHECK_CUDA(cudaEventRecord(e0, s));
+        if (!cuq_dequant(t, w, wf, CT_F32, &rows, K, 1, s)) exit(1);
+        if (cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, wf, CUDA_R_32F, (int)K, x, CUDA_R_32F,
+                         (int)K, &zero, out, CUDA_R_32F, (int)N, CUBLAS_COMPUTE_32F_FAST_TF32,
+                         CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS)
+            exit(1);
+        CHECK_CUDA(cudaEventRecord(e1, s));
+        CHECK_CUDA(cudaEventSynchronize(e1));
+        if (i >= 0) CHECK_CUDA(cudaEventElapsedTime(&tm[i], e0, e1));
+    }
+    CHECK_CUDA(cudaEventDestroy(e0));
+    CHECK_CUDA(cudaEventDestroy(e1));
+    CHECK_CUDA(cudaFree(w));
+    CHECK_CUDA(cudaFree(wf));
+    CHECK_CUDA(cudaFree(x));
+    CHECK_CUDA(cudaFree(out));
+    free(hq);
+    free(hf);
+    return median(tm, TRIALS);
+}
+
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
@@ -188,6 +236,17 @@ int main(int argc, char **argv)
             printf("\n");
         }
     }
+    cublasHandle_t h;
+    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS || cublasSetStream(h, s) != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "cuBLAS unavailable\n");
+        return 1;
+    }
+    printf("\nprefill, 4096 x 4096 weight, M = 512: dequantize to f32 + GemmEx TF32 (ms, TFLOP/s)\n");
+    for (int f = 0; f < NF; f++) {
+        double ms = time_prefill(fmts[f], 4096, 4096, 512, s, h);
+        printf("%-6s | %7.3f ms %6.1f TFLOP/s\n", ct_dtype_name(fmts[f]), ms, 2.0 * 4096 * 4096 * 512 / (ms * 1e-3) / 1e12);
+    }
+    cublasDestroy(h);
     CHECK_CUDA(cudaStreamDestroy(s));
     return 0;
 }

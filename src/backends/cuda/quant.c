@@ -17,8 +17,11 @@
 #include "backends/cuda/cuda_internal.h"
 #include "backends/cuda/quant_kernels.h"
 
-/* Decode through integer dots on x quantized to 8 bits (1) or dequantize + f32 FMA (0). */
-#define MV_INTEGER_DOTS 1
+/* Decode: a single row of x times a weight of at most this many elements is dequantized
+ * and multiplied in f32 (one kernel); anything larger quantizes x to 8 bits first and
+ * uses integer dots (two kernels, but a third of the instructions per weight byte). The
+ * crossover was measured with bench/cuda_quant.c on an H100. */
+#define MV_FMA_MAX_ELEMS ((int64_t)1 << 22)
 /* Bytes of f32 weight slice the prefill path dequantizes at a time. */
 #define PREFILL_SLICE_BYTES ((size_t)64 << 20)
 
@@ -30,7 +33,7 @@ static bool quant_rows_ok(const ct_tensor *t)
 {
     if (!cuq_format_ok(t->dtype) || t->ndim < 1 || t->ndim > CUQ_MAX_DIMS) return false;
     int64_t bs = ct_dtype_block_size(t->dtype), n = t->shape[t->ndim - 1];
-    if (n % bs != 0 || (n > 1 && t->stride[t->ndim - 1] != 1)) return false;
+    if (n % bs != 0 || n > INT32_MAX / 2 || (n > 1 && t->stride[t->ndim - 1] != 1)) return false; /* 32-bit indices in a row */
     for (int d = 0; d < t->ndim - 1; d++)
         if (t->shape[d] > 1 && t->stride[d] % bs != 0) return false;
     return true;
@@ -179,7 +182,7 @@ static ct_status matvec(ct_device *dev, ct_dtype wt, const void *pw, size_t wrow
                         int64_t M, int64_t N, int64_t K, float *out)
 {
     cuda_dev *cd = cuda_of(dev);
-    if (!MV_INTEGER_DOTS)
+    if (M == 1 && N * K <= MV_FMA_MAX_ELEMS)
         return launch_status(dev, cuq_matvec(wt, pw, wrow, px, rsx, M, N, K, out, cd->sm_count, cd->stream),
                              "quantized matvec");
     size_t bytes = cuq_matvec_q8_tmp_bytes(M, K);

@@ -56,10 +56,10 @@ __device__ __forceinline__ uint32_t spread4(uint32_t t) { return ((t & 0xF) * 0x
 struct Q4_0 {
     static constexpr int BS = 32, BYTES = 18;
     static constexpr bool SIGNED = false;
-    __device__ static void chunk(const uint8_t *row, int64_t c, uint32_t *q, float &a, float &b, int64_t &ea, int64_t &eb)
+    __device__ static void chunk(const uint8_t *row, int c, uint32_t *q, float &a, float &b, int &ea, int &eb)
     {
-        int64_t blk = c >> 1;
-        int h = (int)(c & 1);
+        int blk = c >> 1;
+        int h = c & 1;
         const uint8_t *p = row + blk * BYTES;
         a = h2f((uint16_t)ld16(p));
         b = -8.f * a;
@@ -73,10 +73,10 @@ struct Q4_0 {
 struct Q4_1 {
     static constexpr int BS = 32, BYTES = 20;
     static constexpr bool SIGNED = false;
-    __device__ static void chunk(const uint8_t *row, int64_t c, uint32_t *q, float &a, float &b, int64_t &ea, int64_t &eb)
+    __device__ static void chunk(const uint8_t *row, int c, uint32_t *q, float &a, float &b, int &ea, int &eb)
     {
-        int64_t blk = c >> 1;
-        int h = (int)(c & 1);
+        int blk = c >> 1;
+        int h = c & 1;
         const uint8_t *p = row + blk * BYTES;
         uint32_t dm = ld32(p);
         a = h2f((uint16_t)dm);
@@ -100,10 +100,10 @@ __device__ __forceinline__ void q5_high(uint32_t qh, int j, uint32_t *q)
 struct Q5_0 {
     static constexpr int BS = 32, BYTES = 22;
     static constexpr bool SIGNED = false;
-    __device__ static void chunk(const uint8_t *row, int64_t c, uint32_t *q, float &a, float &b, int64_t &ea, int64_t &eb)
+    __device__ static void chunk(const uint8_t *row, int c, uint32_t *q, float &a, float &b, int &ea, int &eb)
     {
-        int64_t blk = c >> 1;
-        int h = (int)(c & 1);
+        int blk = c >> 1;
+        int h = c & 1;
         const uint8_t *p = row + blk * BYTES;
         a = h2f((uint16_t)ld16(p));
         b = -16.f * a;
@@ -119,10 +119,10 @@ struct Q5_0 {
 struct Q5_1 {
     static constexpr int BS = 32, BYTES = 24;
     static constexpr bool SIGNED = false;
-    __device__ static void chunk(const uint8_t *row, int64_t c, uint32_t *q, float &a, float &b, int64_t &ea, int64_t &eb)
+    __device__ static void chunk(const uint8_t *row, int c, uint32_t *q, float &a, float &b, int &ea, int &eb)
     {
-        int64_t blk = c >> 1;
-        int h = (int)(c & 1);
+        int blk = c >> 1;
+        int h = c & 1;
         const uint8_t *p = row + blk * BYTES;
         uint32_t dm = ld32(p);
         a = h2f((uint16_t)dm);
@@ -140,10 +140,10 @@ struct Q5_1 {
 struct Q8_0 {
     static constexpr int BS = 32, BYTES = 34;
     static constexpr bool SIGNED = true;
-    __device__ static void chunk(const uint8_t *row, int64_t c, uint32_t *q, float &a, float &b, int64_t &ea, int64_t &eb)
+    __device__ static void chunk(const uint8_t *row, int c, uint32_t *q, float &a, float &b, int &ea, int &eb)
     {
-        int64_t blk = c >> 1;
-        int h = (int)(c & 1);
+        int blk = c >> 1;
+        int h = c & 1;
         const uint8_t *p = row + blk * BYTES;
         a = h2f((uint16_t)ld16(p));
         b = 0.f;
@@ -165,10 +165,10 @@ __device__ __forceinline__ void crumbs(const uint32_t *w, int shift, uint32_t *q
 struct Q2_K {
     static constexpr int BS = 256, BYTES = 84;
     static constexpr bool SIGNED = false;
-    __device__ static void chunk(const uint8_t *row, int64_t c, uint32_t *q, float &a, float &b, int64_t &ea, int64_t &eb)
+    __device__ static void chunk(const uint8_t *row, int c, uint32_t *q, float &a, float &b, int &ea, int &eb)
     {
-        int64_t blk = c >> 4;
-        int g = (int)(c & 15);
+        int blk = c >> 4;
+        int g = c & 15;
         const uint8_t *p = row + blk * BYTES;
         uint32_t dd = ld32(p + 80);
         int sc = (int)((ld32(p + (g & ~3)) >> (8 * (g & 3))) & 0xFF);
@@ -186,10 +186,10 @@ struct Q2_K {
 struct Q3_K {
     static constexpr int BS = 256, BYTES = 110;
     static constexpr bool SIGNED = false;
-    __device__ static void chunk(const uint8_t *row, int64_t c, uint32_t *q, float &a, float &b, int64_t &ea, int64_t &eb)
+    __device__ static void chunk(const uint8_t *row, int c, uint32_t *q, float &a, float &b, int &ea, int &eb)
     {
-        int64_t blk = c >> 4;
-        int g = (int)(c & 15);
+        int blk = c >> 4;
+        int g = c & 15;
         const uint8_t *p = row + blk * BYTES;
         float d = h2f((uint16_t)ld16(p + 108));
         const uint8_t *s = p + 96;
@@ -211,25 +211,28 @@ struct Q3_K {
     }
 };
 
-/* Scale and min of group j of a Q4_K/Q5_K block from its 12 packed bytes (3 u32). */
+/* Scale and min of group j of a Q4_K/Q5_K block from its 12 packed bytes (3 u32), by
+ * shifts only: an index into s that depends on j would put s in local memory. */
 __device__ __forceinline__ void k4_scale_min(const uint32_t *s, int j, int &sc, int &m)
 {
+    int sh = 8 * (j & 3);
+    uint32_t a = s[0] >> sh, b = s[1] >> sh, c = s[2] >> sh;
     if (j < 4) {
-        sc = byte_of(s, j) & 63;
-        m = byte_of(s, j + 4) & 63;
+        sc = (int)(a & 63);
+        m = (int)(b & 63);
     } else {
-        sc = (byte_of(s, j + 4) & 0xF) | ((byte_of(s, j - 4) >> 6) << 4);
-        m = (byte_of(s, j + 4) >> 4) | ((byte_of(s, j) >> 6) << 4);
+        sc = (int)((c & 0xF) | ((a >> 2) & 0x30));
+        m = (int)(((c >> 4) & 0xF) | ((b >> 2) & 0x30));
     }
 }
 
 struct Q4_K {
     static constexpr int BS = 256, BYTES = 144;
     static constexpr bool SIGNED = false;
-    __device__ static void chunk(const uint8_t *row, int64_t c, uint32_t *q, float &a, float &b, int64_t &ea, int64_t &eb)
+    __device__ static void chunk(const uint8_t *row, int c, uint32_t *q, float &a, float &b, int &ea, int &eb)
     {
-        int64_t blk = c >> 4;
-        int j = (int)((c & 15) >> 1), pp = (int)(c & 1);
+        int blk = c >> 4;
+        int j = (c & 15) >> 1, pp = c & 1;
         const uint8_t *p = row + blk * BYTES;
         uint32_t hd[4];
         ld128(p, hd); /* d, dmin and the 12 scale bytes */
@@ -250,10 +253,10 @@ struct Q4_K {
 struct Q5_K {
     static constexpr int BS = 256, BYTES = 176;
     static constexpr bool SIGNED = false;
-    __device__ static void chunk(const uint8_t *row, int64_t c, uint32_t *q, float &a, float &b, int64_t &ea, int64_t &eb)
+    __device__ static void chunk(const uint8_t *row, int c, uint32_t *q, float &a, float &b, int &ea, int &eb)
     {
-        int64_t blk = c >> 4;
-        int j = (int)((c & 15) >> 1), pp = (int)(c & 1);
+        int blk = c >> 4;
+        int j = (c & 15) >> 1, pp = c & 1;
         const uint8_t *p = row + blk * BYTES;
         uint32_t hd[4];
         ld128(p, hd);
@@ -275,10 +278,10 @@ struct Q5_K {
 struct Q6_K {
     static constexpr int BS = 256, BYTES = 210;
     static constexpr bool SIGNED = false;
-    __device__ static void chunk(const uint8_t *row, int64_t c, uint32_t *q, float &a, float &b, int64_t &ea, int64_t &eb)
+    __device__ static void chunk(const uint8_t *row, int c, uint32_t *q, float &a, float &b, int &ea, int &eb)
     {
-        int64_t blk = c >> 4;
-        int g = (int)(c & 15);
+        int blk = c >> 4;
+        int g = c & 15;
         const uint8_t *p = row + blk * BYTES;
         float d = h2f((uint16_t)ld16(p + 208));
         int sc = (int)(int8_t)(ld16(p + 192 + (g & ~1)) >> (8 * (g & 1)));
@@ -308,7 +311,7 @@ template <bool SIGNED> __device__ __forceinline__ float byte_f(const uint32_t *q
 
 /* The 16 dequantized values of chunk c: v[0..7] at ea, v[8..15] at eb. */
 template <class F>
-__device__ __forceinline__ void deq_chunk(const uint8_t *row, int64_t c, float *v, int64_t &ea, int64_t &eb)
+__device__ __forceinline__ void deq_chunk(const uint8_t *row, int c, float *v, int &ea, int &eb)
 {
     uint32_t q[4];
     float a, b;

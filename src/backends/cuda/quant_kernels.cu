@@ -16,7 +16,7 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(flo
 
 /* The 16 values of a chunk into dst (col = element stride), vector stores when dense f32. */
 template <typename T>
-__device__ __forceinline__ void store_chunk(T *dst, int64_t col, int64_t ea, int64_t eb, const float *v)
+__device__ __forceinline__ void store_chunk(T *dst, int64_t col, int ea, int eb, const float *v)
 {
     if constexpr (sizeof(T) == 4) {
         if (col == 1 && ((uintptr_t)(dst + ea) & 15) == 0 && ((uintptr_t)(dst + eb) & 15) == 0) {
@@ -50,8 +50,8 @@ __global__ void deq_kernel(const uint8_t *__restrict__ src, T *__restrict__ dst,
         d_o += i * rows.dst_stride[d];
     }
     float v[16];
-    int64_t ea, eb;
-    cuq::deq_chunk<F>(src + so * F::BYTES, c, v, ea, eb);
+    int ea, eb;
+    cuq::deq_chunk<F>(src + so * F::BYTES, (int)c, v, ea, eb);
     store_chunk<T>(dst + d_o, col, ea, eb, v);
 }
 
@@ -73,8 +73,8 @@ __global__ void emb_kernel(const uint8_t *__restrict__ w, int64_t w_row_blocks, 
         return;
     }
     float v[16];
-    int64_t ea, eb;
-    cuq::deq_chunk<F>(w + id * w_row_blocks * F::BYTES, c, v, ea, eb);
+    int ea, eb;
+    cuq::deq_chunk<F>(w + id * w_row_blocks * F::BYTES, (int)c, v, ea, eb);
     store_chunk<float>(out, 1, ea, eb, v);
 }
 

@@ -43,11 +43,11 @@ __global__ void __launch_bounds__(MV_THREADS) mv_kernel(const uint8_t *__restric
     for (int m = 0; m < M; m++) acc[m] = 0.f;
     if (n < N) {
         const uint8_t *row = w + (size_t)n * w_row;
-        int64_t nc = K / CUQ_CHUNK;
+        int nc = (int)(K / CUQ_CHUNK);
 #pragma unroll 2
-        for (int64_t c = (int64_t)s * 32 + lane; c < nc; c += 32 * S) {
+        for (int c = s * 32 + lane; c < nc; c += 32 * S) {
             float v[16];
-            int64_t ea, eb;
+            int ea, eb;
             cuq::deq_chunk<F>(row, c, v, ea, eb);
 #pragma unroll
             for (int m = 0; m < M; m++) acc[m] += dot8(x + m * x_row + ea, v) + dot8(x + m * x_row + eb, v + 8);
@@ -114,12 +114,12 @@ __global__ void __launch_bounds__(MV_THREADS) mvq_kernel(const uint8_t *__restri
     for (int m = 0; m < M; m++) acc[m] = 0.f;
     if (n < N) {
         const uint8_t *row = w + (size_t)n * w_row;
-        int64_t nc = K / CUQ_CHUNK;
+        int nc = (int)(K / CUQ_CHUNK);
 #pragma unroll 2
-        for (int64_t c = (int64_t)s * 32 + lane; c < nc; c += 32 * S) {
+        for (int c = s * 32 + lane; c < nc; c += 32 * S) {
             uint32_t q[4];
             float a, b;
-            int64_t ea, eb;
+            int ea, eb;
             F::chunk(row, c, q, a, b, ea, eb);
 #pragma unroll
             for (int m = 0; m < M; m++) {
