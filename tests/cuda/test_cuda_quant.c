@@ -233,16 +233,19 @@ static void test_linear(void)
             ct_tensor_free(b);
         }
         ct_tensor_free(w);
-        /* M = 1 on a weight above the single-kernel size: the integer-dot kernels */
+        /* A weight above the single-kernel size at M = 1 (the integer-dot kernels), and over
+         * two prefill slices of 2048 rows at M = 9 */
         ct_tensor *wl = quant_weight(t, 2053, 2048, 500 + (uint64_t)f);
-        int64_t sx[2] = {1, 2048};
-        ct_tensor *x = th_random(&r, 2, sx, CT_F32, -1, 1);
-        ct_tensor *in[2] = {x, wl};
-        char what[96];
-        snprintf(what, sizeof what, "linear %s M=1 N=2053 K=2048", ct_dtype_name(t));
-        devcheck_op(dev, what, fn_linear, in, 2, NULL, 2e-4);
-        check_exact(what, x, wl, 2e-4);
-        ct_tensor_free(x);
+        for (int64_t M = 1; M <= 9; M += 8) {
+            int64_t sx[2] = {M, 2048};
+            ct_tensor *x = th_random(&r, 2, sx, CT_F32, -1, 1);
+            ct_tensor *in[2] = {x, wl};
+            char what[96];
+            snprintf(what, sizeof what, "linear %s M=%lld N=2053 K=2048", ct_dtype_name(t), (long long)M);
+            devcheck_op(dev, what, fn_linear, in, 2, NULL, 2e-4);
+            check_exact(what, x, wl, M == 1 ? 2e-4 : 1e-5);
+            ct_tensor_free(x);
+        }
         ct_tensor_free(wl);
     }
 }

@@ -22,8 +22,9 @@
  * uses integer dots (two kernels, but a third of the instructions per weight byte). The
  * crossover was measured with bench/cuda_quant.c on an H100. */
 #define MV_FMA_MAX_ELEMS ((int64_t)1 << 22)
-/* Bytes of f32 weight slice the prefill path dequantizes at a time. */
-#define PREFILL_SLICE_BYTES ((size_t)64 << 20)
+/* Bytes of f32 weight slice the prefill path dequantizes at a time (a slice of 2048 rows
+ * of 2048 keeps the GEMM large; the temporary stays far below the weights' own size). */
+#define PREFILL_SLICE_BYTES ((size_t)16 << 20)
 
 static bool plain_float(ct_dtype t) { return t == CT_F32 || t == CT_F16 || t == CT_BF16; }
 

@@ -1,20 +1,45 @@
 /* Quantized matrix-vector products (decode: M <= CUQ_MV_MAX_ROWS rows of x).
  *
- * Memory-bound: each weight byte is read once, so the kernel is built around the weight
- * stream. S warps share one output row (S chosen so the grid fills the device even for
- * short N), 8 / S rows per 256-thread block. The lanes of a warp take consecutive
- * 16-element chunks, so a warp's loads cover a contiguous span of the row (whole 32-byte
- * sectors); each chunk is dequantized once into registers and multiplied in f32 with
- * all M rows of x, which stay in L1/L2 (x is a few KiB per row). Dequantize-and-FMA
- * rather than quantizing x for integer dots: x stays exact (the CPU rounds it to 8
- * bits), and the chunk decode is amortized over 16 elements, so the ALU work per weight
- * byte stays below what the memory system delivers. */
+ * Memory-bound: each weight byte is read once, so the kernels are built around the
+ * weight stream. S warps share one output row, 8 / S rows per 256-thread block (S from
+ * the occupancy, see split_of). The lanes of a warp take consecutive 16-element chunks,
+ * so a warp's loads cover a contiguous span of the row (whole 32-byte sectors, 16-byte
+ * loads where the format's alignment allows), four chunks in flight per lane. Two ways
+ * to multiply a chunk, both measured (bench/cuda_quant.c):
+ * - mv_kernel: dequantize to f32 and FMA with x (one kernel, x exact; ~4 instructions per
+ *   element, so it is ALU-bound on big weights but wins where launches dominate);
+ * - mvq_kernel: x quantized once per op to 8 bits per 32 (quantize_x), then __dp4a on the
+ *   chunk's quants and an affine correction per chunk (a third of the instructions;
+ *   faster from ~4M weight elements on, and at every size for several rows of x). */
 #include "backends/cuda/quant_deq.cuh"
 #include "backends/cuda/quant_kernels.h"
 
 namespace {
 
 constexpr int MV_THREADS = 256, MV_WARPS = MV_THREADS / 32;
+
+/* Warps per output row. The kernels are latency-bound per warp (a few dependent rounds of
+ * DRAM loads), so the grid should be one wave of resident warps: split rows over more
+ * warps while N * S still fits in what the device holds at once (`resident` warps), as
+ * long as every lane keeps a chunk of its own. Rows beyond one wave take S = 1. */
+int split_of(int64_t N, int64_t K, int64_t resident)
+{
+    int64_t nc = K / CUQ_CHUNK;
+    int S = 1;
+    while (S < MV_WARPS && N * S * 2 <= resident && nc >= 32 * S * 2) S *= 2;
+    return S;
+}
+
+/* Resident warps of kernel k on this device (its occupancy, found once per kernel). */
+template <typename Kern> int64_t resident_warps(Kern k, int sm_count, int &cache)
+{
+    if (cache == 0) {
+        int nb = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k, MV_THREADS, 0) != cudaSuccess || nb < 1) nb = 1;
+        cache = nb;
+    }
+    return (int64_t)sm_count * cache * MV_WARPS;
+}
 
 __device__ __forceinline__ float dot8(const float *__restrict__ x, const float *v)
 {
@@ -44,7 +69,7 @@ __global__ void __launch_bounds__(MV_THREADS) mv_kernel(const uint8_t *__restric
     if (n < N) {
         const uint8_t *row = w + (size_t)n * w_row;
         int nc = (int)(K / CUQ_CHUNK);
-#pragma unroll 2
+#pragma unroll 4
         for (int c = s * 32 + lane; c < nc; c += 32 * S) {
             float v[16];
             int ea, eb;
@@ -115,7 +140,7 @@ __global__ void __launch_bounds__(MV_THREADS) mvq_kernel(const uint8_t *__restri
     if (n < N) {
         const uint8_t *row = w + (size_t)n * w_row;
         int nc = (int)(K / CUQ_CHUNK);
-#pragma unroll 2
+#pragma unroll 4
         for (int c = s * 32 + lane; c < nc; c += 32 * S) {
             uint32_t q[4];
             float a, b;
@@ -158,67 +183,59 @@ __global__ void __launch_bounds__(MV_THREADS) mvq_kernel(const uint8_t *__restri
 
 template <class F, int M>
 void launch_q8(const void *w, size_t w_row, const int8_t *xq, const float *xd, const float *xs8, int64_t N, int64_t K,
-               float *out, int S, cudaStream_t st)
+               float *out, int sm_count, cudaStream_t st)
 {
-    int R = MV_WARPS / S;
+    static int occ;
+    int S = split_of(N, K, resident_warps(mvq_kernel<F, M>, sm_count, occ)), R = MV_WARPS / S;
     unsigned grid = (unsigned)((N + R - 1) / R);
     mvq_kernel<F, M><<<grid, MV_THREADS, 0, st>>>((const uint8_t *)w, w_row, xq, xd, xs8, out, N, K, S);
 }
 
 template <class F>
 bool mvq_typed(const void *w, size_t w_row, const int8_t *xq, const float *xd, const float *xs8, int64_t M, int64_t N,
-               int64_t K, float *out, int S, cudaStream_t st)
+               int64_t K, float *out, int sm_count, cudaStream_t st)
 {
     switch (M) {
-    case 1: launch_q8<F, 1>(w, w_row, xq, xd, xs8, N, K, out, S, st); return true;
-    case 2: launch_q8<F, 2>(w, w_row, xq, xd, xs8, N, K, out, S, st); return true;
-    case 3: launch_q8<F, 3>(w, w_row, xq, xd, xs8, N, K, out, S, st); return true;
-    case 4: launch_q8<F, 4>(w, w_row, xq, xd, xs8, N, K, out, S, st); return true;
-    case 5: launch_q8<F, 5>(w, w_row, xq, xd, xs8, N, K, out, S, st); return true;
-    case 6: launch_q8<F, 6>(w, w_row, xq, xd, xs8, N, K, out, S, st); return true;
-    case 7: launch_q8<F, 7>(w, w_row, xq, xd, xs8, N, K, out, S, st); return true;
-    case 8: launch_q8<F, 8>(w, w_row, xq, xd, xs8, N, K, out, S, st); return true;
+    case 1: launch_q8<F, 1>(w, w_row, xq, xd, xs8, N, K, out, sm_count, st); return true;
+    case 2: launch_q8<F, 2>(w, w_row, xq, xd, xs8, N, K, out, sm_count, st); return true;
+    case 3: launch_q8<F, 3>(w, w_row, xq, xd, xs8, N, K, out, sm_count, st); return true;
+    case 4: launch_q8<F, 4>(w, w_row, xq, xd, xs8, N, K, out, sm_count, st); return true;
+    case 5: launch_q8<F, 5>(w, w_row, xq, xd, xs8, N, K, out, sm_count, st); return true;
+    case 6: launch_q8<F, 6>(w, w_row, xq, xd, xs8, N, K, out, sm_count, st); return true;
+    case 7: launch_q8<F, 7>(w, w_row, xq, xd, xs8, N, K, out, sm_count, st); return true;
+    case 8: launch_q8<F, 8>(w, w_row, xq, xd, xs8, N, K, out, sm_count, st); return true;
     default: return false;
     }
 }
 
 template <class F, int M>
-void launch(const void *w, size_t w_row, const float *x, int64_t x_row, int64_t N, int64_t K, float *out, int S,
+void launch(const void *w, size_t w_row, const float *x, int64_t x_row, int64_t N, int64_t K, float *out, int sm_count,
             cudaStream_t st)
 {
-    int R = MV_WARPS / S;
+    static int occ;
+    int S = split_of(N, K, resident_warps(mv_kernel<F, M>, sm_count, occ)), R = MV_WARPS / S;
     unsigned grid = (unsigned)((N + R - 1) / R);
     mv_kernel<F, M><<<grid, MV_THREADS, 0, st>>>((const uint8_t *)w, w_row, x, x_row, out, N, K, S);
 }
 
 template <class F>
 bool mv_typed(const void *w, size_t w_row, const float *x, int64_t x_row, int64_t M, int64_t N, int64_t K,
-              float *out, int S, cudaStream_t st)
+              float *out, int sm_count, cudaStream_t st)
 {
     switch (M) {
-    case 1: launch<F, 1>(w, w_row, x, x_row, N, K, out, S, st); return true;
-    case 2: launch<F, 2>(w, w_row, x, x_row, N, K, out, S, st); return true;
-    case 3: launch<F, 3>(w, w_row, x, x_row, N, K, out, S, st); return true;
-    case 4: launch<F, 4>(w, w_row, x, x_row, N, K, out, S, st); return true;
-    case 5: launch<F, 5>(w, w_row, x, x_row, N, K, out, S, st); return true;
-    case 6: launch<F, 6>(w, w_row, x, x_row, N, K, out, S, st); return true;
-    case 7: launch<F, 7>(w, w_row, x, x_row, N, K, out, S, st); return true;
-    case 8: launch<F, 8>(w, w_row, x, x_row, N, K, out, S, st); return true;
+    case 1: launch<F, 1>(w, w_row, x, x_row, N, K, out, sm_count, st); return true;
+    case 2: launch<F, 2>(w, w_row, x, x_row, N, K, out, sm_count, st); return true;
+    case 3: launch<F, 3>(w, w_row, x, x_row, N, K, out, sm_count, st); return true;
+    case 4: launch<F, 4>(w, w_row, x, x_row, N, K, out, sm_count, st); return true;
+    case 5: launch<F, 5>(w, w_row, x, x_row, N, K, out, sm_count, st); return true;
+    case 6: launch<F, 6>(w, w_row, x, x_row, N, K, out, sm_count, st); return true;
+    case 7: launch<F, 7>(w, w_row, x, x_row, N, K, out, sm_count, st); return true;
+    case 8: launch<F, 8>(w, w_row, x, x_row, N, K, out, sm_count, st); return true;
     default: return false;
     }
 }
 
 } // namespace
-
-/* Warps per row: more while the grid is short of ~32 warps per SM and every lane still
- * has two chunks of its own. */
-static int split_of(int64_t N, int64_t K, int sm_count)
-{
-    int64_t nc = K / CUQ_CHUNK;
-    int S = 1;
-    while (S < MV_WARPS && N * S < (int64_t)sm_count * 32 && nc >= 64 * S) S *= 2;
-    return S;
-}
 
 extern "C" size_t cuq_matvec_q8_tmp_bytes(int64_t M, int64_t K)
 {
@@ -235,8 +252,7 @@ extern "C" bool cuq_matvec_q8(ct_dtype wt, const void *w, size_t w_row, const fl
     int64_t warps = M * K / 32;
     quantize_x<<<(unsigned)((warps * 32 + MV_THREADS - 1) / MV_THREADS), MV_THREADS, 0, stream>>>(x, x_row, M, K, xq, xd,
                                                                                                    xs8);
-    int S = split_of(N, K, sm_count);
-    CUQ_DISPATCH(wt, return mvq_typed<F>(w, w_row, xq, xd, xs8, M, N, K, out, S, stream), return false);
+    CUQ_DISPATCH(wt, return mvq_typed<F>(w, w_row, xq, xd, xs8, M, N, K, out, sm_count, stream), return false);
     return false;
 }
 
@@ -244,7 +260,6 @@ extern "C" bool cuq_matvec(ct_dtype wt, const void *w, size_t w_row, const float
                            int64_t N, int64_t K, float *out, int sm_count, cudaStream_t stream)
 {
     if (M < 1 || M > CUQ_MV_MAX_ROWS || N < 1 || K % CUQ_CHUNK != 0) return false;
-    int S = split_of(N, K, sm_count);
-    CUQ_DISPATCH(wt, return mv_typed<F>(w, w_row, x, x_row, M, N, K, out, S, stream), return false);
+    CUQ_DISPATCH(wt, return mv_typed<F>(w, w_row, x, x_row, M, N, K, out, sm_count, stream), return false);
     return false;
 }
