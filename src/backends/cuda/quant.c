@@ -2,17 +2,18 @@
  * Q2_K Q3_K Q4_K Q5_K Q6_K): dequantizing copy, embedding from a quantized table, and
  * linear with a quantized weight.
  *
- * linear, decode (M <= CUQ_MV_MAX_ROWS rows of x): one matrix-vector kernel that streams
- * the weight once (quant_mv.cu). Prefill (more rows): the weight is dequantized to f32 in
+ * linear, decode (M <= CUQ_MV_MAX_ROWS rows of x): matrix-vector kernels that stream the
+ * weight once (quant_mv.cu; f32 FMA for one row and a small weight, integer dots on x
+ * quantized to 8 bits otherwise). Prefill (more rows): the weight is dequantized to f32 in
  * slices of rows, each slice multiplied by cuBLAS with TF32 tensor cores. TF32 here is not
- * the f32-GEMM switch (CTORCH_CUDA_TF32): the weight holds at most 8 significant bits
- * already, and TF32 rounds x to 11, finer than the CPU's own 8-bit quantization of x for
- * its dots, while f32 keeps the range (an f16 x could overflow).
+ * the f32-GEMM switch (CTORCH_CUDA_TF32): it rounds x and the dequantized weight to 11
+ * significant bits (2^-11 relative), far below the 2-8-bit quantization the weight carries
+ * and finer than the CPU's own 8-bit rounding of x for its dots, while f32 keeps the range
+ * (an f16 x could overflow).
  * ct_matmul with a quantized first operand reaches devices as LINEAR (the frontend
  * rewrites it), so the group claims no MATMUL.
  * Weights stay in GGUF's layout (no import): the kernels read it with coalesced loads. */
 #include <stdint.h>
-#include <string.h>
 
 #include "backends/cuda/cuda_internal.h"
 #include "backends/cuda/quant_kernels.h"
