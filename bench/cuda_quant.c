@@ -1,0 +1,252 @@
+/* Quantized matrix-vector GB/s on the GPU, per block format: the CUDA quant group's
+ * decode kernel (cuq_matvec) on a 4096 x 4096 weight and on TinyLlama's shapes, M = 1
+ * (and M = 8 for the 4096 square).
+ *
+ * Each measurement replays a CUDA graph of REPS launches, each on another copy of the
+ * weight (enough copies to exceed the L2 cache several times over, so every launch
+ * streams its weight from DRAM, as a decode step does), timed with CUDA events; the
+ * median of TRIALS graphs is reported. GB/s counts the weight bytes only (x and the
+ * output are a few KiB). The reference is the device's own device-to-device
+ * cudaMemcpy (read + write bytes / time) on 512 MiB.
+ * Then prefill as the glue runs it (quant.c): the weight dequantized to f32, one cuBLAS
+ * GemmEx with TF32 tensor cores, at M = 512 on 4096 x 4096, in TFLOP/s.
+ *
+ * usage: ctorch-bench-cuda-quant [--quick] */
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cuda/quant_kernels.h"
+#include "quant/quant.h"
+
+#define TRIALS 9
+#define CHECK_CUDA(x)                                                                                   \
+    do {                                                                                                \
+        cudaError_t e_ = (x);                                                                           \
+        if (e_ != cudaSuccess) {                                                                        \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));         \
+            exit(1);                                                                                    \
+        }                                                                                               \
+    } while (0)
+
+static int cmp_f(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static float median(float *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_f);
+    return v[n / 2];
+}
+
+/* Device-to-device copy bandwidth (read + write) in GB/s. */
+static double copy_bw(cudaStream_t s)
+{
+    size_t bytes = (size_t)512 << 20;
+    void *a, *b;
+    CHECK_CUDA(cudaMalloc(&a, bytes));
+    CHECK_CUDA(cudaMalloc(&b, bytes));
+    CHECK_CUDA(cudaMemsetAsync(a, 1, bytes, s));
+    cudaEvent_t e0, e1;
+    CHECK_CUDA(cudaEventCreate(&e0));
+    CHECK_CUDA(cudaEventCreate(&e1));
+    float t[TRIALS];
+    for (int i = 0; i < TRIALS; i++) {
+        CHECK_CUDA(cudaEventRecord(e0, s));
+        CHECK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s));
+        CHECK_CUDA(cudaEventRecord(e1, s));
+        CHECK_CUDA(cudaEventSynchronize(e1));
+        CHECK_CUDA(cudaEventElapsedTime(&t[i], e0, e1));
+    }
+    CHECK_CUDA(cudaFree(a));
+    CHECK_CUDA(cudaFree(b));
+    CHECK_CUDA(cudaEventDestroy(e0));
+    CHECK_CUDA(cudaEventDestroy(e1));
+    return 2.0 * (double)bytes / (median(t, TRIALS) * 1e-3) / 1e9;
+}
+
+/* Median microseconds of one matvec launch, and GB/s of weight read. */
+static void time_matvec(ct_dtype t, int64_t N, int64_t K, int64_t M, int sm, cudaStream_t s, int quick,
+                        double us[2], double gbs[2])
+{
+    size_t rb = ct_dtype_row_bytes(t, K), wbytes = rb * (size_t)N;
+    /* enough copies for 4x a 50 MiB L2 (H100) / 60 MiB (H200), at least 2 */
+    int copies = (int)(((size_t)256 << 20) / wbytes) + 2;
+    if (copies > 64) copies = 64;
+    float *hf = malloc(sizeof(float) * (size_t)K);
+    char *hq = malloc(wbytes);
+    unsigned seed = 12345;
+    /* 64 distinct quantized rows, tiled: the values do not change the speed, and the
+     * reference quantizers are slow on 10^8 elements */
+    for (int64_t n = 0; n < N; n++) {
+        if (n >= 64) {
+            memcpy(hq + (size_t)n * rb, hq + (size_t)(n % 64) * rb, rb);
+            continue;
+        }
+        for (int64_t k = 0; k < K; k++) {
+            seed = seed * 1664525u + 1013904223u;
+            hf[k] = (float)((int)(seed >> 9) - (1 << 22)) / (float)(1 << 22);
+        }
+        if (quant_quantize_row(t, hf, hq + (size_t)n * rb, K) != CT_OK) {
+            fprintf(stderr, "quantize %s failed\n", ct_dtype_name(t));
+            exit(1);
+        }
+    }
+    void **w = malloc(sizeof(void *) * (size_t)copies);
+    for (int c = 0; c < copies; c++) {
+        CHECK_CUDA(cudaMalloc(&w[c], wbytes));
+        CHECK_CUDA(cudaMemcpy(w[c], hq, wbytes, cudaMemcpyHostToDevice));
+    }
+    float *x, *out;
+    void *tmp;
+    CHECK_CUDA(cudaMalloc(&tmp, cuq_matvec_q8_tmp_bytes(M, K)));
+    CHECK_CUDA(cudaMalloc((void **)&x, sizeof(float) * (size_t)(M * K)));
+    CHECK_CUDA(cudaMalloc((void **)&out, sizeof(float) * (size_t)(M * N)));
+    CHECK_CUDA(cudaMemset(x, 0, sizeof(float) * (size_t)(M * K)));
+    int reps = quick ? copies : 4 * copies;
+    cudaEvent_t e0, e1;
+    CHECK_CUDA(cudaEventCreate(&e0));
+    CHECK_CUDA(cudaEventCreate(&e1));
+    for (int q8 = 0; q8 < 2; q8++) {
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        for (int r = 0; r < reps; r++)
+            if (!(q8 ? cuq_matvec_q8(t, w[r % copies], rb, x, K, M, N, K, tmp, out, sm, s)
+                     : cuq_matvec(t, w[r % copies], rb, x, K, M, N, K, out, sm, s))) {
+                fprintf(stderr, "no matvec kernel for %s\n", ct_dtype_name(t));
+                exit(1);
+            }
+        CHECK_CUDA(cudaStreamEndCapture(s, &g));
+        CHECK_CUDA(cudaGraphInstantiate(&ge, g, 0));
+        CHECK_CUDA(cudaGraphLaunch(ge, s)); /* warm-up */
+        float tm[TRIALS];
+        for (int i = 0; i < TRIALS; i++) {
+            CHECK_CUDA(cudaEventRecord(e0, s));
+            CHECK_CUDA(cudaGraphLaunch(ge, s));
+            CHECK_CUDA(cudaEventRecord(e1, s));
+            CHECK_CUDA(cudaEventSynchronize(e1));
+            CHECK_CUDA(cudaEventElapsedTime(&tm[i], e0, e1));
+        }
+        double per = median(tm, TRIALS) * 1e-3 / reps;
+        us[q8] = per * 1e6;
+        gbs[q8] = (double)wbytes / per / 1e9;
+        CHECK_CUDA(cudaGraphExecDestroy(ge));
+        CHECK_CUDA(cudaGraphDestroy(g));
+    }
+    CHECK_CUDA(cudaEventDestroy(e0));
+    CHECK_CUDA(cudaEventDestroy(e1));
+    for (int c = 0; c < copies; c++) CHECK_CUDA(cudaFree(w[c]));
+    CHECK_CUDA(cudaFree(x));
+    CHECK_CUDA(cudaFree(out));
+    CHECK_CUDA(cudaFree(tmp));
+    free(w);
+    free(hf);
+    free(hq);
+}
+
+/* Milliseconds of the prefill path: dequantize w [N, K] to f32, then out [M, N] = x w^T in TF32. */
+static double time_prefill(ct_dtype t, int64_t N, int64_t K, int64_t M, cudaStream_t s, cublasHandle_t h)
+{
+    size_t rb = ct_dtype_row_bytes(t, K);
+    char *hq = malloc(rb * (size_t)N);
+    float *hf = malloc(sizeof(float) * (size_t)K);
+    for (int64_t k = 0; k < K; k++) hf[k] = (float)((k * 37) % 101) / 50.f - 1.f;
+    for (int64_t n = 0; n < N; n++)
+        if (quant_quantize_row(t, hf, hq + (size_t)n * rb, K) != CT_OK) exit(1);
+    void *w;
+    float *wf, *x, *out;
+    CHECK_CUDA(cudaMalloc(&w, rb * (size_t)N));
+    CHECK_CUDA(cudaMemcpy(w, hq, rb * (size_t)N, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMalloc((void **)&wf, sizeof(float) * (size_t)(N * K)));
+    CHECK_CUDA(cudaMalloc((void **)&x, sizeof(float) * (size_t)(M * K)));
+    CHECK_CUDA(cudaMalloc((void **)&out, sizeof(float) * (size_t)(M * N)));
+    CHECK_CUDA(cudaMemset(x, 0, sizeof(float) * (size_t)(M * K)));
+    cuq_rows rows = {.nd = 1, .shape = {N}, .dst_stride = {K}, .src_stride = {(int64_t)(rb / ct_dtype_block_bytes(t))}};
+    const float one = 1.f, zero = 0.f;
+    cudaEvent_t e0, e1;
+    CHECK_CUDA(cudaEventCreate(&e0));
+    CHECK_CUDA(cudaEventCreate(&e1));
+    float tm[TRIALS];
+    for (int i = -1; i < TRIALS; i++) {
+        CHECK_CUDA(cudaEventRecord(e0, s));
+        if (!cuq_dequant(t, w, wf, CT_F32, &rows, K, 1, s)) exit(1);
+        if (cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, wf, CUDA_R_32F, (int)K, x, CUDA_R_32F,
+                         (int)K, &zero, out, CUDA_R_32F, (int)N, CUBLAS_COMPUTE_32F_FAST_TF32,
+                         CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS)
+            exit(1);
+        CHECK_CUDA(cudaEventRecord(e1, s));
+        CHECK_CUDA(cudaEventSynchronize(e1));
+        if (i >= 0) CHECK_CUDA(cudaEventElapsedTime(&tm[i], e0, e1));
+    }
+    CHECK_CUDA(cudaEventDestroy(e0));
+    CHECK_CUDA(cudaEventDestroy(e1));
+    CHECK_CUDA(cudaFree(w));
+    CHECK_CUDA(cudaFree(wf));
+    CHECK_CUDA(cudaFree(x));
+    CHECK_CUDA(cudaFree(out));
+    free(hq);
+    free(hf);
+    return median(tm, TRIALS);
+}
+
+int main(int argc, char **argv)
+{
+    int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        fprintf(stderr, "no CUDA device\n");
+        return 77;
+    }
+    struct cudaDeviceProp prop;
+    CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+    cudaStream_t s;
+    CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    double bw = copy_bw(s);
+    printf("device: %s, %d SMs; device-to-device copy %.0f GB/s (read + write)\n", prop.name,
+           prop.multiProcessorCount, bw);
+    static const ct_dtype fmts[] = {CT_Q4_0, CT_Q4_1, CT_Q5_0, CT_Q5_1, CT_Q8_0,
+                                    CT_Q2_K, CT_Q3_K, CT_Q4_K, CT_Q5_K, CT_Q6_K};
+    /* 4096^2 at M = 1 and 8, then TinyLlama's: q/o 2048^2, k/v 256x2048, gate/up 5632x2048,
+     * down 2048x5632, output 32000x2048 */
+    static const struct { int64_t N, K, M; const char *name; } shapes[] = {
+        {4096, 4096, 1, "4096x4096 M=1"}, {4096, 4096, 8, "4096x4096 M=8"}, {2048, 2048, 1, "tl q/o 2048x2048"},
+        {256, 2048, 1, "tl k/v 256x2048"}, {5632, 2048, 1, "tl up 5632x2048"}, {2048, 5632, 1, "tl down 2048x5632"},
+        {32000, 2048, 1, "tl out 32000x2048"}};
+    int nshapes = quick ? 2 : (int)(sizeof shapes / sizeof shapes[0]);
+    enum { NF = sizeof fmts / sizeof fmts[0], NS = sizeof shapes / sizeof shapes[0] };
+    static double us[NF][NS][2], gbs[NF][NS][2];
+    for (int f = 0; f < NF; f++)
+        for (int j = 0; j < nshapes; j++)
+            time_matvec(fmts[f], shapes[j].N, shapes[j].K, shapes[j].M, prop.multiProcessorCount, s, quick, us[f][j],
+                        gbs[f][j]);
+    static const char *names[2] = {"dequantize + f32 FMA", "integer dots (x quantized to 8 bits per 32, __dp4a)"};
+    for (int v = 0; v < 2; v++) {
+        printf("\n%s: us per launch, weight GB/s, %% of the copy bandwidth\n%-6s", names[v], "format");
+        for (int j = 0; j < nshapes; j++) printf(" | %-20s", shapes[j].name);
+        printf("\n");
+        for (int f = 0; f < NF; f++) {
+            printf("%-6s", ct_dtype_name(fmts[f]));
+            for (int j = 0; j < nshapes; j++)
+                printf(" | %7.2f %6.0f %4.0f%%", us[f][j][v], gbs[f][j][v], 100.0 * gbs[f][j][v] / bw);
+            printf("\n");
+        }
+    }
+    cublasHandle_t h;
+    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS || cublasSetStream(h, s) != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "cuBLAS unavailable\n");
+        return 1;
+    }
+    printf("\nprefill, 4096 x 4096 weight, M = 512: dequantize to f32 + GemmEx TF32 (ms, TFLOP/s)\n");
+    for (int f = 0; f < NF; f++) {
+        double ms = time_prefill(fmts[f], 4096, 4096, 512, s, h);
+        printf("%-6s | %7.3f ms %6.1f TFLOP/s\n", ct_dtype_name(fmts[f]), ms, 2.0 * 4096 * 4096 * 512 / (ms * 1e-3) / 1e12);
+    }
+    cublasDestroy(h);
+    CHECK_CUDA(cudaStreamDestroy(s));
+    return 0;
+}

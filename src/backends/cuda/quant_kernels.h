@@ -1,0 +1,78 @@
+/* The quant group's CUDA launchers (quant_kernels.cu, quant_mv.cu): plain pointers, sizes
+ * and strides, so the C glue (quant.c) unpacks ct_ops and the kernels never see core
+ * headers. Every launcher only enqueues on `stream`; the caller checks the launch
+ * (cuda_check_launch). A launcher returns false, having launched nothing, for a
+ * combination it has no kernel for (the glue's supports() refuses those first). */
+#ifndef CT_CUDA_QUANT_KERNELS_H
+#define CT_CUDA_QUANT_KERNELS_H
+
+#include <cuda_runtime_api.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ctorch/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CUQ_MAX_DIMS 8
+/* Kernels work on chunks of 16 elements that share one scale: every block size is a multiple. */
+#define CUQ_CHUNK 16
+/* Rows of x up to which linear uses the matrix-vector kernels (above: dequantize + GEMM). */
+#define CUQ_MV_MAX_ROWS 8
+
+/* Which quantized formats have kernels (Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K..Q6_K). */
+bool cuq_format_ok(ct_dtype t);
+/* Byte alignment the kernels need of a row's first block (their widest load). */
+int cuq_align(ct_dtype t);
+
+/* The rows that a dequantizing copy walks: every dim of dst but the last, with dst's
+ * strides (elements) and src's (blocks; 0 where src is broadcast). */
+typedef struct cuq_rows {
+    int nd;
+    int64_t shape[CUQ_MAX_DIMS];
+    int64_t dst_stride[CUQ_MAX_DIMS];
+    int64_t src_stride[CUQ_MAX_DIMS];
+} cuq_rows;
+
+/* dst rows (dtype dt: f32 f16 bf16; n elements each, dst_col elements apart) = the
+ * dequantized src rows of format wt, as `rows` maps them. */
+bool cuq_dequant(ct_dtype wt, const void *src, void *dst, ct_dtype dt, const cuq_rows *rows, int64_t n,
+                 int64_t dst_col, cudaStream_t stream);
+
+/* Gather: dst [n_ids, D] f32 contiguous; row i = dequantized table row ids[i] (table rows
+ * w_row_blocks blocks apart, V of them). ids are i32 or i64 at the element offsets given
+ * by ids_shape/ids_stride (ids_nd dims). An id outside [0, V) makes its row NaN: the
+ * device cannot report it without a host sync, and a NaN row is never mistaken for data. */
+bool cuq_embedding(ct_dtype wt, const void *w, int64_t w_row_blocks, int64_t V, int64_t D, const void *ids,
+                   ct_dtype ids_dt, int ids_nd, const int64_t *ids_shape, const int64_t *ids_stride, int64_t n_ids,
+                   float *dst, cudaStream_t stream);
+
+/* Matrix-vector product for M <= CUQ_MV_MAX_ROWS rows of x: out [M, N] (contiguous) =
+ * x [M, K] (rows x_row floats apart, 16-byte aligned, unit column stride) times w^T, w
+ * being N rows of K elements w_row bytes apart. Every row is dequantized once per chunk
+ * and multiplied with all M rows of x in f32. */
+bool cuq_matvec(ct_dtype wt, const void *w, size_t w_row, const float *x, int64_t x_row, int64_t M, int64_t N,
+                int64_t K, float *out, int sm_count, cudaStream_t stream);
+
+/* The same product through integer dots: x is first quantized to 8 bits per 32 elements
+ * (like the CPU's activations) into tmp (cuq_matvec_q8_tmp_bytes, 16-byte aligned), then
+ * each chunk's quants meet x's in __dp4a. x needs unit column stride only. */
+size_t cuq_matvec_q8_tmp_bytes(int64_t M, int64_t K);
+bool cuq_matvec_q8(ct_dtype wt, const void *w, size_t w_row, const float *x, int64_t x_row, int64_t M, int64_t N,
+                   int64_t K, void *tmp, float *out, int sm_count, cudaStream_t stream);
+
+/* out [M, N] (rows N apart) += bias[n * stride] (dtype f32 f16 bf16 f64). */
+bool cuq_add_bias(float *out, int64_t M, int64_t N, const void *bias, ct_dtype bdt, int64_t stride,
+                  cudaStream_t stream);
+
+/* dst [M, K] contiguous f32 = x, a view with `nd` dims (the last is K) of shape/stride. */
+bool cuq_pack_x(const float *x, int nd, const int64_t *shape, const int64_t *stride, float *dst,
+                cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
