@@ -75,6 +75,12 @@ ct_device *exec_host_device(void);
 /* The recording of this thread, or NULL: exec_run reports every op it ran to it. */
 extern _Thread_local ct_step *exec_step_rec;
 void step_note(ct_step *r, const ct_op *op, ct_device *dev, ct_route_reason reason, bool dst_fresh);
+/* Ops recorded so far; rewinding to a mark forgets the ops recorded since (the parts of
+ * a decomposition that failed and is run again elsewhere). */
+int step_mark(const ct_step *r);
+void step_rewind(ct_step *r, int mark);
+/* Whether the recording holds a reference to st (it keeps one per storage it uses). */
+bool step_refs(const ct_step *r, const ct_storage *st);
 /* A failed op poisons the recording (ct_step_end reports it). */
 void step_note_failure(ct_step *r, ct_status s);
 /* Recordings made before are stale: the chain (or the device table) changed / a storage was placed. */

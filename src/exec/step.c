@@ -156,6 +156,22 @@ void step_note(ct_step *s, const ct_op *op, ct_device *dev, ct_route_reason reas
     s->n_ops++;
 }
 
+int step_mark(const ct_step *s) { return s->n_ops; }
+
+/* Storages the forgotten ops used stay referenced, with lifetimes that reach past the
+ * mark: a longer lifetime only costs arena bytes, never a shared one. */
+void step_rewind(ct_step *s, int mark)
+{
+    if (mark >= 0 && mark < s->n_ops) s->n_ops = mark;
+}
+
+bool step_refs(const ct_step *s, const ct_storage *st)
+{
+    for (int i = s->n_bufs - 1; i >= 0; i--)
+        if (s->bufs[i].st == st) return true;
+    return false;
+}
+
 ct_status ct_step_begin(void)
 {
     if (exec_step_rec) return core_err(CT_ERR_INVALID_ARG, "ct_step_begin: this thread is already recording a step");
