@@ -38,6 +38,10 @@ typedef struct exec_route_result {
 
 ct_status exec_route(const exec_route_ctx *ctx, const ct_op *op, exec_route_result *res);
 
+/* The bytes of op->dst's storage the op writes: all of a fresh output, the view's span
+ * otherwise, only the rows a SET_ROWS writes when its indices are readable on the host. */
+void exec_written_range(const ct_op *op, bool dst_fresh, size_t *lo, size_t *hi);
+
 /* Runs op: routes, makes operands resident, runs, falls back on device errors.
  * op->dst must be set (fresh shell or an existing view to write into). */
 ct_status exec_run(ct_op *op);

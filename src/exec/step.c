@@ -55,7 +55,8 @@ typedef struct step_op {
     ct_tensor dst;
     ct_device *dev;
     ct_route_reason reason;
-    size_t wlo, whi; /* the bytes of dst's storage it writes */
+    size_t wlo, whi; /* the bytes of dst's storage it writes (SET_ROWS: found at each run) */
+    bool fresh;      /* dst was a fresh output when recorded */
 } step_op;
 
 struct ct_step {
@@ -150,9 +151,8 @@ void step_note(ct_step *s, const ct_op *op, ct_device *dev, ct_route_reason reas
         return;
     }
     s->bufs[b].written = true;
-    o->wlo = 0;
-    o->whi = dst->nbytes;
-    if (!dst_fresh) tensor_byte_range(op->dst, &o->wlo, &o->whi);
+    o->fresh = dst_fresh;
+    exec_written_range(op, dst_fresh, &o->wlo, &o->whi);
     s->n_ops++;
 }
 
@@ -526,6 +526,7 @@ static ct_status run_one(step_op *o, bool sync, uint64_t *moved)
         if (st != CT_OK) return st;
     }
     ct_storage *dst = o->dst.st;
+    if (o->op.kind == CT_OP_SET_ROWS) exec_written_range(&o->op, o->fresh, &o->wlo, &o->whi); /* the rows change per run */
     ct_status st = o->wlo == 0 && o->whi == dst->nbytes ? CT_OK : storage_make_valid_ex(dst, dev, moved, NULL, NULL);
     if (st == CT_OK) st = storage_order_write(dst, dev);
     if (st == CT_OK) st = dev->ops->run(dev, &o->op);
@@ -562,6 +563,8 @@ static ct_status run_captured(ct_step *s, bool timed)
         if (st == CT_OK && s->bufs[i].written) st = storage_order_write(s->bufs[i].st, dev);
         if (st != CT_OK) return st;
     }
+    for (int i = 0; i < s->n_ops; i++)
+        if (s->ops[i].op.kind == CT_OP_SET_ROWS) exec_written_range(&s->ops[i].op, s->ops[i].fresh, &s->ops[i].wlo, &s->ops[i].whi);
     ct_status st = dev->ops->step_launch(dev, s->cap_handle);
     ct_event *ev = NULL;
     if (st == CT_OK) st = event_record(dev, &ev);
