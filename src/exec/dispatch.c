@@ -49,7 +49,9 @@ static ct_status make_resident(ct_op *op, ct_device *dev, bool dst_fresh, uint64
     }
     ct_storage *dst = op->dst->st;
     ct_status s;
-    if (dst_fresh) {
+    size_t lo, hi;
+    exec_written_range(op, dst_fresh, &lo, &hi);
+    if (dst_fresh || (lo == 0 && hi == dst->nbytes)) { /* all of it is written: nothing to bring first */
         ct_storage_copy *c = storage_find(dst, dev);
         allocated = !(c && c->buf.ptr);
         s = storage_alloc_on(dst, dev);
