@@ -2,7 +2,8 @@
  * the layers (their weights and KV cache) placed on test:0, the rest on the CPU, decode
  * replays the step recorded at the first token, and the greedy tokens equal the CPU's
  * eager ones over many steps. Every combination of a synchronous or asynchronous device
- * and native capture off or on; a tiny f32 llama written here (every layer op can run
+ * and native capture off or on (on: each run of consecutive ops on test:0 is captured and
+ * launched whole); a tiny f32 llama written here (every layer op can run
  * on the device: rms_norm and swiglu as their parts) and, when ../shared/refdata is
  * there, the mini-a F16 model (only the f32 parts of a layer run on the device). The
  * replay must really happen: one recording for the whole run, and ops replayed on
@@ -151,9 +152,10 @@ static int argmax(const float *x, int n)
     return b;
 }
 
-/* Greedy tokens after the prompt; decode ops replayed on test:0 into *dev_runs. */
+/* Greedy tokens after the prompt; decode ops replayed on test:0 into *dev_runs, captured
+ * launches there into *launches. */
 static void greedy(const run_cfg *c, llm_model *m, const int32_t *prompt, int np, int n_gen, int32_t *out,
-                   int *records, int *dev_runs)
+                   int *records, int *dev_runs, int *launches)
 {
     setup(c);
     llm_session s;
@@ -173,6 +175,7 @@ static void greedy(const run_cfg *c, llm_model *m, const int32_t *prompt, int np
     }
     *records = llm_decoder_records(&s);
     *dev_runs = c->device ? test_backend_runs(0, CT_OP_LINEAR) + test_backend_runs(0, CT_OP_MUL) - after_record : 0;
+    *launches = c->device ? test_backend_launches(0) : 0;
     llm_session_free(&s);
 }
 
@@ -191,15 +194,15 @@ static void compare(const char *what, llm_model *(*load)(void), const int32_t *p
 {
     static const run_cfg cpu = {0};
     int32_t want[N_TINY], got[N_TINY];
-    int rec = 0, runs = 0;
+    int rec = 0, runs = 0, launches = 0;
     llm_model *m = load();
     if (!m) return;
-    greedy(&cpu, m, prompt, np, n_gen, want, &rec, &runs);
+    greedy(&cpu, m, prompt, np, n_gen, want, &rec, &runs, &launches);
     llm_model_free(m);
     CHECK_MSG(rec == 0, "the CPU reference replayed (%d recordings)", rec);
     for (int i = 0; i < N_CFGS; i++) {
         if (!(m = load())) return;
-        greedy(&g_cfgs[i], m, prompt, np, n_gen, got, &rec, &runs);
+        greedy(&g_cfgs[i], m, prompt, np, n_gen, got, &rec, &runs, &launches);
         llm_model_free(m);
         int first = -1;
         for (int k = 0; k < n_gen && first < 0; k++)
@@ -208,6 +211,9 @@ static void compare(const char *what, llm_model *(*load)(void), const int32_t *p
                   first >= 0 ? got[first] : 0, first >= 0 ? want[first] : 0);
         CHECK_MSG(rec == 1, "%s, %s: %d recordings (want one for the whole run)", what, cfg_name(&g_cfgs[i]), rec);
         CHECK_MSG(runs > 0, "%s, %s: no replayed op ran on test:0", what, cfg_name(&g_cfgs[i]));
+        /* with capture, the runs of ops on test:0 between the CPU's are launched whole */
+        CHECK_MSG(g_cfgs[i].capture ? launches >= n_gen - 2 : launches == 0, "%s, %s: %d captured launches", what,
+                  cfg_name(&g_cfgs[i]), launches);
     }
     test_backend_uninstall();
     set_replay(true);
