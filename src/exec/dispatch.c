@@ -51,7 +51,7 @@ static ct_status make_resident(ct_op *op, ct_device *dev, bool dst_fresh, uint64
     ct_status s;
     size_t lo, hi;
     exec_written_range(op, dst_fresh, &lo, &hi);
-    if (dst_fresh || (lo == 0 && hi == dst->nbytes)) { /* all of it is written: nothing to bring first */
+    if (exec_writes_all(op, dst_fresh, lo, hi)) { /* nothing of it to bring first */
         ct_storage_copy *c = storage_find(dst, dev);
         allocated = !(c && c->buf.ptr);
         s = storage_alloc_on(dst, dev);
@@ -103,6 +103,12 @@ static bool set_rows_range(const ct_op *op, size_t *lo, size_t *hi)
     rows.offset += rmin * d->stride[0];
     tensor_byte_range(&rows, lo, hi);
     return true;
+}
+
+bool exec_writes_all(const ct_op *op, bool dst_fresh, size_t lo, size_t hi)
+{
+    /* SET_ROWS writes some rows of its view, wherever the view's span reaches */
+    return dst_fresh || (op->kind != CT_OP_SET_ROWS && lo == 0 && hi == op->dst->st->nbytes);
 }
 
 void exec_written_range(const ct_op *op, bool dst_fresh, size_t *lo, size_t *hi)

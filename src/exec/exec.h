@@ -41,6 +41,10 @@ ct_status exec_route(const exec_route_ctx *ctx, const ct_op *op, exec_route_resu
 /* The bytes of op->dst's storage the op writes: all of a fresh output, the view's span
  * otherwise, only the rows a SET_ROWS writes when its indices are readable on the host. */
 void exec_written_range(const ct_op *op, bool dst_fresh, size_t *lo, size_t *hi);
+/* Whether the op writes every byte of dst's storage in [lo, hi) = all of it (so nothing of
+ * dst needs to be valid on its device first): a fresh output, or a full-span write by an
+ * op that writes each element of its view (not SET_ROWS). */
+bool exec_writes_all(const ct_op *op, bool dst_fresh, size_t lo, size_t hi);
 
 /* Runs op: routes, makes operands resident, runs, falls back on device errors.
  * op->dst must be set (fresh shell or an existing view to write into). */

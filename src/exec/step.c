@@ -557,7 +557,8 @@ static ct_status run_one(step_op *o, bool sync, uint64_t *moved)
     }
     ct_storage *dst = o->dst.st;
     if (o->op.kind == CT_OP_SET_ROWS) exec_written_range(&o->op, o->fresh, &o->wlo, &o->whi); /* the rows change per run */
-    ct_status st = o->wlo == 0 && o->whi == dst->nbytes ? CT_OK : storage_make_valid_ex(dst, dev, moved, NULL, NULL);
+    ct_status st = CT_OK;
+    if (!exec_writes_all(&o->op, o->fresh, o->wlo, o->whi)) st = storage_make_valid_ex(dst, dev, moved, NULL, NULL);
     if (st == CT_OK) st = storage_order_write(dst, dev);
     if (st == CT_OK) st = dev->ops->run(dev, &o->op);
     ct_event *ev = NULL;
@@ -585,7 +586,8 @@ static ct_status run_segment(ct_step *s, const step_seg *g, bool timed, bool syn
         }
         if (o->op.kind == CT_OP_SET_ROWS) exec_written_range(&o->op, o->fresh, &o->wlo, &o->whi);
         ct_storage *dst = o->dst.st;
-        ct_status st = o->wlo == 0 && o->whi == dst->nbytes ? CT_OK : storage_make_valid_ex(dst, dev, &moved, NULL, NULL);
+        ct_status st = CT_OK;
+        if (!exec_writes_all(&o->op, o->fresh, o->wlo, o->whi)) st = storage_make_valid_ex(dst, dev, &moved, NULL, NULL);
         if (st == CT_OK) st = storage_order_write(dst, dev);
         if (st != CT_OK) return st;
     }
