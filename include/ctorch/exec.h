@@ -196,6 +196,7 @@ typedef struct ct_step_info {
     size_t live_peak_bytes; /* the largest sum of buffers alive at once (a lower bound of the arena) */
     bool fast;              /* last run: every op on the CPU, replayed as a plain loop */
     bool captured;          /* the whole step was captured by its device's backend */
+    int captured_ops;       /* ops replayed inside captured launches (runs of ops on a capturing device) */
 } ct_step_info;
 CT_API ct_status ct_step_get_info(const ct_step *step, ct_step_info *info);
 /* A line of the caller's in the trace (when tracing), e.g. "step remade: the prompt grew". */

@@ -159,6 +159,60 @@ CT_API ct_status ct_real(const ct_tensor *z, ct_tensor **out);
 CT_API ct_status ct_imag(const ct_tensor *z, ct_tensor **out);
 CT_API ct_status ct_conj(const ct_tensor *z, ct_tensor **out);
 
+/* ---- `out` forms: write the result into the caller's tensor (torch's out=) ----
+ * ct_X_out(args..., out) computes what ct_X(args..., &r) would and writes it into `out`,
+ * so buffers can be kept between calls (and a recorded step writes the same buffer each
+ * replay). `out` must have the result's shape and dtype exactly (CT_ERR_SHAPE /
+ * CT_ERR_DTYPE naming the op otherwise; it is never resized). It may be a strided view:
+ * its elements are written in place and the rest of its storage is untouched. It may
+ * overlap an input only for element-wise ops and only as exactly that input's view (the
+ * in-place form, e.g. ct_add_out(a, b, a)); any other overlap is CT_ERR_INVALID_ARG. The op
+ * runs where routing says; out's storage is written on that device (its other copies
+ * become stale in the bytes written). On error, out keeps its values. */
+CT_API ct_status ct_add_out(const ct_tensor *a, const ct_tensor *b, ct_tensor *out);
+CT_API ct_status ct_sub_out(const ct_tensor *a, const ct_tensor *b, ct_tensor *out);
+CT_API ct_status ct_mul_out(const ct_tensor *a, const ct_tensor *b, ct_tensor *out);
+CT_API ct_status ct_div_out(const ct_tensor *a, const ct_tensor *b, ct_tensor *out);
+CT_API ct_status ct_pow_out(const ct_tensor *a, const ct_tensor *b, ct_tensor *out);
+CT_API ct_status ct_maximum_out(const ct_tensor *a, const ct_tensor *b, ct_tensor *out);
+CT_API ct_status ct_minimum_out(const ct_tensor *a, const ct_tensor *b, ct_tensor *out);
+CT_API ct_status ct_compare_out(const ct_tensor *a, const ct_tensor *b, ct_cmp cmp, ct_tensor *out);
+CT_API ct_status ct_where_out(const ct_tensor *cond, const ct_tensor *a, const ct_tensor *b, ct_tensor *out);
+CT_API ct_status ct_add_scalar_out(const ct_tensor *a, double s, ct_tensor *out);
+CT_API ct_status ct_sub_scalar_out(const ct_tensor *a, double s, ct_tensor *out);
+CT_API ct_status ct_mul_scalar_out(const ct_tensor *a, double s, ct_tensor *out);
+CT_API ct_status ct_div_scalar_out(const ct_tensor *a, double s, ct_tensor *out);
+CT_API ct_status ct_pow_scalar_out(const ct_tensor *a, double s, ct_tensor *out);
+CT_API ct_status ct_neg_out(const ct_tensor *a, ct_tensor *out);
+CT_API ct_status ct_abs_out(const ct_tensor *a, ct_tensor *out);
+CT_API ct_status ct_exp_out(const ct_tensor *a, ct_tensor *out);
+CT_API ct_status ct_log_out(const ct_tensor *a, ct_tensor *out);
+CT_API ct_status ct_sqrt_out(const ct_tensor *a, ct_tensor *out);
+CT_API ct_status ct_rsqrt_out(const ct_tensor *a, ct_tensor *out);
+CT_API ct_status ct_sin_out(const ct_tensor *a, ct_tensor *out);
+CT_API ct_status ct_cos_out(const ct_tensor *a, ct_tensor *out);
+CT_API ct_status ct_relu_out(const ct_tensor *a, ct_tensor *out);
+CT_API ct_status ct_silu_out(const ct_tensor *a, ct_tensor *out);
+CT_API ct_status ct_sigmoid_out(const ct_tensor *a, ct_tensor *out);
+CT_API ct_status ct_tanh_out(const ct_tensor *a, ct_tensor *out);
+CT_API ct_status ct_clamp_out(const ct_tensor *a, double lo, double hi, ct_tensor *out);
+CT_API ct_status ct_gelu_out(const ct_tensor *a, bool approximate, ct_tensor *out);
+CT_API ct_status ct_swiglu_out(const ct_tensor *gate, const ct_tensor *up, ct_tensor *out);
+CT_API ct_status ct_geglu_out(const ct_tensor *gate, const ct_tensor *up, ct_tensor *out);
+CT_API ct_status ct_softmax_out(const ct_tensor *a, int dim, ct_tensor *out);
+CT_API ct_status ct_log_softmax_out(const ct_tensor *a, int dim, ct_tensor *out);
+CT_API ct_status ct_matmul_out(const ct_tensor *a, const ct_tensor *b, ct_tensor *out);
+CT_API ct_status ct_linear_out(const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias, ct_tensor *out);
+CT_API ct_status ct_sum_out(const ct_tensor *a, const int *dims, int ndims, bool keepdim, ct_tensor *out);
+CT_API ct_status ct_mean_out(const ct_tensor *a, const int *dims, int ndims, bool keepdim, ct_tensor *out);
+CT_API ct_status ct_rms_norm_out(const ct_tensor *x, const ct_tensor *weight, double eps, ct_tensor *out);
+CT_API ct_status ct_layer_norm_out(const ct_tensor *x, int norm_ndim, const ct_tensor *weight, const ct_tensor *bias,
+                                   double eps, ct_tensor *out);
+CT_API ct_status ct_embedding_out(const ct_tensor *weight, const ct_tensor *ids, ct_tensor *out);
+CT_API ct_status ct_rope_out(const ct_tensor *x, const ct_tensor *positions, const ct_rope_params *p, ct_tensor *out);
+CT_API ct_status ct_sdpa_out(const ct_tensor *q, const ct_tensor *k, const ct_tensor *v, const ct_tensor *mask,
+                             const ct_sdpa_params *p, ct_tensor *out);
+
 /* ---- distributed ---- */
 typedef enum ct_reduce_op { CT_REDUCE_SUM, CT_REDUCE_PROD, CT_REDUCE_MAX, CT_REDUCE_MIN, CT_REDUCE_AVG } ct_reduce_op;
 /* In place across the process group. In a single process the tensor is left unchanged. */

@@ -170,11 +170,14 @@ typedef struct ct_backend_ops {
     void (*event_release)(ct_device *dev, void *handle);
 
     /* ---- Recorded steps (optional; exec/step.c) ----
-     * A step whose every op runs on this device may be captured natively (a CUDA graph):
-     * step_capture gets the ops in order, their operands bound to fixed addresses (the
-     * step's arena, the weights, the KV cache, the step's parameter tensors) that stay put
-     * until step_release; step_launch submits the whole list to the queue. NULL: the
-     * executor replays the list op by op with `run`. */
+     * A run of consecutive ops of a step on this device (the whole step when every op runs
+     * here) may be captured natively (a CUDA graph): step_capture gets the ops in order,
+     * their operands bound to fixed addresses (the step's arena, the weights, the KV cache,
+     * the step's parameter tensors) that stay put until step_release; step_launch submits
+     * the whole list to the queue. Before a launch the executor has made every operand the
+     * run reads valid on this device and ordered the queue after their writers; after it,
+     * one event marks everything the run wrote. Declining (an error) or NULL: the executor
+     * replays those ops one by one with `run`. */
     ct_status (*step_capture)(ct_device *dev, const ct_op *ops, int n, void **handle);
     ct_status (*step_launch)(ct_device *dev, void *handle);
     void (*step_release)(ct_device *dev, void *handle);

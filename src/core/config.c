@@ -29,6 +29,7 @@ static void defaults(core_config *c)
     c->log_level = CT_LOG_WARN;
     c->repack = true;
     c->replay = true;
+    c->simd_cap = 2; /* CORE_SIMD_CAP_AVX512: no cap below what the CPU has */
 }
 
 /* The variable's value, or NULL when unset or empty (empty means "default"). */
@@ -131,6 +132,17 @@ static ct_status read_late_fault(char *out, size_t cap)
     return CT_OK;
 }
 
+/* The names' order is core_simd_cap's (core/cpuid.h): portable 0, avx2 1, avx512 2. */
+static ct_status read_simd(int *out)
+{
+    const char *e = env("CTORCH_SIMD");
+    if (!e) return CT_OK;
+    static const char *names[] = {"portable", "avx2", "avx512"};
+    for (int i = 0; i < 3; i++)
+        if (!strcasecmp(e, names[i])) return *out = i, CT_OK;
+    return bad("CTORCH_SIMD", e, "portable, avx2 or avx512");
+}
+
 /* Keeps the first error (the message of a later one would overwrite it). */
 static void keep(ct_status *first, char *msg, size_t len, ct_status s)
 {
@@ -165,6 +177,8 @@ ct_status config_read(core_config *c)
     keep(&first, msg, sizeof msg, read_bool("CTORCH_CUDA_TF32", &c->cuda_tf32));
     keep(&first, msg, sizeof msg, read_late_fault(c->cuda_late_fault, sizeof c->cuda_late_fault));
     c->cuda_mem_bytes = (size_t)cuda_mb << 20;
+    keep(&first, msg, sizeof msg, read_simd(&c->simd_cap));
+    keep(&first, msg, sizeof msg, read_string("CTORCH_BPE_PRE", c->bpe_pre, sizeof c->bpe_pre));
     c->small_bytes = (size_t)small;
     c->host_cache_bytes = (size_t)cache_mb << 20;
     c->threads = (int)threads;

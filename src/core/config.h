@@ -1,7 +1,6 @@
 /* Settings read from the environment: every CTORCH_* variable is read here, in
  * one place, into one immutable snapshot. Layers above read the snapshot; the
- * executor re-reads it on ct_exec_reinit. (CTORCH_SIMD stays with the SIMD
- * selection in the CPU backend and quant, which pick their level once.) */
+ * executor re-reads it on ct_exec_reinit. */
 #ifndef CT_CORE_CONFIG_H
 #define CT_CORE_CONFIG_H
 
@@ -31,6 +30,10 @@ typedef struct core_config {
     bool cuda_tf32;          /* CTORCH_CUDA_TF32: f32 GEMMs may use TF32 */
     char cuda_late_fault[64]; /* CTORCH_CUDA_LATE_FAULT=op[:n]: the n-th run of op (default 1) on a CUDA
                                  device breaks it, reported at the next sync (tests of lost devices) */
+    int simd_cap;            /* CTORCH_SIMD=portable|avx2|avx512: a core_simd_cap (core/cpuid.h); unset: avx512.
+                                The CPU backend applies it when its device is made (first use,
+                                after ct_exec_shutdown): kept repacks were made for the level in force. */
+    char bpe_pre[64];        /* CTORCH_BPE_PRE: BPE pre-tokenizer replacing the file's ("" = the file's) */
 } core_config;
 
 /* Default for CTORCH_SMALL_BYTES, measured (bench/gpu/crossover.cu, H100 host,

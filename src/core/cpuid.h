@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <strings.h>
 
+#include "core/config.h"
 #include "core/tensor.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -55,16 +56,8 @@ static inline bool cpu_has_avx512vnni(void) { return false; }
 /* The widest kernel family allowed; the CPU backend's cpu_simd levels have the same values. */
 typedef enum core_simd_cap { CORE_SIMD_CAP_PORTABLE = 0, CORE_SIMD_CAP_AVX2 = 1, CORE_SIMD_CAP_AVX512 = 2 } core_simd_cap;
 
-/* CTORCH_SIMD=portable|avx2|avx512 (case-insensitive); unset or empty: no cap. An unknown
- * value is not a cap either, but says so on the log rather than being ignored silently. */
-static inline core_simd_cap core_simd_cap_env(void)
-{
-    const char *e = getenv("CTORCH_SIMD");
-    if (!e || !*e || !strcasecmp(e, "avx512")) return CORE_SIMD_CAP_AVX512;
-    if (!strcasecmp(e, "portable")) return CORE_SIMD_CAP_PORTABLE;
-    if (!strcasecmp(e, "avx2")) return CORE_SIMD_CAP_AVX2;
-    core_log(CT_LOG_WARN, "CTORCH_SIMD=%s is not one of portable, avx2, avx512; using the CPU's best kernels", e);
-    return CORE_SIMD_CAP_AVX512;
-}
+/* The cap of CTORCH_SIMD=portable|avx2|avx512, read with the other settings
+ * (core/config.c, where a value that does not parse is an error); unset: no cap. */
+static inline core_simd_cap core_simd_cap_env(void) { return (core_simd_cap)config_current()->simd_cap; }
 
 #endif

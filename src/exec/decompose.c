@@ -337,8 +337,10 @@ bool exec_decompose_active(void) { return t_dc.dev >= 0; }
 static ct_status place_result(ct_op *op, ct_device *dev, ct_tensor *r, bool dst_fresh)
 {
     ct_tensor *d = op->dst;
+    /* a recording holds a reference of its own to every storage it saw */
+    int refs = 1 + (exec_step_rec && step_refs(exec_step_rec, r->st));
     bool whole = tensor_is_contiguous(r) && r->offset == 0 && r->st->nbytes == ct_tensor_nbytes(r) &&
-                 atomic_load(&r->st->refcnt) == 1;
+                 atomic_load(&r->st->refcnt) == refs;
     if (dst_fresh && whole && r->dtype == d->dtype && tensor_is_contiguous(d) && d->offset == 0 &&
         d->st->nbytes == r->st->nbytes && shape_equal(r->ndim, r->shape, d->ndim, d->shape)) {
         ct_storage *t = d->st;

@@ -48,7 +48,9 @@ static ct_status make_resident(ct_op *op, ct_device *dev, bool dst_fresh, uint64
     }
     ct_storage *dst = op->dst->st;
     ct_status s;
-    if (dst_fresh) {
+    size_t lo, hi;
+    exec_written_range(op, dst_fresh, &lo, &hi);
+    if (exec_writes_all(op, dst_fresh, lo, hi)) { /* nothing of it to bring first */
         ct_storage_copy *c = storage_find(dst, dev);
         allocated = !(c && c->buf.ptr);
         s = storage_alloc_on(dst, dev);
@@ -87,8 +89,8 @@ static ct_status attempt(ct_op *op, ct_device *dev, bool dst_fresh, bool sync, u
     ct_event *ev = NULL;
     if (s == CT_OK) s = event_record(dev, &ev);
     if (s != CT_OK) return s;
-    size_t lo = 0, hi = op->dst->st->nbytes;
-    if (!dst_fresh) tensor_byte_range(op->dst, &lo, &hi); /* a KV append leaves the rest valid elsewhere */
+    size_t lo, hi;
+    exec_written_range(op, dst_fresh, &lo, &hi);
     storage_mark_written_at(op->dst->st, dev, ev, lo, hi);
     event_release(ev);
     /* CTORCH_SYNC: a late fault is charged to the op that caused it */
@@ -163,12 +165,15 @@ ct_status exec_run_on(ct_op *op, ct_device *dev, ct_route_reason reason)
     bool timed = timing_on(st);
     uint64_t t0 = timed ? exec_now_ns() : 0, moved = 0;
     attempt_ctx a = {0};
-    ct_status s = attempt(op, dev, never_written(op->dst->st), __atomic_load_n(&st->sync, __ATOMIC_RELAXED), &moved, &a);
+    bool dst_fresh = never_written(op->dst->st);
+    ct_status s = attempt(op, dev, dst_fresh, __atomic_load_n(&st->sync, __ATOMIC_RELAXED), &moved, &a);
     if (s != CT_OK) {
         undo_attempt(&a, dev);
         return s;
     }
     note_done(st, op, dev, reason, timed, t0, moved, "");
+    /* the parts of a decomposition are what a replay runs: the fused op never ran */
+    if (exec_step_rec) step_note(exec_step_rec, op, dev, reason, dst_fresh);
     return CT_OK;
 }
 
@@ -205,10 +210,14 @@ ct_status exec_run(ct_op *op)
         ct_status s;
         ct_device *dd = exec_decomposable(op->kind) ? exec_decompose_target(&ctx, op) : NULL;
         if (dd) { /* the head lacks the fused op but has its parts: they run there */
+            int mark = exec_step_rec ? step_mark(exec_step_rec) : 0;
             s = exec_decompose_run(op, dd, dst_fresh);
             if (s == CT_OK) return CT_OK;
+            if (exec_step_rec) step_rewind(exec_step_rec, mark); /* the parts that ran are redone elsewhere */
             s = charge_failure(st, &ctx, op, dd, dd, s, detail, sizeof detail);
-            if (s != CT_OK) return s;
+            if (s == CT_OK && strict) s = CT_ERR_STRICT;
+            if (s != CT_OK && exec_step_rec) step_note_failure(exec_step_rec, s);
+            if (s != CT_OK && s != CT_ERR_STRICT) return s;
             if (strict)
                 return core_err(CT_ERR_STRICT, "strict mode: %s failed on %s as its parts (%s) and fallback is disabled",
                                 op_kind_name(op->kind), dd->info.name, ct_last_error());

@@ -42,6 +42,14 @@ typedef struct exec_route_result {
 
 ct_status exec_route(const exec_route_ctx *ctx, const ct_op *op, exec_route_result *res);
 
+/* The bytes of op->dst's storage the op writes: all of a fresh output, the view's span
+ * otherwise, only the rows a SET_ROWS writes when its indices are readable on the host. */
+void exec_written_range(const ct_op *op, bool dst_fresh, size_t *lo, size_t *hi);
+/* Whether the op writes every byte of dst's storage in [lo, hi) = all of it (so nothing of
+ * dst needs to be valid on its device first): a fresh output, or a full-span write by an
+ * op that writes each element of its view (not SET_ROWS). */
+bool exec_writes_all(const ct_op *op, bool dst_fresh, size_t lo, size_t hi);
+
 /* Runs op: routes, makes operands resident, runs, falls back on device errors.
  * op->dst must be set (fresh shell or an existing view to write into). */
 ct_status exec_run(ct_op *op);
@@ -79,6 +87,12 @@ ct_device *exec_host_device(void);
 /* The recording of this thread, or NULL: exec_run reports every op it ran to it. */
 extern _Thread_local ct_step *exec_step_rec;
 void step_note(ct_step *r, const ct_op *op, ct_device *dev, ct_route_reason reason, bool dst_fresh);
+/* Ops recorded so far; rewinding to a mark forgets the ops recorded since (the parts of
+ * a decomposition that failed and is run again elsewhere). */
+int step_mark(const ct_step *r);
+void step_rewind(ct_step *r, int mark);
+/* Whether the recording holds a reference to st (it keeps one per storage it uses). */
+bool step_refs(const ct_step *r, const ct_storage *st);
 /* A failed op poisons the recording (ct_step_end reports it). */
 void step_note_failure(ct_step *r, ct_status s);
 /* Recordings made before are stale: the chain (or the device table) changed / a storage was placed. */

@@ -169,6 +169,12 @@ static ct_status init_locked(void)
     bool was_ok = s->ready && s->init_status == CT_OK;
     memset(s->stats, 0, sizeof s->stats);
     memset(s->logged, 0, sizeof s->logged);
+    core_config c, prev = *config_current();
+    ct_status st = config_read(&c);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", ct_last_error());
+    bool read_ok = st == CT_OK;
+    if (read_ok) config_publish(&c); /* before discovery: a CPU device made now takes its SIMD cap from it */
     discover(s);
     for (int i = 0; i < s->n_devs; i++) device_clear_lost(s->devs[i]); /* lost until re-initialization */
     device_table_set(s->devs, s->n_devs);
@@ -178,15 +184,14 @@ static ct_status init_locked(void)
         atexit(at_exit);
         g_atexit = true;
     }
-    core_config c;
-    ct_status st = config_read(&c);
     if (st == CT_OK) st = apply_locked(s, &c);
     if (st == CT_OK) {
-        config_publish(&c);
         set_init_status(s, CT_OK);
     } else {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", ct_last_error());
+        if (read_ok) {
+            snprintf(msg, sizeof msg, "%s", ct_last_error());
+            config_publish(&prev); /* the settings in force stay */
+        }
         /* the devices may have changed under the settings in force: re-apply them */
         if (!was_ok || apply_locked(s, config_current()) != CT_OK) {
             core_err(st, "%s", msg);

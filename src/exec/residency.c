@@ -1,5 +1,8 @@
-/* Residency requested by the caller: copies made ahead of the ops that need them,
- * and waiting for devices. */
+/* Residency requested by the caller (copies made ahead of the ops that need them,
+ * waiting for devices), and the byte ranges an op writes, which decide what stays
+ * valid elsewhere. */
+#include <stdint.h>
+
 #include "exec/exec.h"
 
 ct_status ct_tensor_prefetch(const ct_tensor *t, const char *device)
@@ -67,4 +70,47 @@ ct_status ct_device_memory(const char *device, uint64_t *free_bytes, uint64_t *t
         return core_err(CT_ERR_UNSUPPORTED, "ct_device_memory: %s does not report its free memory", d->info.name);
     }
     return d->ops->mem_info(d, free_bytes, total_bytes);
+}
+
+/* The rows a SET_ROWS writes, when its indices can be read on the host without waiting
+ * (a complete host copy with no write in flight): their hull, so refreshing another copy
+ * after a KV append moves the appended rows, not the cache. */
+static bool set_rows_range(const ct_op *op, size_t *lo, size_t *hi)
+{
+    const ct_tensor *idx = op->src[1], *d = op->dst;
+    if (!idx || !storage_copy_complete(idx->st, 0) || idx->st->copies[0].writer || !idx->st->copies[0].buf.ptr)
+        return false;
+    const char *base = (const char *)idx->st->copies[0].buf.ptr + tensor_byte_offset(idx);
+    size_t es = ct_dtype_block_bytes(idx->dtype);
+    int64_t rmin = INT64_MAX, rmax = -1;
+    for (int64_t i = 0; i < idx->shape[0]; i++) {
+        const char *p = base + i * idx->stride[0] * (int64_t)es;
+        int64_t r = idx->dtype == CT_I32 ? *(const int32_t *)p : *(const int64_t *)p;
+        if (r < 0 || r >= d->shape[0]) return false; /* the op fails and writes nothing */
+        if (r < rmin) rmin = r;
+        if (r > rmax) rmax = r;
+    }
+    if (rmax < 0) {
+        *lo = *hi = 0;
+        return true;
+    }
+    ct_tensor rows = *d;
+    rows.shape[0] = rmax - rmin + 1;
+    rows.offset += rmin * d->stride[0];
+    tensor_byte_range(&rows, lo, hi);
+    return true;
+}
+
+bool exec_writes_all(const ct_op *op, bool dst_fresh, size_t lo, size_t hi)
+{
+    /* SET_ROWS writes some rows of its view, wherever the view's span reaches */
+    return dst_fresh || (op->kind != CT_OP_SET_ROWS && lo == 0 && hi == op->dst->st->nbytes);
+}
+
+void exec_written_range(const ct_op *op, bool dst_fresh, size_t *lo, size_t *hi)
+{
+    *lo = 0, *hi = op->dst->st->nbytes;
+    if (dst_fresh) return;
+    if (op->kind == CT_OP_SET_ROWS && set_rows_range(op, lo, hi)) return;
+    tensor_byte_range(op->dst, lo, hi); /* a write into a view leaves the rest valid elsewhere */
 }

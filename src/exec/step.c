@@ -55,8 +55,19 @@ typedef struct step_op {
     ct_tensor dst;
     ct_device *dev;
     ct_route_reason reason;
-    size_t wlo, whi; /* the bytes of dst's storage it writes */
+    size_t wlo, whi; /* the bytes of dst's storage it writes (SET_ROWS: found at each run) */
+    bool fresh;      /* dst was a fresh output when recorded */
+    int seg;         /* the captured segment this op starts, or -1 */
 } step_op;
+
+/* A run of consecutive ops on one device whose backend captured it (a CUDA graph):
+ * replayed as one launch. */
+typedef struct step_seg {
+    int first, n;
+    ct_device *dev;
+    void *handle;
+    ct_op *list;
+} step_seg;
 
 struct ct_step {
     step_op *ops;
@@ -71,9 +82,8 @@ struct ct_step {
     int n_ext;
     uint64_t chain_gen, place_gen;
     bool cpu_only;
-    ct_device *cap_dev; /* the device that captured the step (cap_handle) */
-    void *cap_handle;
-    ct_op *cap_list;
+    step_seg *segs;
+    int n_segs;
     ct_step_info info;
     ct_status failed;
     char failed_msg[400];
@@ -150,10 +160,25 @@ void step_note(ct_step *s, const ct_op *op, ct_device *dev, ct_route_reason reas
         return;
     }
     s->bufs[b].written = true;
-    o->wlo = 0;
-    o->whi = dst->nbytes;
-    if (!dst_fresh) tensor_byte_range(op->dst, &o->wlo, &o->whi);
+    o->fresh = dst_fresh;
+    exec_written_range(op, dst_fresh, &o->wlo, &o->whi);
     s->n_ops++;
+}
+
+int step_mark(const ct_step *s) { return s->n_ops; }
+
+/* Storages the forgotten ops used stay referenced, with lifetimes that reach past the
+ * mark: a longer lifetime only costs arena bytes, never a shared one. */
+void step_rewind(ct_step *s, int mark)
+{
+    if (mark >= 0 && mark < s->n_ops) s->n_ops = mark;
+}
+
+bool step_refs(const ct_step *s, const ct_storage *st)
+{
+    for (int i = s->n_bufs - 1; i >= 0; i--)
+        if (s->bufs[i].st == st) return true;
+    return false;
 }
 
 ct_status ct_step_begin(void)
@@ -381,26 +406,45 @@ static void fill_info(ct_step *s)
     }
 }
 
-/* Every op on one device whose backend captures steps: hand it the list. A failure to
- * capture is not an error: the step is replayed op by op. */
+static bool can_capture(const ct_device *d)
+{
+    return d->info.kind != CT_DEVICE_CPU && d->ops->step_capture && d->ops->step_launch;
+}
+
+/* Offers the backend the run [first, first + n); false when it declines. */
+static bool capture_run(ct_step *s, int first, int n)
+{
+    ct_device *d = s->ops[first].dev;
+    step_seg *g = &s->segs[s->n_segs];
+    *g = (step_seg){first, n, d, NULL, malloc(sizeof *g->list * (size_t)n)};
+    if (!g->list) return false;
+    for (int i = 0; i < n; i++) g->list[i] = s->ops[first + i].op;
+    if (d->ops->step_capture(d, g->list, n, &g->handle) != CT_OK) {
+        core_log(CT_LOG_INFO, "ct_step: %s could not capture %d ops (%s); they are replayed one by one", d->info.name,
+                 n, ct_last_error());
+        free(g->list);
+        return false;
+    }
+    s->ops[first].seg = s->n_segs++;
+    s->info.captured_ops += n;
+    return true;
+}
+
+/* Each maximal run of two or more consecutive ops on a device whose backend captures steps
+ * is offered to it (the whole step when every op ran there; the layers a GPU holds, between
+ * the CPU's ops, otherwise). A declined run is replayed op by op: not an error. */
 static void try_capture(ct_step *s)
 {
-    ct_device *d = s->ops[0].dev;
-    for (int i = 1; i < s->n_ops; i++)
-        if (s->ops[i].dev != d) return;
-    if (!d->ops->step_capture || !d->ops->step_launch) return;
-    s->cap_list = malloc(sizeof *s->cap_list * (size_t)s->n_ops);
-    if (!s->cap_list) return;
-    for (int i = 0; i < s->n_ops; i++) s->cap_list[i] = s->ops[i].op;
-    if (d->ops->step_capture(d, s->cap_list, s->n_ops, &s->cap_handle) == CT_OK) {
-        s->cap_dev = d;
-        s->info.captured = true;
-        return;
+    for (int i = 0; i < s->n_ops; i++) s->ops[i].seg = -1;
+    s->segs = calloc((size_t)s->n_ops, sizeof *s->segs);
+    if (!s->segs) return;
+    for (int i = 0; i < s->n_ops;) {
+        int j = i + 1;
+        while (j < s->n_ops && s->ops[j].dev == s->ops[i].dev) j++;
+        if (j - i >= 2 && can_capture(s->ops[i].dev)) capture_run(s, i, j - i);
+        i = j;
     }
-    core_log(CT_LOG_INFO, "ct_step: %s could not capture the step (%s); it is replayed op by op", d->info.name,
-             ct_last_error());
-    free(s->cap_list);
-    s->cap_list = NULL;
+    s->info.captured = s->n_segs == 1 && s->info.captured_ops == s->n_ops;
 }
 
 ct_status ct_step_end(ct_step **out)
@@ -436,6 +480,8 @@ ct_status ct_step_end(ct_step **out)
     for (int i = 0; i < s->n_ops; i++) s->cpu_only &= s->ops[i].dev->info.kind == CT_DEVICE_CPU;
     fill_info(s);
     if (!s->cpu_only) try_capture(s);
+    else
+        for (int i = 0; i < s->n_ops; i++) s->ops[i].seg = -1;
     *out = s;
     return CT_OK;
 }
@@ -468,11 +514,11 @@ static bool host_only(const ct_step *s)
     return true;
 }
 
-static void account(ct_step *s, const step_op *o, uint64_t t0, uint64_t dur, uint64_t moved)
+static void account(const step_op *o, uint64_t t0, uint64_t dur, uint64_t moved)
 {
     exec_state *es = exec_state_get();
     exec_stat_add(&es->stats[o->dev->id].time_ns, dur);
-    if (trace_enabled()) trace_op(&o->op, o->dev, o->reason, t0, dur, moved, s->info.captured ? "captured" : "replayed");
+    if (trace_enabled()) trace_op(&o->op, o->dev, o->reason, t0, dur, moved, "replayed");
 }
 
 static ct_status run_fast(ct_step *s, bool timed)
@@ -489,7 +535,7 @@ static ct_status run_fast(ct_step *s, bool timed)
             uint64_t t0 = exec_now_ns();
             ct_status st = run(cpu, &s->ops[i].op);
             if (st != CT_OK) return st;
-            account(s, &s->ops[i], t0, exec_now_ns() - t0, 0);
+            account(&s->ops[i], t0, exec_now_ns() - t0, 0);
         }
     }
     exec_stat_add(&exec_state_get()->stats[cpu->id].ops, (uint64_t)s->n_ops);
@@ -510,7 +556,9 @@ static ct_status run_one(step_op *o, bool sync, uint64_t *moved)
         if (st != CT_OK) return st;
     }
     ct_storage *dst = o->dst.st;
-    ct_status st = o->wlo == 0 && o->whi == dst->nbytes ? CT_OK : storage_make_valid_ex(dst, dev, moved, NULL, NULL);
+    if (o->op.kind == CT_OP_SET_ROWS) exec_written_range(&o->op, o->fresh, &o->wlo, &o->whi); /* the rows change per run */
+    ct_status st = CT_OK;
+    if (!exec_writes_all(&o->op, o->fresh, o->wlo, o->whi)) st = storage_make_valid_ex(dst, dev, moved, NULL, NULL);
     if (st == CT_OK) st = storage_order_write(dst, dev);
     if (st == CT_OK) st = dev->ops->run(dev, &o->op);
     ct_event *ev = NULL;
@@ -521,46 +569,65 @@ static ct_status run_one(step_op *o, bool sync, uint64_t *moved)
     return sync ? device_sync(dev) : CT_OK;
 }
 
+/* A captured segment in one launch: what its ops read made valid on the device first
+ * (a range, usually; weights served by an imported layout skipped, as in eager), its
+ * written storages ordered, each op's written range marked with the launch's event. */
+static ct_status run_segment(ct_step *s, const step_seg *g, bool timed, bool sync)
+{
+    ct_device *dev = g->dev;
+    uint64_t t0 = timed ? exec_now_ns() : 0, moved = 0;
+    for (int i = g->first; i < g->first + g->n; i++) {
+        step_op *o = &s->ops[i];
+        for (int j = 0; j < o->op.n_src; j++) {
+            const ct_tensor *t = o->op.src[j];
+            if (!t || (t->st->derived && storage_layout_serves(t, dev, (int)o->op.kind, j))) continue;
+            ct_status st = storage_make_valid_ex(t->st, dev, &moved, NULL, NULL);
+            if (st != CT_OK) return st;
+        }
+        if (o->op.kind == CT_OP_SET_ROWS) exec_written_range(&o->op, o->fresh, &o->wlo, &o->whi);
+        ct_storage *dst = o->dst.st;
+        ct_status st = CT_OK;
+        if (!exec_writes_all(&o->op, o->fresh, o->wlo, o->whi)) st = storage_make_valid_ex(dst, dev, &moved, NULL, NULL);
+        if (st == CT_OK) st = storage_order_write(dst, dev);
+        if (st != CT_OK) return st;
+    }
+    ct_status st = dev->ops->step_launch(dev, g->handle);
+    ct_event *ev = NULL;
+    if (st == CT_OK) st = event_record(dev, &ev);
+    if (st != CT_OK) return st;
+    for (int i = g->first; i < g->first + g->n; i++)
+        storage_mark_written_at(s->ops[i].dst.st, dev, ev, s->ops[i].wlo, s->ops[i].whi);
+    event_release(ev);
+    exec_state *es = exec_state_get();
+    exec_stat_add(&es->stats[dev->id].ops, (uint64_t)g->n);
+    if (timed) {
+        exec_stat_add(&es->stats[dev->id].time_ns, exec_now_ns() - t0);
+        char msg[128];
+        snprintf(msg, sizeof msg, "%d ops launched as one on %s (captured)%s", g->n, dev->info.name,
+                 g->n == s->n_ops ? ": the whole step" : "");
+        trace_note(msg);
+    }
+    return sync ? device_sync(dev) : CT_OK;
+}
+
 static ct_status run_general(ct_step *s, bool timed)
 {
     exec_state *es = exec_state_get();
     bool sync = __atomic_load_n(&es->sync, __ATOMIC_RELAXED);
     for (int i = 0; i < s->n_ops; i++) {
+        if (s->ops[i].seg >= 0) {
+            const step_seg *g = &s->segs[s->ops[i].seg];
+            ct_status st = run_segment(s, g, timed, sync);
+            if (st != CT_OK) return st;
+            i += g->n - 1;
+            continue;
+        }
         uint64_t t0 = timed ? exec_now_ns() : 0, moved = 0;
         ct_status st = run_one(&s->ops[i], sync, &moved);
         if (st != CT_OK) return st;
         exec_stat_add(&es->stats[s->ops[i].dev->id].ops, 1);
-        if (timed) account(s, &s->ops[i], t0, exec_now_ns() - t0, moved);
+        if (timed) account(&s->ops[i], t0, exec_now_ns() - t0, moved);
     }
-    return CT_OK;
-}
-
-/* The captured list in one launch: the inputs made valid on the device first, every
- * written storage marked with the launch's event after. */
-static ct_status run_captured(ct_step *s, bool timed)
-{
-    ct_device *dev = s->cap_dev;
-    uint64_t t0 = timed ? exec_now_ns() : 0, moved = 0;
-    for (int i = 0; i < s->n_bufs; i++) {
-        ct_status st = storage_make_valid_ex(s->bufs[i].st, dev, &moved, NULL, NULL);
-        if (st == CT_OK && s->bufs[i].written) st = storage_order_write(s->bufs[i].st, dev);
-        if (st != CT_OK) return st;
-    }
-    ct_status st = dev->ops->step_launch(dev, s->cap_handle);
-    ct_event *ev = NULL;
-    if (st == CT_OK) st = event_record(dev, &ev);
-    if (st != CT_OK) return st;
-    for (int i = 0; i < s->n_ops; i++) storage_mark_written_at(s->ops[i].dst.st, dev, ev, s->ops[i].wlo, s->ops[i].whi);
-    event_release(ev);
-    exec_state *es = exec_state_get();
-    exec_stat_add(&es->stats[dev->id].ops, (uint64_t)s->n_ops);
-    if (timed) {
-        exec_stat_add(&es->stats[dev->id].time_ns, exec_now_ns() - t0);
-        char msg[96];
-        snprintf(msg, sizeof msg, "step of %d ops launched as one on %s (captured)", s->n_ops, dev->info.name);
-        trace_note(msg);
-    }
-    if (__atomic_load_n(&es->sync, __ATOMIC_RELAXED)) return device_sync(dev);
     return CT_OK;
 }
 
@@ -573,7 +640,6 @@ ct_status ct_step_run(ct_step *s)
         return core_err(CT_ERR_INVALID_ARG, "ct_step_run: the step is stale (%s): record it again", why);
     exec_state *es = exec_state_get();
     bool timed = __atomic_load_n(&es->timing, __ATOMIC_RELAXED) || trace_enabled();
-    if (s->cap_dev) return run_captured(s, timed);
     s->info.fast = s->cpu_only && host_only(s);
     return s->info.fast ? run_fast(s, timed) : run_general(s, timed);
 }
@@ -600,8 +666,12 @@ void ct_step_free(ct_step *s)
 {
     if (!s) return;
     if (exec_step_rec == s) exec_step_rec = NULL;
-    if (s->cap_dev && s->cap_dev->ops->step_release) s->cap_dev->ops->step_release(s->cap_dev, s->cap_handle);
-    free(s->cap_list);
+    for (int i = 0; i < s->n_segs; i++) {
+        step_seg *g = &s->segs[i];
+        if (g->dev->ops->step_release) g->dev->ops->step_release(g->dev, g->handle);
+        free(g->list);
+    }
+    free(s->segs);
     sync_used_devices(s);
     for (int b = 0; b < s->n_bufs; b++) {
         ct_storage *st = s->bufs[b].st;

@@ -23,17 +23,7 @@ struct llm_decoder {
     int records;                       /* recordings made (the first, and each remake) */
 };
 
-/* Replay is used where it is verified: a chain of the CPU alone. With an accelerator in
- * the chain (the simulated ones of the tests today, CUDA/OpenCL next) a replayed LLM step
- * gave wrong tokens in test_recover while its eager decode was right, so decode stays
- * eager there until that is found and fixed. */
-static bool chain_is_cpu_only(void)
-{
-    ct_device_info info;
-    return ct_chain_length() == 1 && ct_chain_get(0, &info) == CT_OK && info.kind == CT_DEVICE_CPU;
-}
-
-bool llm_replay_enabled(void) { return config_current()->replay && chain_is_cpu_only(); }
+bool llm_replay_enabled(void) { return config_current()->replay; }
 
 void llm_decoder_free(llm_decoder *d)
 {

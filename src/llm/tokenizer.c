@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/config.h"
 #include "core/tensor.h"
 #include "formats/gguf.h"
 #include "llm/tokenizer_int.h"
@@ -366,7 +367,7 @@ ct_status llm_tokenizer_load_opts(const gguf_file *f, const char *bpe_pre, llm_t
         (st = gguf_get_bool_or(f, "tokenizer.ggml.add_eos_token", d.add_eos, &d.add_eos)) ||
         (st = gguf_get_bool_or(f, "tokenizer.ggml.add_space_prefix", d.add_space_prefix, &d.add_space_prefix)))
         goto done;
-    if (!bpe_pre) bpe_pre = getenv("CTORCH_BPE_PRE");
+    if (!bpe_pre) bpe_pre = config_current()->bpe_pre;
     if (bpe_pre && *bpe_pre) d.pre_override = bpe_pre;
     d.n_vocab = (int)n_vocab;
     d.tokens = tokens;

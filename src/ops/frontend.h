@@ -16,6 +16,28 @@
         if (!(out)) return core_err(CT_ERR_INVALID_ARG, "%s: out is NULL", opname); \
     } while (0)
 
+/* ---- `out` forms (ct_*_out): the op writes its result into a caller's tensor ----
+ * ops_out_begin checks out against the inputs (aliasing), then the ordinary frontend
+ * runs: its first submitted op of `kind` writes straight into out when out is
+ * contiguous and has the result's shape (the op's dst becomes a view of out, so it runs
+ * where routing says and out's storage is written there); otherwise the result is made
+ * fresh and copied into out (a strided out, or a frontend that reshapes its op's result).
+ * ops_out_end finishes either way: a result whose dtype or shape is not out's is an
+ * error naming the op, never a resize. */
+typedef struct ops_out_req {
+    const char *name;
+    ct_op_kind kind;
+    ct_tensor *out;
+    bool taken;   /* an op of `kind` was submitted (only the first one is considered) */
+    bool inplace; /* it writes into out directly */
+    struct ops_out_req *prev;
+} ops_out_req;
+/* elementwise: out may be exactly an input's view (same storage, offset, shape, strides, dtype). */
+ct_status ops_out_begin(ops_out_req *r, const char *name, ct_op_kind kind, ct_tensor *out,
+                        const ct_tensor *const *ins, int n_in, bool elementwise);
+/* status is the frontend's, res its result (freed here). */
+ct_status ops_out_end(ops_out_req *r, ct_status status, ct_tensor *res);
+
 /* A fresh output shell for op->dst. */
 ct_status ops_new_dst(int ndim, const int64_t *shape, ct_dtype dtype, ct_op *op);
 /* Runs op; on success *out = op->dst, on failure frees op->dst. */

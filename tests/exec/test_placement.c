@@ -3,7 +3,9 @@
  * activations crossing the boundary; a KV append through a narrowed view moves only
  * the appended rows when a copy is refreshed. Values against a double-precision
  * forward pass written here. */
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "exec_util.h"
 
@@ -192,6 +194,71 @@ static void test_kv_append_moves_rows(void)
     ct_tensor_free(cache);
 }
 
+/* ct_set_rows marks only the rows it writes (their hull) as written: the CPU appends
+ * rows to a cache whose home is test:0, and refreshing test:0's copy uploads those rows,
+ * eagerly and in a replayed step whose index tensor changes per run. */
+static void test_set_rows_moves_rows(void)
+{
+    xu_reset(1, "*", 0); /* test:0 has no set_rows: the CPU writes, test:0 reads */
+    int64_t shape[2] = {CTX, D}, two[2] = {2, D}, one = 2;
+    ct_tensor *cache = NULL, *idx = NULL, *s = NULL;
+    CHECK_OK(ct_zeros(2, shape, CT_F32, &cache));
+    CHECK_OK(ct_tensor_place(cache, "test:0"));
+    CHECK_OK(ct_zeros(1, &one, CT_I32, &idx));
+    ct_tensor *src = xu_host_f32(2, two, 1, 0.5f); /* src[r][j] = r * D + j + 0.5 */
+    int from[CTX]; /* the src row each cache row holds, -1: still zero */
+    for (int r = 0; r < CTX; r++) from[r] = -1;
+    static const int32_t rows[][2] = {{5, 6}, {3, 4}, {9, 8}, {3, 9}};
+    for (int k = 0; k < 4; k++) {
+        void *p;
+        CHECK_OK(ct_tensor_data_mut(idx, &p));
+        memcpy(p, rows[k], sizeof rows[k]);
+        CHECK_OK(ct_set_rows(cache, src, idx));
+        CHECK_LAST("set_rows@cpu/capability");
+        for (int r = 0; r < 2; r++) from[rows[k][r]] = r;
+        uint64_t up = test_backend_uploaded(0);
+        CHECK_OK(ct_exec_force_device("test:0"));
+        CHECK_OK(xu_sum_all(cache, &s));
+        ct_exec_force_device(NULL);
+        int lo = rows[k][0] < rows[k][1] ? rows[k][0] : rows[k][1], hi = rows[k][0] ^ rows[k][1] ^ lo;
+        CHECK_MSG(test_backend_uploaded(0) - up == (uint64_t)(hi - lo + 1) * ROW,
+                  "rows %d,%d: refresh uploaded %llu bytes, want %d rows", rows[k][0], rows[k][1],
+                  (unsigned long long)(test_backend_uploaded(0) - up), hi - lo + 1);
+        ct_tensor_free(s);
+    }
+    /* a recorded step: each replay appends the rows its index tensor names and sums on
+     * test:0, and uploads only those rows */
+    ct_step *st = NULL;
+    CHECK_OK(ct_step_begin());
+    CHECK_OK(ct_set_rows(cache, src, idx));
+    CHECK_OK(ct_exec_force_device("test:0"));
+    CHECK_OK(xu_sum_all(cache, &s));
+    ct_exec_force_device(NULL);
+    CHECK_OK(ct_step_end(&st));
+    for (int pos = 10; st && pos + 1 < CTX; pos += 2) {
+        void *p;
+        CHECK_OK(ct_tensor_data_mut(idx, &p));
+        ((int32_t *)p)[0] = pos;
+        ((int32_t *)p)[1] = pos + 1;
+        for (int r = 0; r < 2; r++) from[pos + r] = r;
+        double add = 0; /* sum over j of (r * D + j + 0.5) per written row */
+        for (int q = 0; q < CTX; q++)
+            if (from[q] >= 0) add += (double)from[q] * D * D + D * D / 2.0;
+        uint64_t up = test_backend_uploaded(0);
+        CHECK_OK(ct_step_run(st));
+        double v = 0;
+        CHECK_OK(ct_tensor_item(s, 0, &v));
+        CHECK_MSG(test_backend_uploaded(0) - up == 2 * ROW, "replay at %d uploaded %llu bytes, want 2 rows", pos,
+                  (unsigned long long)(test_backend_uploaded(0) - up));
+        CHECK_MSG(fabs(v - add) <= 1e-3 * add, "replay at %d: sum %.6g, want %.6g", pos, v, add);
+    }
+    ct_step_free(st);
+    ct_tensor_free(s);
+    ct_tensor_free(src);
+    ct_tensor_free(idx);
+    ct_tensor_free(cache);
+}
+
 /* A device out of memory evicts copies that are valid elsewhere before it gives up. */
 static void test_eviction_under_pressure(void)
 {
@@ -235,6 +302,7 @@ int main(void)
 {
     RUN(test_ops_follow_weights);
     RUN(test_kv_append_moves_rows);
+    RUN(test_set_rows_moves_rows);
     RUN(test_eviction_under_pressure);
     test_backend_uninstall();
     return th_finish();

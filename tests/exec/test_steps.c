@@ -4,6 +4,7 @@
  * live buffers and the sum of all of them); outputs keep their values; stale steps are
  * refused; a failed recording reports its op; replay on simulated devices (synchronous
  * and asynchronous) moves what eager moves and allocates nothing on the device. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -449,6 +450,90 @@ static void capture_case(bool async)
     test_backend_uninstall();
 }
 
+/* Fused ops that test:0 lacks (rms_norm, swiglu) run there as their parts: the parts are
+ * what the step records and replays (the fused op never ran), so a replay with new input
+ * values gives the double reference; with capture on, the parts are one launch. A
+ * decomposition that fails while recording (test:0 out of memory at its fourth part) leaves
+ * nothing of itself in the step: the op is recorded where it ran instead (the CPU). */
+#define DR 4
+#define DC 64
+static void rms_swiglu_ref(const float *x, const float *w, const float *u, double *out)
+{
+    for (int r = 0; r < DR; r++) {
+        double ss = 0;
+        for (int c = 0; c < DC; c++) ss += (double)x[r * DC + c] * x[r * DC + c];
+        double inv = 1.0 / sqrt(ss / DC + 1e-5);
+        for (int c = 0; c < DC; c++) {
+            double g = x[r * DC + c] * inv * w[c];
+            out[r * DC + c] = g / (1.0 + exp(-g)) * u[r * DC + c];
+        }
+    }
+}
+
+static void decomposed_case(bool async, bool capture, bool fail_recording)
+{
+    CHECK_OK(async ? test_backend_install_async(1, "*") : test_backend_install(1, "*"));
+    test_backend_set_capture(capture);
+    ct_exec_set_small_bytes(0);
+    th_rng r = {21};
+    int64_t xs[2] = {DR, DC}, ws = DC;
+    ct_tensor *x = th_random(&r, 2, xs, CT_F32, -1, 1), *u = th_random(&r, 2, xs, CT_F32, -1, 1),
+              *w = th_random(&r, 1, &ws, CT_F32, 0.5, 1.5), *n = NULL, *y = NULL;
+    CHECK_OK(ct_tensor_place(x, "test:0"));
+    CHECK_OK(ct_tensor_place(u, "test:0"));
+    CHECK_OK(ct_tensor_place(w, "test:0"));
+    if (fail_recording) CHECK_OK(ct_exec_set_fault("test:0:rsqrt:oom:1")); /* the fourth part fails */
+    ct_step *st = NULL;
+    CHECK_OK(ct_step_begin());
+    CHECK_OK(ct_rms_norm(x, w, 1e-5, &n));
+    CHECK_LAST(fail_recording ? "rms_norm@cpu/fallback" : "rms_norm@test:0/decomposed");
+    CHECK_OK(ct_swiglu(n, u, &y));
+    CHECK_LAST("swiglu@test:0/decomposed");
+    ct_tensor_free(n);
+    ct_exec_set_fault(NULL);
+    CHECK_OK(ct_step_end(&st));
+    ct_step_info in = {0};
+    if (st) CHECK_OK(ct_step_get_info(st, &in));
+    /* rms_norm: mul, mean, add_scalar, rsqrt, mul, mul; swiglu: silu, mul */
+    CHECK_MSG(in.n_ops == (fail_recording ? 1 + 2 : 6 + 2), "%d ops recorded", in.n_ops);
+    CHECK_MSG(in.captured == (capture && !fail_recording), "captured %d", in.captured);
+    /* after a failed decomposition rms_norm ran on the CPU: swiglu's parts are a captured run of their own */
+    CHECK_MSG(in.captured_ops == (!capture ? 0 : fail_recording ? 2 : 8), "%d ops captured", in.captured_ops);
+    double want[DR * DC], *got = NULL;
+    for (int rep = 0; st && rep < 4; rep++) {
+        write_f32(x, &r);
+        write_f32(u, &r);
+        int l0 = test_backend_launches(0), m0 = test_backend_runs(0, CT_OP_MUL);
+        CHECK_OK(ct_step_run(st));
+        if (capture) CHECK(test_backend_launches(0) == l0 + 1);
+        CHECK_MSG(test_backend_runs(0, CT_OP_MUL) - m0 == (fail_recording ? 1 : 4), "%d muls replayed on test:0",
+                  test_backend_runs(0, CT_OP_MUL) - m0);
+        const float *xp, *up, *wp;
+        CHECK_OK(ct_tensor_data(x, (const void **)&xp));
+        CHECK_OK(ct_tensor_data(u, (const void **)&up));
+        CHECK_OK(ct_tensor_data(w, (const void **)&wp));
+        rms_swiglu_ref(xp, wp, up, want);
+        got = th_values(y);
+        CHECK_MSG(got && th_allclose(got, want, DR * DC, 1e-5, 1e-4), "%s, capture %d, fail %d: replay %d is wrong",
+                  async ? "async" : "sync", capture, fail_recording, rep);
+        free(got);
+    }
+    ct_step_free(st);
+    ct_tensor *all[] = {x, u, w, y};
+    for (int i = 0; i < 4; i++) {
+        CHECK_OK(ct_tensor_place(all[i], NULL));
+        ct_tensor_free(all[i]);
+    }
+    CHECK_OK(ct_device_sync(NULL));
+    ct_exec_set_small_bytes(64 * 1024);
+    test_backend_uninstall();
+}
+
+static void test_decomposed_replay(void)
+{
+    for (int m = 0; m < 8; m++) decomposed_case(m & 1, m & 2, m & 4);
+}
+
 static void test_captured_replay(void) { capture_case(false); }
 static void test_captured_replay_async(void) { capture_case(true); }
 
@@ -466,5 +551,6 @@ int main(int argc, char **argv)
     RUN(test_device_replay_async);
     RUN(test_captured_replay);
     RUN(test_captured_replay_async);
+    RUN(test_decomposed_replay);
     return th_finish();
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/config.h"
 #include "harness.h"
 #include "quant/quant.h"
 
@@ -217,14 +218,22 @@ static void test_caps(void)
         quant_simd_apply_cap(CORE_SIMD_CAP_AVX512);
     }
     /* the environment's spelling of the caps */
+    /* (read with the other settings, as a re-initialization does, without making the CPU
+     * device here; a bad value is refused and the cap in force stays) */
     static const char *const names[] = {"portable", "AVX2", "avx512", "", "bogus"};
     static const core_simd_cap want[] = {CORE_SIMD_CAP_PORTABLE, CORE_SIMD_CAP_AVX2, CORE_SIMD_CAP_AVX512,
                                          CORE_SIMD_CAP_AVX512, CORE_SIMD_CAP_AVX512};
     for (int i = 0; i < 5; i++) {
         setenv("CTORCH_SIMD", names[i], 1);
+        core_config c;
+        CHECK_STATUS(config_read(&c), i < 4 ? CT_OK : CT_ERR_INVALID_ARG);
+        if (i < 4) config_publish(&c);
         CHECK_MSG(core_simd_cap_env() == want[i], "CTORCH_SIMD=%s", names[i]);
     }
     unsetenv("CTORCH_SIMD");
+    core_config c;
+    CHECK_OK(config_read(&c));
+    config_publish(&c);
     CHECK(core_simd_cap_env() == CORE_SIMD_CAP_AVX512);
     quant_test_set_cpu_features(NULL);
 }

@@ -204,6 +204,7 @@ static void test_choice(void)
     CHECK(llm_tokenizer_pretok(t) == LLM_PRETOK_STARCODER);
     llm_tokenizer_free(t), t = NULL;
     setenv("CTORCH_BPE_PRE", "gpt2", 1);
+    CHECK_OK(ct_exec_reinit()); /* read with the other settings */
     CHECK_OK(llm_tokenizer_load(f, &t));
     CHECK(llm_tokenizer_pretok(t) == LLM_PRETOK_GPT2);
     llm_tokenizer_free(t), t = NULL;
@@ -211,9 +212,14 @@ static void test_choice(void)
     CHECK(llm_tokenizer_pretok(t) == LLM_PRETOK_DEEPSEEK3);
     llm_tokenizer_free(t), t = NULL;
     setenv("CTORCH_BPE_PRE", "bogus", 1);
+    CHECK_OK(ct_exec_reinit());
     CHECK_STATUS(llm_tokenizer_load(f, &t), CT_ERR_INVALID_ARG);
     CHECK(t == NULL && strstr(ct_last_error(), "bpe-mini.gguf") && strstr(ct_last_error(), "'bogus'"));
     unsetenv("CTORCH_BPE_PRE");
+    CHECK_OK(ct_exec_reinit());
+    CHECK_OK(llm_tokenizer_load(f, &t)); /* the file's again */
+    CHECK(llm_tokenizer_pretok(t) == LLM_PRETOK_STARCODER);
+    llm_tokenizer_free(t), t = NULL;
     gguf_close(f);
 }
 

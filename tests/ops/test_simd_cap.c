@@ -167,14 +167,28 @@ static void test_caps(void)
     CHECK(cpu_simd_level() == g_hw && quant_simd_level() == quant_simd_detected());
 }
 
-/* An unknown value caps nothing (and says so on the log); a level forced by a test
- * survives a re-read. */
+/* An unknown value is an error naming the variable (ops refuse to run, as for every bad
+ * setting), and the level in force stays; a level forced by a test survives a re-read. */
 static void test_bad_value_and_forced(void)
 {
+    if (g_hw > CPU_SIMD_PORTABLE) {
+        setenv("CTORCH_SIMD", "avx2", 1);
+        CHECK_OK(restart());
+        CHECK(cpu_simd_level() == CPU_SIMD_AVX2);
+    }
+    cpu_simd before = cpu_simd_level();
     setenv("CTORCH_SIMD", "avx9000", 1);
+    CHECK_STATUS(restart(), CT_ERR_INVALID_ARG);
+    CHECK_MSG(strstr(ct_last_error(), "CTORCH_SIMD='avx9000'") != NULL, "message: %s", ct_last_error());
+    ct_tensor *t = NULL;
+    int64_t n = 4;
+    CHECK_STATUS(ct_ones(1, &n, CT_F32, &t), CT_ERR_INVALID_ARG);
+    CHECK(t == NULL);
+    CHECK_MSG(cpu_simd_level() == before, "a refused CTORCH_SIMD changed the level: %d, was %d", (int)cpu_simd_level(),
+              (int)before);
+    unsetenv("CTORCH_SIMD");
     CHECK_OK(restart());
     CHECK(cpu_simd_level() == g_hw && quant_simd_level() == quant_simd_detected());
-    unsetenv("CTORCH_SIMD");
     cpu_simd_set_level(CPU_SIMD_PORTABLE);
     CHECK(quant_simd_level() == QUANT_SIMD_SCALAR);
     CHECK_OK(restart());

@@ -151,6 +151,10 @@ def test_top_level(ct):
     for env, level in (({"CTORCH_LOG": "debug"}, "debug"), ({"CTORCH_LOG": "error"}, "error")):
         r = run(ct, ["devices"], env=env)
         check("devices with CTORCH_LOG=" + level, r.returncode == 0 and b"cpu" in r.stdout, r.stderr.decode())
+    for var in ("CTORCH_SIMD", "CTORCH_DEVICES"):
+        r = run(ct, ["devices"], env={var: "bogus"})
+        check(var + "=bogus: exit 1 naming it", r.returncode == 1 and (var + "='bogus'").encode() in r.stderr,
+              r.stderr.decode())
 
 
 def test_numbers(ct):
