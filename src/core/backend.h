@@ -118,6 +118,10 @@ typedef struct ct_event {
 typedef struct ct_backend_ops {
     const char *name;           /* "cpu", "cuda", "opencl", "test" */
     ct_device_kind kind;
+    /* ct_buffer.ptr is an opaque handle (a cl_mem), not an address: a piece of an allocation
+     * (a recorded step's arena) keeps the handle and sets ct_buffer.offset, which the
+     * backend adds to every offset it passes its API. */
+    bool handle_buffers;
     /* Number of devices; 0 when the driver/library is missing. Never fails hard. */
     int (*device_count)(void);
     /* Fills info (name/kind/index are set by the executor) and may set dev->priv. */

@@ -15,6 +15,8 @@ typedef struct ct_buffer {
     size_t size; /* bytes */
     void *priv;  /* backend's bookkeeping */
     bool borrowed; /* a piece of a recorded step's arena (exec/step.c): the step frees it, never the storage */
+    size_t offset; /* on a backend whose ptr is a handle (ct_backend_ops.handle_buffers, e.g. a cl_mem): where
+                      this buffer's bytes start within ptr's allocation (a piece of an arena); else 0 */
 } ct_buffer;
 
 struct ct_event;

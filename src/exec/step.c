@@ -341,7 +341,10 @@ static void bind_slot(ct_step *s, const step_slot *sl)
         }
     }
     if (sl->copy == 0) st->host_external = false;
-    c->buf = (ct_buffer){(char *)a->buf.ptr + sl->off, sl->size, a->buf.priv, true};
+    if (sl->dev->ops->handle_buffers)
+        c->buf = (ct_buffer){a->buf.ptr, sl->size, a->buf.priv, true, a->buf.offset + sl->off};
+    else
+        c->buf = (ct_buffer){(char *)a->buf.ptr + sl->off, sl->size, a->buf.priv, true, 0};
 }
 
 /* Outputs keep the values of the recording pass: saved before binding, put back after
@@ -655,7 +658,7 @@ static void detach(ct_storage *st)
         /* its data could not be fetched (a lost device): no bytes rather than the arena's */
         void *own = ok ? host_alloc(st->nbytes ? st->nbytes : 1) : NULL;
         if (own) memcpy(own, p, st->nbytes);
-        st->copies[0].buf = (ct_buffer){own, own ? st->nbytes : 0, NULL, false};
+        st->copies[0].buf = (ct_buffer){own, own ? st->nbytes : 0, NULL, false, 0};
         st->copies[0].valid = own != NULL;
     }
     for (int i = st->n_copies - 1; i >= 1; i--)

@@ -368,7 +368,7 @@ cl_mem ocl_mem(const ct_tensor *t, const ct_device *dev, cl_ulong *byte_off)
 {
     ct_storage_copy *c = storage_find(t->st, dev);
     if (!c || !c->buf.ptr) return NULL;
-    if (byte_off) *byte_off = tensor_byte_offset(t);
+    if (byte_off) *byte_off = tensor_byte_offset(t) + c->buf.offset;
     return (cl_mem)c->buf.ptr;
 }
 
@@ -378,7 +378,7 @@ cl_mem ocl_mem(const ct_tensor *t, const ct_device *dev, cl_ulong *byte_off)
 static ct_status ocl_upload(ct_device *dev, ct_buffer *buf, size_t off, const void *host, size_t bytes)
 {
     if (!bytes) return CT_OK;
-    cl_int err = ocl_cl.clEnqueueWriteBuffer(ocl_dev_of(dev)->q, (cl_mem)buf->ptr, CL_FALSE, off, bytes, host, 0, NULL,
+    cl_int err = ocl_cl.clEnqueueWriteBuffer(ocl_dev_of(dev)->q, (cl_mem)buf->ptr, CL_FALSE, buf->offset + off, bytes, host, 0, NULL,
                                              NULL);
     return ocl_status(err, dev, "upload (clEnqueueWriteBuffer)");
 }
@@ -386,7 +386,7 @@ static ct_status ocl_upload(ct_device *dev, ct_buffer *buf, size_t off, const vo
 static ct_status ocl_download(ct_device *dev, const ct_buffer *buf, size_t off, void *host, size_t bytes)
 {
     if (!bytes) return CT_OK;
-    cl_int err = ocl_cl.clEnqueueReadBuffer(ocl_dev_of(dev)->q, (cl_mem)buf->ptr, CL_FALSE, off, bytes, host, 0, NULL,
+    cl_int err = ocl_cl.clEnqueueReadBuffer(ocl_dev_of(dev)->q, (cl_mem)buf->ptr, CL_FALSE, buf->offset + off, bytes, host, 0, NULL,
                                             NULL);
     return ocl_status(err, dev, "download (clEnqueueReadBuffer)");
 }
@@ -450,6 +450,7 @@ static void ocl_event_release(ct_device *dev, void *handle)
 const ct_backend_ops opencl_backend_ops = {
     .name = "opencl",
     .kind = CT_DEVICE_OPENCL,
+    .handle_buffers = true,
     .device_count = ocl_device_count,
     .device_init = ocl_device_init,
     .device_release = ocl_device_release,
