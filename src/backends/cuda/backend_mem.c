@@ -73,7 +73,12 @@ ct_status cuda_block_get(ct_device *dev, size_t bytes, void **ptr)
     size_t r = cuda_round(bytes);
     int c = size_class(r);
     *ptr = NULL;
+    const core_config *cfg = config_current();
     pthread_mutex_lock(&a->mu);
+    if (cfg != a->cfg) {
+        a->cfg = cfg;
+        a->cap = cfg->cuda_mem_bytes ? cfg->cuda_mem_bytes : a->default_cap;
+    }
     for (cuda_block **pp = &a->free_list[c]; *pp; pp = &(*pp)->next) {
         cuda_block *b = *pp; /* a class is one rounded size (e <= 63: 256 classes hold all) */
         *pp = b->next;
@@ -116,7 +121,7 @@ ct_status cuda_block_get(ct_device *dev, size_t bytes, void **ptr)
         }
     }
     pthread_mutex_unlock(&a->mu);
-    if (s == CT_OK && config_current()->cuda_poison) {
+    if (s == CT_OK && cfg->cuda_poison) {
         cudaError_t e = cudaMemsetAsync(*ptr, 0xff, r, x->d.stream); /* all-ones: NaN in every float dtype */
         if (e != cudaSuccess) {
             cuda_block_put(dev, *ptr, bytes);
@@ -302,7 +307,18 @@ ct_status cuda_mem_upload(ct_device *dev, ct_buffer *buf, size_t off, const void
     return cuda_status(cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, x->d.stream), dev, "upload");
 }
 
+static ct_status download(ct_device *dev, const ct_buffer *buf, size_t off, void *host, size_t bytes);
+
+/* A download that finds the device broken (a sticky error, here or earlier) reads lost
+ * data: CT_ERR_DEVICE_LOST, never bytes of a context that failed. */
 ct_status cuda_mem_download(ct_device *dev, const ct_buffer *buf, size_t off, void *host, size_t bytes)
+{
+    ct_status s = download(dev, buf, off, host, bytes);
+    if (s != CT_OK && device_is_lost(dev)) return device_lost_error(dev, "download");
+    return s;
+}
+
+static ct_status download(ct_device *dev, const ct_buffer *buf, size_t off, void *host, size_t bytes)
 {
     ct_status s = cuda_enter(dev);
     if (s == CT_OK) s = cuda_fault_status(dev, "download");

@@ -30,6 +30,8 @@ typedef struct cuda_block {
 typedef struct cuda_alloc {
     pthread_mutex_t mu;
     size_t cap;         /* bytes the cache may hold from cudaMalloc, in use or cached */
+    size_t default_cap; /* 90% of the memory free at initialization */
+    const core_config *cfg; /* the settings the cap was taken from (re-read on ct_exec_reinit) */
     size_t reserved;    /* bytes held from cudaMalloc */
     size_t in_use;      /* bytes handed out and not yet released */
     size_t cached;      /* bytes in the free lists */
