@@ -1,5 +1,5 @@
 /* The CUDA backend's core (src/backends/cuda/backend*.c) on a real GPU: copies at odd
- * offsets and sizes (direct and through the pinned staging ring), ordering between the
+ * offsets and sizes (small and multi-MiB pageable copies), ordering between the
  * GPU's queue and the CPU, stream-ordered reuse in the caching allocator, failover on an
  * injected and on real out-of-memory (the op finishes on the CPU with the same answer and
  * the statistics show the fallback), a late fault (the device is lost, its data reads as
@@ -43,7 +43,7 @@ static void test_roundtrip(void)
     ct_device *dev = exec_find_device(name);
     CHECK(dev != NULL);
     if (!dev) return;
-    /* below the staging threshold, at it, and several 8 MiB chunks (the ring of three wraps) */
+    /* sizes from one byte to tens of MiB, at odd offsets */
     size_t sizes[] = {1, 3, 4097, (size_t)1 << 20, ((size_t)3 << 23) + 12345, ((size_t)7 << 23) + 3};
     size_t offs[] = {0, 1, 7};
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)

@@ -156,11 +156,9 @@ static void dev_free(cuda_devx *x)
     if (d->stream) cudaStreamSynchronize(d->stream);
     if (d->blas) cublasDestroy(d->blas);
     if (x->blas_ws) cudaFree(x->blas_ws);
-    cuda_stage_free(x);
     for (int i = 0; i < x->n_ev_pool; i++) cudaEventDestroy(x->ev_pool[i]);
     cuda_alloc_destroy(&x->alloc);
     if (d->stream) cudaStreamDestroy(d->stream);
-    pthread_mutex_destroy(&x->stage_mu);
     pthread_mutex_destroy(&x->ev_mu);
     pthread_mutex_destroy(&x->fault_mu);
     free(x);
@@ -172,7 +170,6 @@ static ct_status cu_device_init(ct_device *dev, int index)
     if (!x) return core_err(CT_ERR_OOM, "cuda:%d: out of host memory", index);
     x->d.ordinal = index;
     x->fault_kind = -1;
-    pthread_mutex_init(&x->stage_mu, NULL);
     pthread_mutex_init(&x->ev_mu, NULL);
     pthread_mutex_init(&x->fault_mu, NULL);
     cuda_alloc_init(&x->alloc, 0);
