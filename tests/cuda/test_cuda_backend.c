@@ -318,10 +318,36 @@ static void test_graph(void)
     CHECK_OK(ct_exec_set_devices(NULL));
 }
 
+/* ---- the backend's settings, read in src/core/config.c (no GPU needed) ---- */
+static void test_settings(void)
+{
+    struct { const char *var, *value; bool ok; } cases[] = {
+        {"CTORCH_CUDA_LATE_FAULT", "add", true},     {"CTORCH_CUDA_LATE_FAULT", "rms_norm:3", true},
+        {"CTORCH_CUDA_LATE_FAULT", "bogus", false},  {"CTORCH_CUDA_LATE_FAULT", "add:0", false},
+        {"CTORCH_CUDA_LATE_FAULT", "add:", false},   {"CTORCH_CUDA_LATE_FAULT", "add:2x", false},
+        {"CTORCH_CUDA_MEM_MB", "512", true},         {"CTORCH_CUDA_MEM_MB", "-1", false},
+        {"CTORCH_CUDA_MEM_MB", "lots", false},       {"CTORCH_CUDA_POISON", "maybe", false},
+        {"CTORCH_CUDA_TF32", "1", true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        setenv(cases[i].var, cases[i].value, 1);
+        ct_status s = ct_exec_reinit();
+        if (cases[i].ok) {
+            CHECK_MSG(s == CT_OK, "%s=%s refused: %s", cases[i].var, cases[i].value, ct_last_error());
+        } else {
+            CHECK_MSG(s == CT_ERR_INVALID_ARG && strstr(ct_last_error(), cases[i].var),
+                      "%s=%s: %s (%s)", cases[i].var, cases[i].value, ct_status_name(s), ct_last_error());
+        }
+        unsetenv(cases[i].var);
+    }
+    CHECK_OK(ct_exec_reinit());
+}
+
 int main(int argc, char **argv)
 {
     setenv("CTORCH_CUDA_POISON", "1", 1);
     th_args(argc, argv);
+    RUN(test_settings);
     RUN(test_roundtrip);
     RUN(test_event_order);
     RUN(test_reuse);
