@@ -24,6 +24,10 @@ APT_PKGS   := build-essential cmake pkg-config libopenblas-dev libedit-dev pytho
 # only for fuzzing (libFuzzer); names differ between releases, so a miss is not fatal
 APT_FUZZ   := clang libclang-rt-dev
 PIP        := python3 -m pip
+# The checks below `make test` build without the GPU backends: CI has nvcc but no GPU, so
+# their tests only skip there, and the kernels would add minutes of nvcc per build; `make
+# test` builds them (CTORCH_CUDA=AUTO) and scripts/gpu-check.sh runs them on a GPU.
+NO_GPU     := -DCTORCH_CUDA=OFF -DCTORCH_OPENCL=OFF
 PIP_FLAGS  := $(shell $(PIP) install --help 2>/dev/null | grep -q break-system-packages && echo --break-system-packages)
 
 .PHONY: deps build demo chat-demo test test-opencl test-sanitize test-clang test-valgrind coverage fuzz-smoke bench install clean
@@ -77,7 +81,7 @@ test-opencl: build
 # the per-SIMD-level reruns (label simd) are left to `make test`: the portable kernels at -O0
 # under ASan would add minutes, and the quant and ops tests already run every level sanitized
 test-sanitize: deps
-	cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCTORCH_WERROR=ON -DCTORCH_SANITIZE=ON -DCTORCH_OPENCL=OFF -DCTORCH_CUDA=OFF >/dev/null
+	cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCTORCH_WERROR=ON -DCTORCH_SANITIZE=ON $(NO_GPU) >/dev/null
 	cmake --build $(SAN_BUILD) -j$(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(SAN_BUILD) -j$(JOBS) --output-on-failure -LE 'bench|simd'
@@ -87,7 +91,7 @@ test-sanitize: deps
 test-clang: deps
 	@command -v clang >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq clang >&2; }
-	cmake -S . -B $(CLANG_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Release -DCTORCH_WERROR=ON -DCTORCH_OPENCL=OFF -DCTORCH_CUDA=OFF >/dev/null
+	cmake -S . -B $(CLANG_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Release -DCTORCH_WERROR=ON $(NO_GPU) >/dev/null
 	cmake --build $(CLANG_BUILD) -j$(JOBS)
 	ctest --test-dir $(CLANG_BUILD) -j$(JOBS) --output-on-failure -LE simd
 
@@ -97,7 +101,7 @@ test-valgrind: deps
 	if [ ! -f "$(VG_MODEL)" ]; then \
 	  if [ "$$CTORCH_REQUIRE_SHARED" = 1 ]; then echo "test-valgrind: $(VG_MODEL) is missing (CTORCH_REQUIRE_SHARED=1)" >&2; exit 1; fi; \
 	  echo "test-valgrind: skipped ($(VG_MODEL) absent)"; exit 0; fi; \
-	cmake -S . -B $(VG_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCTORCH_WERROR=ON -DCTORCH_BUILD_TESTS=OFF -DCTORCH_OPENCL=OFF -DCTORCH_CUDA=OFF \
+	cmake -S . -B $(VG_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCTORCH_WERROR=ON -DCTORCH_BUILD_TESTS=OFF $(NO_GPU) \
 	  -DCTORCH_BUILD_BENCH=OFF >/dev/null && cmake --build $(VG_BUILD) -j$(JOBS) --target ctorch_cli >/dev/null && \
 	valgrind -q --leak-check=full --error-exitcode=1 $(VG_BUILD)/tools/ctorch run -m $(VG_MODEL) -p hi -n 8 -t 2 \
 	  --temp 0 >/dev/null && echo "test-valgrind: passed"
@@ -107,8 +111,8 @@ test-valgrind: deps
 # model with ctorch-make-model and skip without it.
 coverage: deps
 	@python3 -m gcovr --version >/dev/null 2>&1 || $(PIP) install -q $(PIP_FLAGS) gcovr >&2
-	cmake -S . -B $(COV_BUILD) -DCMAKE_BUILD_TYPE= -DCMAKE_C_FLAGS="-O1 -g --coverage -fprofile-update=atomic" \
-	  -DCMAKE_EXE_LINKER_FLAGS=--coverage -DCMAKE_SHARED_LINKER_FLAGS=--coverage -DCTORCH_BUILD_BENCH=ON -DCTORCH_OPENCL=OFF -DCTORCH_CUDA=OFF >/dev/null
+	cmake -S . -B $(COV_BUILD) -DCMAKE_BUILD_TYPE= $(NO_GPU) -DCMAKE_C_FLAGS="-O1 -g --coverage -fprofile-update=atomic" \
+	  -DCMAKE_EXE_LINKER_FLAGS=--coverage -DCMAKE_SHARED_LINKER_FLAGS=--coverage -DCTORCH_BUILD_BENCH=ON >/dev/null
 	cmake --build $(COV_BUILD) -j$(JOBS) >/dev/null
 	find $(COV_BUILD) -name '*.gcda' -delete
 	-ctest --test-dir $(COV_BUILD) -j$(JOBS) -LE bench >$(COV_BUILD)/ctest.log 2>&1 || \

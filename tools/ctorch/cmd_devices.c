@@ -1,5 +1,8 @@
 /* ctorch devices: the chain in priority order and a capability matrix
- * (op x device -> dtypes that device runs it in), as text or JSON. */
+ * (op x device -> dtypes that device runs it in), as text or JSON. Accelerators also
+ * show free/total memory (their backend's mem_info) and, for NVIDIA GPUs, utilization
+ * and temperature through NVML, loaded at run time (absent: those are left out). */
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,8 +36,72 @@ static void cell(const char *dev, const char *op, char *buf, size_t len)
     if (!buf[0]) snprintf(buf, len, "-");
 }
 
+/* ---- NVML, through dlopen: the driver's library, so no build-time dependency ---- */
+typedef struct nvml_util {
+    unsigned gpu, memory; /* percent of the last sample period */
+} nvml_util;
+typedef struct nvml {
+    void *lib;
+    int (*get_handle)(unsigned index, void **dev);
+    int (*get_util)(void *dev, nvml_util *u);
+    int (*get_temp)(void *dev, int sensor, unsigned *t);
+} nvml;
+
+static bool nvml_open(nvml *n)
+{
+    memset(n, 0, sizeof *n);
+    n->lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!n->lib) return false;
+    int (*init)(void) = (int (*)(void))dlsym(n->lib, "nvmlInit_v2");
+    *(void **)&n->get_handle = dlsym(n->lib, "nvmlDeviceGetHandleByIndex_v2");
+    *(void **)&n->get_util = dlsym(n->lib, "nvmlDeviceGetUtilizationRates");
+    *(void **)&n->get_temp = dlsym(n->lib, "nvmlDeviceGetTemperature");
+    if (!init || !n->get_handle || !n->get_util || !n->get_temp || init() != 0) {
+        dlclose(n->lib);
+        n->lib = NULL;
+        return false;
+    }
+    return true;
+}
+
+static void nvml_close(nvml *n)
+{
+    if (!n->lib) return;
+    int (*shutdown)(void) = (int (*)(void))dlsym(n->lib, "nvmlShutdown");
+    if (shutdown) shutdown();
+    dlclose(n->lib);
+}
+
+/* Utilization and temperature of CUDA device `index` ("" when NVML cannot tell). NVML
+ * numbers GPUs in PCI order, CUDA fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID: they
+ * agree on machines with one GPU or one GPU model. */
+static void nvml_line(nvml *n, int index, char *buf, size_t len)
+{
+    buf[0] = 0;
+    void *h = NULL;
+    nvml_util u;
+    unsigned t = 0;
+    if (!n->lib || n->get_handle((unsigned)index, &h) != 0) return;
+    size_t pos = 0;
+    if (n->get_util(h, &u) == 0) pos += (size_t)snprintf(buf, len, ", utilization %u%%", u.gpu);
+    if (pos < len && n->get_temp(h, 0 /* NVML_TEMPERATURE_GPU */, &t) == 0) snprintf(buf + pos, len - pos, ", %u C", t);
+}
+
+/* "free/total" memory of an accelerator, or "" for the CPU and devices that cannot tell. */
+static void memory_line(const ct_device_info *d, nvml *n, char *buf, size_t len)
+{
+    uint64_t fr = 0, total = 0;
+    buf[0] = 0;
+    if (d->kind == CT_DEVICE_CPU || ct_device_memory(d->name, &fr, &total) != CT_OK) return;
+    char a[32], b[32], extra[96] = "";
+    if (d->kind == CT_DEVICE_CUDA) nvml_line(n, d->index, extra, sizeof extra);
+    snprintf(buf, len, "      memory: %s free of %s%s\n", cli_bytes(fr, a, sizeof a), cli_bytes(total, b, sizeof b), extra);
+}
+
 static void print_text(void)
 {
+    nvml nv;
+    nvml_open(&nv);
     int n_chain = ct_chain_length(), n_dev = ct_device_count();
     printf("Device chain (priority order; ops go to the first device that supports them):\n");
     printf("  %-3s %-10s %-7s %-10s %s\n", "#", "name", "kind", "memory", "description");
@@ -46,7 +113,11 @@ static void print_text(void)
         printf("  %-3d %-10s %-7s %-10s %s%s\n", i, d.name, ct_device_kind_name(d.kind), cli_bytes(d.memory_bytes, mem, sizeof mem),
                d.description, (d.flags & CT_DEVICE_HOST_SHARED) ? " (host memory)" : "");
         printf("      dtypes: %s\n", dts);
+        char mem_line[192];
+        memory_line(&d, &nv, mem_line, sizeof mem_line);
+        fputs(mem_line, stdout);
     }
+    nvml_close(&nv);
     bool header = false;
     for (int i = 0; i < n_dev; i++) {
         ct_device_info d;

@@ -12,6 +12,19 @@
 
 /* ---- errors ---- */
 
+static bool cuda_sticky(cudaError_t e)
+{
+    switch (e) {
+    case cudaErrorIllegalAddress: case cudaErrorLaunchFailure: case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction: case cudaErrorMisalignedAddress: case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc: case cudaErrorAssert: case cudaErrorECCUncorrectable: case cudaErrorLaunchTimeout:
+    case cudaErrorDevicesUnavailable: case cudaErrorContextIsDestroyed:
+        return true;
+    default:
+        return false;
+    }
+}
+
 ct_status cuda_status(cudaError_t e, const ct_device *dev, const char *what)
 {
     if (e == cudaSuccess) return CT_OK;
@@ -24,7 +37,11 @@ ct_status cuda_status(cudaError_t e, const ct_device *dev, const char *what)
         s = CT_ERR_UNSUPPORTED; break;
     default: break;
     }
-    return core_err(s, "%s: %s: %s (%s)", name, what, cudaGetErrorString(e), cudaGetErrorName(e));
+    s = core_err(s, "%s: %s: %s (%s)", name, what, cudaGetErrorString(e), cudaGetErrorName(e));
+    /* a sticky error: the context is broken and every later call fails; the executor keeps
+     * the device out from now on, and its data reads as lost */
+    if (dev && cuda_sticky(e)) device_mark_lost((ct_device *)dev, ct_last_error());
+    return s;
 }
 
 ct_status cuda_blas_status(cublasStatus_t st, const ct_device *dev, const char *what)
@@ -112,8 +129,12 @@ ct_status cuda_fault_status(const ct_device *dev, const char *what)
     if (!__atomic_load_n(&x->faulted, __ATOMIC_ACQUIRE)) return CT_OK;
     pthread_mutex_lock(&x->fault_mu);
     fault_rearm_locked(x);
-    ct_status s = x->faulted ? core_err(CT_ERR_DEVICE_FAULT, "%s (at %s)", x->fault_msg, what) : CT_OK;
+    bool faulted = x->faulted;
     pthread_mutex_unlock(&x->fault_mu);
+    if (!faulted) return CT_OK;
+    /* as a real sticky error: every call fails from now on, and the device is lost */
+    ct_status s = core_err(CT_ERR_DEVICE_FAULT, "%s (at %s)", x->fault_msg, what);
+    device_mark_lost((ct_device *)dev, ct_last_error());
     return s;
 }
 
@@ -135,11 +156,9 @@ static void dev_free(cuda_devx *x)
     if (d->stream) cudaStreamSynchronize(d->stream);
     if (d->blas) cublasDestroy(d->blas);
     if (x->blas_ws) cudaFree(x->blas_ws);
-    cuda_stage_free(x);
     for (int i = 0; i < x->n_ev_pool; i++) cudaEventDestroy(x->ev_pool[i]);
     cuda_alloc_destroy(&x->alloc);
     if (d->stream) cudaStreamDestroy(d->stream);
-    pthread_mutex_destroy(&x->stage_mu);
     pthread_mutex_destroy(&x->ev_mu);
     pthread_mutex_destroy(&x->fault_mu);
     free(x);
@@ -151,7 +170,6 @@ static ct_status cu_device_init(ct_device *dev, int index)
     if (!x) return core_err(CT_ERR_OOM, "cuda:%d: out of host memory", index);
     x->d.ordinal = index;
     x->fault_kind = -1;
-    pthread_mutex_init(&x->stage_mu, NULL);
     pthread_mutex_init(&x->ev_mu, NULL);
     pthread_mutex_init(&x->fault_mu, NULL);
     cuda_alloc_init(&x->alloc, 0);
@@ -181,10 +199,12 @@ static ct_status cu_device_init(ct_device *dev, int index)
     x->d.allow_tf32 = c->cuda_tf32;
     /* the cap: what the user says, else 90% of what is free now (the driver, other
      * processes and cuBLAS need the rest) */
-    x->alloc.cap = c->cuda_mem_bytes ? c->cuda_mem_bytes : free_b / 10 * 9;
+    x->alloc.default_cap = free_b / 10 * 9;
+    x->alloc.cap = c->cuda_mem_bytes ? c->cuda_mem_bytes : x->alloc.default_cap;
+    x->alloc.cfg = c;
     dev->info.memory_bytes = total_b;
     dev->info.dtype_mask = (1u << CT_F32) | (1u << CT_F64) | (1u << CT_F16) | (1u << CT_BF16) | (1u << CT_I32) |
-                           (1u << CT_I64) | (1u << CT_BOOL) | (1u << CT_I8);
+                           (1u << CT_I64) | (1u << CT_BOOL) | (1u << CT_I8) | (1u << CT_C64);
     snprintf(dev->info.description, sizeof dev->info.description, "%.60s, %.1f GiB, cc %d.%d, %d SMs", p.name,
              (double)total_b / (1u << 30), p.major, p.minor, p.multiProcessorCount);
     return CT_OK;

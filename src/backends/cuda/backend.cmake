@@ -26,6 +26,8 @@ file(GLOB CTORCH_CUDA_SOURCES CONFIGURE_DEPENDS
   ${CMAKE_CURRENT_LIST_DIR}/*.c ${CMAKE_CURRENT_LIST_DIR}/*.cu)
 list(APPEND CTORCH_BACKEND_SOURCES ${CTORCH_CUDA_SOURCES})
 list(APPEND CTORCH_DEFINES CTORCH_HAVE_CUDA)
+# the C glue includes cuda_runtime_api.h and cublas_v2.h (the object library links nothing)
+list(APPEND CTORCH_PRIVATE_INCLUDES ${CUDAToolkit_INCLUDE_DIRS})
 list(APPEND CTORCH_LIBS CUDA::cudart_static CUDA::cublas)
 
 # nvcc as strict as the C compiler: host-side warnings from gcc, device-side warnings as

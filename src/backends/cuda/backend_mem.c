@@ -1,5 +1,5 @@
 /* Device memory of the CUDA backend: the caching allocator, operand temporaries, and
- * host <-> device copies (pinned staging for large pageable copies). */
+ * host <-> device copies on the device's stream. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +73,12 @@ ct_status cuda_block_get(ct_device *dev, size_t bytes, void **ptr)
     size_t r = cuda_round(bytes);
     int c = size_class(r);
     *ptr = NULL;
+    const core_config *cfg = config_current();
     pthread_mutex_lock(&a->mu);
+    if (cfg != a->cfg) {
+        a->cfg = cfg;
+        a->cap = cfg->cuda_mem_bytes ? cfg->cuda_mem_bytes : a->default_cap;
+    }
     for (cuda_block **pp = &a->free_list[c]; *pp; pp = &(*pp)->next) {
         cuda_block *b = *pp; /* a class is one rounded size (e <= 63: 256 classes hold all) */
         *pp = b->next;
@@ -116,7 +121,7 @@ ct_status cuda_block_get(ct_device *dev, size_t bytes, void **ptr)
         }
     }
     pthread_mutex_unlock(&a->mu);
-    if (s == CT_OK && config_current()->cuda_poison) {
+    if (s == CT_OK && cfg->cuda_poison) {
         cudaError_t e = cudaMemsetAsync(*ptr, 0xff, r, x->d.stream); /* all-ones: NaN in every float dtype */
         if (e != cudaSuccess) {
             cuda_block_put(dev, *ptr, bytes);
@@ -207,83 +212,11 @@ ct_status cuda_mem_info(ct_device *dev, uint64_t *free_bytes, uint64_t *total_by
     return CT_OK;
 }
 
-/* ---- copies ---- */
-
-static bool is_pinned(const void *host)
-{
-    struct cudaPointerAttributes attr;
-    if (cudaPointerGetAttributes(&attr, host) != cudaSuccess) {
-        cudaGetLastError();
-        return false;
-    }
-    return attr.type == cudaMemoryTypeHost;
-}
-
-static ct_status stage_ready(const ct_device *dev, cuda_devx *x)
-{
-    for (int i = 0; i < CUDA_STAGE_N; i++) {
-        if (x->stage[i]) continue;
-        cudaError_t e = cudaHostAlloc(&x->stage[i], CUDA_STAGE_CHUNK, cudaHostAllocDefault);
-        if (e == cudaSuccess) e = cudaEventCreateWithFlags(&x->stage_ev[i], cudaEventDisableTiming);
-        if (e != cudaSuccess) {
-            if (x->stage[i]) cudaFreeHost(x->stage[i]);
-            x->stage[i] = NULL;
-            return cuda_status(e, dev, "pinned staging buffers");
-        }
-    }
-    return CT_OK;
-}
-
-void cuda_stage_free(cuda_devx *x)
-{
-    for (int i = 0; i < CUDA_STAGE_N; i++) {
-        if (!x->stage[i]) continue;
-        cudaEventSynchronize(x->stage_ev[i]);
-        cudaEventDestroy(x->stage_ev[i]);
-        cudaFreeHost(x->stage[i]);
-        x->stage[i] = NULL;
-    }
-}
-
-/* Host to device through the staging ring: the host fills chunk i while the copy engine
- * drains chunk i-1; a chunk is refilled once its previous copy finished. The caller's
- * buffer is free again when this returns. */
-static ct_status upload_staged(const ct_device *dev, cuda_devx *x, char *d, const char *h, size_t bytes)
-{
-    for (size_t off = 0, i = 0; off < bytes; off += CUDA_STAGE_CHUNK, i = (i + 1) % CUDA_STAGE_N) {
-        size_t n = bytes - off < CUDA_STAGE_CHUNK ? bytes - off : CUDA_STAGE_CHUNK;
-        cudaError_t e = cudaEventSynchronize(x->stage_ev[i]);
-        if (e != cudaSuccess) return cuda_status(e, dev, "upload (staging)");
-        memcpy(x->stage[i], h + off, n);
-        e = cudaMemcpyAsync(d + off, x->stage[i], n, cudaMemcpyHostToDevice, x->d.stream);
-        if (e == cudaSuccess) e = cudaEventRecord(x->stage_ev[i], x->d.stream);
-        if (e != cudaSuccess) return cuda_status(e, dev, "upload (staging)");
-    }
-    return CT_OK;
-}
-
-/* Device to host: CUDA_STAGE_N chunks in flight; each is copied out once it lands, and its
- * chunk is then queued again. Returns when the data is in `h`. */
-static ct_status download_staged(const ct_device *dev, cuda_devx *x, char *h, const char *d, size_t bytes)
-{
-    size_t n_chunks = (bytes + CUDA_STAGE_CHUNK - 1) / CUDA_STAGE_CHUNK, queued = 0;
-    cudaError_t e = cudaSuccess;
-    for (size_t c = 0; c < n_chunks; c++) {
-        for (; queued < n_chunks && queued < c + CUDA_STAGE_N; queued++) {
-            size_t off = queued * CUDA_STAGE_CHUNK, i = queued % CUDA_STAGE_N;
-            size_t n = bytes - off < CUDA_STAGE_CHUNK ? bytes - off : CUDA_STAGE_CHUNK;
-            e = cudaMemcpyAsync(x->stage[i], d + off, n, cudaMemcpyDeviceToHost, x->d.stream);
-            if (e == cudaSuccess) e = cudaEventRecord(x->stage_ev[i], x->d.stream);
-            if (e != cudaSuccess) return cuda_status(e, dev, "download (staging)");
-        }
-        size_t off = c * CUDA_STAGE_CHUNK, i = c % CUDA_STAGE_N;
-        size_t n = bytes - off < CUDA_STAGE_CHUNK ? bytes - off : CUDA_STAGE_CHUNK;
-        e = cudaEventSynchronize(x->stage_ev[i]);
-        if (e != cudaSuccess) return cuda_status(e, dev, "download (staging)");
-        memcpy(h + off, x->stage[i], n);
-    }
-    return CT_OK;
-}
+/* ---- copies ----
+ * Pageable host memory goes through the driver's own staging: measured on an H100 host
+ * (bench/cuda_transfer.c, 64 KiB-256 MiB), a staging ring filled by one host thread was
+ * bound by that thread's memcpy (7-10 GB/s) and no faster than cudaMemcpyAsync from
+ * pageable memory (9-14 GB/s); pinned memory reaches 55 GB/s either way. */
 
 ct_status cuda_mem_upload(ct_device *dev, ct_buffer *buf, size_t off, const void *host, size_t bytes)
 {
@@ -292,29 +225,26 @@ ct_status cuda_mem_upload(ct_device *dev, ct_buffer *buf, size_t off, const void
     if (s != CT_OK || !bytes) return s;
     cuda_devx *x = cuda_x(dev);
     char *d = (char *)buf->ptr + off;
-    if (bytes >= CUDA_STAGE_MIN && !is_pinned(host)) {
-        pthread_mutex_lock(&x->stage_mu);
-        s = stage_ready(dev, x);
-        if (s == CT_OK) s = upload_staged(dev, x, d, host, bytes);
-        pthread_mutex_unlock(&x->stage_mu);
-        return s;
-    }
     return cuda_status(cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, x->d.stream), dev, "upload");
 }
 
+static ct_status download(ct_device *dev, const ct_buffer *buf, size_t off, void *host, size_t bytes);
+
+/* A download that finds the device broken (a sticky error, here or earlier) reads lost
+ * data: CT_ERR_DEVICE_LOST, never bytes of a context that failed. */
 ct_status cuda_mem_download(ct_device *dev, const ct_buffer *buf, size_t off, void *host, size_t bytes)
+{
+    ct_status s = download(dev, buf, off, host, bytes);
+    if (s != CT_OK && device_is_lost(dev)) return device_lost_error(dev, "download");
+    return s;
+}
+
+static ct_status download(ct_device *dev, const ct_buffer *buf, size_t off, void *host, size_t bytes)
 {
     ct_status s = cuda_enter(dev);
     if (s == CT_OK) s = cuda_fault_status(dev, "download");
     if (s != CT_OK || !bytes) return s;
     cuda_devx *x = cuda_x(dev);
     const char *d = (const char *)buf->ptr + off;
-    if (bytes >= CUDA_STAGE_MIN && !is_pinned(host)) {
-        pthread_mutex_lock(&x->stage_mu);
-        s = stage_ready(dev, x);
-        if (s == CT_OK) s = download_staged(dev, x, host, d, bytes);
-        pthread_mutex_unlock(&x->stage_mu);
-        return s;
-    }
     return cuda_status(cudaMemcpyAsync(host, d, bytes, cudaMemcpyDeviceToHost, x->d.stream), dev, "download");
 }

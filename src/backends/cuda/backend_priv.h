@@ -1,5 +1,5 @@
 /* backend.c's own state beside the shared cuda_dev (cuda_internal.h): the caching
- * allocator, pinned staging for pageable host memory, an event pool, the simulated late
+ * allocator, an event pool, the simulated late
  * fault. Private to backend*.c; the op groups see only cuda_internal.h. */
 #ifndef CT_CUDA_BACKEND_PRIV_H
 #define CT_CUDA_BACKEND_PRIV_H
@@ -9,11 +9,6 @@
 #include "backends/cuda/cuda_internal.h"
 #include "core/config.h"
 
-/* Pageable copies above this size go through pinned staging chunks (smaller ones are
- * staged by the driver, which is as fast for them). */
-#define CUDA_STAGE_MIN ((size_t)1 << 20)
-#define CUDA_STAGE_CHUNK ((size_t)8 << 20)
-#define CUDA_STAGE_N 3
 #define CUDA_EVENT_POOL 64
 
 typedef struct cuda_block {
@@ -30,6 +25,8 @@ typedef struct cuda_block {
 typedef struct cuda_alloc {
     pthread_mutex_t mu;
     size_t cap;         /* bytes the cache may hold from cudaMalloc, in use or cached */
+    size_t default_cap; /* 90% of the memory free at initialization */
+    const core_config *cfg; /* the settings the cap was taken from (re-read on ct_exec_reinit) */
     size_t reserved;    /* bytes held from cudaMalloc */
     size_t in_use;      /* bytes handed out and not yet released */
     size_t cached;      /* bytes in the free lists */
@@ -57,9 +54,6 @@ typedef struct cuda_devx {
     cuda_dev d;             /* first: cuda_of() casts dev->priv to it */
     void *blas_ws;          /* cuBLAS workspace (fixed, so cuBLAS never allocates in a graph) */
     cuda_alloc alloc;
-    pthread_mutex_t stage_mu;
-    void *stage[CUDA_STAGE_N];
-    cudaEvent_t stage_ev[CUDA_STAGE_N];
     pthread_mutex_t ev_mu;
     cudaEvent_t ev_pool[CUDA_EVENT_POOL];
     int n_ev_pool;
@@ -91,7 +85,6 @@ void cuda_mem_release(ct_device *dev, ct_buffer *buf);
 ct_status cuda_mem_upload(ct_device *dev, ct_buffer *buf, size_t off, const void *host, size_t bytes);
 ct_status cuda_mem_download(ct_device *dev, const ct_buffer *buf, size_t off, void *host, size_t bytes);
 ct_status cuda_mem_info(ct_device *dev, uint64_t *free_bytes, uint64_t *total_bytes);
-void cuda_stage_free(cuda_devx *x);
 
 /* ---- backend.c: the simulated late fault ---- */
 /* CT_ERR_DEVICE_FAULT (with the message) once the device broke, else CT_OK. */

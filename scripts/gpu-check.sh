@@ -1,0 +1,82 @@
+#!/bin/sh
+# On a machine with an NVIDIA GPU: builds ctorch with the CUDA backend (or uses a given
+# build directory), runs the whole test suite with the default chain and again with
+# CTORCH_DEVICES=cuda,cpu (every op that CUDA takes runs there), and prints one summary
+# table on stdout (logs go to the build directory; progress to stderr).
+#
+#   scripts/gpu-check.sh [BUILD_DIR]        default: build-cuda (configured and built here)
+#   JOBS=N  CTEST_ARGS="-R cuda"  CUDA_ARCHS="90-real"  environment knobs
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${1:-$ROOT/build-cuda}
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 4)}
+CTEST_ARGS=${CTEST_ARGS:-}
+say() { echo "gpu-check: $*" >&2; }
+
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  say "no NVIDIA GPU visible (nvidia-smi); the CUDA tests would only skip"
+  exit 77
+fi
+GPU=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)
+
+if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+  say "configuring $BUILD"
+  ARCH_ARG=""
+  [ -n "${CUDA_ARCHS:-}" ] && ARCH_ARG="-DCMAKE_CUDA_ARCHITECTURES=$CUDA_ARCHS"
+  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCTORCH_WERROR=ON -DCTORCH_CUDA=ON $ARCH_ARG \
+    >"$BUILD.configure.log" 2>&1 || { say "configure failed: $BUILD.configure.log"; exit 1; }
+fi
+say "building $BUILD (-j$JOBS)"
+t0=$(date +%s)
+cmake --build "$BUILD" -j"$JOBS" >"$BUILD/gpu-check-build.log" 2>&1 || { say "build failed: $BUILD/gpu-check-build.log"; exit 1; }
+build_s=$(( $(date +%s) - t0 ))
+
+# One ctest pass: "name passed failed skipped seconds" on stdout, the log in $BUILD.
+run_suite() {
+  name=$1; shift
+  log="$BUILD/gpu-check-$name.log"
+  t0=$(date +%s)
+  env "$@" ctest --test-dir "$BUILD" -j"$JOBS" --output-on-failure $CTEST_ARGS >"$log" 2>&1
+  secs=$(( $(date +%s) - t0 ))
+  passed=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed' "$log")
+  failed=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*(\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception|Failed )' "$log")
+  skipped=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*(\*\*\*Skipped|Not Run)' "$log")
+  echo "$name $passed $failed $skipped $secs"
+  if [ "$failed" -gt 0 ]; then
+    say "$name: failures (see $log):"
+    grep -E '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*(\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception|Failed )' "$log" >&2
+  fi
+}
+
+say "test suite, default chain"
+R1=$(run_suite default)
+say "test suite, CTORCH_DEVICES=cuda,cpu"
+R2=$(run_suite cuda_cpu CTORCH_DEVICES=cuda,cpu)
+say "CUDA tests alone"
+R3=$(CTEST_ARGS="-L cuda" run_suite cuda_only)
+
+# ---------------------------------------------------------------- summary
+echo "## gpu-check: $GPU"
+echo
+echo "| run | passed | failed | skipped | seconds |"
+echo "|---|---:|---:|---:|---:|"
+for r in "$R1" "$R2" "$R3"; do
+  set -- $r
+  case $1 in
+    default) label="ctest, default chain" ;;
+    cuda_cpu) label="ctest, CTORCH_DEVICES=cuda,cpu" ;;
+    *) label="ctest -L cuda" ;;
+  esac
+  echo "| $label | $2 | $3 | $4 | $5 |"
+done
+echo "| build ($JOBS jobs) | | | | $build_s |"
+echo
+# ================================================================= BENCHMARKS
+# The lead adds the benchmark rows here (ctorch bench -d cuda next to llama.cpp, transfer
+# GB/s pinned/pageable by size, single ops, quantized matvec GB/s): one row per
+# measurement, in the same table format, from programs run against "$BUILD".
+# ================================================================= END BENCHMARKS
+
+fails=0
+for r in "$R1" "$R2" "$R3"; do set -- $r; fails=$((fails + $3)); done
+[ "$fails" -eq 0 ]
