@@ -73,6 +73,9 @@ ct_status exec_decompose_part(ct_op *op);
 /* Backends compiled into the library plus any registered (the test backend).
  * Registering re-discovers devices. */
 ct_status exec_register_backend(const ct_backend_ops *ops);
+/* Leaves the compiled-in accelerators (CUDA, OpenCL) out of the next discovery, so the
+ * simulated devices of a test are the only accelerators whatever the machine has. */
+void exec_hide_builtin_accelerators(bool hide);
 void exec_unregister_backend(const ct_backend_ops *ops);
 
 /* Initializes the executor if needed; the settings' error (a bad CTORCH_* value)

@@ -21,6 +21,7 @@ static exec_state g_state;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static const ct_backend_ops *g_extra[EXEC_MAX_BACKENDS];
 static int g_n_extra;
+static bool g_hide_builtin; /* tests of simulated devices: the real accelerators stay out */
 static char g_spec[256];
 static bool g_spec_set;
 static bool g_atexit;
@@ -89,10 +90,10 @@ static void discover(exec_state *s)
     s->n_devs = 0;
     discover_backend(s, &cpu_backend_ops, old, n_old);
 #ifdef CTORCH_HAVE_CUDA
-    discover_backend(s, &cuda_backend_ops, old, n_old);
+    if (!g_hide_builtin) discover_backend(s, &cuda_backend_ops, old, n_old);
 #endif
 #ifdef CTORCH_HAVE_OPENCL
-    discover_backend(s, &opencl_backend_ops, old, n_old);
+    if (!g_hide_builtin) discover_backend(s, &opencl_backend_ops, old, n_old);
 #endif
     for (int i = 0; i < g_n_extra; i++) discover_backend(s, g_extra[i], old, n_old);
     /* devices that vanished: tensors must not live on them any more (documented) */
@@ -245,6 +246,13 @@ void ct_exec_shutdown(void)
     device_table_set(g_state.devs, 0);
     g_state.n_chain = 0;
     g_state.ready = false;
+    pthread_mutex_unlock(&g_lock);
+}
+
+void exec_hide_builtin_accelerators(bool hide)
+{
+    pthread_mutex_lock(&g_lock);
+    g_hide_builtin = hide;
     pthread_mutex_unlock(&g_lock);
 }
 

@@ -234,6 +234,7 @@ static void set_params(const params *p, int pos)
 
 static void llm_ops_case(bool geglu)
 {
+    CHECK_OK(ct_exec_set_devices("cpu")); /* the arena of one device, planned exactly */
     th_rng r = {7};
     weights w;
     weights_make(&w, &r);
@@ -287,6 +288,7 @@ static void llm_ops_case(bool geglu)
     ct_tensor_free(p.slot);
     ct_tensor_free(p.len);
     weights_free(&w);
+    CHECK_OK(ct_exec_set_devices(NULL));
 }
 
 static void test_llm_ops_swiglu(void) { llm_ops_case(false); }

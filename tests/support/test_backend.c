@@ -620,6 +620,8 @@ static ct_status install(int n, const char *ops, bool async)
             return core_err(CT_ERR_INVALID_ARG, "test backend: unknown op '%s'", t);
         }
     }
+    /* a machine's real GPUs would change the chain, the inventory and the routes */
+    exec_hide_builtin_accelerators(true);
     return exec_register_backend(&test_backend_ops);
 }
 
@@ -629,6 +631,7 @@ ct_status test_backend_install_async(int n, const char *ops) { return install(n,
 void test_backend_uninstall(void)
 {
     g_n = 0;
+    exec_hide_builtin_accelerators(false);
     exec_unregister_backend(&test_backend_ops);
 }
 
