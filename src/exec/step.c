@@ -438,6 +438,7 @@ static bool capture_run(ct_step *s, int first, int n)
  * the CPU's ops, otherwise). A declined run is replayed op by op: not an error. */
 static void try_capture(ct_step *s)
 {
+    if (s->n_ops <= 0) return;
     for (int i = 0; i < s->n_ops; i++) s->ops[i].seg = -1;
     s->segs = calloc((size_t)s->n_ops, sizeof *s->segs);
     if (!s->segs) return;
