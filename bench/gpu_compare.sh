@@ -7,7 +7,7 @@
 set -u
 B=${1:?usage: gpu_compare.sh BUILD_DIR LLAMA_BENCH|- [TYPES...]}; LB=${2:?llama-bench path or -}; shift 2
 TYPES=${*:-Q4_K_M Q5_K_M Q6_K Q8_0 F16}
-PP=${PP:-512} TG=${TG:-128} REPS=${REPS:-3} DEV=${DEV:-cuda} CT=${CPU_THREADS:-$(nproc)}
+PP=${PP:-512} TG=${TG:-128} REPS=${REPS:-3} DEV=${DEV:-cuda,cpu} CT=${CPU_THREADS:-$(nproc)}
 W=${MODELS:-${XDG_CACHE_HOME:-$HOME/.cache}/ctorch/gpu-models}
 mkdir -p "$W"
 [ -f "$W/F16.gguf" ] || "$B/bench/ctorch-make-model" --threads "$(nproc)" "$W/F16.gguf" >&2

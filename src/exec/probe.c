@@ -18,5 +18,14 @@ bool ct_device_supports(const char *device, const char *op_name, ct_dtype dtype)
     op.src[k == CT_OP_LINEAR ? 1 : 0] = &w;
     /* reductions over the whole probe, the form every backend that has the op accepts */
     if (k >= CT_OP_SUM && k <= CT_OP_ARGMIN) op.p.red.mask = 3u;
+    /* convolution and pooling see an image of one pixel, with their defaults filled in as
+     * the frontend fills them (a backend divides by the groups) */
+    ct_tensor img = {.dtype = f.dtype, .ndim = 4, .shape = {1, 1, 1, 1}, .stride = {1, 1, 1, 1}};
+    if (k == CT_OP_CONV2D || k == CT_OP_CONV_TRANSPOSE2D || k == CT_OP_MAX_POOL2D || k == CT_OP_AVG_POOL2D) {
+        if (q) return false;
+        op = (ct_op){.kind = k, .n_src = k <= CT_OP_CONV_TRANSPOSE2D ? 2 : 1, .src = {&img, &img}, .dst = &img};
+        if (k <= CT_OP_CONV_TRANSPOSE2D) op.p.conv = (ct_conv2d_params){{1, 1}, {0, 0}, {1, 1}, 1, {0, 0}};
+        else op.p.pool = (ct_pool2d_params){{1, 1}, {1, 1}, {0, 0}, false};
+    }
     return d->ops->supports(d, &op);
 }

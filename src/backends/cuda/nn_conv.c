@@ -35,6 +35,7 @@ bool nn_conv_supports(const ct_device *dev, const ct_op *op)
     (void)dev;
     const ct_tensor *x = op->src[0], *w = op->src[1], *b = op->src[2];
     if (x->dtype != CT_F32 || w->dtype != CT_F32 || op->dst->dtype != CT_F32 || (b && b->dtype != CT_F32)) return false;
+    if (x->ndim != 4 || w->ndim != 4 || op->dst->ndim != 4 || op->p.conv.groups < 1) return false;
     if (!tensor_is_contiguous(w) || (op->kind == CT_OP_CONV_TRANSPOSE2D && !tensor_is_contiguous(x))) return false;
     nn_conv c = geom_of(op);
     int64_t KK = c.kh * c.kw;

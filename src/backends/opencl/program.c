@@ -177,9 +177,14 @@ static void build(const ct_device *dev, ocl_dev *od, int i)
 {
     ocl_prog *pr = &od->progs[i];
     const char *stem = ocl_sources[i].name;
-    char opts[128];
-    snprintf(opts, sizeof opts, "-cl-std=CL1.2%s%s", od->info.fp16 ? " -DOCL_HAVE_FP16" : "",
-             od->info.fp64 ? " -DOCL_HAVE_FP64" : "");
+    char opts[160];
+    /* OpenCL 1.2 lets f32 division be 2.5 ulp off (NVIDIA's is): 21/7 may truncate to 2.
+     * A device that can divide correctly rounded is asked to, so results match the CPU's. */
+    cl_device_fp_config fp = 0;
+    ocl_cl.clGetDeviceInfo(od->id, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
+    snprintf(opts, sizeof opts, "-cl-std=CL1.2%s%s%s", od->info.fp16 ? " -DOCL_HAVE_FP16" : "",
+             od->info.fp64 ? " -DOCL_HAVE_FP64" : "",
+             fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT ? " -cl-fp32-correctly-rounded-divide-sqrt" : "");
     char *owned;
     const char *src = source_text(i, &owned);
     char path[600];
