@@ -18,6 +18,21 @@ bool ct_device_supports(const char *device, const char *op_name, ct_dtype dtype)
     op.src[k == CT_OP_LINEAR ? 1 : 0] = &w;
     /* reductions over the whole probe, the form every backend that has the op accepts */
     if (k >= CT_OP_SUM && k <= CT_OP_ARGMIN) op.p.red.mask = 3u;
+    /* where chooses by a boolean condition between two operands */
+    ct_tensor cond = {.dtype = CT_BOOL, .ndim = 2, .shape = {1, cols}, .stride = {cols, 1}};
+    if (k == CT_OP_WHERE) {
+        if (q) return false;
+        op.n_src = 3;
+        op.src[0] = &cond;
+        op.src[1] = op.src[2] = &f;
+    }
+    /* attention: one query, key and value of one head, [1, 1, 1, cols] */
+    ct_tensor head = {.dtype = f.dtype, .ndim = 4, .shape = {1, 1, 1, cols}, .stride = {cols, cols, cols, 1}};
+    if (k == CT_OP_SDPA) {
+        if (q) return false;
+        op = (ct_op){.kind = k, .n_src = 3, .src = {&head, &head, &head}, .dst = &head};
+        op.p.attn.scale = 1.0;
+    }
     /* convolution and pooling see an image of one pixel, with their defaults filled in as
      * the frontend fills them (a backend divides by the groups) */
     ct_tensor img = {.dtype = f.dtype, .ndim = 4, .shape = {1, 1, 1, 1}, .stride = {1, 1, 1, 1}};

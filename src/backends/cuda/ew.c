@@ -137,7 +137,8 @@ bool cuda_ew_supports(const ct_device *dev, const ct_op *op)
     if (d->ndim > CT_MAX_DIMS || op->n_src >= EW_MAX_OPS) return false;
     if (s0 == CT_C64 || d->dtype == CT_C64 || op->kind == CT_OP_COMPLEX) {
         if (op->kind == CT_OP_COPY) return (plain(s0) || s0 == CT_C64) && (plain(d->dtype) || d->dtype == CT_C64);
-        if (op->kind == CT_OP_WHERE) return op->src[0]->dtype == CT_BOOL && op->src[1]->dtype == d->dtype &&
+        if (op->kind == CT_OP_WHERE)
+            return op->n_src == 3 && op->src[0]->dtype == CT_BOOL && op->src[1]->dtype == d->dtype &&
                                             op->src[2]->dtype == d->dtype;
         return supports_c64(op);
     }
@@ -154,7 +155,7 @@ bool cuda_ew_supports(const ct_device *dev, const ct_op *op)
     case CT_OP_CMP: case CT_OP_CMP_SCALAR:
         return plain(s0) && d->dtype == CT_BOOL && (op->kind == CT_OP_CMP_SCALAR || op->src[1]->dtype == s0);
     case CT_OP_WHERE:
-        return op->src[0]->dtype == CT_BOOL && plain(d->dtype) && op->src[1]->dtype == d->dtype &&
+        return op->n_src == 3 && op->src[0]->dtype == CT_BOOL && plain(d->dtype) && op->src[1]->dtype == d->dtype &&
                op->src[2]->dtype == d->dtype;
     case CT_OP_DIV: case CT_OP_DIV_SCALAR: /* integer division is the frontend's to promote */
         return floating(s0) && same_dtype(op, s0);

@@ -72,6 +72,8 @@ static bool supports_sdpa(const ct_device *dev, const ct_op *op)
 {
     const ct_tensor *q = op->src[0], *k = op->src[1], *v = op->src[2], *mask = op->src[3];
     const ct_tensor *len = op->n_src > 4 ? op->src[4] : NULL;
+    if (op->n_src < 3 || !q || !k || !v || q->ndim != 4 || k->ndim != 4 || v->ndim != 4 || op->dst->ndim != 4)
+        return false;
     if (q->dtype != CT_F32 || (k->dtype != CT_F32 && k->dtype != CT_F16) || (v->dtype != CT_F32 && v->dtype != CT_F16))
         return false;
     if (mask && mask->dtype != CT_F32) return false;
