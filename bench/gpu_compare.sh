@@ -12,7 +12,7 @@ W=${MODELS:-${XDG_CACHE_HOME:-$HOME/.cache}/ctorch/gpu-models}
 mkdir -p "$W"
 [ -f "$W/F16.gguf" ] || "$B/bench/ctorch-make-model" --threads "$(nproc)" "$W/F16.gguf" >&2
 for t in $TYPES; do
-  [ "$t" = F16 ] || [ -f "$W/$t.gguf" ] || "$B/tools/ctorch" quantize -t "$(nproc)" "$W/F16.gguf" "$W/$t.gguf" "$t" >&2
+  [ "$t" = F16 ] || [ -f "$W/$t.gguf" ] || "$B/tools/ctorch" quantize -t "$(nproc)" "$W/F16.gguf" "$W/$t.gguf" "$t" >&2 2>&1 || true
 done
 
 # t/s column of a ctorch bench markdown row (pp or tg)
@@ -20,7 +20,7 @@ ct_ts() { awk -F'|' -v k="$1" '$0 ~ k {split($8, a, " "); print a[1]}'; }
 # llama-bench markdown: the t/s column is the last; "1234.56 ± 7.8" -> 1234.56
 lb_ts() { awk -F'|' -v k="$1" '$0 ~ k {n = split($(NF-1), a, " "); print a[1]}'; }
 
-echo "| type | ctorch pp$PP | llama.cpp pp$PP | ratio | ctorch tg$TG | llama.cpp tg$TG | ratio | ctorch CPU tg$TG ($CT t) | GPU/CPU |"
+echo "| type | ctorch pp$PP | llama.cpp pp$PP | ratio | ctorch tg$TG | llama.cpp tg$TG | ratio | ctorch CPU tg32 ($CT t) | GPU/CPU |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 for t in $TYPES; do
   m="$W/$t.gguf"
