@@ -185,6 +185,7 @@ int main(int argc, char **argv)
     /* mallocs are counted process-wide: a GPU driver's own threads (discovered even when
      * the chain is the CPU's) allocate now and then, so the machine's GPUs stay hidden */
     exec_hide_builtin_accelerators(true);
+    unsetenv("CTORCH_DEVICES"); /* it could name one of them */
     /* the LLM replays its decode step on a CPU-only chain: set it, whatever CTORCH_DEVICES says */
     if (ct_exec_set_devices("cpu") != CT_OK) return 1;
     RUN(test_replay_equals_eager);
