@@ -22,73 +22,12 @@ enum { V = 96, E = 32, L = 2, F = 64, H = 2, HKV = 1, D = 16, CTX = 64, N_GEN = 
 static const int32_t g_prompt[] = {1, 10, 27, 33, 48, 71};
 #define P ((int)(sizeof g_prompt / sizeof g_prompt[0]))
 
-static void add(gguf_writer *w, th_rng *rng, float **keep, int *nk, const char *name, int64_t d0, int64_t d1,
-                double lo, double hi)
-{
-    int64_t n = d0 * (d1 ? d1 : 1), shape[2] = {d0, d1};
-    float *f = malloc((size_t)n * sizeof *f);
-    for (int64_t i = 0; i < n; i++) f[i] = (float)th_uniform(rng, lo, hi);
-    CHECK_OK(gguf_writer_add_tensor(w, name, CT_F32, d1 ? 2 : 1, shape, f));
-    keep[(*nk)++] = f;
-}
-
-/* SentencePiece-style: <unk> <s> </s>, then one word per id ("▁w17"), so every
- * generated token is a piece of text of its own and the text spells the tokens. */
-static void add_vocab(gguf_writer *w)
-{
-    static char bufs[V][16];
-    const char *toks[V];
-    float scores[V];
-    int32_t types[V];
-    for (int i = 0; i < V; i++) {
-        if (i < 3) snprintf(bufs[i], sizeof bufs[i], "%s", i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>");
-        else snprintf(bufs[i], sizeof bufs[i], "\xe2\x96\x81w%d", i);
-        toks[i] = bufs[i];
-        scores[i] = -(float)i;
-        types[i] = i == 0 ? 2 : i < 3 ? 3 : 1;
-    }
-    th_llama_vocab(w, toks, scores, types, V, 1, 2, 0);
-}
-
 /* The same weights every time (fixed seed): each run gets a model of its own, so no
  * weight keeps copies on the simulated devices of an earlier run. */
 static llm_model *make_model(void)
 {
-    char path[512];
-    th_tmp_path(path, sizeof path, "recover.gguf");
-    th_rng rng = {2024};
     static const th_llama_shape shape = {CTX, E, L, F, H, HKV, 1e-5f, 10000.0f};
-    gguf_writer *w = gguf_writer_new();
-    th_llama_hparams(w, "recover-test", &shape);
-    add_vocab(w);
-    float *keep[64];
-    int nk = 0;
-    const double ws = 1.0 / sqrt((double)E);
-    add(w, &rng, keep, &nk, "token_embd.weight", V, E, -1, 1);
-    add(w, &rng, keep, &nk, "output_norm.weight", E, 0, 0.8, 1.2);
-    add(w, &rng, keep, &nk, "output.weight", V, E, -3 * ws, 3 * ws);
-    for (int l = 0; l < L; l++) {
-        char n[64];
-#define LW(suf, d0, d1, lo, hi) \
-    (snprintf(n, sizeof n, "blk.%d.%s.weight", l, suf), add(w, &rng, keep, &nk, n, d0, d1, lo, hi))
-        LW("attn_norm", E, 0, 0.8, 1.2);
-        LW("attn_q", H * D, E, -2 * ws, 2 * ws);
-        LW("attn_k", HKV * D, E, -2 * ws, 2 * ws);
-        LW("attn_v", HKV * D, E, -ws, ws);
-        LW("attn_output", E, H * D, -ws, ws);
-        LW("ffn_norm", E, 0, 0.8, 1.2);
-        LW("ffn_gate", F, E, -2 * ws, 2 * ws);
-        LW("ffn_up", F, E, -2 * ws, 2 * ws);
-        LW("ffn_down", E, F, -ws, ws);
-#undef LW
-    }
-    CHECK_OK(gguf_writer_write(w, path));
-    gguf_writer_free(w);
-    for (int i = 0; i < nk; i++) free(keep[i]);
-    llm_model *m = NULL;
-    CHECK_OK(llm_model_load(path, NULL, NULL, &m));
-    remove(path);
-    return m;
+    return th_tiny_llama("recover.gguf", "recover-test", 2024, &shape, V, D);
 }
 
 /* A run: how many simulated devices head the chain (0: the CPU alone), and the late

@@ -1,9 +1,11 @@
 #include "tiny_gguf.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "harness.h"
+#include "llm/model.h"
 
 const char *th_tmp_path(char *buf, size_t n, const char *file)
 {
@@ -36,4 +38,72 @@ void th_llama_vocab(gguf_writer *w, const char *const *toks, const float *scores
     CHECK_OK(gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", bos));
     CHECK_OK(gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", eos));
     if (unk >= 0) CHECK_OK(gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)unk));
+}
+
+static void add_random(gguf_writer *w, th_rng *rng, float **keep, int *nk, const char *name, int64_t d0, int64_t d1,
+                       double lo, double hi)
+{
+    int64_t n = d0 * (d1 ? d1 : 1), shape[2] = {d0, d1};
+    float *f = malloc((size_t)n * sizeof *f);
+    for (int64_t i = 0; i < n; i++) f[i] = (float)th_uniform(rng, lo, hi);
+    CHECK_OK(gguf_writer_add_tensor(w, name, CT_F32, d1 ? 2 : 1, shape, f));
+    keep[(*nk)++] = f;
+}
+
+/* <unk> <s> </s>, then one word per id ("▁w17"): every token is a piece of text of its own. */
+static void add_word_vocab(gguf_writer *w, int n)
+{
+    static char bufs[TH_TINY_MAX_VOCAB][16];
+    static const char *toks[TH_TINY_MAX_VOCAB];
+    static float scores[TH_TINY_MAX_VOCAB];
+    static int32_t types[TH_TINY_MAX_VOCAB];
+    for (int i = 0; i < n; i++) {
+        if (i < 3) snprintf(bufs[i], sizeof bufs[i], "%s", i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>");
+        else snprintf(bufs[i], sizeof bufs[i], "\xe2\x96\x81w%d", i);
+        toks[i] = bufs[i];
+        scores[i] = -(float)i;
+        types[i] = i == 0 ? 2 : i < 3 ? 3 : 1;
+    }
+    th_llama_vocab(w, toks, scores, types, n, 1, 2, 0);
+}
+
+llm_model *th_tiny_llama(const char *file, const char *name, uint64_t seed, const th_llama_shape *s, int vocab,
+                         int head_dim)
+{
+    if (vocab > TH_TINY_MAX_VOCAB || s->layers > 16) return NULL;
+    char path[512];
+    th_tmp_path(path, sizeof path, file);
+    th_rng rng = {seed};
+    gguf_writer *w = gguf_writer_new();
+    th_llama_hparams(w, name, s);
+    add_word_vocab(w, vocab);
+    float *keep[3 + 9 * 16];
+    int nk = 0;
+    int64_t E = s->embd, F = s->ff, QD = (int64_t)s->heads * head_dim, KD = (int64_t)s->kv_heads * head_dim;
+    const double ws = 1.0 / sqrt((double)E);
+    add_random(w, &rng, keep, &nk, "token_embd.weight", vocab, E, -1, 1);
+    add_random(w, &rng, keep, &nk, "output_norm.weight", E, 0, 0.8, 1.2);
+    add_random(w, &rng, keep, &nk, "output.weight", vocab, E, -3 * ws, 3 * ws);
+    for (uint32_t l = 0; l < s->layers; l++) {
+        char n[64];
+#define LW(suf, d0, d1, lo, hi) \
+    (snprintf(n, sizeof n, "blk.%u.%s.weight", l, suf), add_random(w, &rng, keep, &nk, n, d0, d1, lo, hi))
+        LW("attn_norm", E, 0, 0.8, 1.2);
+        LW("attn_q", QD, E, -2 * ws, 2 * ws);
+        LW("attn_k", KD, E, -2 * ws, 2 * ws);
+        LW("attn_v", KD, E, -ws, ws);
+        LW("attn_output", E, QD, -ws, ws);
+        LW("ffn_norm", E, 0, 0.8, 1.2);
+        LW("ffn_gate", F, E, -2 * ws, 2 * ws);
+        LW("ffn_up", F, E, -2 * ws, 2 * ws);
+        LW("ffn_down", E, F, -ws, ws);
+#undef LW
+    }
+    CHECK_OK(gguf_writer_write(w, path));
+    gguf_writer_free(w);
+    for (int i = 0; i < nk; i++) free(keep[i]);
+    llm_model *m = NULL;
+    CHECK_OK(llm_model_load(path, NULL, NULL, &m));
+    remove(path);
+    return m;
 }

@@ -26,4 +26,12 @@ void th_llama_hparams(gguf_writer *w, const char *name, const th_llama_shape *s)
 void th_llama_vocab(gguf_writer *w, const char *const *toks, const float *scores, const int32_t *types, int n,
                     uint32_t bos, uint32_t eos, int unk);
 
+/* A random-weight f32 llama of shape s written to file (under th_tmp_path) and loaded: a word
+ * per token id ("▁w17"), weights uniform with fixed ranges scaled by the width, drawn from
+ * `seed` (the same model every time). NULL (and a failed check) on an error. */
+#define TH_TINY_MAX_VOCAB 512
+struct llm_model;
+struct llm_model *th_tiny_llama(const char *file, const char *name, uint64_t seed, const th_llama_shape *s,
+                                int vocab, int head_dim);
+
 #endif
