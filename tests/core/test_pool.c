@@ -201,6 +201,7 @@ int main(void)
 {
     /* threads are counted: a GPU runtime's own threads (CUDA starts some) would blur it */
     exec_hide_builtin_accelerators(true);
+    unsetenv("CTORCH_DEVICES"); /* it could name one of them */
     /* before the pool starts: workers even on a one-core machine, so the hand-off is exercised */
     ct_set_num_threads(4);
     RUN(test_coverage);
