@@ -188,9 +188,11 @@ static void test_batch_norm(void)
     for (int d = 0; d < 3; d++)
         for (int variant = 0; variant < 2; variant++) {
             int64_t s4[4] = {2, 5, 7, 9}, s2[2] = {11, 5}, C = 5;
-            ct_tensor *in[5] = {variant ? rnd(seed++, dts[d], 2, s2, -2, 2) : rnd(seed++, dts[d], 4, s4, -2, 2),
-                                rnd(seed++, CT_F32, 1, &C, -1, 1), rnd(seed++, CT_F32, 1, &C, 0.5, 2),
-                                rnd(seed++, CT_F16, 1, &C, 0.5, 1.5), rnd(seed++, CT_F32, 1, &C, -1, 1)};
+            /* initializers are not sequenced: each draws from its own seed */
+            ct_tensor *in[5] = {variant ? rnd(seed, dts[d], 2, s2, -2, 2) : rnd(seed, dts[d], 4, s4, -2, 2),
+                                rnd(seed + 1, CT_F32, 1, &C, -1, 1), rnd(seed + 2, CT_F32, 1, &C, 0.5, 2),
+                                rnd(seed + 3, CT_F16, 1, &C, 0.5, 1.5), rnd(seed + 4, CT_F32, 1, &C, -1, 1)};
+            seed += 5;
             norm_ctx c = {.kind = 2, .eps = 1e-5};
             char what[96];
             snprintf(what, sizeof what, "batch_norm %s %s", ct_dtype_name(dts[d]), variant ? "2-D" : "4-D");
@@ -442,8 +444,9 @@ static void test_matmul(void)
             {3, 3, {5, 1, 64}, {5, 64, 1000}, {0, 0}},
         };
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-            ct_tensor *in[2] = {rnd(seed++, dts[d], cases[i].na, cases[i].a, -1, 1),
-                                rnd(seed++, dts[d], cases[i].nb, cases[i].b, -1, 1)};
+            ct_tensor *in[2] = {rnd(seed, dts[d], cases[i].na, cases[i].a, -1, 1),
+                                rnd(seed + 1, dts[d], cases[i].nb, cases[i].b, -1, 1)};
+            seed += 2;
             char what[96];
             snprintf(what, sizeof what, "matmul %s case %zu", ct_dtype_name(dts[d]), i);
             dc(what, mm_fn, in, 2, &cases[i].c, tol_of(dts[d]));
@@ -481,9 +484,10 @@ static void test_linear(void)
                 /* variants: dense with bias; x rows narrowed from a [M+1, 2, K] tensor (3-D) ; W transposed, odd K */
                 int64_t xs3[3] = {rows[ri] + 1, 2, K}, xs2[2] = {rows[ri], K};
                 int64_t ws[2] = {variant == 2 ? K : N, variant == 2 ? N : K};
-                ct_tensor *in[3] = {variant == 1 ? rnd(seed++, CT_F32, 3, xs3, -1, 1) : rnd(seed++, CT_F32, 2, xs2, -1, 1),
-                                    rnd(seed++, dts[d], 2, ws, -0.2, 0.2),
-                                    variant == 0 ? rnd(seed++, CT_F16, 1, &N, -1, 1) : NULL};
+                ct_tensor *in[3] = {variant == 1 ? rnd(seed, CT_F32, 3, xs3, -1, 1) : rnd(seed, CT_F32, 2, xs2, -1, 1),
+                                    rnd(seed + 1, dts[d], 2, ws, -0.2, 0.2),
+                                    variant == 0 ? rnd(seed + 2, CT_F16, 1, &N, -1, 1) : NULL};
+                seed += 3;
                 lin_ctx c = {.narrow_x = variant == 1, .transpose_w = variant == 2};
                 char what[96];
                 snprintf(what, sizeof what, "linear w %s M %lld variant %d", ct_dtype_name(dts[d]), (long long)rows[ri],
