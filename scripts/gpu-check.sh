@@ -72,9 +72,17 @@ done
 echo "| build ($JOBS jobs) | | | | $build_s |"
 echo
 # ================================================================= BENCHMARKS
-# The lead adds the benchmark rows here (ctorch bench -d cuda next to llama.cpp, transfer
-# GB/s pinned/pageable by size, single ops, quantized matvec GB/s): one row per
-# measurement, in the same table format, from programs run against "$BUILD".
+# With LLAMA_BENCH=path/to/llama-bench (llama.cpp built on this machine with CUDA), ctorch next
+# to llama.cpp on TinyLlama-shaped models per format, then the single-op benchmarks.
+if [ -n "${LLAMA_BENCH:-}" ]; then
+  echo "### ctorch vs llama.cpp on this GPU"
+  echo
+  "$ROOT/bench/gpu_compare.sh" "$BUILD" "$LLAMA_BENCH" ${BENCH_TYPES:-Q4_K_M Q5_K_M Q6_K Q8_0 F16}
+  echo
+  for b in cuda-quant cuda-nn cuda-transfer; do
+    [ -x "$BUILD/bench/ctorch-bench-$b" ] && { echo "### ctorch-bench-$b"; echo; "$BUILD/bench/ctorch-bench-$b"; echo; }
+  done
+fi
 # ================================================================= END BENCHMARKS
 
 fails=0
