@@ -6,6 +6,7 @@
 #
 #   scripts/gpu-check.sh [BUILD_DIR]        default: build-cuda (configured and built here)
 #   JOBS=N  CTEST_ARGS="-R cuda"  CUDA_ARCHS="90-real"  environment knobs
+#   LLAMA_BENCH=path/to/llama-bench  also benchmark against llama.cpp (bench/gpu_compare.sh)
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build-cuda}
