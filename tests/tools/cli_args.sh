@@ -92,6 +92,7 @@ usage "--temp garbage"       "--temp wants a finite number, got '0.7x'" -- run -
 usage "--repeat-penalty 0"   "--repeat-penalty must be > 0"    -- run -m "$M" -p hi --repeat-penalty 0
 usage "-ngl validated"       "-ngl takes a number of layers (0 or more), all or auto, got 'lots'" -- run -m "$M" -p hi -ngl lots
 usage "-ngl < 0"             "-ngl takes a number of layers (0 or more), all or auto, got '-3'" -- run -m "$M" -p hi -ngl -3
+usage "-ngl 1.5"             "-ngl takes a number of layers (0 or more), all or auto, got '1.5'" -- run -m "$M" -p hi -ngl 1.5
 usage "-s garbage"           "-s wants an integer, got 'x1'"   -- run -m "$M" -p hi -s x1
 usage "-s < -1"              "-s must be >= -1, got -2"        -- run -m "$M" -p hi -s -2
 usage "chat -s is the seed"  "-s wants an integer, got 'be nice'" -- chat -m "$M" -s 'be nice'
@@ -163,6 +164,10 @@ go run -m "$M" -p hello $S --ignore-eos; n2=$(gen_count)
 go run -m "$M" -p hello -n 8 --temp 0; a=$(cat "$TMP/out")
 go run -m "$M" -p hello -n 8 --temp 0 -ngl 99; b=$(cat "$TMP/out")
 [ $rc -eq 0 ] && [ "$a" = "$b" ] && ok "-ngl 99 accepted" || bad "-ngl 99" "exit $rc or other text"
+for v in all auto 0; do
+  go run -m "$M" -p hello -n 8 --temp 0 -ngl $v; b=$(cat "$TMP/out")
+  [ $rc -eq 0 ] && [ "$a" = "$b" ] && ok "-ngl $v accepted" || bad "-ngl $v" "exit $rc or other text"
+done
 
 # --- --color: only on a terminal; piped output stays exactly the generated text
 go run -m "$M" -p hello -n 8 --temp 0 --color; b=$(cat "$TMP/out")
