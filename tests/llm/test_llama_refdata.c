@@ -13,24 +13,6 @@
 #define N_PROMPTS 5
 #define N_GEN 24
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    if (b) b[n] = 0;
-    if (len) *len = b ? (size_t)n : 0;
-    return b;
-}
-
 /* Parses the JSON integer array starting at the first '[' after p; returns the count (<= cap) and the end. */
 static int json_ints(const char *p, int32_t *out, int cap, const char **end)
 {
@@ -147,7 +129,7 @@ static void check_file(const char *dir, const char *quant, double tol, const cha
     char lpath[1024];
     snprintf(lpath, sizeof lpath, "%s/mini-a/logits/mini-a-%s.p0.steps.f32", dir, quant);
     size_t steps_len = 0;
-    float *steps = (float *)read_file(lpath, &steps_len);
+    float *steps = (float *)th_read_file(lpath, &steps_len);
     CHECK_MSG(steps && steps_len == (size_t)N_GEN * V * sizeof(float), "%s unreadable", lpath);
 
     llm_session s;
@@ -199,9 +181,9 @@ static void test_refdata(void)
     char *tokens = NULL, *greedy = NULL;
     if (dir) {
         snprintf(path, sizeof path, "%s/mini-a/tokens.json", dir);
-        tokens = read_file(path, NULL);
+        tokens = th_read_file(path, NULL);
         snprintf(path, sizeof path, "%s/mini-a/greedy.json", dir);
-        greedy = read_file(path, NULL);
+        greedy = th_read_file(path, NULL);
     }
     if (!tokens || !greedy) {
         th_skip("no refdata (CTORCH_REFDATA=%s)", dir ? dir : "unset");

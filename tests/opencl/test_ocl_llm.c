@@ -23,24 +23,6 @@
 #define N_GEN 24
 #define MAX_IDS 256
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    if (b) b[n] = 0;
-    if (len) *len = b ? (size_t)n : 0;
-    return b;
-}
-
 /* The first "ids" array of tokens.json: prompt 0's tokens as llama.cpp made them. */
 static int prompt0_ids(const char *json, int32_t *ids)
 {
@@ -186,7 +168,7 @@ static void check_file(const char *dir, const char *dev, const char *quant, doub
     float *l_cpu = NULL;
     int V = generate(path, "cpu", NULL, ON_HOST, ids, n_ids, t_cpu, &l_cpu);
     size_t len = 0;
-    float *ref = (float *)read_file(lpath, &len);
+    float *ref = (float *)th_read_file(lpath, &len);
     CHECK_MSG(ref && V && len == (size_t)N_GEN * (size_t)V * sizeof(float), "%s unreadable", lpath);
     if (V && l_cpu && ref && len == (size_t)N_GEN * (size_t)V * sizeof(float)) {
         check_run(path, dev, quant, LIKE_RUN, tol, ids, n_ids, t_cpu, l_cpu, ref, V);
@@ -208,7 +190,7 @@ static void test_mini_a(void)
     char *tokens = NULL;
     if (dir) {
         snprintf(path, sizeof path, "%s/mini-a/tokens.json", dir);
-        tokens = read_file(path, NULL);
+        tokens = th_read_file(path, NULL);
     }
     if (!tokens) {
         th_skip("no refdata (CTORCH_REFDATA=%s)", dir ? dir : "unset");

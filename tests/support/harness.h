@@ -74,6 +74,8 @@ ct_tensor *th_random(th_rng *r, int ndim, const int64_t *shape, ct_dtype dtype, 
 double *th_values(const ct_tensor *t);
 /* Max |a-b| / (atol + rtol*|b|) style comparison: true if all within. Prints the first miss. */
 int th_allclose(const double *got, const double *want, int64_t n, double atol, double rtol);
+/* A whole file, NUL-terminated, malloc'ed (*len = its size; NULL when unreadable). */
+char *th_read_file(const char *path, size_t *len);
 /* Path of ../shared/refdata (CTORCH_REFDATA), or NULL when absent; absent under
  * CTORCH_REQUIRE_SHARED=1 also counts as a failed check of the current test. */
 const char *th_refdata(void);
