@@ -71,6 +71,56 @@ bool cuq_add_bias(float *out, int64_t M, int64_t N, const void *bias, ct_dtype b
 bool cuq_pack_x(const float *x, int nd, const int64_t *shape, const int64_t *stride, float *dst,
                 cudaStream_t stream);
 
+/* ---- Fused decode (the step planner's, fuse.c; kernels in quant_fused.cu) ----
+ * x in "q8 form": 8-bit quants per 32 elements, as quantize_x makes them for the integer
+ * dots. q [M, K] int8, d [M, K/32] f32 scales, s8 [M, K/8] f32 (scale * the sum of each
+ * run of 8 quants). One allocation of cuq_q8_bytes, 16-byte aligned, carved by cuq_q8_at. */
+typedef struct cuq_q8 {
+    int8_t *q;
+    float *d, *s8;
+    int64_t M, K;
+} cuq_q8;
+size_t cuq_q8_bytes(int64_t M, int64_t K);
+cuq_q8 cuq_q8_at(void *mem, int64_t M, int64_t K);
+/* q = the q8 form of x [M, K] (rows x_row floats apart, K % 32 == 0). */
+bool cuq_quantize_q8(const float *x, int64_t x_row, int64_t M, int64_t K, const cuq_q8 *q, cudaStream_t stream);
+/* RMS norm of each row over its K elements, as the CPU's rms_norm (weight of dtype wdt:
+ * f32 f16 bf16, K elements, unit stride): y [M, K] contiguous f32, and its q8 form in q
+ * (NULL: y only). One kernel: the norm's output is quantized while it is in registers. */
+bool cuq_rms_norm_q8(const float *x, int64_t x_row, int64_t M, int64_t K, const void *w, ct_dtype wdt, float eps,
+                     float *y, const cuq_q8 *q, cudaStream_t stream);
+
+/* Several weights that read one x [M, K] (M <= CUQ_MV_MAX_ROWS), in one launch. */
+#define CUQ_MV_MAX_PARTS 4
+typedef struct cuq_mv_part {
+    ct_dtype wt;   /* a format of cuq_format_ok, or CT_F16 / CT_BF16 / CT_F32 */
+    const void *w; /* N rows of K elements, w_row bytes apart (cuq_align-aligned) */
+    size_t w_row;
+    int64_t N;
+    float *out;       /* [M, N] contiguous = x . w^T */
+    const float *add; /* optional [M, N] contiguous: then also out2 = add + x . w^T */
+    float *out2;      /* set iff add; may equal neither out nor add */
+} cuq_mv_part;
+typedef struct cuq_mv_job {
+    int64_t M, K;
+    const float *x; /* f32, rows x_row floats apart, unit column stride, 16-byte aligned */
+    int64_t x_row;
+    const cuq_q8 *xq; /* x's q8 form when the caller has it (cuq_rms_norm_q8), else NULL */
+    int n_parts;
+    cuq_mv_part part[CUQ_MV_MAX_PARTS];
+    /* Gated epilogue (n_parts == 2, equal N, no add): glu_out [M, N] contiguous =
+     * act(part[0] . x) * (part[1] . x), act as the CPU's SWIGLU (1) or GEGLU (2); 0: none.
+     * part[].out are still written. */
+    int glu;
+    float *glu_out;
+} cuq_mv_job;
+/* Whether cuq_mv_run has a kernel for this job (formats, M, K, alignment). */
+bool cuq_mv_ok(const cuq_mv_job *job);
+/* Device scratch the run needs (x's q8 form when the kernels want it and xq is NULL). */
+size_t cuq_mv_tmp_bytes(const cuq_mv_job *job);
+/* Every part's products (and epilogues), reading each weight byte once. */
+bool cuq_mv_run(const cuq_mv_job *job, void *tmp, int sm_count, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif
