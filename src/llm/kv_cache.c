@@ -8,13 +8,21 @@
 #include "llm/model.h"
 
 /* A layer's cache lives where the layer's key projection was placed (llm_model_place), so
- * attention runs beside its weights and --gpu-layers needs no model code naming a device. */
-static ct_status place_like(const ct_tensor *k, const ct_tensor *v, const ct_tensor *wk)
+ * attention runs beside its weights and --gpu-layers needs no model code naming a device.
+ * A cache that does not fit there (an oversized context) stays on the host: that layer's
+ * attention then runs on the CPU, like llama.cpp's partial offload, instead of failing. */
+static ct_status place_like(const ct_tensor *k, const ct_tensor *v, const ct_tensor *wk, int layer)
 {
     const ct_device_info *home = wk && wk->st->home ? &wk->st->home->info : NULL;
     if (!home) return CT_OK;
     ct_status s = ct_tensor_place(k, home->name);
-    return s == CT_OK ? ct_tensor_place(v, home->name) : s;
+    if (s == CT_OK) s = ct_tensor_place(v, home->name);
+    if (s != CT_ERR_OOM) return s;
+    double mib = (double)(ct_tensor_nbytes(k) + ct_tensor_nbytes(v)) / (1 << 20);
+    core_log(CT_LOG_WARN, "KV cache of layer %d (%.1f MiB) does not fit on %s (%s): kept on the host", layer, mib,
+             home->name, ct_last_error());
+    ct_status r = ct_tensor_place(k, "cpu");
+    return r == CT_OK ? ct_tensor_place(v, "cpu") : r;
 }
 
 ct_status llm_kv_cache_init(llm_kv_cache *c, const llm_model *m, int n_ctx, ct_dtype dtype)
@@ -40,7 +48,7 @@ ct_status llm_kv_cache_init(llm_kv_cache *c, const llm_model *m, int n_ctx, ct_d
         /* ct_empty leaves the storage unwritten: pages are touched only as positions fill. */
         ct_status s = ct_empty(3, ks, dtype, &c->k[l]);
         if (s == CT_OK) s = ct_empty(3, vs, dtype, &c->v[l]);
-        if (s == CT_OK) s = place_like(c->k[l], c->v[l], m->layers[l].wk);
+        if (s == CT_OK) s = place_like(c->k[l], c->v[l], m->layers[l].wk, l);
         if (s != CT_OK) {
             llm_kv_cache_free(c);
             return s;
