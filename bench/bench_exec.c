@@ -1,5 +1,5 @@
 /* ctorch-bench-exec: what the executor costs per op, eager against a replayed
- * recorded step (ct_step_*), on the CPU.
+ * recorded step (ct_step_*), on the CPU or (-d) on another device.
  *
  * Workloads (one "step" each):
  *   chain   N ops on 1-element f32 tensors, alternately x+b and x*b, each result the
@@ -30,10 +30,15 @@
  * twice; the alternative, CTORCH_STATS=1 per-op times summed and subtracted from an
  * untimed replay, would charge the clock reads around each op to the kernels.
  *
+ * On another device (-d cuda): the tensors and the model's weights are placed there, the
+ * chain is DEVICE,cpu, and every timed step ends with a device sync, so each mode's time
+ * is the device's too (the sync's own cost is the same in every mode and cancels in the
+ * differences). The replay is then the backend's captured step (a CUDA graph), and
+ * "kernels" is the backend's run called in a loop: its launches without the executor.
  * Output: a markdown table on stdout, progress on stderr. Timings are never asserted.
  * --profile eager|replay|kernels SECONDS runs only that mode, on each workload, for that
  * long and prints no table: a target for `perf record`.
- * Usage: ctorch-bench-exec [-m MODEL]... [--chain N] [-r ROUNDS] [-t THREADS]
+ * Usage: ctorch-bench-exec [-d DEVICE] [-m MODEL]... [--chain N] [-r ROUNDS] [-t THREADS]
  *                          [--pos P] [--quick] [--no-models] [--profile MODE SECONDS] */
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,9 +83,11 @@ static double quantile(const double *v, int n, double q)
 
 static double median(const double *v, int n) { return quantile(v, n, 0.5); }
 
-/* ---- the CPU backend's run, interposed ---- */
+/* ---- the measured device's run, interposed ---- */
 
-static ct_device *g_cpu;
+static ct_device *g_cpu; /* the measured device (the CPU unless -d) */
+static const char *g_dev_name = "cpu";
+static bool g_async;     /* not the CPU: a step ends with a device sync */
 static const ct_backend_ops *g_real;
 static ct_backend_ops g_wrapped;
 static const ct_op **g_ops; /* captured op pointers */
@@ -165,6 +172,7 @@ static decode_ctx *decode_open(const char *path, int pos)
     decode_ctx *d = calloc(1, sizeof *d);
     if (!d) die("calloc");
     TRY(llm_model_load(path, NULL, NULL, &d->m));
+    if (g_async) TRY(llm_model_place(d->m, g_dev_name, d->m->hp.n_layer + 1, NULL, NULL, NULL));
     int n_ctx = pos + 64;
     TRY(llm_session_init(&d->s, d->m, n_ctx, CT_F16, NULL));
     /* the cache rows the step attends to hold a real prompt's keys and values, not
@@ -225,7 +233,7 @@ static void record(workload *w, ct_tensor **keep)
     restore();
     if (st != CT_OK) die("ct_step_run (capture)");
     TRY(ct_step_get_info(w->step, &info));
-    if (!info.fast) {
+    if (!g_async && !info.fast) {
         fprintf(stderr, "ctorch-bench-exec: %s: the replay did not take the CPU's plain loop\n", w->name);
         exit(1);
     }
@@ -263,8 +271,9 @@ static void run_mode(workload *w, mode m)
         break;
     default:
         for (int i = 0; i < g_list_n; i++)
-            if (g_real->run(g_cpu, g_list[i]) != CT_OK) die("cpu run");
+            if (g_real->run(g_cpu, g_list[i]) != CT_OK) die("backend run");
     }
+    if (g_async && ct_device_sync(g_dev_name) != CT_OK) die("ct_device_sync");
 }
 
 /* Seconds per step, over iters steps. */
@@ -354,11 +363,11 @@ static void print_rows(const row *rows, int n, int threads)
                r->t[M_EAGER], r->t[M_REPLAY], r->t[M_KERNELS], r->t[M_EAGER] / r->n_ops, r->over_eager,
                r->over_replay, r->replay_q1, r->replay_q3, verdict);
     }
-    printf("\nCPU, %d thread%s; medians of %d rounds (eager, replay and the bare kernel loop alternated in each); "
+    printf("\n%s, %d CPU thread%s; medians of %d rounds (eager, replay and the bare kernel loop alternated in each); "
            "executor µs/op = (step time - kernel time) / ops, median of the per-round differences; "
            "eager µs/op = eager step time / ops (kernels included); the goal counts as met when the upper "
            "quartile of the replay's differences is within it, missed when the lower quartile is above it.\n",
-           threads, threads == 1 ? "" : "s", n ? rows[0].rounds : 0);
+           g_dev_name, threads, threads == 1 ? "" : "s", n ? rows[0].rounds : 0);
     for (int i = 0; i < n; i++)
         if (rows[i].eager_runs != rows[i].n_ops)
             printf("note: %s: an eager step issued %d backend runs, the recording %d.\n", rows[i].name,
@@ -369,7 +378,7 @@ static void print_rows(const row *rows, int n, int threads)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: ctorch-bench-exec [-m MODEL]... [--chain N] [-r ROUNDS] [-t THREADS] [--pos P] [--quick] "
+    fprintf(f, "usage: ctorch-bench-exec [-d DEVICE] [-m MODEL]... [--chain N] [-r ROUNDS] [-t THREADS] [--pos P] [--quick] "
                "[--no-models] [--profile eager|replay|kernels SECONDS]\n"
                "  executor cost per op: eager dispatch vs a replayed recorded step vs the bare kernels,\n"
                "  on a chain of N 1-element adds/muls (default 64) and the decode step of each model\n"
@@ -397,7 +406,8 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool more = i + 1 < argc;
-        if (!strcmp(a, "-m") && more) {
+        if (!strcmp(a, "-d") && more) g_dev_name = argv[++i];
+        else if (!strcmp(a, "-m") && more) {
             if (n_models == MAX_MODELS) {
                 fprintf(stderr, "ctorch-bench-exec: at most %d models\n", MAX_MODELS);
                 return 2;
@@ -449,14 +459,22 @@ int main(int argc, char **argv)
     snprintf(tv, sizeof tv, "%d", threads);
     setenv("CTORCH_THREADS", tv, 1);
     setenv("CTORCH_REPLAY", "1", 1);
+    g_async = strcmp(g_dev_name, "cpu") != 0;
+    if (g_async) {
+        char chain_spec[96];
+        snprintf(chain_spec, sizeof chain_spec, "%s,cpu", g_dev_name);
+        setenv("CTORCH_DEVICES", chain_spec, 1);
+    }
     TRY(ct_exec_init());
     if (ct_exec_stats_requested())
         fprintf(stderr, "ctorch-bench-exec: note: CTORCH_STATS is set, so every replayed op is timed\n");
-    g_cpu = exec_find_device("cpu");
-    if (!g_cpu || ct_chain_length() != 1) {
-        fprintf(stderr, "ctorch-bench-exec: needs a chain of the CPU alone (CTORCH_DEVICES=cpu)\n");
+    g_cpu = exec_find_device(g_dev_name);
+    if (!g_cpu || ct_chain_length() != (g_async ? 2 : 1)) {
+        fprintf(stderr, "ctorch-bench-exec: needs a chain of %s%s (is the device there?)\n", g_dev_name,
+                g_async ? " then the CPU" : " alone (CTORCH_DEVICES=cpu)");
         return 1;
     }
+    if (g_async) ct_exec_set_small_bytes(0); /* the chain's 1-element ops go to the device too */
     g_real = g_cpu->ops;
     g_wrapped = *g_real;
     g_wrapped.run = wrapped_run;
@@ -470,6 +488,10 @@ int main(int argc, char **argv)
         chain_ctx c = {NULL, NULL, chain};
         TRY(ct_ones(1, one, CT_F32, &c.a));
         TRY(ct_full(1, one, CT_F32, 1.0001, &c.b));
+        if (g_async) {
+            TRY(ct_tensor_place(c.a, g_dev_name));
+            TRY(ct_tensor_place(c.b, g_dev_name));
+        }
         workload w = {.eager = chain_eager, .ctx = &c};
         snprintf(w.name, sizeof w.name, "chain of %d add/mul, [1] f32", chain);
         fprintf(stderr, "%s ...\n", w.name);
