@@ -93,24 +93,50 @@ template <> __device__ __forceinline__ uint4 load8<float>(const float *p, bool v
 }
 
 /* Rows j0..j0+TC_BK-1 of a [*, D] operand (row stride rs) into sm [TC_BK][D + 8]; rows
- * past hi are zeros (P is 0 there, and 0 * garbage could be NaN). */
+ * past hi are zeros (P is 0 there, and 0 * garbage could be NaN). All of a thread's loads
+ * are issued before its stores, so their latencies overlap. */
 template <int D, typename T>
 __device__ __forceinline__ void stage(__half *sm, const T *base, int64_t rs, int64_t j0, int64_t hi, bool vec)
 {
-    constexpr int C = D / 8, LD = D + 8;
-    for (int t = threadIdx.x; t < TC_BK * C; t += TC_WARPS * 32) {
-        int jj = t / C, c = t % C;
-        uint4 v = make_uint4(0, 0, 0, 0);
-        if (j0 + jj <= hi) v = load8<T>(base + (j0 + jj) * rs + c * 8, vec);
-        *reinterpret_cast<uint4 *>(sm + jj * LD + c * 8) = v;
+    constexpr int C = D / 8, LD = D + 8, PER = TC_BK * C / (TC_WARPS * 32);
+    uint4 v[PER];
+#pragma unroll
+    for (int i = 0; i < PER; i++) {
+        int t = threadIdx.x + i * TC_WARPS * 32, jj = t / C, c = t % C;
+        v[i] = j0 + jj <= hi ? load8<T>(base + (j0 + jj) * rs + c * 8, vec) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int i = 0; i < PER; i++) {
+        int t = threadIdx.x + i * TC_WARPS * 32, jj = t / C, c = t % C;
+        *reinterpret_cast<uint4 *>(sm + jj * LD + c * 8) = v[i];
     }
 }
 
-template <int D, typename KT, typename VT> __global__ void __launch_bounds__(TC_WARPS * 32) sdpa_tc_kernel(nn_sdpa a, bool vec)
+/* The same with cp.async (f16 rows aligned to 16 bytes): no registers, completes in the
+ * background while the previous tile is consumed. */
+template <int D> __device__ __forceinline__ void stage_async(__half *sm, const __half *base, int64_t rs, int64_t j0, int64_t hi)
+{
+    constexpr int C = D / 8, LD = D + 8, PER = TC_BK * C / (TC_WARPS * 32);
+#pragma unroll
+    for (int i = 0; i < PER; i++) {
+        int t = threadIdx.x + i * TC_WARPS * 32, jj = t / C, c = t % C;
+        bool ok = j0 + jj <= hi;
+        const __half *src = ok ? base + (j0 + jj) * rs + c * 8 : base;
+        uint32_t dst = (uint32_t)__cvta_generic_to_shared(sm + jj * LD + c * 8);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0));
+    }
+}
+
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+/* ASYNC: f16 K and V with 16-byte aligned rows, double-buffered through cp.async. */
+template <int D, typename KT, typename VT, bool ASYNC>
+__global__ void __launch_bounds__(TC_WARPS * 32) sdpa_tc_kernel(nn_sdpa a, bool vec)
 {
     constexpr int LD = D + 8, NT = TC_BK / 8, KS = D / 16, DT = D / 8;
     extern __shared__ __align__(16) unsigned char tc_sm[];
-    __half *Ks = reinterpret_cast<__half *>(tc_sm), *Vs = Ks + TC_BK * LD;
+    __half *const sm0 = reinterpret_cast<__half *>(tc_sm);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tig = lane & 3;
     const int64_t nqt = (a.Tq + TC_BQ - 1) / TC_BQ, G = a.Hq / a.Hkv;
     /* the longest (latest) query tiles first: causal tiles differ in work */
@@ -153,78 +179,102 @@ template <int D, typename KT, typename VT> __global__ void __launch_bounds__(TC_
     const VT *vb = (const VT *)a.v + b * a.vs[0] + kvh * a.vs[1];
     const float *mb = a.mask ? a.mask + b * a.ms[0] + h * a.ms[1] : nullptr;
 
-    for (int64_t j0 = blo; j0 <= bhi; j0 += TC_BK) {
-        __syncthreads(); /* the previous tile is consumed */
-        stage<D, KT>(Ks, kb, a.ks[2], j0, bhi, vec);
-        stage<D, VT>(Vs, vb, a.vs[2], j0, bhi, vec);
-        __syncthreads();
-        if (j0 > whi || j0 + TC_BK - 1 < wlo) continue; /* no row of this warp sees the tile */
-
-        float s[NT][4];
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-        const uint32_t *K32 = reinterpret_cast<const uint32_t *>(Ks);
-#pragma unroll
-        for (int kk = 0; kk < KS; kk++)
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                const uint32_t *kr = K32 + (nt * 8 + g) * (LD / 2) + kk * 8 + tig;
-                mma16816(s[nt], qa[kk], kr[0], kr[4]);
+    const int64_t ntiles = bhi >= blo ? (bhi - blo) / TC_BK + 1 : 0;
+    if constexpr (ASYNC) {
+        if (ntiles > 0) {
+            stage_async<D>(sm0, (const __half *)kb, a.ks[2], blo, bhi);
+            stage_async<D>(sm0 + TC_BK * LD, (const __half *)vb, a.vs[2], blo, bhi);
+            cp_commit();
+        }
+    }
+    for (int64_t it = 0; it < ntiles; it++) {
+        const int64_t j0 = blo + it * TC_BK;
+        const __half *Ks = sm0 + (ASYNC ? (it & 1) * 2 * TC_BK * LD : 0), *Vs = Ks + TC_BK * LD;
+        if constexpr (ASYNC) {
+            if (it + 1 < ntiles) { /* the next tile into the other buffer, consumed two syncs ago */
+                __half *nk = sm0 + ((it + 1) & 1) * 2 * TC_BK * LD;
+                stage_async<D>(nk, (const __half *)kb, a.ks[2], j0 + TC_BK, bhi);
+                stage_async<D>(nk + TC_BK * LD, (const __half *)vb, a.vs[2], j0 + TC_BK, bhi);
+                cp_commit();
+                cp_wait<1>();
+            } else {
+                cp_wait<0>();
             }
-
-        float mt[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int u = e >> 1;
-                int64_t j = j0 + nt * 8 + 2 * tig + (e & 1);
-                float sc = -INFINITY;
-                if (j >= lo[u] && j <= hi[u]) {
-                    sc = s[nt][e];
-                    if (mb) sc += mb[qi[u] * a.ms[2] + j * a.ms[3]] * TC_LOG2E;
-                    if (sc != sc) nan[u] = true, sc = -INFINITY;
+            __syncthreads();
+        } else {
+            __syncthreads(); /* the previous tile is consumed */
+            stage<D, KT>(sm0, kb, a.ks[2], j0, bhi, vec);
+            stage<D, VT>(sm0 + TC_BK * LD, vb, a.vs[2], j0, bhi, vec);
+            __syncthreads();
+        }
+        if (j0 <= whi && j0 + TC_BK - 1 >= wlo) { /* some row of this warp sees the tile */
+            float s[NT][4];
+    #pragma unroll
+            for (int nt = 0; nt < NT; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+            const uint32_t *K32 = reinterpret_cast<const uint32_t *>(Ks);
+    #pragma unroll
+            for (int kk = 0; kk < KS; kk++)
+    #pragma unroll
+                for (int nt = 0; nt < NT; nt++) {
+                    const uint32_t *kr = K32 + (nt * 8 + g) * (LD / 2) + kk * 8 + tig;
+                    mma16816(s[nt], qa[kk], kr[0], kr[4]);
                 }
-                s[nt][e] = sc;
-                mt[u] = fmaxf(mt[u], sc);
-            }
-        float alpha[2];
-#pragma unroll
-        for (int u = 0; u < 2; u++) {
-            mt[u] = fmaxf(mt[u], __shfl_xor_sync(0xffffffffu, mt[u], 1));
-            mt[u] = fmaxf(mt[u], __shfl_xor_sync(0xffffffffu, mt[u], 2));
-            float mn = fmaxf(m[u], mt[u]);
-            alpha[u] = mn == -INFINITY ? 1.0f : exp2f(m[u] - mn);
-            m[u] = mn;
-        }
-        float ls[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int u = e >> 1;
-                float p = m[u] == -INFINITY ? 0.0f : exp2f(s[nt][e] - m[u]);
-                s[nt][e] = p;
-                ls[u] += p;
-            }
-#pragma unroll
-        for (int u = 0; u < 2; u++) l[u] = l[u] * alpha[u] + ls[u];
-#pragma unroll
-        for (int t = 0; t < DT; t++) o[t][0] *= alpha[0], o[t][1] *= alpha[0], o[t][2] *= alpha[1], o[t][3] *= alpha[1];
 
-#pragma unroll
-        for (int kk = 0; kk < TC_BK / 16; kk++) {
-            uint32_t pa[4] = {pack_h2(s[2 * kk][0], s[2 * kk][1]), pack_h2(s[2 * kk][2], s[2 * kk][3]),
-                              pack_h2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack_h2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-            const __half *vr = Vs + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8;
-#pragma unroll
-            for (int dp = 0; dp < D / 16; dp++) {
-                uint32_t r[4];
-                ldsm_x4_trans(r, vr + dp * 16);
-                mma16816(o[2 * dp], pa, r[0], r[1]);
-                mma16816(o[2 * dp + 1], pa, r[2], r[3]);
+            float mt[2] = {-INFINITY, -INFINITY};
+    #pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+    #pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int u = e >> 1;
+                    int64_t j = j0 + nt * 8 + 2 * tig + (e & 1);
+                    float sc = -INFINITY;
+                    if (j >= lo[u] && j <= hi[u]) {
+                        sc = s[nt][e];
+                        if (mb) sc += mb[qi[u] * a.ms[2] + j * a.ms[3]] * TC_LOG2E;
+                        if (sc != sc) nan[u] = true, sc = -INFINITY;
+                    }
+                    s[nt][e] = sc;
+                    mt[u] = fmaxf(mt[u], sc);
+                }
+            float alpha[2];
+    #pragma unroll
+            for (int u = 0; u < 2; u++) {
+                mt[u] = fmaxf(mt[u], __shfl_xor_sync(0xffffffffu, mt[u], 1));
+                mt[u] = fmaxf(mt[u], __shfl_xor_sync(0xffffffffu, mt[u], 2));
+                float mn = fmaxf(m[u], mt[u]);
+                alpha[u] = mn == -INFINITY ? 1.0f : exp2f(m[u] - mn);
+                m[u] = mn;
+            }
+            float ls[2] = {0.0f, 0.0f};
+    #pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+    #pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int u = e >> 1;
+                    float p = m[u] == -INFINITY ? 0.0f : exp2f(s[nt][e] - m[u]);
+                    s[nt][e] = p;
+                    ls[u] += p;
+                }
+    #pragma unroll
+            for (int u = 0; u < 2; u++) l[u] = l[u] * alpha[u] + ls[u];
+    #pragma unroll
+            for (int t = 0; t < DT; t++) o[t][0] *= alpha[0], o[t][1] *= alpha[0], o[t][2] *= alpha[1], o[t][3] *= alpha[1];
+
+    #pragma unroll
+            for (int kk = 0; kk < TC_BK / 16; kk++) {
+                uint32_t pa[4] = {pack_h2(s[2 * kk][0], s[2 * kk][1]), pack_h2(s[2 * kk][2], s[2 * kk][3]),
+                                  pack_h2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack_h2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+                const __half *vr = Vs + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8;
+    #pragma unroll
+                for (int dp = 0; dp < D / 16; dp++) {
+                    uint32_t r[4];
+                    ldsm_x4_trans(r, vr + dp * 16);
+                    mma16816(o[2 * dp], pa, r[0], r[1]);
+                    mma16816(o[2 * dp + 1], pa, r[2], r[3]);
+                }
             }
         }
+        if constexpr (ASYNC) __syncthreads(); /* this buffer is refilled next iteration */
     }
 
 #pragma unroll
@@ -247,22 +297,28 @@ template <int D, typename KT, typename VT> __global__ void __launch_bounds__(TC_
     }
 }
 
-template <int D, typename KT, typename VT> cudaError_t tc_launch(const nn_sdpa *a, cudaStream_t s)
+template <int D, typename KT, typename VT, bool ASYNC> cudaError_t tc_launch(const nn_sdpa *a, bool vec, cudaStream_t s)
 {
-    size_t sm = 2 * sizeof(__half) * TC_BK * (D + 8);
+    size_t sm = (ASYNC ? 4 : 2) * sizeof(__half) * TC_BK * (D + 8);
     if (sm > 48 * 1024) {
         static const cudaError_t once =
-            cudaFuncSetAttribute(sdpa_tc_kernel<D, KT, VT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+            cudaFuncSetAttribute(sdpa_tc_kernel<D, KT, VT, ASYNC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
         if (once != cudaSuccess) return once;
     }
+    int64_t nqt = (a->Tq + TC_BQ - 1) / TC_BQ;
+    sdpa_tc_kernel<D, KT, VT, ASYNC><<<(unsigned)(a->B * a->Hq * nqt), TC_WARPS * 32, sm, s>>>(*a, vec);
+    return cudaGetLastError();
+}
+
+template <int D, typename KT, typename VT> cudaError_t tc_launch(const nn_sdpa *a, cudaStream_t s)
+{
     /* 16-byte loads when every row start is 16-byte aligned */
     size_t ek = sizeof(KT), ev = sizeof(VT);
     bool vec = (uintptr_t)a->k % 16 == 0 && (uintptr_t)a->v % 16 == 0;
-    for (int i = 0; i < 3; i++)
-        vec = vec && (a->ks[i] * ek) % 16 == 0 && (a->vs[i] * ev) % 16 == 0;
-    int64_t nqt = (a->Tq + TC_BQ - 1) / TC_BQ;
-    sdpa_tc_kernel<D, KT, VT><<<(unsigned)(a->B * a->Hq * nqt), TC_WARPS * 32, sm, s>>>(*a, vec);
-    return cudaGetLastError();
+    for (int i = 0; i < 3; i++) vec = vec && (a->ks[i] * ek) % 16 == 0 && (a->vs[i] * ev) % 16 == 0;
+    if constexpr (sizeof(KT) == 2 && sizeof(VT) == 2)
+        if (vec) return tc_launch<D, KT, VT, true>(a, vec, s);
+    return tc_launch<D, KT, VT, false>(a, vec, s);
 }
 
 template <int D> cudaError_t tc_dispatch(const nn_sdpa *a, cudaStream_t s)
