@@ -6,6 +6,17 @@
  *   shapes (f16 in/out, f32 accumulation).
  * Ops are forced onto cuda:0 with their inputs already there (placed), so no transfer is
  * timed; each figure is the best of 5 rounds of `iters` back-to-back ops ended by a sync.
+ *   `ctorch-bench-cuda-nn sdpa [iters]`: attention alone, the TinyLlama layer (32 query
+ *   heads, 4 KV heads, head dim 64, f16 cache): prefill pp512 (causal, 512 x 512) and decode
+ *   (Tq 1, the length in a device tensor) over caches of 64..4096 slots; us per op (eager:
+ *   the host's per-op cost included, so short kernels read long; ncu gives kernel times).
+ *   Measured on an H100 (2026-11-24), us per op, main 8286965 -> branch attn5:
+ *     prefill pp512           844.5 -> 40.3  (1.3 -> 26.7 TFLOP/s; ncu: 847 -> 40.5 us)
+ *     decode 64 (60 seen)      43.1 -> 10.5
+ *     decode 256 (200)         47.4 -> 16.4
+ *     decode 640 (600)         50.4 -> 21.4  (ncu in cache: 20.0 us)
+ *     decode 1024 (1000)       50.8 -> 17.1
+ *     decode 4096 (4000)       64.7 -> 24.9
  * Output: one table on stdout. */
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -135,9 +146,50 @@ static double cublas_tflops(int n)
     return 2.0 * (double)n * n * n / (best * 1e-3) / 1e12;
 }
 
-int main(void)
+static ct_tensor *g_len; /* the attended length of the sdpa cases (NULL: all keys) */
+
+static ct_status do_sdpa(ct_tensor *const *in, ct_tensor **out)
+{
+    ct_sdpa_params p = {.causal = true, .length = g_len};
+    return ct_sdpa(in[0], in[1], in[2], NULL, &p, out);
+}
+
+/* us per sdpa of q [1, 32, Tq, 64] over an f16 cache [1, 4, Tk, 64] attended to L keys. */
+static double sdpa_us(int64_t Tq, int64_t Tk, int64_t L, int iters)
+{
+    int64_t qs[4] = {1, 32, Tq, 64}, ks[4] = {1, 4, Tk, 64};
+    ct_tensor *in[3] = {placed_randn(4, qs, CT_F32, 5), placed_randn(4, ks, CT_F16, 6), placed_randn(4, ks, CT_F16, 7)};
+    g_len = NULL;
+    if (L < Tk) {
+        int32_t l = (int32_t)L;
+        if (ct_tensor_from_data(1, (int64_t[]){1}, CT_I32, &l, &g_len) != CT_OK || ct_tensor_place(g_len, DEV) != CT_OK)
+            die("length");
+    }
+    double t = time_op(do_sdpa, in, iters);
+    for (int i = 0; i < 3; i++) ct_tensor_free(in[i]);
+    ct_tensor_free(g_len);
+    g_len = NULL;
+    return t * 1e6;
+}
+
+static int bench_sdpa(int iters)
+{
+    printf("| sdpa (32 q heads, 4 kv heads, D 64, f16 cache) | Tq x Tk (attended) | us per op | |\n|---|---|---|---|\n");
+    double t = sdpa_us(512, 512, 512, iters);
+    /* causal: half the score matrix, 2 GEMMs of 2 flops per multiply-add */
+    double flops = 4.0 * 32 * 64 * (512.0 * 513 / 2);
+    printf("| prefill pp512 | 512 x 512 | %.1f | %.1f TFLOP/s |\n", t, flops / (t * 1e-6) / 1e12);
+    static const int64_t dec[][2] = {{64, 60}, {256, 200}, {640, 600}, {1024, 1000}, {4096, 4000}};
+    for (size_t i = 0; i < sizeof dec / sizeof dec[0]; i++)
+        printf("| decode | 1 x %lld (%lld) | %.1f | |\n", (long long)dec[i][0], (long long)dec[i][1],
+               sdpa_us(1, dec[i][0], dec[i][1], iters));
+    return 0;
+}
+
+int main(int argc, char **argv)
 {
     if (ct_exec_init() != CT_OK) die("init");
+    if (argc > 1 && strcmp(argv[1], "sdpa") == 0) return bench_sdpa(argc > 2 ? atoi(argv[2]) : 50);
     printf("| op | shape | ctorch | yardstick | ratio |\n|---|---|---|---|---|\n");
     static const int64_t rows_cols[][2] = {{8192, 8192}, {32768, 4096}, {4096, 32000}};
     for (size_t i = 0; i < sizeof rows_cols / sizeof rows_cols[0]; i++) {

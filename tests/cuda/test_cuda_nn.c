@@ -15,6 +15,10 @@
  *   linear with f16/bf16 weights: up to 8 rows, f32 products and sums (1e-10); more rows
  *     round x to the weight's dtype for the tensor cores
  *     (relative 2^-11 / 2^-8 per product), bounded the same way: 1e-6 / 6.2e-5.
+ *   attention on tensor cores (prefill from NN_SDPA_TC_MIN_TQ = 32 query positions, head
+ *     dims 64 and 128): Q * scale, K, V and the probabilities P are rounded to f16 (relative
+ *     2^-11 each), products and sums in f32: the output's relative error is a few 2^-11,
+ *     NMSE ~1e-7 on these inputs; 1e-5 leaves two decades (the decode path stays f32: 1e-10).
  * Without a CUDA device (CI builds CUDA but has no GPU) every test skips. */
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +28,7 @@
 static char g_dev[32];
 static const char *dev(void) { return devcheck_device("cuda", g_dev, sizeof g_dev); }
 
-static const double TOL_F32 = 1e-10, TOL_F16 = 1e-6, TOL_BF16 = 6.2e-5;
+static const double TOL_F32 = 1e-10, TOL_F16 = 1e-6, TOL_BF16 = 6.2e-5, TOL_TC = 1e-5;
 static double tol_of(ct_dtype t) { return t == CT_F16 ? TOL_F16 : t == CT_BF16 ? TOL_BF16 : TOL_F32; }
 
 /* The worst NMSE seen under each tolerance, printed at the end (how much headroom each has). */
@@ -545,7 +549,9 @@ static void att_case(const char *name, ct_dtype kv, int64_t B, int64_t Hq, int64
     snprintf(what, sizeof what, "sdpa %s (kv %s, B %lld Hq %lld Hkv %lld Tq %lld Tk %lld D %lld Dv %lld)", name,
              ct_dtype_name(kv), (long long)B, (long long)Hq, (long long)Hkv, (long long)Tq, (long long)Tk, (long long)D,
              (long long)Dv);
-    dc(what, att_fn, in, c.mask ? 4 : 3, &c, TOL_F32);
+    /* the shapes attention_tc.cu takes (nn_sdpa_tc_ok) */
+    int tc = Tq >= 32 && D == Dv && (D == 64 || D == 128);
+    dc(what, att_fn, in, c.mask ? 4 : 3, &c, tc ? TOL_TC : TOL_F32);
     free_all(in, 4);
 }
 
@@ -567,6 +573,28 @@ static void test_sdpa_prefill(void)
     }
 }
 
+/* Prefill on tensor cores: query tiles of 64 rows, key tiles of 64, partial tiles at both ends. */
+static void test_sdpa_prefill_tc(void)
+{
+    if (!dev()) return;
+    for (int f = 0; f < 2; f++) {
+        ct_dtype kv = f ? CT_F16 : CT_F32;
+        att_case("tc pp512 layer", kv, 1, 32, 4, 512, 512, 64, 64, (att_ctx){.p = {.causal = true}}, 1100);
+        att_case("tc D 128, past keys", kv, 2, 4, 2, 100, 300, 128, 128, (att_ctx){.p = {.causal = true}}, 1110);
+        att_case("tc window", kv, 1, 4, 1, 200, 200, 64, 64, (att_ctx){.p = {.causal = true, .window = 37}}, 1120);
+        att_case("tc window D 128, past keys", kv, 1, 2, 2, 70, 150, 128, 128,
+                 (att_ctx){.p = {.causal = true, .window = 64}}, 1125);
+        att_case("tc length tensor", kv, 1, 8, 2, 64, 200, 64, 64, (att_ctx){.p = {.causal = true}, .L = 150}, 1130);
+        att_case("tc length < Tq (rows see nothing)", kv, 1, 2, 1, 40, 40, 64, 64,
+                 (att_ctx){.p = {.causal = true}, .L = 20}, 1135);
+        att_case("tc mask, not causal", kv, 2, 4, 2, 45, 90, 64, 64, (att_ctx){.p = {.scale = 0.2}, .mask = 1}, 1140);
+        att_case("tc mask + causal D 128", kv, 1, 2, 1, 96, 96, 128, 128, (att_ctx){.p = {.causal = true}, .mask = 1},
+                 1145);
+        att_case("tc permuted q, narrowed cache", kv, 1, 8, 4, 77, 90, 64, 64,
+                 (att_ctx){.p = {.causal = true}, .permute_q = 1, .narrow_cache = 1}, 1150);
+    }
+}
+
 static void test_sdpa_decode(void)
 {
     if (!dev()) return;
@@ -580,12 +608,25 @@ static void test_sdpa_decode(void)
         att_case("decode, short", kv, 1, 8, 8, 1, 5, 64, 64, (att_ctx){.p = {.causal = true}}, 2020);
         att_case("decode, permuted q, narrowed", kv, 2, 8, 2, 1, 700, 128, 128,
                  (att_ctx){.p = {.causal = true}, .permute_q = 1, .narrow_cache = 1}, 2030);
+        /* the TinyLlama layer at several lengths of a 640-slot cache: 1, mid-segment, full */
+        static const int64_t lens[] = {1, 31, 129, 600, 640};
+        for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
+            att_case("decode, tinyllama", kv, 1, 32, 4, 1, 640, 64, 64, (att_ctx){.p = {.causal = true}, .L = lens[i]},
+                     2040 + i);
+        att_case("decode, length 0 (zeros)", kv, 1, 8, 2, 1, 300, 64, 64, (att_ctx){.p = {.causal = true}, .L = 0},
+                 2050);
+        att_case("decode, 16 heads per KV head, mask", kv, 1, 16, 1, 1, 4096, 64, 64,
+                 (att_ctx){.p = {.causal = true}, .L = 3000, .mask = 1}, 2060);
+        att_case("decode, G 3, D 96, window", kv, 2, 6, 2, 1, 500, 96, 96,
+                 (att_ctx){.p = {.causal = true, .window = 100}, .L = 450}, 2070);
+        att_case("decode, odd head dim", kv, 1, 4, 2, 1, 257, 7, 5, (att_ctx){.p = {.causal = true}}, 2080);
     }
 }
 
 /* ---- a recorded decode step of nn ops, replayed on the device ---- */
 
-enum { ST_DM = 128, ST_HQ = 4, ST_HKV = 2, ST_HD = 32, ST_NCTX = 64 };
+/* a cache of several decode key segments (128 keys each), positions ST_STEP apart cross them */
+enum { ST_DM = 128, ST_HQ = 4, ST_HKV = 2, ST_HD = 32, ST_NCTX = 320, ST_STEP = 7 };
 
 typedef struct step_in {
     ct_tensor *x, *pos, *slot, *len; /* the step's parameters, rewritten before each run */
@@ -623,10 +664,11 @@ static ct_status step_ops(const step_in *in, ct_tensor *kc, ct_tensor *vc, ct_te
     return s;
 }
 
-static void step_params(step_in *in, int pos)
+static void step_params(step_in *in, int step)
 {
+    int pos = step * ST_STEP;
     void *p;
-    th_rng r = {(uint64_t)(5000 + pos)};
+    th_rng r = {(uint64_t)(5000 + step)};
     if (ct_tensor_data_mut(in->x, &p) == CT_OK)
         for (int i = 0; i < ST_DM; i++) ((float *)p)[i] = (float)th_uniform(&r, -1, 1);
     if (ct_tensor_data_mut(in->pos, &p) == CT_OK) ((int32_t *)p)[0] = pos;
@@ -635,7 +677,8 @@ static void step_params(step_in *in, int pos)
         for (int h = 0; h < ST_HKV; h++) ((int32_t *)p)[h] = h * ST_NCTX + pos;
 }
 
-/* The step recorded on the device at position 0 and replayed for positions 1..39 (the
+/* The step recorded on the device at position 0 and replayed for steps 1..39 at positions
+ * ST_STEP apart, so the attended length crosses the decode kernel's key segments (the
  * parameters rewritten in place, the cache on the device) against the same ops run
  * eagerly on the CPU with a cache of their own. f16 cache rows are rounded from the two
  * sides' f32 projections, which may straddle an f16 rounding boundary: 1e-6 (one f16 ulp
@@ -740,6 +783,7 @@ int main(int argc, char **argv)
     RUN(test_matmul);
     RUN(test_linear);
     RUN(test_sdpa_prefill);
+    RUN(test_sdpa_prefill_tc);
     RUN(test_sdpa_decode);
     RUN(test_step_replay);
     RUN(test_bad_data);

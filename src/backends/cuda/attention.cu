@@ -215,7 +215,7 @@ __global__ void sdpa_combine(nn_sdpa a)
     }
 }
 
-constexpr int SD_MAX_SPLIT = 64;
+constexpr int SD_MAX_SPLIT = NN_SDPA_MAX_SPLIT;
 
 template <typename KT, typename VT> cudaError_t sdpa_launch(const nn_sdpa *a, cudaStream_t s)
 {
@@ -254,9 +254,23 @@ extern "C" int nn_sdpa_splits(int64_t B, int64_t Hq, int64_t Hkv, int64_t Tq, in
     return n < 1 ? 1 : (int)n;
 }
 
+static bool dec_path(const nn_sdpa *a)
+{
+    return nn_sdpa_dec_ok(a->Hq, a->Hkv, a->Tq, a->D, a->Dv) && a->kdt == a->vdt && a->B * a->Hkv <= 65535;
+}
+
+extern "C" int nn_sdpa_plan(const nn_sdpa *a, int sm_count)
+{
+    if (nn_sdpa_tc_ok(a->Tq, a->D, a->Dv)) return 1;
+    if (dec_path(a)) return nn_sdpa_dec_splits(a->B, a->Hkv, a->Tk, sm_count);
+    return nn_sdpa_splits(a->B, a->Hq, a->Hkv, a->Tq, a->Tk, sm_count);
+}
+
 extern "C" cudaError_t nn_sdpa_run(const nn_sdpa *a, cudaStream_t s)
 {
     if (a->B * a->Hq * a->Tq == 0 || a->Dv == 0) return cudaSuccess;
+    if (nn_sdpa_tc_ok(a->Tq, a->D, a->Dv)) return nn_sdpa_tc_run(a, s);
+    if (dec_path(a) && a->n_split >= 1 && (a->n_split == 1 || a->count)) return nn_sdpa_dec_run(a, s);
     if (a->D > 32 * SD_MAXV || a->Dv > 32 * SD_MAXV || a->n_split < 1 || a->n_split > SD_MAX_SPLIT)
         return cudaErrorInvalidValue;
     bool kh = a->kdt == CT_F16, vh = a->vdt == CT_F16;

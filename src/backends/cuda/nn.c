@@ -234,14 +234,23 @@ static ct_status run_sdpa(ct_device *dev, const ct_op *op)
         a.qs[i] = q->stride[i], a.ks[i] = k->stride[i], a.vs[i] = v->stride[i];
         a.ms[i] = mask ? mask->stride[i] : 0;
     }
-    a.n_split = nn_sdpa_splits(a.B, a.Hq, a.Hkv, a.Tq, a.Tk, cd->sm_count);
+    a.n_split = nn_sdpa_plan(&a, cd->sm_count);
     size_t part_bytes = 0;
     if (a.n_split > 1) {
-        part_bytes = sizeof(float) * (size_t)a.n_split * (size_t)(a.B * a.Hq * a.Tq) * (size_t)(a.Dv + 2);
+        /* the partials, then one merge counter per KV head (zeroed here, in stream order) */
+        size_t floats = (size_t)a.n_split * (size_t)(a.B * a.Hq * a.Tq) * (size_t)(a.Dv + 2);
+        size_t counters = (size_t)(a.B * a.Hkv);
+        part_bytes = sizeof(float) * floats + sizeof(unsigned) * counters;
         void *p;
         ct_status s = cuda_tmp_alloc(dev, part_bytes, &p);
         if (s != CT_OK) return s;
         a.part = p;
+        a.count = (unsigned *)(a.part + floats);
+        cudaError_t e = cudaMemsetAsync(a.count, 0, sizeof(unsigned) * counters, cd->stream);
+        if (e != cudaSuccess) {
+            cuda_tmp_free(dev, p, part_bytes);
+            return cuda_status(e, dev, "sdpa: zeroing the merge counters");
+        }
     }
     ct_status s = launched(dev, nn_sdpa_run(&a, cd->stream), "sdpa");
     if (a.part) cuda_tmp_free(dev, a.part, part_bytes);
