@@ -12,7 +12,8 @@
  *     activations' own quantization the CPU applies too; 1e-3 leaves room for 4 layers of it
  *     and is still 50x below what a wrong row or a missed write gives (a dropped op, a
  *     stale cache row: NMSE ~1).
- *   - the trace shows the groups fused: a rope+set_rows group per layer on the GPU. */
+ *   - the trace shows the groups fused, per layer on the GPU: norm+q/k/v, rope+rows, o+add,
+ *     norm+gate/up+swiglu (norm+gate/up where swiglu is the CPU's), down+add. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -125,7 +126,16 @@ static int count_lines(FILE *f, const char *needle)
     return n;
 }
 
-static void check(const run_cfg *c, int rope_groups)
+/* How many trace lines of the fused replay name `what`, against `want`. */
+static void expect_groups(FILE *trace, const run_cfg *c, const char *what, int want)
+{
+    int got = count_lines(trace, what);
+    CHECK_MSG(got == want, "%s (gpu layers %d, fault %s): %d lines '%s', expected %d", c->file, c->gpu_layers,
+              c->fault ? c->fault : "none", got, what, want);
+}
+
+/* layers: how many layers run on the GPU; glu: whether swiglu does. */
+static void check(const run_cfg *c, int layers, bool glu)
 {
     const int V = 32000;
     float *la = malloc(sizeof(float) * (size_t)V * N_GEN), *lb = malloc(sizeof(float) * (size_t)V * N_GEN);
@@ -150,12 +160,16 @@ static void check(const run_cfg *c, int rope_groups)
     }
     CHECK_MSG(worst <= NMSE_TOL, "%s (gpu layers %d): logits NMSE %.3g fused vs eager (bound %g)", c->file,
               c->gpu_layers, worst, NMSE_TOL);
-    int ropes = count_lines(trace, "fused rope x2+set_rows x2");
-    CHECK_MSG(ropes == rope_groups, "%s (gpu layers %d): %d fused rope groups, expected %d", c->file, c->gpu_layers,
-              ropes, rope_groups);
-    fprintf(stderr, "  %s gpu layers %d fault %s: tokens %s, logits NMSE %.3g, %d fused groups (%d rope)\n", c->file,
+    /* the step is captured once (at its recording): one line per group of each layer */
+    expect_groups(trace, c, "fused rope x2+set_rows x2 (", layers);
+    expect_groups(trace, c, "fused rms_norm+linear x3 (", layers);
+    expect_groups(trace, c, "fused linear x1+add (", 2 * layers);
+    expect_groups(trace, c, "fused rms_norm+linear x2+swiglu (", glu ? layers : 0);
+    expect_groups(trace, c, "fused rms_norm+linear x2 (", glu ? 0 : layers);
+    expect_groups(trace, c, "declined", 0);
+    fprintf(stderr, "  %s gpu layers %d fault %s: tokens %s, logits NMSE %.3g, %d fused groups\n", c->file,
             c->gpu_layers, c->fault ? c->fault : "none", memcmp(ga, gb, sizeof ga) ? "differ" : "equal", worst,
-            count_lines(trace, ": step: fused "), ropes);
+            count_lines(trace, ": step: fused "));
 out:
     if (trace) fclose(trace);
     free(la);
@@ -274,16 +288,16 @@ static void test_prologue(void)
 static void test_q4_k_m(void)
 {
     if (!ready()) return;
-    check(&(run_cfg){"mini-a-q4_k_m.gguf", INT_MAX, NULL}, 4);
-    check(&(run_cfg){"mini-a-q4_k_m.gguf", 2, NULL}, 2);
-    check(&(run_cfg){"mini-a-q4_k_m.gguf", INT_MAX, "cuda:swiglu:unsupported"}, 4);
+    check(&(run_cfg){"mini-a-q4_k_m.gguf", INT_MAX, NULL}, 4, true);
+    check(&(run_cfg){"mini-a-q4_k_m.gguf", 2, NULL}, 2, true);
+    check(&(run_cfg){"mini-a-q4_k_m.gguf", INT_MAX, "cuda:swiglu:unsupported"}, 4, false);
 }
 
 static void test_f16(void)
 {
     if (!ready()) return;
-    check(&(run_cfg){"mini-a-f16.gguf", INT_MAX, NULL}, 4);
-    check(&(run_cfg){"mini-a-f16.gguf", 2, NULL}, 2);
+    check(&(run_cfg){"mini-a-f16.gguf", INT_MAX, NULL}, 4, true);
+    check(&(run_cfg){"mini-a-f16.gguf", 2, NULL}, 2, true);
 }
 
 int main(int argc, char **argv)
