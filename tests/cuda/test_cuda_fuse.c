@@ -258,6 +258,10 @@ static void check_prologue(int neox)
         CHECK_MSG(count_lines(trace, "fused rope x2+set_rows x2") == 1, "the prologue was not fused");
         fclose(trace);
     }
+    /* the eager caches get the recording's rows too (pos and slot still as recorded) */
+    run_prologue(q, k, v, pos, slot, kc[1], vc[1], neox, &eag);
+    ct_tensor_free(eag.qr);
+    ct_tensor_free(eag.kr);
     for (int round = 0; round < 2 && st; round++) {
         /* round 1: the last slot is out of range, so the rows of that write are not written */
         int32_t p1[1] = {round ? 7777 : 41}, s1[4] = {5, 21, 37, round ? 64 : 53};
