@@ -14,12 +14,13 @@
 
 /* ---- tensors: shells and views, freed at the end of each test ---- */
 
-#define POOL 64
+#define POOL 512
 static ct_tensor *g_pool[POOL];
 static int g_npool;
 
 static ct_tensor *keep(ct_tensor *t)
 {
+    CHECK(g_npool < POOL);
     if (g_npool < POOL) g_pool[g_npool++] = t;
     return t;
 }
