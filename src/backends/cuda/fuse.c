@@ -1,9 +1,9 @@
 /* The CUDA step planner: what core/fuse.c matched in a captured segment, launched as
  * fused kernels: norm + linears + epilogue through the quant group's fused decode contract
  * (quant_kernels.h: cuq_rms_norm_q8, then one cuq_mv_run for every weight reading the
- * norm's output), the attention prologue through fuse_kernels.cu. A group the kernels turn down (a launcher declining, found only here)
- * runs op by op, as does everything the planner left alone; the eager path (`run`)
- * never comes here. */
+ * norm's output), the attention prologue through fuse_kernels.cu. A group the kernels turn
+ * down (a launcher declining, found only here) runs op by op, as does everything the
+ * planner left alone; the eager path (`run`) never comes here. */
 #include <stdlib.h>
 #include <string.h>
 
