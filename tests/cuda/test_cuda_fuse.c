@@ -178,18 +178,22 @@ out:
 
 /* ---- the attention prologue alone: rope q, rope k, k rows and v rows into f16 caches ---- */
 
-static ct_tensor *filled_i32(int n, const int32_t *v)
+/* An index tensor of dtype dt (i32 or i64), n zeros; set_idx writes it from the host. */
+static ct_tensor *filled(ct_dtype dt, int n)
 {
     ct_tensor *t = NULL;
-    CHECK_OK(ct_tensor_from_data(1, (int64_t[]){n}, CT_I32, v, &t));
+    CHECK_OK(ct_zeros(1, (int64_t[]){n}, dt, &t));
     return t;
 }
 
-static void set_i32(ct_tensor *t, const int32_t *v, int n)
+static void set_idx(ct_tensor *t, const int32_t *v, int n)
 {
     void *p = NULL;
     CHECK_OK(ct_tensor_data_mut(t, &p));
-    if (p) memcpy(p, v, sizeof(int32_t) * (size_t)n);
+    for (int i = 0; p && i < n; i++) {
+        if (ct_tensor_dtype(t) == CT_I64) ((int64_t *)p)[i] = v[i];
+        else ((int32_t *)p)[i] = v[i];
+    }
 }
 
 typedef struct prologue {
@@ -227,7 +231,7 @@ static bool same_bytes(const ct_tensor *a, const ct_tensor *b, const char *what)
 /* The recorded prologue replayed at a new position and slot equals the same ops run
  * eagerly, bit for bit (the fused kernel rounds as the per-op kernels do); a slot out of
  * range writes no row (set_rows' contract) but still the rotated q and k. */
-static void check_prologue(int neox)
+static void check_prologue(int neox, ct_dtype idt)
 {
     th_rng r = {7 + (uint64_t)neox};
     ct_tensor *q = th_random(&r, 3, (int64_t[]){1, 8, 32}, CT_F32, -2, 2);
@@ -238,7 +242,9 @@ static void check_prologue(int neox)
         CHECK_OK(ct_zeros(2, (int64_t[]){64, 32}, CT_F16, &kc[i]));
         CHECK_OK(ct_zeros(2, (int64_t[]){64, 32}, CT_F16, &vc[i]));
     }
-    ct_tensor *pos = filled_i32(1, (int32_t[]){3}), *slot = filled_i32(4, (int32_t[]){3, 19, 35, 51});
+    ct_tensor *pos = filled(idt, 1), *slot = filled(idt, 4);
+    set_idx(pos, (int32_t[]){3}, 1);
+    set_idx(slot, (int32_t[]){3, 19, 35, 51}, 4);
     CHECK_OK(ct_exec_force_device(g_dev));
     prologue rec = {0}, eag = {0};
     ct_step *st = NULL;
@@ -265,8 +271,8 @@ static void check_prologue(int neox)
     for (int round = 0; round < 2 && st; round++) {
         /* round 1: the last slot is out of range, so the rows of that write are not written */
         int32_t p1[1] = {round ? 7777 : 41}, s1[4] = {5, 21, 37, round ? 64 : 53};
-        set_i32(pos, p1, 1);
-        set_i32(slot, s1, 4);
+        set_idx(pos, p1, 1);
+        set_idx(slot, s1, 4);
         CHECK_OK(ct_step_run(st));
         run_prologue(q, k, v, pos, slot, kc[1], vc[1], neox, &eag);
         same_bytes(rec.qr, eag.qr, "rope q");
@@ -285,8 +291,8 @@ static void check_prologue(int neox)
 static void test_prologue(void)
 {
     if (!devcheck_device("cuda", g_dev, sizeof g_dev)) return;
-    check_prologue(0);
-    check_prologue(1);
+    check_prologue(0, CT_I32);
+    check_prologue(1, CT_I64);
 }
 
 static void test_q4_k_m(void)
