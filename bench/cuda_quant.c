@@ -115,6 +115,7 @@ typedef struct job_shape {
     ct_dtype t[CUQ_MV_MAX_PARTS];
     int64_t N[CUQ_MV_MAX_PARTS];
     int glu;
+    int f32_x; /* no q8 form given: the run quantizes x itself or (small, M = 1) dequantizes */
 } job_shape;
 
 static void time_job(const job_shape *js, int sm, cudaStream_t s, int quick, double *us, double *gbs)
@@ -143,17 +144,21 @@ static void time_job(const job_shape *js, int sm, cudaStream_t s, int quick, dou
     CHECK_CUDA(cudaMalloc((void **)&outs, sizeof(float) * (size_t)(M * 65536) * 6));
     cuq_q8 q = cuq_q8_at(qmem, M, K);
     if (!cuq_quantize_q8(x, K, M, K, &q, s)) exit(1);
-    cuq_mv_job job = {.M = M, .K = K, .x = x, .x_row = K, .xq = &q, .n_parts = js->n, .glu = js->glu,
+    cuq_mv_job job = {.M = M, .K = K, .x = x, .x_row = K, .xq = js->f32_x ? NULL : &q, .n_parts = js->n, .glu = js->glu,
                       .glu_out = js->glu ? outs + 5 * M * 65536 : NULL};
     for (int i = 0; i < js->n; i++)
         job.part[i] = (cuq_mv_part){.wt = js->t[i], .w_row = rb[i], .N = js->N[i], .out = outs + i * M * 65536};
     int reps = quick ? copies : 4 * copies;
+    void *tmp = NULL;
+    for (int i = 0; i < js->n; i++) job.part[i].w = w[i];
+    size_t tb = cuq_mv_tmp_bytes(&job);
+    if (tb) CHECK_CUDA(cudaMalloc(&tmp, tb));
     cudaGraph_t g;
     cudaGraphExec_t ge;
     CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     for (int r = 0; r < reps; r++) {
         for (int i = 0; i < js->n; i++) job.part[i].w = w[(r % copies) * CUQ_MV_MAX_PARTS + i];
-        if (!cuq_mv_run(&job, NULL, sm, s)) {
+        if (!cuq_mv_run(&job, tmp, sm, s)) {
             fprintf(stderr, "no fused kernel for %s\n", js->name);
             exit(1);
         }
@@ -186,6 +191,7 @@ static void time_job(const job_shape *js, int sm, cudaStream_t s, int quick, dou
     CHECK_CUDA(cudaFree(x));
     CHECK_CUDA(cudaFree(qmem));
     CHECK_CUDA(cudaFree(outs));
+    if (tmp) CHECK_CUDA(cudaFree(tmp));
 }
 
 /* The fused jobs: every format alone on TinyLlama's shapes, then the decode step's jobs. */
@@ -203,7 +209,7 @@ static void bench_fused(int sm, cudaStream_t s, int quick, double bw)
     for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
         printf("%-6s", ct_dtype_name(fmts[f]));
         for (int j = 0; j < ns; j++) {
-            job_shape js = {shapes[j].name, 1, shapes[j].K, 1, {fmts[f]}, {shapes[j].N}, 0};
+            job_shape js = {shapes[j].name, 1, shapes[j].K, 1, {fmts[f]}, {shapes[j].N}, 0, 0};
             double us, gbs;
             time_job(&js, sm, s, quick, &us, &gbs);
             printf(" | %7.2f %6.0f %4.0f%%", us, gbs, 100.0 * gbs / bw);
@@ -212,12 +218,16 @@ static void bench_fused(int sm, cudaStream_t s, int quick, double bw)
         fflush(stdout);
     }
     static const job_shape jobs[] = {
-        {"tl qkv Q4_K 2048+256 + Q6_K 256, M=1", 1, 2048, 3, {CT_Q4_K, CT_Q4_K, CT_Q6_K}, {2048, 256, 256}, 0},
-        {"tl gate/up Q4_K 2x5632 SWIGLU, M=1", 1, 2048, 2, {CT_Q4_K, CT_Q4_K}, {5632, 5632}, 1},
-        {"tl down Q6_K 2048x5632, M=1", 1, 5632, 1, {CT_Q6_K}, {2048}, 0},
-        {"tl o Q4_K 2048x2048, M=1", 1, 2048, 1, {CT_Q4_K}, {2048}, 0},
-        {"tl gate/up Q4_K 2x5632 SWIGLU, M=8", 8, 2048, 2, {CT_Q4_K, CT_Q4_K}, {5632, 5632}, 1},
-        {"tl qkv F16 2048+256+256, M=1", 1, 2048, 3, {CT_F16, CT_F16, CT_F16}, {2048, 256, 256}, 0},
+        {"tl qkv Q4_K 2048+256 + Q6_K 256, M=1", 1, 2048, 3, {CT_Q4_K, CT_Q4_K, CT_Q6_K}, {2048, 256, 256}, 0, 0},
+        {"tl gate/up Q4_K 2x5632 SWIGLU, M=1", 1, 2048, 2, {CT_Q4_K, CT_Q4_K}, {5632, 5632}, 1, 0},
+        {"tl down Q6_K 2048x5632, M=1", 1, 5632, 1, {CT_Q6_K}, {2048}, 0, 0},
+        {"tl o Q4_K 2048x2048, M=1", 1, 2048, 1, {CT_Q4_K}, {2048}, 0, 0},
+        {"tl gate/up Q4_K 2x5632 SWIGLU, M=8", 8, 2048, 2, {CT_Q4_K, CT_Q4_K}, {5632, 5632}, 1, 0},
+        {"tl qkv F16 2048+256+256, M=1", 1, 2048, 3, {CT_F16, CT_F16, CT_F16}, {2048, 256, 256}, 0, 0},
+        {"eager k/v Q4_K 256x2048 f32 x (dequantizing)", 1, 2048, 1, {CT_Q4_K}, {256}, 0, 1},
+        {"eager q/o Q4_K 2048x2048 f32 x (dequantizing)", 1, 2048, 1, {CT_Q4_K}, {2048}, 0, 1},
+        {"eager up Q4_K 5632x2048 f32 x (quantize + dots)", 1, 2048, 1, {CT_Q4_K}, {5632}, 0, 1},
+        {"eager down Q6_K 2048x5632 f32 x (quantize + dots)", 1, 5632, 1, {CT_Q6_K}, {2048}, 0, 1},
     };
     printf("\nfused decode jobs: us per launch, GB/s of weights, %% of copy\n");
     for (size_t i = 0; i < sizeof jobs / sizeof jobs[0]; i++) {

@@ -9,7 +9,8 @@
  * - cuq_mv_run: every weight format (ten block formats, f16, bf16, f32), M = 1..8, K = 640
  *   (legacy and float formats), 2048, 5632, strided x, one to four parts with different
  *   formats in one job, the add epilogue, the gated epilogue (SWIGLU, GEGLU), x's q8 form
- *   given by the caller or made by the run. Outputs start NaN-poisoned with a poisoned
+ *   given by the caller or made by the run, or (one row of x, a small weight, no q8 form
+ *   given) the quantized weight dequantized and multiplied with f32 x. Outputs start NaN-poisoned with a poisoned
  *   guard after them: an element left unwritten fails, and so does one written past the end.
  *
  * Tolerances (normalized MSE, sum (gpu - ref)^2 / sum ref^2):
@@ -21,7 +22,7 @@
  * - quantized weights against the CPU's own quantized dot (quant_get_vec_dot, x rounded by
  *   the CPU to Q8_0 / Q8_1 / Q8_K): two independent roundings, 3.2e-5. Bound 2e-4. A wrong
  *   scale on one 16-element group in 32 gives ~1e-2.
- * - f16 / bf16 / f32 weights read x in f32: only f32 accumulation, relative ~eps * sqrt(K)
+ * - f16 / bf16 / f32 weights, and quantized ones on the dequantizing path, read x in f32: only f32 accumulation, relative ~eps * sqrt(K)
  *   = 4.5e-6 at K = 5632, NMSE ~2e-11. Bound 1e-9.
  * - gated output against act(g) * u in double of the exact g, u: the q8 errors of both
  *   products, ~3e-5 each. Bound 2e-4; and against act(g) * u in f32 of the GPU's own g, u
@@ -395,6 +396,10 @@ static void run_job(const job_spec *s, th_rng *r)
     CHECK_MSG(cuq_mv_run(&job, tmp, sm_count(), 0), "%s: not run", name);
     CHECK_CUDA(cudaDeviceSynchronize());
 
+    /* one row of x, no q8 form, a small job: the dequantizing path, x exact (quant_fused.cu's FU_FMA_MAX_ELEMS) */
+    int64_t rows = 0;
+    for (int i = 0; i < s->n_parts; i++) rows += s->N[i];
+    bool exact_x = M == 1 && !s->caller_q8 && rows * K <= ((int64_t)1 << 22);
     float *outs[CUQ_MV_MAX_PARTS] = {0};
     for (int i = 0; i < s->n_parts; i++) {
         int64_t n = M * s->N[i];
@@ -403,8 +408,8 @@ static void run_job(const job_spec *s, th_rng *r)
         bool guard;
         outs[i] = fetch(job.part[i].out, n, &guard);
         CHECK_MSG(guard, "%s: part %d wrote past out", name, i);
-        if (is_float(s->t[i])) {
-            check_nmse(outs[i], exact, n, 1e-9, "float weight vs exact", name);
+        if (is_float(s->t[i]) || exact_x) {
+            check_nmse(outs[i], exact, n, 1e-9, "f32 x vs exact", name);
         } else {
             check_nmse(outs[i], exact, n, 1e-4, "vs exact", name);
             check_nmse(outs[i], cpu, n, 2e-4, "vs the CPU's dots", name);
@@ -472,9 +477,12 @@ static void test_single_parts(void)
             if (!format_fits(all_formats[f], Ks[ik])) continue;
             for (int64_t M = 1; M <= CUQ_MV_MAX_ROWS; M++) {
                 if (ik == 2 && M != 1 && M != 8) continue; /* the long rows at the ends of M */
-                job_spec s = {.n_parts = 1, .t = {all_formats[f]}, .N = {ik == 2 ? 40 : 67}, .M = M, .K = Ks[ik],
-                              .strided_x = (M & 1) != 0, .caller_q8 = M == 3};
-                run_job(&s, &r);
+                /* M = 1 twice: f32 x dequantizing (no q8 form given, small weight) and integer dots */
+                for (int given = 0; given < (M == 1 ? 2 : 1); given++) {
+                    job_spec s = {.n_parts = 1, .t = {all_formats[f]}, .N = {ik == 2 ? 40 : 67}, .M = M, .K = Ks[ik],
+                                  .strided_x = (M & 1) != 0, .caller_q8 = M == 3 || given};
+                    run_job(&s, &r);
+                }
             }
         }
 }
