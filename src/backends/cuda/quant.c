@@ -2,10 +2,10 @@
  * Q2_K Q3_K Q4_K Q5_K Q6_K): dequantizing copy, embedding from a quantized table, and
  * linear with a quantized weight.
  *
- * linear, decode (M <= CUQ_MV_MAX_ROWS rows of x): the fused decode job kernel with one
- * weight (quant_fused.cu: the weight streamed once, prefetched into L2; f32 FMA for one row
- * and a small weight, integer dots on x quantized to 8 bits otherwise), the older
- * quant_mv.cu kernels for what it refuses. Prefill (more rows): the weight is dequantized to f32 in
+ * linear, decode (M <= CUQ_MV_MAX_ROWS rows of x): one row of x and a small weight go to
+ * quant_mv.cu's f32 FMA kernel (one launch); the rest to the fused decode job kernel with
+ * one weight (quant_fused.cu: x quantized to 8 bits per 32, integer dots, the weight
+ * prefetched into L2 under PDL), quant_mv.cu's integer-dot kernel for what it refuses. Prefill (more rows): the weight is dequantized to f32 in
  * slices of rows, each slice multiplied by cuBLAS with TF32 tensor cores. TF32 here is not
  * the f32-GEMM switch (CTORCH_CUDA_TF32): it rounds x and the dequantized weight to 11
  * significant bits (2^-11 relative), far below the 2-8-bit quantization the weight carries
@@ -181,8 +181,8 @@ static ct_status prefill(ct_device *dev, const ct_tensor *w, const void *pw, siz
     return s;
 }
 
-/* Decode through the fused job kernel (quant_fused.cu) as a job of one weight: one launch
- * for one row of x and a small weight (f32 FMA), else x's q8 form and integer dots. */
+/* Decode through the fused job kernel (quant_fused.cu) as a job of one weight: x's q8
+ * form and integer dots (quantizing x is a launch of its own). */
 static ct_status matvec_job(ct_device *dev, const cuq_mv_job *job)
 {
     cuda_dev *cd = cuda_of(dev);
@@ -201,8 +201,12 @@ static ct_status matvec(ct_device *dev, ct_dtype wt, const void *pw, size_t wrow
     cuda_dev *cd = cuda_of(dev);
     cuq_mv_job job = {.M = M, .K = K, .x = px, .x_row = rsx, .n_parts = 1,
                       .part = {{.wt = wt, .w = pw, .w_row = wrow, .N = N, .out = out}}};
-    if (cuq_mv_ok(&job)) return matvec_job(dev, &job);
-    /* the older per-op kernels (quant_mv.cu) for what the job kernel refuses */
+    /* One row of x and a small weight: quant_mv.cu's f32 FMA kernel, one launch and faster
+     * than the job kernel's own dequantizing path there (H100, bench/cuda_quant.c, Q4_K:
+     * 256x2048 2.23 vs 3.05 us, 2048x2048 4.47 vs 4.64 us). Larger: the job kernel (5632x2048
+     * 6.67 vs 6.66 us, Q6_K 2048x5632 9.33 vs 10.31 us, both with the quantizing launch). */
+    if (!(M == 1 && N * K <= MV_FMA_MAX_ELEMS) && cuq_mv_ok(&job)) return matvec_job(dev, &job);
+    /* the older per-op kernels (quant_mv.cu) for the rest and what the job kernel refuses */
     if (M == 1 && N * K <= MV_FMA_MAX_ELEMS)
         return launch_status(dev, cuq_matvec(wt, pw, wrow, px, rsx, M, N, K, out, cd->sm_count, cd->stream),
                              "quantized matvec");
