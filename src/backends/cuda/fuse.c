@@ -3,7 +3,11 @@
  * (quant_kernels.h: cuq_rms_norm_q8, then one cuq_mv_run for every weight reading the
  * norm's output), the attention prologue through fuse_kernels.cu. A group the kernels turn
  * down (a launcher declining, found only here) runs op by op, as does everything the
- * planner left alone; the eager path (`run`) never comes here. */
+ * planner left alone; the eager path (`run`) never comes here.
+ * Measured on an H100 (TinyLlama-shaped Q4_K_M, 22 layers, `ctorch bench -d cuda -p 512 -n 128
+ * -r 3`, CTORCH_FUSE=0 vs 1 in one binary): the decode step's 377 ops go from 466 graph nodes
+ * to 223 (per layer: norm+q/k/v, rope+rows, sdpa, o+add, norm+gate/up+swiglu, down+add), tg128
+ * from 386 to 431 t/s; what is left is in the kernels themselves (attention, the matvecs). */
 #include <stdlib.h>
 #include <string.h>
 
