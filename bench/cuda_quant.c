@@ -11,7 +11,10 @@
  * Then prefill as the glue runs it (quant.c): the weight dequantized to f32, one cuBLAS
  * GemmEx with TF32 tensor cores, at M = 512 on 4096 x 4096, in TFLOP/s.
  *
- * usage: ctorch-bench-cuda-quant [--quick] */
+ * Before those: the fused decode jobs (bench_fused), every format alone and the decode
+ * step's jobs (qkv, gated gate/up, down), GB/s of weight bytes.
+ *
+ * usage: ctorch-bench-cuda-quant [--quick] [--fused] (--fused: the fused jobs only) */
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -67,6 +70,172 @@ static double copy_bw(cudaStream_t s)
     CHECK_CUDA(cudaEventDestroy(e0));
     CHECK_CUDA(cudaEventDestroy(e1));
     return 2.0 * (double)bytes / (median(t, TRIALS) * 1e-3) / 1e9;
+}
+
+/* A host weight [N, K] of format t (rb bytes per row): 64 distinct rows of uniform values
+ * in [-1, 1), tiled (the values do not change the speed, and the reference quantizers are
+ * slow on 10^8 elements). f16 / bf16 / f32 too. */
+static char *host_weight(ct_dtype t, int64_t N, int64_t K, size_t rb)
+{
+    char *hq = calloc((size_t)N, rb);
+    float *hf = malloc(sizeof(float) * (size_t)K);
+    unsigned seed = 12345;
+    for (int64_t n = 0; n < N; n++) {
+        if (n >= 64) {
+            memcpy(hq + (size_t)n * rb, hq + (size_t)(n % 64) * rb, rb);
+            continue;
+        }
+        for (int64_t k = 0; k < K; k++) {
+            seed = seed * 1664525u + 1013904223u;
+            hf[k] = (float)((int)(seed >> 9) - (1 << 22)) / (float)(1 << 22);
+        }
+        char *row = hq + (size_t)n * rb;
+        if (t == CT_F32) memcpy(row, hf, sizeof(float) * (size_t)K);
+        else if (t == CT_F16 || t == CT_BF16)
+            for (int64_t k = 0; k < K; k++) {
+                uint16_t v = t == CT_F16 ? ct_f32_to_f16(hf[k]) : ct_f32_to_bf16(hf[k]);
+                memcpy(row + 2 * k, &v, 2);
+            }
+        else if (quant_quantize_row(t, hf, row, K) != CT_OK) {
+            fprintf(stderr, "quantize %s failed\n", ct_dtype_name(t));
+            exit(1);
+        }
+    }
+    free(hf);
+    return hq;
+}
+
+/* One fused job (cuq_mv_run) of up to 4 weights sharing x [M, K], x's q8 form given (as the
+ * norm provides it): median us per launch and GB/s of weight bytes. Each launch of the
+ * graph reads another copy of every weight, so the weights stream from DRAM. */
+typedef struct job_shape {
+    const char *name;
+    int64_t M, K;
+    int n;
+    ct_dtype t[CUQ_MV_MAX_PARTS];
+    int64_t N[CUQ_MV_MAX_PARTS];
+    int glu;
+    int f32_x; /* no q8 form given: the run quantizes x itself or (small, M = 1) dequantizes */
+} job_shape;
+
+static void time_job(const job_shape *js, int sm, cudaStream_t s, int quick, double *us, double *gbs)
+{
+    size_t rb[CUQ_MV_MAX_PARTS], total = 0;
+    char *hw[CUQ_MV_MAX_PARTS];
+    for (int i = 0; i < js->n; i++) {
+        rb[i] = (ct_dtype_row_bytes(js->t[i], js->K) + 15) & ~(size_t)15;
+        total += rb[i] * (size_t)js->N[i];
+        hw[i] = host_weight(js->t[i], js->N[i], js->K, rb[i]);
+    }
+    int copies = (int)(((size_t)256 << 20) / total) + 2;
+    if (copies > 64) copies = 64;
+    void **w = malloc(sizeof(void *) * (size_t)copies * CUQ_MV_MAX_PARTS);
+    for (int c = 0; c < copies; c++)
+        for (int i = 0; i < js->n; i++) {
+            CHECK_CUDA(cudaMalloc(&w[c * CUQ_MV_MAX_PARTS + i], rb[i] * (size_t)js->N[i]));
+            CHECK_CUDA(cudaMemcpy(w[c * CUQ_MV_MAX_PARTS + i], hw[i], rb[i] * (size_t)js->N[i], cudaMemcpyHostToDevice));
+        }
+    int64_t M = js->M, K = js->K;
+    float *x, *outs;
+    void *qmem;
+    CHECK_CUDA(cudaMalloc((void **)&x, sizeof(float) * (size_t)(M * K)));
+    CHECK_CUDA(cudaMemset(x, 0, sizeof(float) * (size_t)(M * K)));
+    CHECK_CUDA(cudaMalloc(&qmem, cuq_q8_bytes(M, K)));
+    CHECK_CUDA(cudaMalloc((void **)&outs, sizeof(float) * (size_t)(M * 65536) * 6));
+    cuq_q8 q = cuq_q8_at(qmem, M, K);
+    if (!cuq_quantize_q8(x, K, M, K, &q, s)) exit(1);
+    cuq_mv_job job = {.M = M, .K = K, .x = x, .x_row = K, .xq = js->f32_x ? NULL : &q, .n_parts = js->n, .glu = js->glu,
+                      .glu_out = js->glu ? outs + 5 * M * 65536 : NULL};
+    for (int i = 0; i < js->n; i++)
+        job.part[i] = (cuq_mv_part){.wt = js->t[i], .w_row = rb[i], .N = js->N[i], .out = outs + i * M * 65536};
+    int reps = quick ? copies : 4 * copies;
+    void *tmp = NULL;
+    for (int i = 0; i < js->n; i++) job.part[i].w = w[i];
+    size_t tb = cuq_mv_tmp_bytes(&job);
+    if (tb) CHECK_CUDA(cudaMalloc(&tmp, tb));
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int r = 0; r < reps; r++) {
+        for (int i = 0; i < js->n; i++) job.part[i].w = w[(r % copies) * CUQ_MV_MAX_PARTS + i];
+        if (!cuq_mv_run(&job, tmp, sm, s)) {
+            fprintf(stderr, "no fused kernel for %s\n", js->name);
+            exit(1);
+        }
+    }
+    CHECK_CUDA(cudaStreamEndCapture(s, &g));
+    CHECK_CUDA(cudaGraphInstantiate(&ge, g, 0));
+    CHECK_CUDA(cudaGraphLaunch(ge, s));
+    cudaEvent_t e0, e1;
+    CHECK_CUDA(cudaEventCreate(&e0));
+    CHECK_CUDA(cudaEventCreate(&e1));
+    float tm[TRIALS];
+    for (int i = 0; i < TRIALS; i++) {
+        CHECK_CUDA(cudaEventRecord(e0, s));
+        CHECK_CUDA(cudaGraphLaunch(ge, s));
+        CHECK_CUDA(cudaEventRecord(e1, s));
+        CHECK_CUDA(cudaEventSynchronize(e1));
+        CHECK_CUDA(cudaEventElapsedTime(&tm[i], e0, e1));
+    }
+    double per = median(tm, TRIALS) * 1e-3 / reps;
+    *us = per * 1e6;
+    *gbs = (double)total / per / 1e9;
+    CHECK_CUDA(cudaGraphExecDestroy(ge));
+    CHECK_CUDA(cudaGraphDestroy(g));
+    CHECK_CUDA(cudaEventDestroy(e0));
+    CHECK_CUDA(cudaEventDestroy(e1));
+    for (int c = 0; c < copies; c++)
+        for (int i = 0; i < js->n; i++) CHECK_CUDA(cudaFree(w[c * CUQ_MV_MAX_PARTS + i]));
+    for (int i = 0; i < js->n; i++) free(hw[i]);
+    free(w);
+    CHECK_CUDA(cudaFree(x));
+    CHECK_CUDA(cudaFree(qmem));
+    CHECK_CUDA(cudaFree(outs));
+    if (tmp) CHECK_CUDA(cudaFree(tmp));
+}
+
+/* The fused jobs: every format alone on TinyLlama's shapes, then the decode step's jobs. */
+static void bench_fused(int sm, cudaStream_t s, int quick, double bw)
+{
+    static const ct_dtype fmts[] = {CT_Q4_0, CT_Q4_1, CT_Q5_0, CT_Q5_1, CT_Q8_0, CT_Q2_K, CT_Q3_K,
+                                    CT_Q4_K, CT_Q5_K, CT_Q6_K, CT_F16,  CT_BF16, CT_F32};
+    static const struct { int64_t N, K; const char *name; } shapes[] = {
+        {5632, 2048, "tl up 5632x2048"}, {2048, 5632, "tl down 2048x5632"}, {2048, 2048, "tl q/o 2048x2048"},
+        {256, 2048, "tl k/v 256x2048"}, {4096, 4096, "4096x4096"}};
+    int ns = quick ? 2 : (int)(sizeof shapes / sizeof shapes[0]);
+    printf("\nfused job kernel (cuq_mv_run, x's q8 form given), one weight, M = 1: us, GB/s, %% of copy\n%-6s", "format");
+    for (int j = 0; j < ns; j++) printf(" | %-20s", shapes[j].name);
+    printf("\n");
+    for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
+        printf("%-6s", ct_dtype_name(fmts[f]));
+        for (int j = 0; j < ns; j++) {
+            job_shape js = {shapes[j].name, 1, shapes[j].K, 1, {fmts[f]}, {shapes[j].N}, 0, 0};
+            double us, gbs;
+            time_job(&js, sm, s, quick, &us, &gbs);
+            printf(" | %7.2f %6.0f %4.0f%%", us, gbs, 100.0 * gbs / bw);
+        }
+        printf("\n");
+        fflush(stdout);
+    }
+    static const job_shape jobs[] = {
+        {"tl qkv Q4_K 2048+256 + Q6_K 256, M=1", 1, 2048, 3, {CT_Q4_K, CT_Q4_K, CT_Q6_K}, {2048, 256, 256}, 0, 0},
+        {"tl gate/up Q4_K 2x5632 SWIGLU, M=1", 1, 2048, 2, {CT_Q4_K, CT_Q4_K}, {5632, 5632}, 1, 0},
+        {"tl down Q6_K 2048x5632, M=1", 1, 5632, 1, {CT_Q6_K}, {2048}, 0, 0},
+        {"tl o Q4_K 2048x2048, M=1", 1, 2048, 1, {CT_Q4_K}, {2048}, 0, 0},
+        {"tl gate/up Q4_K 2x5632 SWIGLU, M=8", 8, 2048, 2, {CT_Q4_K, CT_Q4_K}, {5632, 5632}, 1, 0},
+        {"tl qkv F16 2048+256+256, M=1", 1, 2048, 3, {CT_F16, CT_F16, CT_F16}, {2048, 256, 256}, 0, 0},
+        {"eager k/v Q4_K 256x2048 f32 x (dequantizing)", 1, 2048, 1, {CT_Q4_K}, {256}, 0, 1},
+        {"eager q/o Q4_K 2048x2048 f32 x (dequantizing)", 1, 2048, 1, {CT_Q4_K}, {2048}, 0, 1},
+        {"eager up Q4_K 5632x2048 f32 x (quantize + dots)", 1, 2048, 1, {CT_Q4_K}, {5632}, 0, 1},
+        {"eager down Q6_K 2048x5632 f32 x (quantize + dots)", 1, 5632, 1, {CT_Q6_K}, {2048}, 0, 1},
+    };
+    printf("\nfused decode jobs: us per launch, GB/s of weights, %% of copy\n");
+    for (size_t i = 0; i < sizeof jobs / sizeof jobs[0]; i++) {
+        double us, gbs;
+        time_job(&jobs[i], sm, s, quick, &us, &gbs);
+        printf("%-40s | %7.2f us %6.0f GB/s %4.0f%%\n", jobs[i].name, us, gbs, 100.0 * gbs / bw);
+        fflush(stdout);
+    }
 }
 
 /* Median microseconds of one matvec launch, and GB/s of weight read. */
@@ -196,7 +365,11 @@ static double time_prefill(ct_dtype t, int64_t N, int64_t K, int64_t M, cudaStre
 
 int main(int argc, char **argv)
 {
-    int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    int quick = 0, fused_only = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0) quick = 1;
+        else if (strcmp(argv[i], "--fused") == 0) fused_only = 1;
+    }
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
         fprintf(stderr, "no CUDA device\n");
@@ -209,6 +382,8 @@ int main(int argc, char **argv)
     double bw = copy_bw(s);
     printf("device: %s, %d SMs; device-to-device copy %.0f GB/s (read + write)\n", prop.name,
            prop.multiProcessorCount, bw);
+    bench_fused(prop.multiProcessorCount, s, quick, bw);
+    if (fused_only) return 0;
     static const ct_dtype fmts[] = {CT_Q4_0, CT_Q4_1, CT_Q5_0, CT_Q5_1, CT_Q8_0,
                                     CT_Q2_K, CT_Q3_K, CT_Q4_K, CT_Q5_K, CT_Q6_K};
     /* 4096^2 at M = 1 and 8, then TinyLlama's: q/o 2048^2, k/v 256x2048, gate/up 5632x2048,

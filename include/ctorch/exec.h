@@ -19,6 +19,7 @@
  *   CTORCH_LOG=debug|info|warn|error   log level (ct_set_log_level overrides it)
  *   CTORCH_REPACK=0              no repacked Q4_K weights for decode
  *   CTORCH_REPLAY=0              the LLM decodes eagerly instead of replaying a recorded step
+ *   CTORCH_FUSE=0                a captured step runs its ops one by one (no fused kernels)
  * Booleans take 1/0, true/false, on/off, yes/no; an empty value means the default.
  * CTORCH_SIMD (portable|avx2) caps the CPU kernels' instruction set. */
 #ifndef CTORCH_EXEC_H

@@ -29,6 +29,7 @@ static void defaults(core_config *c)
     c->log_level = CT_LOG_WARN;
     c->repack = true;
     c->replay = true;
+    c->fuse = true;
     c->simd_cap = 2; /* CORE_SIMD_CAP_AVX512: no cap below what the CPU has */
 }
 
@@ -170,6 +171,7 @@ ct_status config_read(core_config *c)
     keep(&first, msg, sizeof msg, read_log_level(&c->log_level));
     keep(&first, msg, sizeof msg, read_bool("CTORCH_REPACK", &c->repack));
     keep(&first, msg, sizeof msg, read_bool("CTORCH_REPLAY", &c->replay));
+    keep(&first, msg, sizeof msg, read_bool("CTORCH_FUSE", &c->fuse));
     keep(&first, msg, sizeof msg, read_cache_dir(c->cache_dir, sizeof c->cache_dir));
     keep(&first, msg, sizeof msg, read_bool("CTORCH_OPENCL_POISON", &c->opencl_poison));
     keep(&first, msg, sizeof msg, read_uint("CTORCH_CUDA_MEM_MB", 0, (unsigned long long)1 << 30, &cuda_mb));

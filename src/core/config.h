@@ -20,6 +20,7 @@ typedef struct core_config {
     int log_level;           /* CTORCH_LOG, a ct_log_level */
     bool repack;             /* CTORCH_REPACK */
     bool replay;             /* CTORCH_REPLAY: the LLM decodes by replaying a recorded step */
+    bool fuse;               /* CTORCH_FUSE: a backend capturing a recorded step may fuse its ops */
     char cache_dir[512];     /* CTORCH_CACHE_DIR, else $XDG_CACHE_HOME/ctorch, else ~/.cache/ctorch
                                 ("" when none of them is set): compiled device kernels */
     bool opencl_poison;      /* CTORCH_OPENCL_POISON: fresh OpenCL buffers are filled with NaN */

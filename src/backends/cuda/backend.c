@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backends/cuda/backend_priv.h"
+#include "backends/cuda/fuse.h"
 
 /* cuBLAS workspace: fixed up front, so cuBLAS never allocates while a step is captured. */
 #define CUDA_BLAS_WS ((size_t)32 << 20)
@@ -355,8 +356,9 @@ static void graph_free(ct_device *dev, cuda_graph *g)
     free(g);
 }
 
-/* Stream capture of the ops' own run calls: every kernel, cuBLAS call and temporary of the
- * step becomes one graph, launched later with one call. */
+/* Stream capture of the ops' own run calls, with the groups the step planner matches
+ * launched fused (fuse.c): every kernel, cuBLAS call and temporary of the step becomes
+ * one graph, launched later with one call. */
 static ct_status cu_step_capture(ct_device *dev, const ct_op *ops, int n, void **handle)
 {
     *handle = NULL;
@@ -376,12 +378,15 @@ static ct_status cu_step_capture(ct_device *dev, const ct_op *ops, int n, void *
     if (s == CT_OK) {
         x->d.capturing = true;
         x->capture = g;
-        for (int i = 0; i < n && s == CT_OK; i++) s = run_group(dev, &ops[i]);
+        s = cuda_fuse_run(dev, ops, n, run_group);
         x->capture = NULL;
         x->d.capturing = false;
         ct_status e = cuda_status(cudaStreamEndCapture(x->d.stream, &graph), dev, "end capture");
         if (s == CT_OK) s = e;
     }
+    size_t nodes = 0;
+    if (s == CT_OK && cudaGraphGetNodes(graph, NULL, &nodes) == cudaSuccess)
+        core_note("%s: step: %d ops captured as %zu graph nodes", dev->info.name, n, nodes);
     if (s == CT_OK) s = cuda_status(cudaGraphInstantiate(&g->exec, graph, 0), dev, "cudaGraphInstantiate");
     if (graph) cudaGraphDestroy(graph);
     if (s != CT_OK) {

@@ -2,15 +2,16 @@
  * Q2_K Q3_K Q4_K Q5_K Q6_K): dequantizing copy, embedding from a quantized table, and
  * linear with a quantized weight.
  *
- * linear, decode (M <= CUQ_MV_MAX_ROWS rows of x): matrix-vector kernels that stream the
- * weight once (quant_mv.cu; f32 FMA for one row and a small weight, integer dots on x
- * quantized to 8 bits otherwise). Prefill (more rows): the weight is dequantized to f16 in
- * slices of rows, each slice multiplied by cuBLAS on f16 tensor cores with f32 accumulation.
- * f16 rounds x and the dequantized weight to 11 significant bits (2^-11 relative), as TF32
- * did before at half the rate: far below the 2-8-bit quantization the weight carries and
- * finer than the CPU's own 8-bit rounding of x for its dots. x is scaled by a power of two
- * first when it would leave f16's range (quant_prefill.cu), so large activations cannot
- * overflow.
+ * linear, decode (M <= CUQ_MV_MAX_ROWS rows of x): one row of x and a small weight go to
+ * quant_mv.cu's f32 FMA kernel (one launch); the rest to the fused decode job kernel with
+ * one weight (quant_fused.cu: x quantized to 8 bits per 32, integer dots, the weight
+ * prefetched into L2 under PDL), quant_mv.cu's integer-dot kernel for what it refuses.
+ * Prefill (more rows): the weight is dequantized to f16 in slices of rows, each slice
+ * multiplied by cuBLAS on f16 tensor cores with f32 accumulation. f16 rounds x and the
+ * dequantized weight to 11 significant bits (2^-11 relative), as TF32 did before at half
+ * the rate: far below the 2-8-bit quantization the weight carries and finer than the CPU's
+ * own 8-bit rounding of x for its dots. x is scaled by a power of two first when it would
+ * leave f16's range (quant_prefill.cu), so large activations cannot overflow.
  * ct_matmul with a quantized first operand reaches devices as LINEAR (the frontend
  * rewrites it), so the group claims no MATMUL.
  * Weights stay in GGUF's layout (no import): the kernels read it with coalesced loads. */
@@ -189,10 +190,32 @@ static ct_status prefill(ct_device *dev, const ct_tensor *w, const void *pw, siz
     return s;
 }
 
+/* Decode through the fused job kernel (quant_fused.cu) as a job of one weight: x's q8
+ * form and integer dots (quantizing x is a launch of its own). */
+static ct_status matvec_job(ct_device *dev, const cuq_mv_job *job)
+{
+    cuda_dev *cd = cuda_of(dev);
+    size_t bytes = cuq_mv_tmp_bytes(job);
+    void *tmp = NULL;
+    ct_status s = bytes ? cuda_tmp_alloc(dev, bytes, &tmp) : CT_OK;
+    if (s != CT_OK) return s;
+    s = launch_status(dev, cuq_mv_run(job, tmp, cd->sm_count, cd->stream), "quantized matvec (fused job)");
+    if (tmp) cuda_tmp_free(dev, tmp, bytes);
+    return s;
+}
+
 static ct_status matvec(ct_device *dev, ct_dtype wt, const void *pw, size_t wrow, const float *px, int64_t rsx,
                         int64_t M, int64_t N, int64_t K, float *out)
 {
     cuda_dev *cd = cuda_of(dev);
+    cuq_mv_job job = {.M = M, .K = K, .x = px, .x_row = rsx, .n_parts = 1,
+                      .part = {{.wt = wt, .w = pw, .w_row = wrow, .N = N, .out = out}}};
+    /* One row of x and a small weight: quant_mv.cu's f32 FMA kernel, one launch and faster
+     * than the job kernel's own dequantizing path there (H100, bench/cuda_quant.c, Q4_K:
+     * 256x2048 2.23 vs 3.05 us, 2048x2048 4.47 vs 4.64 us). Larger: the job kernel (5632x2048
+     * 6.67 vs 6.66 us, Q6_K 2048x5632 9.33 vs 10.31 us, both with the quantizing launch). */
+    if (!(M == 1 && N * K <= MV_FMA_MAX_ELEMS) && cuq_mv_ok(&job)) return matvec_job(dev, &job);
+    /* the older per-op kernels (quant_mv.cu) for the rest and what the job kernel refuses */
     if (M == 1 && N * K <= MV_FMA_MAX_ELEMS)
         return launch_status(dev, cuq_matvec(wt, pw, wrow, px, rsx, M, N, K, out, cd->sm_count, cd->stream),
                              "quantized matvec");

@@ -72,6 +72,10 @@ bool cuq_pack_x(const float *x, int nd, const int64_t *shape, const int64_t *str
                 cudaStream_t stream);
 
 /* ---- Fused decode (the step planner's, fuse.c; kernels in quant_fused.cu) ----
+ * On sm_90+ these kernels are launched with programmatic dependent launch: each lets the
+ * next PDL kernel of the stream start early and waits for its own predecessor (complete,
+ * writes visible) before it reads any input; only L2 prefetches of weights come before
+ * that wait, so ordering is exactly the stream's. CTORCH_CUDA_PDL=0 turns it off.
  * x in "q8 form": 8-bit quants per 32 elements, as quantize_x makes them for the integer
  * dots. q [M, K] int8, d [M, K/32] f32 scales, s8 [M, K/8] f32 (scale * the sum of each
  * run of 8 quants). One allocation of cuq_q8_bytes, 16-byte aligned, carved by cuq_q8_at. */

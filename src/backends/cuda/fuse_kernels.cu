@@ -1,0 +1,102 @@
+/* The step planner's kernels (fuse_kernels.h). */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "backends/cuda/fuse_kernels.h"
+
+static __device__ __forceinline__ void st_any(void *p, int64_t i, ct_dtype dt, float v)
+{
+    switch (dt) {
+    case CT_F16: ((__half *)p)[i] = __float2half_rn(v); break;
+    case CT_BF16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v); break;
+    default: ((float *)p)[i] = v; break;
+    }
+}
+
+static __device__ __forceinline__ int64_t ld_idx(const void *p, int64_t i, ct_dtype dt)
+{
+    return dt == CT_I32 ? (int64_t)((const int32_t *)p)[i] : ((const int64_t *)p)[i];
+}
+
+/* Pair j of head h of rope r: y written, and the cache rows of the writes that take it. The
+ * rotation is the nn group's (double theta, the same f32 roundings), so a replayed step
+ * keeps the eager step's keys bit for bit. */
+static __device__ void rope_item(const fusek_prologue &p, int r, int64_t h, int64_t j, double pos, const bool *ok)
+{
+    const fusek_rope &R = p.rope[r];
+    const float *x = R.x + h * R.xh;
+    float *y = R.y + h * p.D;
+    int64_t half = p.n_dims / 2, i[2];
+    float v[2];
+    int cnt = 2;
+    if (j < half) {
+        double theta = pos * p.freq_scale * pow(p.freq_base, -(double)j / (double)half);
+        float co = (float)cos(theta), si = (float)sin(theta);
+        i[0] = p.neox ? j : 2 * j;
+        i[1] = p.neox ? j + half : 2 * j + 1;
+        float x0 = x[i[0]], x1 = x[i[1]];
+        v[0] = __fsub_rn(__fmul_rn(x0, co), __fmul_rn(x1, si));
+        v[1] = __fadd_rn(__fmul_rn(x0, si), __fmul_rn(x1, co));
+    } else { /* the dims past n_dims pass through, two per item */
+        i[0] = 2 * half + 2 * (j - half);
+        i[1] = i[0] + 1;
+        cnt = i[1] < p.D ? 2 : 1;
+        v[0] = x[i[0]];
+        v[1] = cnt > 1 ? x[i[1]] : 0.0f;
+    }
+    for (int c = 0; c < cnt; c++) y[i[c]] = v[c];
+    for (int w = 0; w < p.n_rows; w++) {
+        const fusek_rows &W = p.rows[w];
+        if (W.from_rope != r || !ok[w]) continue;
+        int64_t row = ld_idx(W.idx, h * W.is, W.idt);
+        for (int c = 0; c < cnt; c++) st_any(W.dst, row * W.d0 + i[c] * W.d1, W.ddt, v[c]);
+    }
+}
+
+__global__ void rope_rows_kernel(fusek_prologue p)
+{
+    /* set_rows' contract: a write with an index out of range writes nothing; every block
+     * checks every index of every write first */
+    bool ok[FUSEK_MAX_ROWS] = {false, false};
+    for (int w = 0; w < p.n_rows; w++) {
+        const fusek_rows &W = p.rows[w];
+        int bad = 0;
+        for (int64_t i = threadIdx.x; i < W.n; i += blockDim.x) {
+            int64_t r = ld_idx(W.idx, i * W.is, W.idt);
+            bad |= r < 0 || r >= W.rows;
+        }
+        ok[w] = !__syncthreads_or(bad);
+    }
+    int64_t per = (p.D + 1) / 2, n_rope[FUSEK_MAX_ROPE] = {0, 0}, n_plain[FUSEK_MAX_ROWS] = {0, 0}, total = 0;
+    for (int r = 0; r < p.n_rope; r++) total += n_rope[r] = p.rope[r].H * per;
+    for (int w = 0; w < p.n_rows; w++)
+        if (p.rows[w].from_rope < 0) total += n_plain[w] = p.rows[w].n * p.rows[w].cols;
+    double pos = (double)ld_idx(p.pos, 0, p.pdt);
+    for (int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; g < total; g += (int64_t)gridDim.x * blockDim.x) {
+        int64_t e = g;
+        int r = 0;
+        while (r < p.n_rope && e >= n_rope[r]) e -= n_rope[r++];
+        if (r < p.n_rope) {
+            rope_item(p, r, e / per, e % per, pos, ok);
+            continue;
+        }
+        int w = 0;
+        while (w < p.n_rows && e >= n_plain[w]) e -= n_plain[w++];
+        if (w == p.n_rows || !ok[w]) continue;
+        const fusek_rows &W = p.rows[w];
+        int64_t i = e / W.cols, c = e % W.cols, row = ld_idx(W.idx, i * W.is, W.idt);
+        st_any(W.dst, row * W.d0 + c * W.d1, W.ddt, W.src[i * W.s0 + c * W.s1]);
+    }
+}
+
+extern "C" cudaError_t fusek_rope_rows(const fusek_prologue *p, cudaStream_t s)
+{
+    int64_t total = 0, per = (p->D + 1) / 2;
+    for (int r = 0; r < p->n_rope; r++) total += p->rope[r].H * per;
+    for (int w = 0; w < p->n_rows; w++)
+        if (p->rows[w].from_rope < 0) total += p->rows[w].n * p->rows[w].cols;
+    if (total == 0) return cudaSuccess;
+    int64_t blocks = (total + 255) / 256;
+    rope_rows_kernel<<<(unsigned)(blocks < 1024 ? blocks : 1024), 256, 0, s>>>(*p);
+    return cudaGetLastError();
+}

@@ -1,0 +1,287 @@
+/* The fused decode kernels (the step planner's, see "Fused decode" in quant_kernels.h):
+ * x in q8 form (quantize_q8, or rms_norm_q8 which quantizes the norm's output while it is
+ * in registers), and one launch that multiplies every weight of a job by the same x.
+ *
+ * The job kernel (quant_fused.cuh, instantiated in quant_fused_job_*.cu) lays the parts'
+ * rows end to end: units of R = 8 / S rows of one part, S warps per row (S from the
+ * occupancy, as in quant_mv.cu), so small parts (k, v) and big ones (q) share one wave; a
+ * grid of at most one wave loops over the units. Quantized weights meet x's q8 form in
+ * __dp4a, a lane taking 32-element units (two chunks of quant_deq.cuh); f16 / bf16 / f32
+ * weights are read 16 bytes per lane and multiplied with the f32 x in FMA (no rounding of
+ * x); one row of x with a small weight and no q8 form dequantizes instead (one launch). A
+ * gated job has each warp compute the gate row and the up row of the same output, so the
+ * activation is applied in registers. Launches use PDL and the weights are prefetched into
+ * L2 before the kernel waits for its predecessor (quant_fused.cuh).
+ *
+ * Measured on an H100 (bench/cuda_quant.c, M = 1, x's q8 form given, copy 2888 GB/s):
+ * Q4_K 5632x2048 5.26 us (1233 GB/s), Q6_K 2048x5632 7.77 us, Q4_K 2048x2048 2.73 us,
+ * 256x2048 2.05 us (a launch); gate/up Q4_K SWIGLU job 9.01 us (1440 GB/s), qkv 3.67 us;
+ * F16 2048x5632 10.72 us (75% of copy). PDL + prefetch gave 18-30% on the 2-13 MB jobs.
+ * Not yet at the bandwidth; the likely limit (not profiled) is instructions per weight
+ * byte: f32 weights, with the fewest per byte, reach 87-91% of copy in the same kernel. */
+#include "backends/cuda/quant_fused.cuh"
+
+namespace cufu {
+CUFU_JOBS(CUFU_EXTERN)
+}
+
+namespace {
+
+using namespace cufu;
+
+size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+bool float_weight(ct_dtype t) { return t == CT_F16 || t == CT_BF16 || t == CT_F32; }
+
+/* ---- q8 form of x ---- */
+
+/* One warp per 32-element block: lane i holds element i. The CPU's Q8_0 rounding of its
+ * activations: d = amax / 127, q = round(v / d). */
+__device__ __forceinline__ void q8_block(float v, int lane, int8_t *q, float *d, float *s8)
+{
+    float amax = fabsf(v);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    float dd = amax / 127.f, id = dd != 0.f ? 1.f / dd : 0.f;
+    int qi = max(-127, min(127, __float2int_rn(v * id)));
+    q[lane] = (int8_t)qi;
+    int s = qi;
+#pragma unroll
+    for (int o = 4; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) *d = dd;
+    if ((lane & 7) == 0) s8[lane >> 3] = dd * (float)s;
+}
+
+__global__ void quantize_q8_kernel(const float *__restrict__ x, int64_t x_row, int64_t M, int64_t K,
+                                   int8_t *__restrict__ q, float *__restrict__ d, float *__restrict__ s8)
+{
+    pdl_launch_next();
+    int64_t gw = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5, nb = K / 32;
+    int lane = threadIdx.x & 31;
+    if (gw >= M * nb) return;
+    int64_t m = gw / nb, b = gw % nb;
+    pdl_wait();
+    q8_block(x[m * x_row + b * 32 + lane], lane, q + m * K + b * 32, d + m * nb + b, s8 + m * (K / 8) + b * 4);
+}
+
+template <typename W> __device__ __forceinline__ float wload(const W *w, int64_t i);
+template <> __device__ __forceinline__ float wload<float>(const float *w, int64_t i) { return w[i]; }
+template <> __device__ __forceinline__ float wload<__half>(const __half *w, int64_t i) { return __half2float(w[i]); }
+template <> __device__ __forceinline__ float wload<__nv_bfloat16>(const __nv_bfloat16 *w, int64_t i)
+{
+    return __bfloat162float(w[i]);
+}
+
+constexpr int RMS_THREADS = 512;
+
+/* A block per row: the sum of squares, then each warp scales and quantizes whole 32-element
+ * blocks (the CPU's order: x * s * w, s = 1 / sqrt(mean + eps) in double). */
+template <typename W>
+__global__ void __launch_bounds__(RMS_THREADS) rms_q8_kernel(const float *__restrict__ x, int64_t x_row, int64_t K,
+                                                              const W *__restrict__ w, float eps, float *__restrict__ y,
+                                                              int8_t *__restrict__ q, float *__restrict__ qd,
+                                                              float *__restrict__ qs8)
+{
+    __shared__ float part[RMS_THREADS / 32];
+    __shared__ float scale;
+    int64_t m = blockIdx.x;
+    const float *xr = x + m * x_row;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    pdl_launch_next();
+    pdl_wait();
+    float ss = 0.f;
+    for (int64_t i = threadIdx.x; i < K; i += RMS_THREADS) ss = fmaf(xr[i], xr[i], ss);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (lane == 0) part[warp] = ss;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float t = 0.f;
+        for (int i = 0; i < RMS_THREADS / 32; i++) t += part[i];
+        scale = (float)(1.0 / sqrt((double)t / (double)K + (double)eps));
+    }
+    __syncthreads();
+    float s = scale;
+    int64_t nb = (K + 31) / 32;
+    for (int64_t b = warp; b < nb; b += RMS_THREADS / 32) {
+        int64_t i = b * 32 + lane;
+        float v = 0.f;
+        if (i < K) {
+            v = xr[i] * s;
+            if (w) v *= wload<W>(w, i);
+            y[m * K + i] = v;
+        }
+        if (q) q8_block(v, lane, q + m * K + b * 32, qd + m * (K / 32) + b, qs8 + m * (K / 8) + b * 4);
+    }
+}
+
+
+template <bool GLU> bool launch_m(FuArgs &a, int64_t M, int64_t rows, int sm_count, cudaStream_t st)
+{
+    switch (M) {
+    case 1: launch_job<1, GLU>(a, rows, sm_count, st); return true;
+    case 2: launch_job<2, GLU>(a, rows, sm_count, st); return true;
+    case 3: launch_job<3, GLU>(a, rows, sm_count, st); return true;
+    case 4: launch_job<4, GLU>(a, rows, sm_count, st); return true;
+    case 5: launch_job<5, GLU>(a, rows, sm_count, st); return true;
+    case 6: launch_job<6, GLU>(a, rows, sm_count, st); return true;
+    case 7: launch_job<7, GLU>(a, rows, sm_count, st); return true;
+    case 8: launch_job<8, GLU>(a, rows, sm_count, st); return true;
+    default: return false;
+    }
+}
+
+bool job_needs_q8(const cuq_mv_job *job)
+{
+    for (int i = 0; i < job->n_parts; i++)
+        if (!float_weight(job->part[i].wt)) return true;
+    return false;
+}
+
+size_t part_bytes(const cuq_mv_part *p, int64_t K) { return ct_dtype_row_bytes(p->wt, K); }
+
+/* Quantized weights of one row of x and at most this many elements in all, with no q8
+ * form given, are dequantized and multiplied in f32 (one launch: quantizing x would be a
+ * second); the crossover of quant.c's MV_FMA_MAX_ELEMS (measured with bench/cuda_quant.c). */
+#define FU_FMA_MAX_ELEMS ((int64_t)1 << 22)
+
+bool use_fma(const cuq_mv_job *job)
+{
+    if (job->xq || job->M != 1) return false;
+    int64_t n = 0;
+    for (int i = 0; i < job->n_parts; i++) n += job->part[i].N;
+    return n * job->K <= FU_FMA_MAX_ELEMS;
+}
+
+bool part_ok(const cuq_mv_part *p, int64_t K)
+{
+    if (!p->w || !p->out || p->N < 1 || p->N > INT32_MAX) return false;
+    if ((p->add == NULL) != (p->out2 == NULL)) return false;
+    if (float_weight(p->wt)) /* 16-byte loads of every row */
+        return ((uintptr_t)p->w & 15) == 0 && (p->N == 1 || p->w_row % 16 == 0) &&
+               p->w_row >= (size_t)K * ct_dtype_block_bytes(p->wt);
+    if (!cuq_format_ok(p->wt) || K % ct_dtype_block_size(p->wt) != 0) return false;
+    size_t al = (size_t)cuq_align(p->wt);
+    return ((uintptr_t)p->w % al) == 0 && (p->N == 1 || p->w_row % al == 0) && p->w_row >= part_bytes(p, K);
+}
+
+} // namespace
+
+extern "C" size_t cuq_q8_bytes(int64_t M, int64_t K)
+{
+    return round16((size_t)(M * K)) + round16(sizeof(float) * (size_t)(M * K / 32)) +
+           sizeof(float) * (size_t)(M * K / 8);
+}
+
+extern "C" cuq_q8 cuq_q8_at(void *mem, int64_t M, int64_t K)
+{
+    cuq_q8 r;
+    r.q = (int8_t *)mem;
+    r.d = (float *)((char *)mem + round16((size_t)(M * K)));
+    r.s8 = (float *)((char *)r.d + round16(sizeof(float) * (size_t)(M * K / 32)));
+    r.M = M;
+    r.K = K;
+    return r;
+}
+
+extern "C" bool cuq_quantize_q8(const float *x, int64_t x_row, int64_t M, int64_t K, const cuq_q8 *q,
+                                cudaStream_t stream)
+{
+    if (!x || !q || M < 1 || K < 32 || K % 32 != 0 || x_row < K || q->M != M || q->K != K) return false;
+    int64_t threads = M * (K / 32) * 32;
+    launch_pdl(quantize_q8_kernel, (unsigned)((threads + FU_THREADS - 1) / FU_THREADS), FU_THREADS, stream, x, x_row,
+               M, K, q->q, q->d, q->s8);
+    return true;
+}
+
+extern "C" bool cuq_rms_norm_q8(const float *x, int64_t x_row, int64_t M, int64_t K, const void *w, ct_dtype wdt,
+                                float eps, float *y, const cuq_q8 *q, cudaStream_t stream)
+{
+    if (!x || !y || M < 1 || K < 1 || x_row < K || M > INT32_MAX) return false;
+    if (q && (K % 32 != 0 || q->M != M || q->K != K)) return false;
+    int8_t *qq = q ? q->q : NULL;
+    float *qd = q ? q->d : NULL, *qs = q ? q->s8 : NULL;
+    unsigned g = (unsigned)M;
+    switch (w ? wdt : CT_F32) {
+    case CT_F32: launch_pdl(rms_q8_kernel<float>, g, RMS_THREADS, stream, x, x_row, K, (const float *)w, eps, y, qq, qd, qs); break;
+    case CT_F16: launch_pdl(rms_q8_kernel<__half>, g, RMS_THREADS, stream, x, x_row, K, (const __half *)w, eps, y, qq, qd, qs); break;
+    case CT_BF16:
+        launch_pdl(rms_q8_kernel<__nv_bfloat16>, g, RMS_THREADS, stream, x, x_row, K, (const __nv_bfloat16 *)w, eps, y,
+                   qq, qd, qs);
+        break;
+    default: return false;
+    }
+    return true;
+}
+
+extern "C" bool cuq_mv_ok(const cuq_mv_job *job)
+{
+    if (!job || job->M < 1 || job->M > CUQ_MV_MAX_ROWS || job->K < 32 || job->K % 32 != 0 || job->K > INT32_MAX / 2)
+        return false;
+    if (job->n_parts < 1 || job->n_parts > CUQ_MV_MAX_PARTS) return false;
+    /* f32 x is read by float weights, and quantized here when the caller has no q8 form */
+    bool need_x = !job->xq;
+    for (int i = 0; i < job->n_parts; i++) {
+        if (!part_ok(&job->part[i], job->K)) return false;
+        if (float_weight(job->part[i].wt)) need_x = true;
+    }
+    if (need_x && (!job->x || ((uintptr_t)job->x & 15) != 0 || job->x_row < job->K || job->x_row % 4 != 0))
+        return false;
+    if (job->xq && (job->xq->M != job->M || job->xq->K != job->K || !job->xq->q)) return false;
+    if (job->glu) {
+        if ((job->glu != 1 && job->glu != 2) || job->n_parts != 2 || !job->glu_out) return false;
+        if (job->part[0].N != job->part[1].N || job->part[0].add || job->part[1].add) return false;
+    }
+    return true;
+}
+
+extern "C" size_t cuq_mv_tmp_bytes(const cuq_mv_job *job)
+{
+    return job->xq || !job_needs_q8(job) || use_fma(job) ? 0 : cuq_q8_bytes(job->M, job->K);
+}
+
+extern "C" bool cuq_mv_run(const cuq_mv_job *job, void *tmp, int sm_count, cudaStream_t stream)
+{
+    if (!cuq_mv_ok(job)) return false;
+    cuq_q8 own;
+    const cuq_q8 *xq = job->xq;
+    if (!xq && job_needs_q8(job) && !use_fma(job)) {
+        if (!tmp) return false;
+        own = cuq_q8_at(tmp, job->M, job->K);
+        if (!cuq_quantize_q8(job->x, job->x_row, job->M, job->K, &own, stream)) return false;
+        xq = &own;
+    }
+    FuArgs a = {};
+    a.K = job->K;
+    a.x = job->x;
+    a.x_row = job->x_row;
+    if (xq) {
+        a.xq = xq->q;
+        a.xd = xq->d;
+        a.xs8 = xq->s8;
+    }
+    int n = job->glu ? 1 : job->n_parts;
+    a.n_parts = n;
+    int64_t rows = 0;
+    size_t bytes = 0;
+    for (int i = 0; i < job->n_parts; i++) {
+        const cuq_mv_part *p = &job->part[i];
+        size_t rb = part_bytes(p, job->K);
+        FuPart fp = {p->wt, (const uint8_t *)p->w, p->w_row, p->N, p->out, p->add, p->out2, (unsigned)rb};
+        bytes += rb * (size_t)p->N;
+        if (i < n) {
+            a.p[i] = fp;
+            rows += p->N;
+        } else {
+            a.up = fp;
+        }
+    }
+    /* The job's weights fit L2 beside the next job's prefetch (PDL overlaps them): ask for
+     * them at once. Measured on the H100 (50 MB L2): a 13 MB gate/up job gains 18% from it,
+     * a 23 MB f16 weight loses 10%; 3/10 of L2 keeps the first and drops the second. */
+    a.prefetch = dev_facts().pdl && bytes <= dev_facts().l2 / 10 * 3;
+    a.glu = job->glu;
+    a.glu_out = job->glu_out;
+    return job->glu ? launch_m<true>(a, job->M, rows, sm_count, stream)
+                    : launch_m<false>(a, job->M, rows, sm_count, stream);
+}

@@ -1,0 +1,398 @@
+/* The fused decode job kernel (quant_fused.cu's cuq_mv_run), shared by the files that
+ * instantiate it: quant_fused_job*.cu each compile a few rows-of-x counts M, so nvcc
+ * builds them side by side. See quant_fused.cu for the design. */
+#ifndef CT_CUDA_QUANT_FUSED_CUH
+#define CT_CUDA_QUANT_FUSED_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdlib.h>
+
+#include <type_traits>
+
+#include "backends/cuda/quant_deq.cuh"
+#include "backends/cuda/quant_kernels.h"
+
+namespace cufu {
+
+constexpr int FU_THREADS = 256, FU_WARPS = FU_THREADS / 32;
+
+/* Programmatic dependent launch (sm_90): every kernel here lets the next kernel of the
+ * stream start at once (launch_dependents), and waits for its own predecessor only where
+ * it first reads what that one wrote (wait: the predecessor has completed and its writes
+ * are visible). A job kernel prefetches its weights into L2 before it waits, so the weight
+ * stream overlaps the norm, the previous job or the launch latency. No-ops where the
+ * kernel was launched without the attribute. */
+__device__ __forceinline__ void pdl_launch_next()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* Device facts read once: whether to launch with PDL (sm_90+, not CTORCH_CUDA_PDL=0) and
+ * the L2 size (jobs up to half of it prefetch their weights). */
+struct DevFacts {
+    bool pdl;
+    size_t l2;
+};
+inline const DevFacts &dev_facts()
+{
+    static DevFacts f;
+    static bool done;
+    if (!done) {
+        int dev = 0, major = 0, l2 = 0;
+        cudaGetDevice(&dev);
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+        cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev);
+        const char *e = getenv("CTORCH_CUDA_PDL");
+        f.pdl = major >= 9 && !(e && e[0] == '0');
+        f.l2 = l2 > 0 ? (size_t)l2 : 0;
+        const char *pf = getenv("CTORCH_CUDA_PREFETCH");
+        if (pf && pf[0] == '0') f.l2 = 0;
+        done = true;
+    }
+    return f;
+}
+
+/* Launches kern<<<grid, threads>>>(args...) on st, with PDL where the device has it. */
+template <typename... KArgs, typename... Args>
+inline void launch_pdl(void (*kern)(KArgs...), unsigned grid, unsigned threads, cudaStream_t st, Args... args)
+{
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(threads);
+    cfg.stream = st;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = dev_facts().pdl ? 1 : 0;
+    (void)cudaLaunchKernelEx(&cfg, kern, args...); /* an error stays for cuda_check_launch */
+}
+
+struct FuPart {
+    ct_dtype wt;
+    const uint8_t *w;
+    size_t w_row;
+    int64_t N;
+    float *out;
+    const float *add;
+    float *out2;
+    unsigned rbytes; /* bytes of a row that the kernel reads (the prefetch's span) */
+};
+
+struct FuArgs {
+    int n_parts; /* parts laid out over the grid (1 for a gated job: both rows per warp) */
+    FuPart p[CUQ_MV_MAX_PARTS];
+    unsigned first_unit[CUQ_MV_MAX_PARTS + 1]; /* units of R rows, part by part */
+    int64_t K;
+    const float *x;
+    int64_t x_row;
+    const int8_t *xq; /* NULL: quantized weights are dequantized and multiplied with f32 x */
+    const float *xd, *xs8;
+    int glu;
+    float *glu_out;
+    FuPart up; /* the gated job's second weight */
+    int S;
+    bool prefetch;
+};
+
+/* Where a chunk's two runs of 8 lie in its 32-element unit (chunks 2u and 2u + 1 cover
+ * elements 32u..32u+31 in every format): the legacy 4/5-bit blocks pair low and high
+ * nibbles (runs 8h and 8h + 16), the others run in order (16h and 16h + 8). */
+template <class F> struct split_runs : std::false_type {};
+template <> struct split_runs<cuq::Q4_0> : std::true_type {};
+template <> struct split_runs<cuq::Q4_1> : std::true_type {};
+template <> struct split_runs<cuq::Q5_0> : std::true_type {};
+template <> struct split_runs<cuq::Q5_1> : std::true_type {};
+
+/* Chunk h (0, 1) of a unit: its quants against the unit's x quants X (8 words), plus the
+ * affine map's offset times x's sums of 8 (S, 4 floats). */
+template <class F, int h>
+__device__ __forceinline__ float chunk_dot(const uint32_t *q, float a, float b, const int *X, const float *S, float dx,
+                                           float acc)
+{
+    constexpr bool SP = split_runs<F>::value;
+    constexpr int ra = SP ? 2 * h : 4 * h, rb = SP ? 2 * h + 4 : 4 * h + 2; /* x words of the two runs */
+    int si = __dp4a((int)q[0], X[ra], 0);
+    si = __dp4a((int)q[1], X[ra + 1], si);
+    si = __dp4a((int)q[2], X[rb], si);
+    si = __dp4a((int)q[3], X[rb + 1], si);
+    float xs = S[ra / 2] + S[rb / 2];
+    return fmaf(a * dx, (float)si, fmaf(b, xs, acc));
+}
+
+/* acc[m] += the products of x's q8 form with this lane's 32-element units of a quantized
+ * row: two chunks per unit share the block's header loads and x's scale, and x's quants
+ * and sums come in 16-byte loads (q8 rows are 16-byte aligned, cuq_q8_at). */
+template <class F, int M>
+__device__ __forceinline__ void dot_q(const uint8_t *__restrict__ row, int u0, int step, int64_t K,
+                                      const int8_t *__restrict__ xq, const float *__restrict__ xd,
+                                      const float *__restrict__ xs8, float *acc)
+{
+    int nu = (int)(K / 32);
+#pragma unroll 2
+    for (int u = u0; u < nu; u += step) {
+        uint32_t q0[4], q1[4];
+        float a0, b0, a1, b1;
+        int ea, eb;
+        F::chunk(row, 2 * u, q0, a0, b0, ea, eb);
+        F::chunk(row, 2 * u + 1, q1, a1, b1, ea, eb);
+#pragma unroll
+        for (int m = 0; m < M; m++) {
+            const int4 *xp = (const int4 *)(xq + m * K + 32 * (int64_t)u);
+            int4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
+            float4 s4 = __ldg((const float4 *)(xs8 + m * (K / 8) + 4 * (int64_t)u));
+            float dx = __ldg(xd + m * (K / 32) + u);
+            int X[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+            float S[4] = {s4.x, s4.y, s4.z, s4.w};
+            acc[m] = chunk_dot<F, 1>(q1, a1, b1, X, S, dx, chunk_dot<F, 0>(q0, a0, b0, X, S, dx, acc[m]));
+        }
+    }
+}
+
+__device__ __forceinline__ float dot8(const float *__restrict__ x, const float *v, float s)
+{
+    float4 a = __ldg((const float4 *)x), b = __ldg((const float4 *)x + 1);
+    s = fmaf(v[0], a.x, s);
+    s = fmaf(v[1], a.y, s);
+    s = fmaf(v[2], a.z, s);
+    s = fmaf(v[3], a.w, s);
+    s = fmaf(v[4], b.x, s);
+    s = fmaf(v[5], b.y, s);
+    s = fmaf(v[6], b.z, s);
+    return fmaf(v[7], b.w, s);
+}
+
+/* acc[m] += this lane's chunks of a quantized row, dequantized, times x in f32 (one row of
+ * x and a small weight: no launch to quantize x, and x exact). */
+template <class F, int M>
+__device__ __forceinline__ void dot_deq(const uint8_t *__restrict__ row, int c0, int step, int64_t K,
+                                        const float *__restrict__ x, int64_t x_row, float *acc)
+{
+    int nc = (int)(K / CUQ_CHUNK);
+#pragma unroll 4
+    for (int c = c0; c < nc; c += step) {
+        float v[16];
+        int ea, eb;
+        cuq::deq_chunk<F>(row, c, v, ea, eb);
+#pragma unroll
+        for (int m = 0; m < M; m++) acc[m] = dot8(x + m * x_row + eb, v + 8, dot8(x + m * x_row + ea, v, acc[m]));
+    }
+}
+
+/* 8 weights of a float row (16 bytes: 8 f16 / bf16, or two loads of 4 f32) as floats. */
+template <typename W> __device__ __forceinline__ void load8(const uint8_t *p, float *v);
+template <> __device__ __forceinline__ void load8<float>(const uint8_t *p, float *v)
+{
+    float4 a = __ldg((const float4 *)p), b = __ldg((const float4 *)p + 1);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+template <> __device__ __forceinline__ void load8<__half>(const uint8_t *p, float *v)
+{
+    uint4 r = __ldg((const uint4 *)p);
+    uint32_t u[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float2 f = __half22float2(*(const __half2 *)&u[i]);
+        v[2 * i] = f.x, v[2 * i + 1] = f.y;
+    }
+}
+template <> __device__ __forceinline__ void load8<__nv_bfloat16>(const uint8_t *p, float *v)
+{
+    uint4 r = __ldg((const uint4 *)p);
+    uint32_t u[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        v[2 * i] = __uint_as_float(u[i] << 16);
+        v[2 * i + 1] = __uint_as_float(u[i] & 0xFFFF0000u);
+    }
+}
+
+/* acc[m] += this lane's runs of 8 elements of a float row times x (f32). */
+template <typename W, int M>
+__device__ __forceinline__ void dot_f(const uint8_t *__restrict__ row, int u0, int step, int64_t K,
+                                      const float *__restrict__ x, int64_t x_row, float *acc)
+{
+    int nu = (int)(K / 8);
+#pragma unroll 4
+    for (int u = u0; u < nu; u += step) {
+        float v[8];
+        load8<W>(row + (size_t)u * 8 * sizeof(W), v);
+#pragma unroll
+        for (int m = 0; m < M; m++) acc[m] = dot8(x + m * x_row + (int64_t)u * 8, v, acc[m]);
+    }
+}
+
+/* acc = row n of part p times x, over this warp's share (slice s of S) of the row. */
+template <int M>
+__device__ __forceinline__ void row_dot(const FuPart &p, const FuArgs &a, int64_t n, int s, int lane, float *acc)
+{
+    const uint8_t *row = p.w + (size_t)n * p.w_row;
+    int u0 = s * 32 + lane, step = 32 * a.S;
+    switch (p.wt) {
+    case CT_F32: dot_f<float, M>(row, u0, step, a.K, a.x, a.x_row, acc); return;
+    case CT_F16: dot_f<__half, M>(row, u0, step, a.K, a.x, a.x_row, acc); return;
+    case CT_BF16: dot_f<__nv_bfloat16, M>(row, u0, step, a.K, a.x, a.x_row, acc); return;
+    default: break;
+    }
+    if (a.xq) {
+#define FU_DOT_Q dot_q<F, M>(row, u0, step, a.K, a.xq, a.xd, a.xs8, acc)
+        CUQ_DISPATCH(p.wt, FU_DOT_Q, return);
+#undef FU_DOT_Q
+    } else {
+#define FU_DOT_DEQ dot_deq<F, M>(row, u0, step, a.K, a.x, a.x_row, acc)
+        CUQ_DISPATCH(p.wt, FU_DOT_DEQ, return);
+#undef FU_DOT_DEQ
+    }
+}
+
+/* Asks L2 for this warp's share of row n (128-byte lines, lanes side by side). */
+__device__ __forceinline__ void prefetch_row(const FuPart &p, int64_t n, int s, int S, int lane)
+{
+    const uint8_t *row = p.w + (size_t)n * p.w_row;
+    for (unsigned o = (unsigned)(s * 32 + lane) * 128u; o < p.rbytes; o += 32u * 128u * (unsigned)S)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(row + o));
+}
+
+/* The CPU's activations of SWIGLU and GEGLU (tanh form), same formulas in f32. */
+__device__ __forceinline__ float sigmoid_cpu(float v)
+{
+    float e = expf(-fabsf(v)), s = 1.0f / (1.0f + e);
+    return v < 0.0f ? e * s : s;
+}
+__device__ __forceinline__ float gate_act(int glu, float g)
+{
+    if (glu == 1) return g * sigmoid_cpu(g);
+    return g * sigmoid_cpu((float)(2.0 * 0.7978845608028654) * (g + (float)0.044715 * g * g * g));
+}
+
+/* Sums acc over the warp and then over the S warps of the row: the result in every lane
+ * of the row's first warp (s == 0); other warps' values are meaningless. */
+template <int NA>
+__device__ __forceinline__ void reduce_row(float *acc, float (*red)[2 * CUQ_MV_MAX_ROWS], int warp, int s, int S,
+                                           int lane)
+{
+#pragma unroll
+    for (int m = 0; m < NA; m++)
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], o);
+    if (S == 1) return;
+    __syncthreads(); /* red is free (the previous unit's readers are done) */
+    if (lane == 0)
+#pragma unroll
+        for (int m = 0; m < NA; m++) red[warp][m] = acc[m];
+    __syncthreads();
+    if (s == 0)
+#pragma unroll
+        for (int m = 0; m < NA; m++) {
+            float t = 0.f;
+            for (int i = 1; i < S; i++) t += red[warp + i][m];
+            acc[m] += t;
+        }
+}
+
+/* Unit u (R rows of one part) to its part and this warp's row. */
+__device__ __forceinline__ int unit_part(const FuArgs &a, unsigned u)
+{
+    int pi = 0;
+    while (pi + 1 < a.n_parts && u >= a.first_unit[pi + 1]) pi++;
+    return pi;
+}
+
+/* Blocks loop over units of R rows (grid = at most one wave): first every warp asks L2
+ * for all its rows (the prefetch, before waiting on the predecessor), then computes them. */
+template <int M, bool GLU> __global__ void __launch_bounds__(FU_THREADS) job_kernel(const FuArgs a)
+{
+    __shared__ float red[FU_WARPS][2 * CUQ_MV_MAX_ROWS];
+    pdl_launch_next();
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int S = a.S, R = FU_WARPS / S, rb = warp / S, s = warp % S;
+    unsigned units = a.first_unit[a.n_parts];
+    if (a.prefetch)
+        for (unsigned u = blockIdx.x; u < units; u += gridDim.x) {
+            int pi = unit_part(a, u);
+            int64_t n = (int64_t)(u - a.first_unit[pi]) * R + rb;
+            if (n >= a.p[pi].N) continue;
+            prefetch_row(a.p[pi], n, s, S, lane);
+            if (GLU) prefetch_row(a.up, n, s, S, lane);
+        }
+    pdl_wait();
+    for (unsigned u = blockIdx.x; u < units; u += gridDim.x) {
+        int pi = unit_part(a, u);
+        const FuPart &p = a.p[pi];
+        int64_t n = (int64_t)(u - a.first_unit[pi]) * R + rb;
+        constexpr int NA = GLU ? 2 * M : M;
+        float acc[NA];
+#pragma unroll
+        for (int m = 0; m < NA; m++) acc[m] = 0.f;
+        if (n < p.N) {
+            row_dot<M>(p, a, n, s, lane, acc);
+            if (GLU) row_dot<M>(a.up, a, n, s, lane, acc + M);
+        }
+        reduce_row<NA>(acc, red, warp, s, S, lane);
+        if (s != 0 || n >= p.N) continue;
+        /* lane m writes row m of x's outputs */
+#pragma unroll
+        for (int m = 0; m < M; m++) {
+            if (lane != m) continue;
+            int64_t o = (int64_t)m * p.N + n;
+            p.out[o] = acc[m];
+            if (p.add) p.out2[o] = p.add[o] + acc[m];
+            if (GLU) {
+                a.up.out[o] = acc[M + m];
+                a.glu_out[o] = gate_act(a.glu, acc[m]) * acc[M + m];
+            }
+        }
+    }
+}
+
+/* Warps per row: one wave of resident warps for all parts' rows together, every lane
+ * keeping at least two chunks of its own (see split_of in quant_mv.cu). */
+inline int split_for(int64_t rows, int64_t K, int64_t resident)
+{
+    int64_t nc = K / CUQ_CHUNK;
+    int S = 1;
+    while (S < FU_WARPS && rows * S * 2 <= resident && nc >= 32 * S * 2) S *= 2;
+    return S;
+}
+
+template <int M, bool GLU> void launch_job(FuArgs &a, int64_t rows, int sm_count, cudaStream_t st)
+{
+    static int occ;
+    if (occ == 0) {
+        int nb = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, job_kernel<M, GLU>, FU_THREADS, 0) != cudaSuccess ||
+            nb < 1)
+            nb = 1;
+        occ = nb;
+    }
+    int64_t resident_blocks = (int64_t)sm_count * occ;
+    a.S = split_for(rows, a.K, resident_blocks * FU_WARPS);
+    int R = FU_WARPS / a.S;
+    unsigned u = 0;
+    for (int i = 0; i < a.n_parts; i++) {
+        a.first_unit[i] = u;
+        u += (unsigned)((a.p[i].N + R - 1) / R);
+    }
+    a.first_unit[a.n_parts] = u;
+    unsigned grid = (int64_t)u < resident_blocks ? u : (unsigned)resident_blocks;
+    launch_pdl(job_kernel<M, GLU>, grid, FU_THREADS, st, a);
+}
+
+/* Explicit instantiations live in quant_fused_job*.cu. */
+#define CUFU_JOBS(X) X(1, false) X(1, true) X(2, false) X(2, true) X(3, false) X(3, true) X(4, false) X(4, true) \
+    X(5, false) X(5, true) X(6, false) X(6, true) X(7, false) X(7, true) X(8, false) X(8, true)
+#define CUFU_EXTERN(M, G) extern template void launch_job<M, G>(FuArgs &, int64_t, int, cudaStream_t);
+#define CUFU_INSTANTIATE(M, G) template void launch_job<M, G>(FuArgs &, int64_t, int, cudaStream_t);
+
+} // namespace cufu
+
+#endif

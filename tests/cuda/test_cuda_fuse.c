@@ -1,0 +1,321 @@
+/* The CUDA step planner (src/backends/cuda/fuse.c) on ../shared/refdata/mini-a (a 4-layer
+ * llama, skipped when absent or without a CUDA device): decoding by replaying the captured
+ * step, with its groups fused, against eager decoding (CTORCH_REPLAY=0, no planner), for the
+ * Q4_K_M and F16 files:
+ *   - every layer on the GPU; the last two only (a layer split as --gpu-layers 2: the GPU's
+ *     segment starts at a layer's norm); and every layer with swiglu refused by the GPU
+ *     (CTORCH_FAULT), so segments end after the up projection and start at the down
+ *     projection: mid-pattern.
+ *   - the same 16 greedy tokens, and logits at every step within normalized MSE 1e-3 of
+ *     eager's. Fusion reorders no arithmetic but x's 8-bit rounding for every linear of a
+ *     group (eager keeps f32 x for small weights): ~2e-5 relative per product, the
+ *     activations' own quantization the CPU applies too; 1e-3 leaves room for 4 layers of it
+ *     and is still 50x below what a wrong row or a missed write gives (a dropped op, a
+ *     stale cache row: NMSE ~1).
+ *   - the trace shows the groups fused, per layer on the GPU: norm+q/k/v, rope+rows, o+add,
+ *     norm+gate/up+swiglu (norm+gate/up where swiglu is the CPU's), down+add. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/tensor.h"
+#include "devcheck.h"
+#include "harness.h"
+#include "llm/generate.h"
+
+#define N_GEN 16
+#define NMSE_TOL 1e-3
+
+static char g_dev[32];
+static const char *g_dir;
+
+static bool ready(void)
+{
+    if (!devcheck_device("cuda", g_dev, sizeof g_dev)) return false;
+    g_dir = th_refdata();
+    char probe[1024];
+    snprintf(probe, sizeof probe, "%s/mini-a/mini-a-f16.gguf", g_dir ? g_dir : ".");
+    FILE *f = g_dir ? fopen(probe, "rb") : NULL;
+    if (!f) {
+        th_skip("no refdata model (CTORCH_REFDATA=%s)", g_dir ? g_dir : "unset");
+        return false;
+    }
+    fclose(f);
+    return true;
+}
+
+static int argmax(const float *x, int n)
+{
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+typedef struct run_cfg {
+    const char *file;
+    int gpu_layers;    /* llm_model_place's n_layers */
+    const char *fault; /* CTORCH_FAULT, or NULL */
+} run_cfg;
+
+static void settings(bool replay, const char *fault)
+{
+    setenv("CTORCH_REPLAY", replay ? "1" : "0", 1);
+    if (fault) setenv("CTORCH_FAULT", fault, 1);
+    else unsetenv("CTORCH_FAULT");
+    CHECK_OK(ct_exec_reinit());
+    ct_exec_set_small_bytes(0); /* placement alone decides where an op runs */
+}
+
+/* Greedy tokens and every step's logits [N_GEN][V] of one configuration; with `trace`,
+ * the line trace (fused groups included) goes to that file. */
+static void greedy(const run_cfg *c, bool replay, int32_t *out, float *lg, FILE *trace)
+{
+    settings(replay, c->fault);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/mini-a/%s", g_dir, c->file);
+    llm_model *m = NULL;
+    CHECK_OK(llm_model_load(path, NULL, NULL, &m));
+    if (!m) return;
+    llm_placement pl;
+    CHECK_OK(llm_model_place(m, g_dev, c->gpu_layers, NULL, NULL, &pl));
+    llm_session s;
+    CHECK_OK(llm_session_init(&s, m, 256, CT_F16, NULL));
+    int32_t ids[64];
+    int n = 0;
+    static const char prompt[] = "Once upon a time";
+    CHECK_OK(llm_tokenize(m->tok, prompt, strlen(prompt), true, false, ids, 64, &n));
+    CHECK_OK(llm_session_eval(&s, ids, n));
+    int saved = -1;
+    if (trace) {
+        fflush(stderr);
+        saved = dup(2);
+        dup2(fileno(trace), 2);
+        CHECK_OK(ct_exec_set_trace("1"));
+    }
+    const int V = m->hp.n_vocab;
+    for (int k = 0; k < N_GEN; k++) {
+        memcpy(lg + (size_t)k * V, s.logits, sizeof(float) * (size_t)V);
+        out[k] = argmax(s.logits, V);
+        if (k + 1 < N_GEN && llm_session_eval(&s, &out[k], 1) != CT_OK) {
+            CHECK_MSG(0, "decode failed: %s", ct_last_error());
+            break;
+        }
+    }
+    if (trace) {
+        CHECK_OK(ct_exec_set_trace("0"));
+        fflush(stderr);
+        dup2(saved, 2);
+        close(saved);
+    }
+    llm_session_free(&s);
+    llm_model_free(m);
+}
+
+static int count_lines(FILE *f, const char *needle)
+{
+    char line[4096];
+    int n = 0;
+    rewind(f);
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, needle)) n++;
+    return n;
+}
+
+/* How many trace lines of the fused replay name `what`, against `want`. */
+static void expect_groups(FILE *trace, const run_cfg *c, const char *what, int want)
+{
+    int got = count_lines(trace, what);
+    CHECK_MSG(got == want, "%s (gpu layers %d, fault %s): %d lines '%s', expected %d", c->file, c->gpu_layers,
+              c->fault ? c->fault : "none", got, what, want);
+}
+
+/* layers: how many layers run on the GPU; glu: whether swiglu does. */
+static void check(const run_cfg *c, int layers, bool glu)
+{
+    const int V = 32000;
+    float *la = malloc(sizeof(float) * (size_t)V * N_GEN), *lb = malloc(sizeof(float) * (size_t)V * N_GEN);
+    FILE *trace = tmpfile();
+    CHECK(la && lb && trace);
+    if (!la || !lb || !trace) goto out;
+    int32_t ga[N_GEN], gb[N_GEN];
+    greedy(c, false, ga, la, NULL);
+    greedy(c, true, gb, lb, trace);
+    CHECK_MSG(memcmp(ga, gb, sizeof ga) == 0, "%s (gpu layers %d, fault %s): greedy tokens differ when fused", c->file,
+              c->gpu_layers, c->fault ? c->fault : "none");
+    double worst = 0;
+    for (int k = 0; k < N_GEN; k++) {
+        double num = 0, den = 0;
+        for (int i = 0; i < V; i++) {
+            double a = la[(size_t)k * V + i], b = lb[(size_t)k * V + i];
+            num += (a - b) * (a - b);
+            den += a * a;
+        }
+        double e = den > 0 ? num / den : num;
+        if (!(e <= worst)) worst = e;
+    }
+    CHECK_MSG(worst <= NMSE_TOL, "%s (gpu layers %d): logits NMSE %.3g fused vs eager (bound %g)", c->file,
+              c->gpu_layers, worst, NMSE_TOL);
+    /* the step is captured once (at its recording): one line per group of each layer */
+    expect_groups(trace, c, "fused rope x2+set_rows x2 (", layers);
+    expect_groups(trace, c, "fused rms_norm+linear x3 (", layers);
+    expect_groups(trace, c, "fused linear x1+add (", 2 * layers);
+    expect_groups(trace, c, "fused rms_norm+linear x2+swiglu (", glu ? layers : 0);
+    expect_groups(trace, c, "fused rms_norm+linear x2 (", glu ? 0 : layers);
+    expect_groups(trace, c, "declined", 0);
+    fprintf(stderr, "  %s gpu layers %d fault %s: tokens %s, logits NMSE %.3g, %d fused groups\n", c->file,
+            c->gpu_layers, c->fault ? c->fault : "none", memcmp(ga, gb, sizeof ga) ? "differ" : "equal", worst,
+            count_lines(trace, ": step: fused "));
+out:
+    if (trace) fclose(trace);
+    free(la);
+    free(lb);
+}
+
+/* ---- the attention prologue alone: rope q, rope k, k rows and v rows into f16 caches ---- */
+
+/* An index tensor of dtype dt (i32 or i64), n zeros; set_idx writes it from the host. */
+static ct_tensor *filled(ct_dtype dt, int n)
+{
+    ct_tensor *t = NULL;
+    CHECK_OK(ct_zeros(1, (int64_t[]){n}, dt, &t));
+    return t;
+}
+
+static void set_idx(ct_tensor *t, const int32_t *v, int n)
+{
+    void *p = NULL;
+    CHECK_OK(ct_tensor_data_mut(t, &p));
+    for (int i = 0; p && i < n; i++) {
+        if (ct_tensor_dtype(t) == CT_I64) ((int64_t *)p)[i] = v[i];
+        else ((int32_t *)p)[i] = v[i];
+    }
+}
+
+typedef struct prologue {
+    ct_tensor *qr, *kr;
+} prologue;
+
+/* The four ops of forward.c's decode prologue (neox or not), writing rows into kc/vc. */
+static void run_prologue(const ct_tensor *q, const ct_tensor *k, const ct_tensor *v, const ct_tensor *pos,
+                         const ct_tensor *slot, ct_tensor *kc, ct_tensor *vc, int neox, prologue *o)
+{
+    ct_rope_params rp = {.n_dims = 24, .freq_base = 10000, .freq_scale = 0.5, .mode = neox ? CT_ROPE_NEOX : CT_ROPE_NORMAL};
+    ct_tensor *kr2 = NULL, *vr2 = NULL;
+    CHECK_OK(ct_rope(q, pos, &rp, &o->qr));
+    CHECK_OK(ct_rope(k, pos, &rp, &o->kr));
+    CHECK_OK(ct_view(o->kr, 2, (int64_t[]){4, 32}, &kr2));
+    CHECK_OK(ct_view(v, 2, (int64_t[]){4, 32}, &vr2));
+    CHECK_OK(ct_set_rows(kc, kr2, slot));
+    CHECK_OK(ct_set_rows(vc, vr2, slot));
+    ct_tensor_free(kr2);
+    ct_tensor_free(vr2);
+}
+
+static bool same_bytes(const ct_tensor *a, const ct_tensor *b, const char *what)
+{
+    size_t n = ct_tensor_nbytes(a);
+    char *x = malloc(n), *y = malloc(n);
+    bool ok = x && y && ct_tensor_to_host(a, x, n) == CT_OK && ct_tensor_to_host(b, y, n) == CT_OK &&
+              memcmp(x, y, n) == 0;
+    CHECK_MSG(ok, "%s: replayed (fused) and eager results differ", what);
+    free(x);
+    free(y);
+    return ok;
+}
+
+/* The recorded prologue replayed at a new position and slot equals the same ops run
+ * eagerly, bit for bit (the fused kernel rounds as the per-op kernels do); a slot out of
+ * range writes no row (set_rows' contract) but still the rotated q and k. */
+static void check_prologue(int neox, ct_dtype idt)
+{
+    th_rng r = {7 + (uint64_t)neox};
+    ct_tensor *q = th_random(&r, 3, (int64_t[]){1, 8, 32}, CT_F32, -2, 2);
+    ct_tensor *k = th_random(&r, 3, (int64_t[]){1, 4, 32}, CT_F32, -2, 2);
+    ct_tensor *v = th_random(&r, 3, (int64_t[]){1, 4, 32}, CT_F32, -2, 2);
+    ct_tensor *kc[2] = {0}, *vc[2] = {0};
+    for (int i = 0; i < 2; i++) {
+        CHECK_OK(ct_zeros(2, (int64_t[]){64, 32}, CT_F16, &kc[i]));
+        CHECK_OK(ct_zeros(2, (int64_t[]){64, 32}, CT_F16, &vc[i]));
+    }
+    ct_tensor *pos = filled(idt, 1), *slot = filled(idt, 4);
+    set_idx(pos, (int32_t[]){3}, 1);
+    set_idx(slot, (int32_t[]){3, 19, 35, 51}, 4);
+    CHECK_OK(ct_exec_force_device(g_dev));
+    prologue rec = {0}, eag = {0};
+    ct_step *st = NULL;
+    FILE *trace = tmpfile();
+    int saved = dup(2);
+    fflush(stderr);
+    if (trace) dup2(fileno(trace), 2);
+    CHECK_OK(ct_exec_set_trace("1"));
+    CHECK_OK(ct_step_begin());
+    run_prologue(q, k, v, pos, slot, kc[0], vc[0], neox, &rec);
+    CHECK_OK(ct_step_end(&st));
+    CHECK_OK(ct_exec_set_trace("0"));
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    if (trace) {
+        CHECK_MSG(count_lines(trace, "fused rope x2+set_rows x2") == 1, "the prologue was not fused");
+        fclose(trace);
+    }
+    /* the eager caches get the recording's rows too (pos and slot still as recorded) */
+    run_prologue(q, k, v, pos, slot, kc[1], vc[1], neox, &eag);
+    ct_tensor_free(eag.qr);
+    ct_tensor_free(eag.kr);
+    for (int round = 0; round < 2 && st; round++) {
+        /* round 1: the last slot is out of range, so the rows of that write are not written */
+        int32_t p1[1] = {round ? 7777 : 41}, s1[4] = {5, 21, 37, round ? 64 : 53};
+        set_idx(pos, p1, 1);
+        set_idx(slot, s1, 4);
+        CHECK_OK(ct_step_run(st));
+        run_prologue(q, k, v, pos, slot, kc[1], vc[1], neox, &eag);
+        same_bytes(rec.qr, eag.qr, "rope q");
+        same_bytes(rec.kr, eag.kr, "rope k");
+        same_bytes(kc[0], kc[1], "k cache");
+        same_bytes(vc[0], vc[1], "v cache");
+        ct_tensor_free(eag.qr);
+        ct_tensor_free(eag.kr);
+    }
+    CHECK_OK(ct_exec_force_device(NULL));
+    ct_step_free(st);
+    ct_tensor *all[] = {q, k, v, kc[0], kc[1], vc[0], vc[1], pos, slot, rec.qr, rec.kr};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ct_tensor_free(all[i]);
+}
+
+static void test_prologue(void)
+{
+    if (!devcheck_device("cuda", g_dev, sizeof g_dev)) return;
+    check_prologue(0, CT_I32);
+    check_prologue(1, CT_I64);
+}
+
+static void test_q4_k_m(void)
+{
+    if (!ready()) return;
+    check(&(run_cfg){"mini-a-q4_k_m.gguf", INT_MAX, NULL}, 4, true);
+    check(&(run_cfg){"mini-a-q4_k_m.gguf", 2, NULL}, 2, true);
+    check(&(run_cfg){"mini-a-q4_k_m.gguf", INT_MAX, "cuda:swiglu:unsupported"}, 4, false);
+}
+
+static void test_f16(void)
+{
+    if (!ready()) return;
+    check(&(run_cfg){"mini-a-f16.gguf", INT_MAX, NULL}, 4, true);
+    check(&(run_cfg){"mini-a-f16.gguf", 2, NULL}, 2, true);
+}
+
+int main(int argc, char **argv)
+{
+    setenv("CTORCH_CUDA_POISON", "1", 0); /* unwritten outputs read as NaN */
+    th_args(argc, argv);
+    RUN(test_prologue);
+    RUN(test_q4_k_m);
+    RUN(test_f16);
+    return th_finish();
+}
