@@ -85,6 +85,10 @@ ct_status ocl_args(ct_device *dev, cl_kernel k, const char *name, int n, const o
 ct_status ocl_launch(ct_device *dev, cl_kernel k, const char *name, cl_uint dims, const size_t *global,
                      const size_t *local);
 
+/* Whether dev is capturing a recorded step (capture.c): launches through ocl_launch are
+ * recorded then, so a path that enqueues by other means (CLBlast) must not be taken. */
+bool ocl_capturing(const ct_device *dev);
+
 /* Temporaries of one op, released in queue order (a freed buffer is reused only by work
  * enqueued after what used it). */
 ct_status ocl_tmp_alloc(ct_device *dev, size_t bytes, cl_mem *out);
