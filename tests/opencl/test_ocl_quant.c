@@ -298,6 +298,9 @@ static void test_linear_shapes(void)
     th_rng r = {0x5a7e5};
     struct { ct_dtype t; int64_t N, K, M; } cases[] = {
         {CT_Q8_0, 1, 32, 1}, {CT_Q4_1, 65, 32, 64}, {CT_Q6_K, 65, 256, 33}, {CT_Q5_0, 3, 96, 9},
+        /* the one-row Q4_K/Q6_K decode kernels: a row per work-group and 4 (a partial last
+         * group), fewer 32-chunks than work-items and more */
+        {CT_Q4_K, 5, 768, 1}, {CT_Q6_K, 3, 512, 1}, {CT_Q4_K, 70, 1280, 1}, {CT_Q6_K, 33, 2304, 1},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         double *wd = NULL;

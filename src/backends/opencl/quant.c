@@ -10,6 +10,7 @@
  * LINEAR. Weights are read in their GGUF layout (no import): the kernels already read a
  * row's blocks contiguously, so a reordered copy would only cost memory here. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/opencl/ocl_internal.h"
@@ -248,6 +249,31 @@ static size_t mv_local(const ocl_dev_info *info)
     return ls;
 }
 
+/* The one-row decode kernels (mv1_* in quant.cl) for Q4_K and Q6_K on GPUs: x contiguous
+ * and 16-byte aligned for float4 loads, and weight blocks aligned for theirs (Q4_K: 16
+ * bytes; Q6_K's 210-byte blocks: 2). Rows per work-group: 4 (x reused from registers) when
+ * that still gives every compute unit a few groups, else 1. */
+#define OCL_Q_MV1_LS 64 /* MV1_LS in quant.cl */
+
+static int mv1_rows(const ct_device *dev, const ct_op *op)
+{
+    const ct_tensor *x = op->src[0], *w = op->src[1];
+    if (w->dtype != CT_Q4_K && w->dtype != CT_Q6_K) return 0;
+    const ocl_dev_info *info = ocl_info(dev);
+    if (info->max_wg < OCL_Q_MV1_LS || info->local_mem < 4 * OCL_Q_MV1_LS * sizeof(float)) return 0;
+    int64_t N = w->shape[0], K = w->shape[1];
+    cl_long rs, cs, wrow = 0;
+    cl_ulong xoff = 0, woff = 0;
+    if (shape_numel(x->ndim - 1, x->shape) != 1 || !x_rows(x, &rs, &cs) || (K > 1 && cs != 1)) return 0;
+    if (N > 1 && !q_byte_stride(w, 0, &wrow)) return 0;
+    if (!ocl_mem(x, dev, &xoff) || !ocl_mem(w, dev, &woff)) return 0;
+    unsigned align = w->dtype == CT_Q4_K ? 16 : 2;
+    if (xoff % 16 || woff % align || (cl_ulong)wrow % align) return 0;
+    const char *e = getenv("CTORCH_OPENCL_MV1_ROWS"); /* a tuning switch: 1 or 4 everywhere */
+    if (e && (!strcmp(e, "1") || !strcmp(e, "4"))) return e[0] - '0';
+    return N >= 8 * (int64_t)info->compute_units ? 4 : 1;
+}
+
 static bool linear_ok(const ct_device *dev, const ct_op *op)
 {
     const ct_tensor *x = op->src[0], *w = op->src[1], *b = op->src[2];
@@ -286,6 +312,17 @@ static ct_status run_linear(ct_device *dev, const ct_op *op)
     bool rows = matvec_rows(ocl_info(dev)), decode = M <= OCL_Q_MV_MAX_M;
     cl_kernel k;
     char name[32];
+    int r1 = !rows && M == 1 ? mv1_rows(dev, op) : 0;
+    if (r1) {
+        snprintf(name, sizeof name, "mv1_%s_r%d", fmt_name(w->dtype), r1);
+        s = ocl_kernel(dev, OCL_Q_PROGRAM, name, &k);
+        size_t ls = OCL_Q_MV1_LS, global = (size_t)((N + r1 - 1) / r1) * ls;
+        if (s == CT_OK)
+            s = OCL_SET_ARGS(dev, k, name, OCL_ARG(wm), OCL_ARG(woff), OCL_ARG(wrow), OCL_ARG(xm), OCL_ARG(xoff),
+                             OCL_ARG(om), OCL_ARG(ooff), OCL_ARG(bm), OCL_ARG(boff), OCL_ARG(bk), OCL_ARG(bstride),
+                             OCL_ARG(lN), OCL_ARG(lK), OCL_LOCAL(sizeof(float) * OCL_Q_MV1_LS * (size_t)r1));
+        return s != CT_OK ? s : ocl_launch(dev, k, name, 1, &global, &ls);
+    }
     s = q_kernel(dev, rows ? "matvec_rows" : decode ? "matvec" : "matmul", w->dtype, &k, name, sizeof name);
     if (s != CT_OK) return s;
     ocl_arg args[17] = {OCL_ARG(wm), OCL_ARG(woff), OCL_ARG(wrow), OCL_ARG(xm),  OCL_ARG(xoff), OCL_ARG(rsx),

@@ -344,3 +344,160 @@ QUANT_KERNELS(q3_k, blk_q3_k, 16)
 QUANT_KERNELS(q4_k, blk_q4_k, 16)
 QUANT_KERNELS(q5_k, blk_q5_k, 16)
 QUANT_KERNELS(q6_k, blk_q6_k, 16)
+
+/* ---- decode on GPUs: one row of x, Q4_K and Q6_K (the formats of a Q4_K_M model) ----
+ * A work-group of MV1_LS work-items serves R consecutive weight rows. Work-item t takes the
+ * 32-element chunks t, t + MV1_LS, ... of the row (16 bytes of Q4_K nibbles, or 3 x 8
+ * bytes of Q6_K), loads the matching 32 values of x once with float4 loads and applies them
+ * to the R rows, so x is read once per R rows from the cache and the weights with wide
+ * loads; the partial sums meet in local memory (two barriers). MV1_LS is a multiple of
+ * the 8 chunks of a block, so a work-item's chunk position in the block (and with it the
+ * scales it needs) is fixed. quant.c checks the alignments the vector loads need. */
+#define MV1_LS 64
+
+inline float nib4(uint u, int sh, float4 x)
+{
+    return (float)((u >> sh) & 0xF) * x.s0 + (float)((u >> (8 + sh)) & 0xF) * x.s1 +
+           (float)((u >> (16 + sh)) & 0xF) * x.s2 + (float)((u >> (24 + sh)) & 0xF) * x.s3;
+}
+
+inline float hsum4(float4 v) { return (v.s0 + v.s1) + (v.s2 + v.s3); }
+
+/* Scale and min of 32-group j from the 12 packed bytes (3 little-endian words). */
+inline void q4k_sm(uint3 s, int j, float *sc, float *m)
+{
+    uchar b[12];
+    for (int i = 0; i < 4; i++) {
+        b[i] = (uchar)(s.x >> (8 * i));
+        b[4 + i] = (uchar)(s.y >> (8 * i));
+        b[8 + i] = (uchar)(s.z >> (8 * i));
+    }
+    if (j < 4) {
+        *sc = (float)(b[j] & 63);
+        *m = (float)(b[j + 4] & 63);
+    } else {
+        *sc = (float)((b[j + 4] & 0xF) | ((b[j - 4] >> 6) << 4));
+        *m = (float)((b[j + 4] >> 4) | ((b[j] >> 6) << 4));
+    }
+}
+
+/* Sums of the R rows' partials over the work-group; work-item r < R gets row r's. */
+inline float mv1_reduce(local float *red, float *acc, int R)
+{
+    int lid = get_local_id(0);
+    for (int r = 0; r < R; r++) red[r * MV1_LS + lid] = acc[r];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid < R * 16) {
+        int r = lid / 16, p = lid % 16;
+        local float *q = red + r * MV1_LS + p;
+        q[0] = (q[0] + q[16]) + (q[32] + q[48]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float s = 0.0f;
+    if (lid < R)
+        for (int i = 0; i < 16; i++) s += red[lid * MV1_LS + i];
+    return s;
+}
+
+#define MV1_KERNELS(R)                                                                                      \
+    kernel void mv1_q4_k_r##R(global const uchar *w, ulong woff, long wrow, global const uchar *xb, ulong xoff, \
+                              global uchar *outb, ulong ooff, global const uchar *bb, ulong boff, int bias_kind, \
+                              long bstride, long N, long K, local float *red)                               \
+    {                                                                                                       \
+        int lid = get_local_id(0);                                                                          \
+        long n0 = get_group_id(0) * R;                                                                      \
+        int nr = (int)min((long)R, N - n0);                                                                 \
+        global const float *x = (global const float *)(xb + xoff);                                         \
+        float acc[R];                                                                                       \
+        for (int r = 0; r < R; r++) acc[r] = 0.0f;                                                          \
+        int c = lid % 8, j = 2 * (c / 2), l0 = 16 * (c % 2);                                                \
+        long nch = K / 32;                                                                                  \
+        for (long ch = lid; ch < nch; ch += MV1_LS) {                                                       \
+            long b = ch / 8;                                                                                \
+            global const float4 *xl = (global const float4 *)(x + b * 256 + 32 * j + l0);                  \
+            float4 a0 = xl[0], a1 = xl[1], a2 = xl[2], a3 = xl[3];                                          \
+            float4 h0 = xl[8], h1 = xl[9], h2 = xl[10], h3 = xl[11];                                        \
+            float sl = hsum4(a0 + a1 + a2 + a3), sh = hsum4(h0 + h1 + h2 + h3);                             \
+            for (int r = 0; r < nr; r++) {                                                                  \
+                global const uchar *blk = w + woff + (n0 + r) * wrow + b * 144;                             \
+                uint4 q = *(global const uint4 *)(blk + 16 + 16 * c);                                       \
+                uint3 s = vload3(0, (global const uint *)(blk + 4));                                       \
+                float2 dm = vload_half2(0, (global const half *)blk);                                      \
+                float sc0, m0, sc1, m1;                                                                     \
+                q4k_sm(s, j, &sc0, &m0);                                                                    \
+                q4k_sm(s, j + 1, &sc1, &m1);                                                                \
+                float dl = nib4(q.x, 0, a0) + nib4(q.y, 0, a1) + nib4(q.z, 0, a2) + nib4(q.w, 0, a3);       \
+                float dh = nib4(q.x, 4, h0) + nib4(q.y, 4, h1) + nib4(q.z, 4, h2) + nib4(q.w, 4, h3);       \
+                acc[r] += dm.x * (sc0 * dl + sc1 * dh) - dm.y * (m0 * sl + m1 * sh);                        \
+            }                                                                                               \
+        }                                                                                                   \
+        float s = mv1_reduce(red, acc, R);                                                                  \
+        if (lid < nr) {                                                                                     \
+            global float *out = (global float *)(outb + ooff);                                              \
+            out[n0 + lid] = s + bias_at(bb, boff, bias_kind, bstride, n0 + lid);                            \
+        }                                                                                                   \
+    }                                                                                                       \
+                                                                                                            \
+    /* Q6_K chunk (h, l0): ql bytes 64h + l0 .. +7 (low nibbles: elements 128h + l0 + i,            \
+     * high: + 64) and 64h + 32 + l0 .. +7 (+32 and +96), qh bytes 32h + l0 .. +7 (2 bits per set). \
+     * Blocks are 210 bytes, so only 2-byte loads are aligned. */                                        \
+    kernel void mv1_q6_k_r##R(global const uchar *w, ulong woff, long wrow, global const uchar *xb, ulong xoff, \
+                              global uchar *outb, ulong ooff, global const uchar *bb, ulong boff, int bias_kind, \
+                              long bstride, long N, long K, local float *red)                               \
+    {                                                                                                       \
+        int lid = get_local_id(0);                                                                          \
+        long n0 = get_group_id(0) * R;                                                                      \
+        int nr = (int)min((long)R, N - n0);                                                                 \
+        global const float *x = (global const float *)(xb + xoff);                                         \
+        float acc[R];                                                                                       \
+        for (int r = 0; r < R; r++) acc[r] = 0.0f;                                                          \
+        int c = lid % 8, h = c / 4, l0 = 8 * (c % 4), g0 = 8 * h + l0 / 16;                                 \
+        long nch = K / 32;                                                                                  \
+        for (long ch = lid; ch < nch; ch += MV1_LS) {                                                       \
+            long b = ch / 8;                                                                                \
+            global const float4 *xl = (global const float4 *)(x + b * 256 + 128 * h + l0);                 \
+            float4 x0a = xl[0], x0b = xl[1], x1a = xl[8], x1b = xl[9];                                      \
+            float4 x2a = xl[16], x2b = xl[17], x3a = xl[24], x3b = xl[25];                                  \
+            for (int r = 0; r < nr; r++) {                                                                  \
+                global const uchar *blk = w + woff + (n0 + r) * wrow + b * 210;                             \
+                ushort4 la = vload4(0, (global const ushort *)(blk + 64 * h + l0));                        \
+                ushort4 lb = vload4(0, (global const ushort *)(blk + 64 * h + 32 + l0));                   \
+                ushort4 hh = vload4(0, (global const ushort *)(blk + 128 + 32 * h + l0));                  \
+                uint la0 = la.x | ((uint)la.y << 16), la1 = la.z | ((uint)la.w << 16);                      \
+                uint lb0 = lb.x | ((uint)lb.y << 16), lb1 = lb.z | ((uint)lb.w << 16);                      \
+                uint hh0 = hh.x | ((uint)hh.y << 16), hh1 = hh.z | ((uint)hh.w << 16);                      \
+                global const char *sc = (global const char *)(blk + 192);                                   \
+                float d = vload_half(0, (global const half *)(blk + 208));                                 \
+                float s0 = q6_8(la0, la1, hh0, hh1, 0, 0, x0a, x0b);                                        \
+                float s1 = q6_8(lb0, lb1, hh0, hh1, 0, 2, x1a, x1b);                                        \
+                float s2 = q6_8(la0, la1, hh0, hh1, 4, 4, x2a, x2b);                                        \
+                float s3 = q6_8(lb0, lb1, hh0, hh1, 4, 6, x3a, x3b);                                        \
+                acc[r] += d * ((float)sc[g0] * s0 + (float)sc[g0 + 2] * s1 + (float)sc[g0 + 4] * s2 +       \
+                               (float)sc[g0 + 6] * s3);                                                     \
+            }                                                                                               \
+        }                                                                                                   \
+        float s = mv1_reduce(red, acc, R);                                                                  \
+        if (lid < nr) {                                                                                     \
+            global float *out = (global float *)(outb + ooff);                                              \
+            out[n0 + lid] = s + bias_at(bb, boff, bias_kind, bstride, n0 + lid);                            \
+        }                                                                                                   \
+    }
+
+/* 4 Q6_K values (low 4 bits from l at lsh, high 2 from h at hsh) dotted with x. */
+inline float q6_4(uint l, uint h, int lsh, int hsh, float4 x)
+{
+    float4 q;
+    q.s0 = (float)((int)(((l >> lsh) & 0xF) | (((h >> hsh) & 3) << 4)) - 32);
+    q.s1 = (float)((int)(((l >> (8 + lsh)) & 0xF) | (((h >> (8 + hsh)) & 3) << 4)) - 32);
+    q.s2 = (float)((int)(((l >> (16 + lsh)) & 0xF) | (((h >> (16 + hsh)) & 3) << 4)) - 32);
+    q.s3 = (float)((int)(((l >> (24 + lsh)) & 0xF) | (((h >> (24 + hsh)) & 3) << 4)) - 32);
+    return dot(q, x);
+}
+
+inline float q6_8(uint l0, uint l1, uint h0, uint h1, int lsh, int hsh, float4 xa, float4 xb)
+{
+    return q6_4(l0, h0, lsh, hsh, xa) + q6_4(l1, h1, lsh, hsh, xb);
+}
+
+MV1_KERNELS(1)
+MV1_KERNELS(4)
