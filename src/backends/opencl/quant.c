@@ -269,8 +269,8 @@ static int mv1_rows(const ct_device *dev, const ct_op *op)
     if (!ocl_mem(x, dev, &xoff) || !ocl_mem(w, dev, &woff)) return 0;
     unsigned align = w->dtype == CT_Q4_K ? 16 : 2;
     if (xoff % 16 || woff % align || (cl_ulong)wrow % align) return 0;
-    const char *e = getenv("CTORCH_OPENCL_MV1_ROWS"); /* a tuning switch: 1 or 4 everywhere */
-    if (e && (!strcmp(e, "1") || !strcmp(e, "4"))) return e[0] - '0';
+    const char *e = getenv("CTORCH_OPENCL_MV1_ROWS"); /* a tuning switch: 1 or 4 everywhere, 0 off */
+    if (e && (!strcmp(e, "0") || !strcmp(e, "1") || !strcmp(e, "4"))) return e[0] - '0';
     return N >= 8 * (int64_t)info->compute_units ? 4 : 1;
 }
 
