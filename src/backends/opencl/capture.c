@@ -190,7 +190,16 @@ ct_status ocl_step_capture(ct_device *dev, const ct_op *ops, int n, void **handl
     if (!c) return core_err(CT_ERR_OOM, "%s: out of host memory capturing a step", dev->info.name);
     od->cap = c;
     ct_status s = CT_OK;
-    for (int i = 0; i < n && s == CT_OK; i++) s = dev->ops->run(dev, &ops[i]);
+    int fused = 0;
+    for (int i = 0; i < n && s == CT_OK;) {
+        int used = ocl_quant_fuse(dev, ops + i, n - i);
+        if (used > 0) {
+            fused += used;
+            i += used;
+        } else {
+            s = dev->ops->run(dev, &ops[i++]);
+        }
+    }
     od->cap = NULL;
     if (s == CT_OK && c->failed) s = core_err(CT_ERR_OOM, "%s: out of host memory capturing a step", dev->info.name);
     if (s != CT_OK) {
@@ -198,7 +207,8 @@ ct_status ocl_step_capture(ct_device *dev, const ct_op *ops, int n, void **handl
         return s == CT_ERR_DEVICE_FAULT ? core_err(CT_ERR_UNSUPPORTED, "%s", ct_last_error()) : s;
     }
     drop_known(c);
-    core_log(CT_LOG_INFO, "%s: step of %d ops captured as %d kernel launches", dev->info.name, n, c->n_launches);
+    core_log(CT_LOG_INFO, "%s: step of %d ops captured as %d kernel launches (%d ops in fused launches)",
+             dev->info.name, n, c->n_launches, fused);
     *handle = c;
     return CT_OK;
 }

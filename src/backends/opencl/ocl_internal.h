@@ -100,6 +100,11 @@ bool ocl_nn_supports(const ct_device *dev, const ct_op *op);
 ct_status ocl_nn_run(ct_device *dev, const ct_op *op);
 bool ocl_quant_supports(const ct_device *dev, const ct_op *op);
 ct_status ocl_quant_run(ct_device *dev, const ct_op *op);
+/* The step planner's hook (capture.c, while capturing): when ops[0..] start a pattern the
+ * quant group runs as one launch (a one-row linear and the ADD after it; gate and up
+ * linears and their SWIGLU), records that launch, every tensor of those ops written as
+ * they would have been, and returns how many ops it covered; 0 otherwise. */
+int ocl_quant_fuse(ct_device *dev, const ct_op *ops, int n);
 /* ct_backend_ops.import: a placed quantized weight kept in the kernels' own layout. */
 ct_status ocl_quant_import(ct_device *dev, const ct_tensor *t);
 

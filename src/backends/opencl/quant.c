@@ -258,7 +258,7 @@ static size_t mv_local(const ocl_dev_info *info)
 static int mv1_rows(const ct_device *dev, const ct_op *op)
 {
     const ct_tensor *x = op->src[0], *w = op->src[1];
-    if (w->dtype != CT_Q4_K && w->dtype != CT_Q6_K) return 0;
+    if (matvec_rows(ocl_info(dev)) || (w->dtype != CT_Q4_K && w->dtype != CT_Q6_K)) return 0;
     const ocl_dev_info *info = ocl_info(dev);
     if (info->max_wg < OCL_Q_MV1_LS || info->local_mem < 4 * OCL_Q_MV1_LS * sizeof(float)) return 0;
     int64_t N = w->shape[0], K = w->shape[1];
@@ -292,6 +292,41 @@ static bool linear_ok(const ct_device *dev, const ct_op *op)
     return info->max_wg >= 64 && info->local_mem >= OCL_Q_TILE_LOCAL_BYTES;
 }
 
+/* A residual added in the one-row kernel's epilogue: z = y + r (the ADD after a linear). */
+typedef struct mv1_add {
+    cl_mem rm, zm;
+    cl_ulong roff, zoff;
+} mv1_add;
+
+static ct_status run_mv1(ct_device *dev, const ct_op *op, int r1, const mv1_add *add)
+{
+    const ct_tensor *x = op->src[0], *w = op->src[1], *b = op->src[2];
+    cl_long N = w->shape[0], K = w->shape[1], wrow = 0, bstride = b ? b->stride[0] : 0;
+    if (N > 1) q_byte_stride(w, 0, &wrow);
+    cl_int bk = bias_kind(b), epi = add != NULL;
+    cl_mem wm, xm, om, bm;
+    cl_ulong woff, xoff, ooff, boff = 0;
+    ct_status s = q_mem(w, dev, "linear", "weight", &wm, &woff);
+    if (s == CT_OK) s = q_mem(x, dev, "linear", "input", &xm, &xoff);
+    if (s == CT_OK) s = q_mem(op->dst, dev, "linear", "output", &om, &ooff);
+    if (s == CT_OK && b) s = q_mem(b, dev, "linear", "bias", &bm, &boff);
+    if (s != CT_OK) return s;
+    if (!b) bm = xm; /* never read (bias_kind 0); a real buffer keeps every driver happy */
+    mv1_add none = {xm, om, 0, 0};
+    if (!add) add = &none;
+    char name[32];
+    snprintf(name, sizeof name, "mv1_%s_r%d", fmt_name(w->dtype), r1);
+    cl_kernel k;
+    s = ocl_kernel(dev, OCL_Q_PROGRAM, name, &k);
+    size_t ls = OCL_Q_MV1_LS, global = (size_t)((N + r1 - 1) / r1) * ls;
+    if (s == CT_OK)
+        s = OCL_SET_ARGS(dev, k, name, OCL_ARG(wm), OCL_ARG(woff), OCL_ARG(wrow), OCL_ARG(xm), OCL_ARG(xoff),
+                         OCL_ARG(om), OCL_ARG(ooff), OCL_ARG(bm), OCL_ARG(boff), OCL_ARG(bk), OCL_ARG(bstride),
+                         OCL_ARG(N), OCL_ARG(K), OCL_ARG(epi), OCL_ARG(add->rm), OCL_ARG(add->roff),
+                         OCL_ARG(add->zm), OCL_ARG(add->zoff), OCL_LOCAL(sizeof(float) * OCL_Q_MV1_LS * (size_t)r1));
+    return s != CT_OK ? s : ocl_launch(dev, k, name, 1, &global, &ls);
+}
+
 static ct_status run_linear(ct_device *dev, const ct_op *op)
 {
     const ct_tensor *x = op->src[0], *w = op->src[1], *b = op->src[2];
@@ -313,16 +348,7 @@ static ct_status run_linear(ct_device *dev, const ct_op *op)
     cl_kernel k;
     char name[32];
     int r1 = !rows && M == 1 ? mv1_rows(dev, op) : 0;
-    if (r1) {
-        snprintf(name, sizeof name, "mv1_%s_r%d", fmt_name(w->dtype), r1);
-        s = ocl_kernel(dev, OCL_Q_PROGRAM, name, &k);
-        size_t ls = OCL_Q_MV1_LS, global = (size_t)((N + r1 - 1) / r1) * ls;
-        if (s == CT_OK)
-            s = OCL_SET_ARGS(dev, k, name, OCL_ARG(wm), OCL_ARG(woff), OCL_ARG(wrow), OCL_ARG(xm), OCL_ARG(xoff),
-                             OCL_ARG(om), OCL_ARG(ooff), OCL_ARG(bm), OCL_ARG(boff), OCL_ARG(bk), OCL_ARG(bstride),
-                             OCL_ARG(lN), OCL_ARG(lK), OCL_LOCAL(sizeof(float) * OCL_Q_MV1_LS * (size_t)r1));
-        return s != CT_OK ? s : ocl_launch(dev, k, name, 1, &global, &ls);
-    }
+    if (r1) return run_mv1(dev, op, r1, NULL);
     s = q_kernel(dev, rows ? "matvec_rows" : decode ? "matvec" : "matmul", w->dtype, &k, name, sizeof name);
     if (s != CT_OK) return s;
     ocl_arg args[17] = {OCL_ARG(wm), OCL_ARG(woff), OCL_ARG(wrow), OCL_ARG(xm),  OCL_ARG(xoff), OCL_ARG(rsx),
@@ -354,6 +380,114 @@ static ct_status run_linear(ct_device *dev, const ct_op *op)
     size_t global[2] = {round_up((size_t)N, OCL_Q_TILE) / 4, round_up((size_t)M, OCL_Q_TILE) / 4}, local[2] = {8, 8};
     return s != CT_OK ? s : ocl_launch(dev, k, name, 2, global, local);
 }
+
+/* ---------------- fused decode launches (the step planner, capture.c) ---------------- */
+
+/* A tensor's device range [lo, hi) in bytes, for overlap tests between fused operands. */
+typedef struct q_span {
+    cl_mem m;
+    cl_ulong lo, hi;
+} q_span;
+
+static bool q_span_of(const ct_tensor *t, const ct_device *dev, q_span *sp)
+{
+    if (t->dtype != CT_F32 || !tensor_is_contiguous(t)) return false;
+    sp->m = ocl_mem(t, dev, &sp->lo);
+    sp->hi = sp->lo + (cl_ulong)ct_tensor_nbytes(t);
+    return sp->m != NULL;
+}
+
+static bool q_overlap(const q_span *a, const q_span *b) { return a->m == b->m && a->lo < b->hi && b->lo < a->hi; }
+static bool q_same(const q_span *a, const q_span *b) { return a->m == b->m && a->lo == b->lo && a->hi == b->hi; }
+
+/* A one-row Q4_K/Q6_K LINEAR this device runs with the mv1 kernels: their row count. */
+static int fusable_linear(const ct_device *dev, const ct_op *op)
+{
+    if (op->kind != CT_OP_LINEAR || !ocl_quant_supports(dev, op)) return 0;
+    return mv1_rows(dev, op);
+}
+
+/* LINEAR y = x W^T (+ b), then ADD z = y + r (either order): one launch writing y and z. */
+static bool fuse_linear_add(ct_device *dev, const ct_op *ops, int n)
+{
+    int r1 = n >= 2 ? fusable_linear(dev, &ops[0]) : 0;
+    const ct_op *add = &ops[1];
+    if (!r1 || add->kind != CT_OP_ADD || add->n_src != 2 || !add->src[0] || !add->src[1]) return false;
+    q_span x, y, a, b, z;
+    const ct_tensor *xt = ops[0].src[0];
+    int64_t N = ops[0].src[1]->shape[0];
+    if (!q_span_of(ops[0].dst, dev, &y) || !q_span_of(add->src[0], dev, &a) || !q_span_of(add->src[1], dev, &b) ||
+        !q_span_of(add->dst, dev, &z))
+        return false;
+    if (ct_tensor_numel(add->dst) != N || ct_tensor_numel(add->src[0]) != N || ct_tensor_numel(add->src[1]) != N)
+        return false;
+    const q_span *r = q_same(&a, &y) ? &b : q_same(&b, &y) ? &a : NULL;
+    if (!r || q_overlap(r, &y)) return false;
+    cl_ulong xo;
+    x.m = ocl_mem(xt, dev, &xo);
+    x.lo = xo, x.hi = xo + (cl_ulong)ct_tensor_nbytes(xt);
+    /* z is written while other work-groups still read x, and element by element after r */
+    if (q_overlap(&z, &x) || q_overlap(&z, &y) || (q_overlap(&z, r) && !q_same(&z, r))) return false;
+    mv1_add e = {r->m, z.m, r->lo, z.lo};
+    return run_mv1(dev, &ops[0], r1, &e) == CT_OK;
+}
+
+/* LINEAR g = x Wg^T, LINEAR u = x Wu^T (same x, format and shape, no bias), SWIGLU
+ * h = silu(g) * u: one launch writing g, u and h. */
+static bool fuse_gate_up(ct_device *dev, const ct_op *ops, int n)
+{
+    int r1 = n >= 3 ? fusable_linear(dev, &ops[0]) : 0;
+    if (!r1 || fusable_linear(dev, &ops[1]) != r1 || ops[2].kind != CT_OP_SWIGLU || ops[2].n_src != 2) return false;
+    const ct_tensor *wg = ops[0].src[1], *wu = ops[1].src[1];
+    if (ops[0].src[2] || ops[1].src[2] || wg->dtype != wu->dtype || wg->shape[0] != wu->shape[0] ||
+        wg->shape[1] != wu->shape[1])
+        return false;
+    q_span x0, x1, g, u, sg, su, h;
+    cl_ulong o0, o1;
+    x0.m = ocl_mem(ops[0].src[0], dev, &o0);
+    x1.m = ocl_mem(ops[1].src[0], dev, &o1);
+    if (x0.m != x1.m || o0 != o1 || ops[0].src[0]->ndim != ops[1].src[0]->ndim) return false;
+    x0.lo = o0, x0.hi = o0 + (cl_ulong)ct_tensor_nbytes(ops[0].src[0]);
+    int64_t N = wg->shape[0];
+    if (!q_span_of(ops[0].dst, dev, &g) || !q_span_of(ops[1].dst, dev, &u) || !q_span_of(ops[2].src[0], dev, &sg) ||
+        !q_span_of(ops[2].src[1], dev, &su) || !q_span_of(ops[2].dst, dev, &h))
+        return false;
+    if (!q_same(&sg, &g) || !q_same(&su, &u) || ct_tensor_numel(ops[2].dst) != N || q_overlap(&g, &u) ||
+        q_overlap(&h, &x0) || q_overlap(&h, &g) || q_overlap(&h, &u))
+        return false;
+    cl_long wgrow = 0, wurow = 0, lN = N, lK = wg->shape[1];
+    if (N > 1 && (!q_byte_stride(wg, 0, &wgrow) || !q_byte_stride(wu, 0, &wurow))) return false;
+    cl_mem gm, um;
+    cl_ulong goff, uoff;
+    gm = ocl_mem(wg, dev, &goff);
+    um = ocl_mem(wu, dev, &uoff);
+    char name[32];
+    snprintf(name, sizeof name, "mv1gu_%s_r%d", fmt_name(wg->dtype), r1);
+    cl_kernel k;
+    size_t ls = OCL_Q_MV1_LS, global = (size_t)((N + r1 - 1) / r1) * ls;
+    size_t local = sizeof(float) * (size_t)(2 * r1) * (OCL_Q_MV1_LS + 1);
+    if (!gm || !um || local > ocl_info(dev)->local_mem || ocl_kernel(dev, OCL_Q_PROGRAM, name, &k) != CT_OK) return false;
+    ct_status s = OCL_SET_ARGS(dev, k, name, OCL_ARG(gm), OCL_ARG(goff), OCL_ARG(wgrow), OCL_ARG(um), OCL_ARG(uoff),
+                               OCL_ARG(wurow), OCL_ARG(x0.m), OCL_ARG(o0), OCL_ARG(g.m), OCL_ARG(g.lo), OCL_ARG(u.m),
+                               OCL_ARG(u.lo), OCL_ARG(h.m), OCL_ARG(h.lo), OCL_ARG(lN), OCL_ARG(lK), OCL_LOCAL(local));
+    return s == CT_OK && ocl_launch(dev, k, name, 1, &global, &ls) == CT_OK;
+}
+
+static bool g_no_fuse;
+static int g_fused_total;
+
+void ocl_quant_test_fuse(bool on) { g_no_fuse = !on; }
+
+int ocl_quant_fuse(ct_device *dev, const ct_op *ops, int n)
+{
+    const char *e = getenv("CTORCH_OPENCL_FUSE"); /* an A/B switch: 0 captures op by op */
+    if (g_no_fuse || (e && !strcmp(e, "0"))) return 0;
+    int used = fuse_gate_up(dev, ops, n) ? 3 : fuse_linear_add(dev, ops, n) ? 2 : 0;
+    __atomic_fetch_add(&g_fused_total, used, __ATOMIC_RELAXED);
+    return used;
+}
+
+int ocl_quant_fused_total(void) { return __atomic_load_n(&g_fused_total, __ATOMIC_RELAXED); }
 
 /* ---------------- the group's entry points ---------------- */
 

@@ -351,8 +351,13 @@ QUANT_KERNELS(q6_k, blk_q6_k, 16)
  * bytes of Q6_K), loads the matching 32 values of x once with float4 loads and applies them
  * to the R rows, so x is read once per R rows from the cache and the weights with wide
  * loads; the partial sums meet in local memory (two barriers). MV1_LS is a multiple of
- * the 8 chunks of a block, so a work-item's chunk position in the block (and with it the
- * scales it needs) is fixed. quant.c checks the alignments the vector loads need. */
+ * the 8 chunks of a block, so a work-item's chunk position c in the block (and with it the
+ * scales it needs) is fixed. quant.c checks the alignments the vector loads need.
+ *
+ * Epilogues, for the step planner (capture.c) fusing an op into the matvec that feeds it,
+ * every tensor of the fused ops still written: epi 1 adds a residual (z = y + r, the ADD
+ * after a linear); the gated kernels compute two weights' rows at once and write
+ * g, u and silu(g) * u (the SWIGLU after the gate and up linears). */
 #define MV1_LS 64
 
 inline float nib4(uint u, int sh, float4 x)
@@ -381,107 +386,35 @@ inline void q4k_sm(uint3 s, int j, float *sc, float *m)
     }
 }
 
-/* Sums of the R rows' partials over the work-group; work-item r < R gets row r's. */
-inline float mv1_reduce(local float *red, float *acc, int R)
+/* x of chunk c of block b: 8 float4 (Q4_K: the low-nibble 16 then the high-nibble 16;
+ * Q6_K: 8 values of each of the 4 sets) and, for Q4_K's mins, the two halves' sums. */
+typedef struct {
+    float4 v[8];
+    float s0, s1;
+} mv1_x;
+
+inline void q4_k_x(global const float *x, long b, int c, mv1_x *o)
 {
-    int lid = get_local_id(0);
-    for (int r = 0; r < R; r++) red[r * MV1_LS + lid] = acc[r];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (lid < R * 16) {
-        int r = lid / 16, p = lid % 16;
-        local float *q = red + r * MV1_LS + p;
-        q[0] = (q[0] + q[16]) + (q[32] + q[48]);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    float s = 0.0f;
-    if (lid < R)
-        for (int i = 0; i < 16; i++) s += red[lid * MV1_LS + i];
-    return s;
+    int j = 2 * (c / 2), l0 = 16 * (c % 2);
+    global const float4 *p = (global const float4 *)(x + b * 256 + 32 * j + l0);
+    for (int i = 0; i < 4; i++) o->v[i] = p[i], o->v[4 + i] = p[8 + i];
+    o->s0 = hsum4((o->v[0] + o->v[1]) + (o->v[2] + o->v[3]));
+    o->s1 = hsum4((o->v[4] + o->v[5]) + (o->v[6] + o->v[7]));
 }
 
-#define MV1_KERNELS(R)                                                                                      \
-    kernel void mv1_q4_k_r##R(global const uchar *w, ulong woff, long wrow, global const uchar *xb, ulong xoff, \
-                              global uchar *outb, ulong ooff, global const uchar *bb, ulong boff, int bias_kind, \
-                              long bstride, long N, long K, local float *red)                               \
-    {                                                                                                       \
-        int lid = get_local_id(0);                                                                          \
-        long n0 = get_group_id(0) * R;                                                                      \
-        int nr = (int)min((long)R, N - n0);                                                                 \
-        global const float *x = (global const float *)(xb + xoff);                                         \
-        float acc[R];                                                                                       \
-        for (int r = 0; r < R; r++) acc[r] = 0.0f;                                                          \
-        int c = lid % 8, j = 2 * (c / 2), l0 = 16 * (c % 2);                                                \
-        long nch = K / 32;                                                                                  \
-        for (long ch = lid; ch < nch; ch += MV1_LS) {                                                       \
-            long b = ch / 8;                                                                                \
-            global const float4 *xl = (global const float4 *)(x + b * 256 + 32 * j + l0);                  \
-            float4 a0 = xl[0], a1 = xl[1], a2 = xl[2], a3 = xl[3];                                          \
-            float4 h0 = xl[8], h1 = xl[9], h2 = xl[10], h3 = xl[11];                                        \
-            float sl = hsum4(a0 + a1 + a2 + a3), sh = hsum4(h0 + h1 + h2 + h3);                             \
-            for (int r = 0; r < nr; r++) {                                                                  \
-                global const uchar *blk = w + woff + (n0 + r) * wrow + b * 144;                             \
-                uint4 q = *(global const uint4 *)(blk + 16 + 16 * c);                                       \
-                uint3 s = vload3(0, (global const uint *)(blk + 4));                                       \
-                float2 dm = vload_half2(0, (global const half *)blk);                                      \
-                float sc0, m0, sc1, m1;                                                                     \
-                q4k_sm(s, j, &sc0, &m0);                                                                    \
-                q4k_sm(s, j + 1, &sc1, &m1);                                                                \
-                float dl = nib4(q.x, 0, a0) + nib4(q.y, 0, a1) + nib4(q.z, 0, a2) + nib4(q.w, 0, a3);       \
-                float dh = nib4(q.x, 4, h0) + nib4(q.y, 4, h1) + nib4(q.z, 4, h2) + nib4(q.w, 4, h3);       \
-                acc[r] += dm.x * (sc0 * dl + sc1 * dh) - dm.y * (m0 * sl + m1 * sh);                        \
-            }                                                                                               \
-        }                                                                                                   \
-        float s = mv1_reduce(red, acc, R);                                                                  \
-        if (lid < nr) {                                                                                     \
-            global float *out = (global float *)(outb + ooff);                                              \
-            out[n0 + lid] = s + bias_at(bb, boff, bias_kind, bstride, n0 + lid);                            \
-        }                                                                                                   \
-    }                                                                                                       \
-                                                                                                            \
-    /* Q6_K chunk (h, l0): ql bytes 64h + l0 .. +7 (low nibbles: elements 128h + l0 + i,            \
-     * high: + 64) and 64h + 32 + l0 .. +7 (+32 and +96), qh bytes 32h + l0 .. +7 (2 bits per set). \
-     * Blocks are 210 bytes, so only 2-byte loads are aligned. */                                        \
-    kernel void mv1_q6_k_r##R(global const uchar *w, ulong woff, long wrow, global const uchar *xb, ulong xoff, \
-                              global uchar *outb, ulong ooff, global const uchar *bb, ulong boff, int bias_kind, \
-                              long bstride, long N, long K, local float *red)                               \
-    {                                                                                                       \
-        int lid = get_local_id(0);                                                                          \
-        long n0 = get_group_id(0) * R;                                                                      \
-        int nr = (int)min((long)R, N - n0);                                                                 \
-        global const float *x = (global const float *)(xb + xoff);                                         \
-        float acc[R];                                                                                       \
-        for (int r = 0; r < R; r++) acc[r] = 0.0f;                                                          \
-        int c = lid % 8, h = c / 4, l0 = 8 * (c % 4), g0 = 8 * h + l0 / 16;                                 \
-        long nch = K / 32;                                                                                  \
-        for (long ch = lid; ch < nch; ch += MV1_LS) {                                                       \
-            long b = ch / 8;                                                                                \
-            global const float4 *xl = (global const float4 *)(x + b * 256 + 128 * h + l0);                 \
-            float4 x0a = xl[0], x0b = xl[1], x1a = xl[8], x1b = xl[9];                                      \
-            float4 x2a = xl[16], x2b = xl[17], x3a = xl[24], x3b = xl[25];                                  \
-            for (int r = 0; r < nr; r++) {                                                                  \
-                global const uchar *blk = w + woff + (n0 + r) * wrow + b * 210;                             \
-                ushort4 la = vload4(0, (global const ushort *)(blk + 64 * h + l0));                        \
-                ushort4 lb = vload4(0, (global const ushort *)(blk + 64 * h + 32 + l0));                   \
-                ushort4 hh = vload4(0, (global const ushort *)(blk + 128 + 32 * h + l0));                  \
-                uint la0 = la.x | ((uint)la.y << 16), la1 = la.z | ((uint)la.w << 16);                      \
-                uint lb0 = lb.x | ((uint)lb.y << 16), lb1 = lb.z | ((uint)lb.w << 16);                      \
-                uint hh0 = hh.x | ((uint)hh.y << 16), hh1 = hh.z | ((uint)hh.w << 16);                      \
-                global const char *sc = (global const char *)(blk + 192);                                   \
-                float d = vload_half(0, (global const half *)(blk + 208));                                 \
-                float s0 = q6_8(la0, la1, hh0, hh1, 0, 0, x0a, x0b);                                        \
-                float s1 = q6_8(lb0, lb1, hh0, hh1, 0, 2, x1a, x1b);                                        \
-                float s2 = q6_8(la0, la1, hh0, hh1, 4, 4, x2a, x2b);                                        \
-                float s3 = q6_8(lb0, lb1, hh0, hh1, 4, 6, x3a, x3b);                                        \
-                acc[r] += d * ((float)sc[g0] * s0 + (float)sc[g0 + 2] * s1 + (float)sc[g0 + 4] * s2 +       \
-                               (float)sc[g0 + 6] * s3);                                                     \
-            }                                                                                               \
-        }                                                                                                   \
-        float s = mv1_reduce(red, acc, R);                                                                  \
-        if (lid < nr) {                                                                                     \
-            global float *out = (global float *)(outb + ooff);                                              \
-            out[n0 + lid] = s + bias_at(bb, boff, bias_kind, bstride, n0 + lid);                            \
-        }                                                                                                   \
-    }
+inline float q4_k_dot(global const uchar *blk, int c, const mv1_x *x)
+{
+    int j = 2 * (c / 2);
+    uint4 q = *(global const uint4 *)(blk + 16 + 16 * c);
+    uint3 s = vload3(0, (global const uint *)(blk + 4));
+    float2 dm = vload_half2(0, (global const half *)blk);
+    float sc0, m0, sc1, m1;
+    q4k_sm(s, j, &sc0, &m0);
+    q4k_sm(s, j + 1, &sc1, &m1);
+    float dl = nib4(q.x, 0, x->v[0]) + nib4(q.y, 0, x->v[1]) + nib4(q.z, 0, x->v[2]) + nib4(q.w, 0, x->v[3]);
+    float dh = nib4(q.x, 4, x->v[4]) + nib4(q.y, 4, x->v[5]) + nib4(q.z, 4, x->v[6]) + nib4(q.w, 4, x->v[7]);
+    return dm.x * (sc0 * dl + sc1 * dh) - dm.y * (m0 * x->s0 + m1 * x->s1);
+}
 
 /* 4 Q6_K values (low 4 bits from l at lsh, high 2 from h at hsh) dotted with x. */
 inline float q6_4(uint l, uint h, int lsh, int hsh, float4 x)
@@ -494,10 +427,121 @@ inline float q6_4(uint l, uint h, int lsh, int hsh, float4 x)
     return dot(q, x);
 }
 
-inline float q6_8(uint l0, uint l1, uint h0, uint h1, int lsh, int hsh, float4 xa, float4 xb)
+/* Q6_K chunk c = (h, l0): ql bytes 64h + l0 .. +7 (low nibbles: set 0, high: set 2) and
+ * 64h + 32 + l0 .. +7 (sets 1 and 3), qh bytes 32h + l0 .. +7 (2 bits per set); set s is
+ * elements 128h + 32s + l0 .. +7. Blocks are 210 bytes, so only 2-byte loads are aligned. */
+inline void q6_k_x(global const float *x, long b, int c, mv1_x *o)
 {
-    return q6_4(l0, h0, lsh, hsh, xa) + q6_4(l1, h1, lsh, hsh, xb);
+    int h = c / 4, l0 = 8 * (c % 4);
+    global const float4 *p = (global const float4 *)(x + b * 256 + 128 * h + l0);
+    for (int s = 0; s < 4; s++) o->v[2 * s] = p[8 * s], o->v[2 * s + 1] = p[8 * s + 1];
+    o->s0 = o->s1 = 0.0f;
 }
 
-MV1_KERNELS(1)
-MV1_KERNELS(4)
+inline float q6_k_dot(global const uchar *blk, int c, const mv1_x *x)
+{
+    int h = c / 4, l0 = 8 * (c % 4), g0 = 8 * h + l0 / 16;
+    ushort4 la = vload4(0, (global const ushort *)(blk + 64 * h + l0));
+    ushort4 lb = vload4(0, (global const ushort *)(blk + 64 * h + 32 + l0));
+    ushort4 hh = vload4(0, (global const ushort *)(blk + 128 + 32 * h + l0));
+    uint la0 = la.x | ((uint)la.y << 16), la1 = la.z | ((uint)la.w << 16);
+    uint lb0 = lb.x | ((uint)lb.y << 16), lb1 = lb.z | ((uint)lb.w << 16);
+    uint h0 = hh.x | ((uint)hh.y << 16), h1 = hh.z | ((uint)hh.w << 16);
+    global const char *sc = (global const char *)(blk + 192);
+    float d = vload_half(0, (global const half *)(blk + 208));
+    float s0 = q6_4(la0, h0, 0, 0, x->v[0]) + q6_4(la1, h1, 0, 0, x->v[1]);
+    float s1 = q6_4(lb0, h0, 0, 2, x->v[2]) + q6_4(lb1, h1, 0, 2, x->v[3]);
+    float s2 = q6_4(la0, h0, 4, 4, x->v[4]) + q6_4(la1, h1, 4, 4, x->v[5]);
+    float s3 = q6_4(lb0, h0, 4, 6, x->v[6]) + q6_4(lb1, h1, 4, 6, x->v[7]);
+    return d * ((float)sc[g0] * s0 + (float)sc[g0 + 2] * s1 + (float)sc[g0 + 4] * s2 + (float)sc[g0 + 6] * s3);
+}
+
+/* Sums of R rows' partials over the work-group; work-item r < R gets row r's. */
+inline float mv1_reduce(local float *red, float *acc, int R)
+{
+    int lid = get_local_id(0);
+    for (int r = 0; r < R; r++) red[r * MV1_LS + lid] = acc[r];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int t = lid; t < R * 16; t += MV1_LS) { /* each sums 4 and writes over its own first */
+        local float *q = red + (t / 16) * MV1_LS + t % 16;
+        q[0] = (q[0] + q[16]) + (q[32] + q[48]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float s = 0.0f;
+    if (lid < R)
+        for (int i = 0; i < 16; i++) s += red[lid * MV1_LS + i];
+    return s;
+}
+
+inline float silu_f(float x)
+{
+    float e = exp(-fabs(x)), s = 1.0f / (1.0f + e); /* ew.cl's sigmoid_f */
+    return x * (x < 0.0f ? e * s : s);
+}
+
+#define MV1_KERNELS(F, BLK, R)                                                                              \
+    kernel void mv1_##F##_r##R(global const uchar *w, ulong woff, long wrow, global const uchar *xb, ulong xoff, \
+                               global uchar *outb, ulong ooff, global const uchar *bb, ulong boff, int bias_kind, \
+                               long bstride, long N, long K, int epi, global const uchar *rb, ulong roff,   \
+                               global uchar *zb, ulong zoff, local float *red)                              \
+    {                                                                                                       \
+        int lid = get_local_id(0), c = lid % 8;                                                             \
+        long n0 = get_group_id(0) * R;                                                                      \
+        int nr = (int)min((long)R, N - n0);                                                                 \
+        global const float *x = (global const float *)(xb + xoff);                                         \
+        global const uchar *w0 = w + woff + n0 * wrow;                                                      \
+        float acc[R];                                                                                       \
+        for (int r = 0; r < R; r++) acc[r] = 0.0f;                                                          \
+        for (long ch = lid; ch < K / 32; ch += MV1_LS) {                                                    \
+            long b = ch / 8;                                                                                \
+            mv1_x xs;                                                                                       \
+            F##_x(x, b, c, &xs);                                                                            \
+            for (int r = 0; r < nr; r++) acc[r] += F##_dot(w0 + r * wrow + b * BLK, c, &xs);                \
+        }                                                                                                   \
+        float s = mv1_reduce(red, acc, R);                                                                  \
+        if (lid < nr) {                                                                                     \
+            long n = n0 + lid;                                                                              \
+            float y = s + bias_at(bb, boff, bias_kind, bstride, n);                                         \
+            ((global float *)(outb + ooff))[n] = y;                                                         \
+            if (epi == 1) ((global float *)(zb + zoff))[n] = y + ((global const float *)(rb + roff))[n];    \
+        }                                                                                                   \
+    }                                                                                                       \
+                                                                                                            \
+    kernel void mv1gu_##F##_r##R(global const uchar *wg, ulong wgoff, long wgrow, global const uchar *wu,   \
+                                 ulong wuoff, long wurow, global const uchar *xb, ulong xoff, global uchar *gb, \
+                                 ulong goff, global uchar *ub, ulong uoff, global uchar *hb, ulong hoff, long N, \
+                                 long K, local float *red)                                                  \
+    {                                                                                                       \
+        int lid = get_local_id(0), c = lid % 8;                                                             \
+        long n0 = get_group_id(0) * R;                                                                      \
+        int nr = (int)min((long)R, N - n0);                                                                 \
+        global const float *x = (global const float *)(xb + xoff);                                         \
+        global const uchar *g0 = wg + wgoff + n0 * wgrow, *u0 = wu + wuoff + n0 * wurow;                    \
+        float acc[2 * R];                                                                                   \
+        for (int r = 0; r < 2 * R; r++) acc[r] = 0.0f;                                                      \
+        for (long ch = lid; ch < K / 32; ch += MV1_LS) {                                                    \
+            long b = ch / 8;                                                                                \
+            mv1_x xs;                                                                                       \
+            F##_x(x, b, c, &xs);                                                                            \
+            for (int r = 0; r < nr; r++) {                                                                  \
+                acc[r] += F##_dot(g0 + r * wgrow + b * BLK, c, &xs);                                        \
+                acc[R + r] += F##_dot(u0 + r * wurow + b * BLK, c, &xs);                                    \
+            }                                                                                               \
+        }                                                                                                   \
+        float s = mv1_reduce(red, acc, 2 * R);                                                              \
+        local float *fin = red + 2 * R * MV1_LS; /* the R gate sums meet the R up sums */                   \
+        if (lid < 2 * R) fin[lid] = s;                                                                      \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                       \
+        if (lid < nr) {                                                                                     \
+            long n = n0 + lid;                                                                              \
+            float g = fin[lid], u = fin[R + lid];                                                           \
+            ((global float *)(gb + goff))[n] = g;                                                           \
+            ((global float *)(ub + uoff))[n] = u;                                                           \
+            ((global float *)(hb + hoff))[n] = silu_f(g) * u;                                               \
+        }                                                                                                   \
+    }
+
+MV1_KERNELS(q4_k, 144, 1)
+MV1_KERNELS(q4_k, 144, 4)
+MV1_KERNELS(q6_k, 210, 1)
+MV1_KERNELS(q6_k, 210, 4)
