@@ -375,24 +375,32 @@ static void test_matmul_vector(void)
 
 /* ---- fused decode launches in a recorded step ---- */
 
-/* A transformer MLP and an output projection at decode (one row): g = x Wg, u = x Wu,
- * h = swiglu(g, u), y = h Wd, z = y + x, o = z Wo, q = x + o. Captured on opencl:0 the
- * gate/up/swiglu become one launch and each linear + add another (5 ops fused). */
+/* A transformer layer's products at decode (one row of D): n1 = rms_norm(x) read by q, k
+ * (Q6_K) and v; t = q + k + v; n2 = rms_norm(t) read by gate and up, h = swiglu(g, u),
+ * y = h Wd, z = y + x, o = z Wo, out = x + o. Captured on opencl:0 these become 4 fused
+ * launches (norm + 3 linears, norm + gate/up/swiglu, 2 x linear + add: 12 ops) and 2 adds. */
 typedef struct mlp_w {
-    ct_tensor *wg, *wu, *wd, *wo;
+    ct_tensor *g1, *g2, *wq, *wk, *wv, *wg, *wu, *wd, *wo;
 } mlp_w;
 
 static ct_status mlp(const ct_tensor *x, const mlp_w *w, ct_tensor **out)
 {
-    ct_tensor *g = NULL, *u = NULL, *h = NULL, *y = NULL, *z = NULL, *o = NULL;
-    ct_status s = ct_linear(x, w->wg, NULL, &g);
-    if (s == CT_OK) s = ct_linear(x, w->wu, NULL, &u);
-    if (s == CT_OK) s = ct_swiglu(g, u, &h);
-    if (s == CT_OK) s = ct_linear(h, w->wd, NULL, &y);
-    if (s == CT_OK) s = ct_add(y, x, &z);
-    if (s == CT_OK) s = ct_linear(z, w->wo, NULL, &o);
-    if (s == CT_OK) s = ct_add(x, o, out);
-    ct_tensor_free(g), ct_tensor_free(u), ct_tensor_free(h), ct_tensor_free(y), ct_tensor_free(z), ct_tensor_free(o);
+    ct_tensor *t[14] = {0}; /* n1 q k v qk s n2 g u h y z o */
+    ct_status s = ct_rms_norm(x, w->g1, 1e-5, &t[0]);
+    if (s == CT_OK) s = ct_linear(t[0], w->wq, NULL, &t[1]);
+    if (s == CT_OK) s = ct_linear(t[0], w->wk, NULL, &t[2]);
+    if (s == CT_OK) s = ct_linear(t[0], w->wv, NULL, &t[3]);
+    if (s == CT_OK) s = ct_add(t[1], t[2], &t[4]);
+    if (s == CT_OK) s = ct_add(t[4], t[3], &t[5]);
+    if (s == CT_OK) s = ct_rms_norm(t[5], w->g2, 1e-5, &t[6]);
+    if (s == CT_OK) s = ct_linear(t[6], w->wg, NULL, &t[7]);
+    if (s == CT_OK) s = ct_linear(t[6], w->wu, NULL, &t[8]);
+    if (s == CT_OK) s = ct_swiglu(t[7], t[8], &t[9]);
+    if (s == CT_OK) s = ct_linear(t[9], w->wd, NULL, &t[10]);
+    if (s == CT_OK) s = ct_add(t[10], x, &t[11]);
+    if (s == CT_OK) s = ct_linear(t[11], w->wo, NULL, &t[12]);
+    if (s == CT_OK) s = ct_add(x, t[12], out);
+    for (int i = 0; i < 14; i++) ct_tensor_free(t[i]);
     return s;
 }
 
@@ -412,7 +420,11 @@ static void test_fused_step(void)
     if (!have_device()) return;
     th_rng r = {0xf05ed};
     const int64_t D = 256, F = 512; /* 4 rows per work-group on a small device, a partial last one */
-    mlp_w w = {qweight(&r, CT_Q4_K, F, D, NULL), qweight(&r, CT_Q4_K, F, D, NULL), qweight(&r, CT_Q6_K, D, F, NULL),
+    int64_t sg[1] = {D};
+    mlp_w w = {th_random(&r, 1, sg, CT_F32, 0.5, 1.5),      th_random(&r, 1, sg, CT_F32, 0.5, 1.5),
+               qweight(&r, CT_Q4_K, D, D, NULL),            qweight(&r, CT_Q6_K, D, D, NULL),
+               qweight(&r, CT_Q4_K, D, D, NULL),            qweight(&r, CT_Q4_K, F, D, NULL),
+               qweight(&r, CT_Q4_K, F, D, NULL),            qweight(&r, CT_Q6_K, D, F, NULL),
                qweight(&r, CT_Q4_K, D, D, NULL)};
     int64_t sx[2] = {1, D};
     ct_tensor *x = th_random(&r, 2, sx, CT_F32, -1, 1), *out = NULL;
@@ -440,12 +452,12 @@ static void test_fused_step(void)
         CHECK_MSG(!nf2 && e2 <= 2e-3, "replay %d: NMSE %.3g vs the cpu (non-finite %d)", k, e2, nf2);
         free(got), free(eager), free(cpu);
     }
-    CHECK_MSG(ocl_quant_fused_total() - fused0 == 5, "%d ops fused, expected 5 (gate/up/swiglu, 2 x linear+add)",
-              ocl_quant_fused_total() - fused0);
+    CHECK_MSG(ocl_quant_fused_total() - fused0 == 12, "%d ops fused, expected 12", ocl_quant_fused_total() - fused0);
     ocl_quant_test_matvec(OCL_Q_MATVEC_AUTO);
     ct_step_free(st);
     ct_tensor_free(out), ct_tensor_free(x);
-    ct_tensor_free(w.wg), ct_tensor_free(w.wu), ct_tensor_free(w.wd), ct_tensor_free(w.wo);
+    ct_tensor *all[] = {w.g1, w.g2, w.wq, w.wk, w.wv, w.wg, w.wu, w.wd, w.wo};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ct_tensor_free(all[i]);
 }
 
 int main(int argc, char **argv)

@@ -15,8 +15,8 @@
 
 #include "backends/opencl/ocl_internal.h"
 #include "backends/opencl/quant.h"
+#include "backends/opencl/quant_internal.h"
 
-#define OCL_Q_PROGRAM "quant"
 #define OCL_Q_MV_MAX_M 8  /* MV_MAX_M in quant.cl */
 #define OCL_Q_MV_LOCAL 64 /* work-items per output row of the matrix-vector kernel */
 #define OCL_Q_TILE 32     /* TILE in quant.cl: 8 x 8 work-items per TILE x TILE outputs */
@@ -34,7 +34,7 @@ typedef struct ocl_q_nd {
 } ocl_q_nd;
 
 /* The formats with kernels, by the suffix of their kernel names. */
-static const char *fmt_name(ct_dtype t)
+const char *ocl_q_fmt_name(ct_dtype t)
 {
     switch (t) {
     case CT_Q4_0: return "q4_0";
@@ -53,7 +53,7 @@ static const char *fmt_name(ct_dtype t)
 
 static ct_status q_kernel(ct_device *dev, const char *kind, ct_dtype t, cl_kernel *k, char *name, size_t len)
 {
-    snprintf(name, len, "%s_%s", kind, fmt_name(t));
+    snprintf(name, len, "%s_%s", kind, ocl_q_fmt_name(t));
     return ocl_kernel(dev, OCL_Q_PROGRAM, name, k);
 }
 
@@ -70,7 +70,7 @@ static ct_status q_mem(const ct_tensor *t, ct_device *dev, const char *op, const
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 /* Byte stride of a quantized tensor's dim d (its element stride holds whole blocks). */
-static bool q_byte_stride(const ct_tensor *t, int d, cl_long *out)
+bool ocl_q_byte_stride(const ct_tensor *t, int d, cl_long *out)
 {
     int64_t bs = ct_dtype_block_size(t->dtype);
     if (t->stride[d] % bs != 0) return false;
@@ -92,7 +92,7 @@ static bool copy_nd(const ct_op *op, ocl_q_nd *nd)
         nd->dstr[d] = dst->stride[d];
         int sd = d - lead;
         if (sd < 0 || src->shape[sd] == 1) continue;
-        if (src->shape[sd] != dst->shape[d] || !q_byte_stride(src, sd, &nd->sstr[d])) return false;
+        if (src->shape[sd] != dst->shape[d] || !ocl_q_byte_stride(src, sd, &nd->sstr[d])) return false;
     }
     return true;
 }
@@ -100,7 +100,7 @@ static bool copy_nd(const ct_op *op, ocl_q_nd *nd)
 static bool copy_ok(const ct_op *op)
 {
     const ct_tensor *src = op->src[0], *dst = op->dst;
-    if (!fmt_name(src->dtype) || (dst->dtype != CT_F32 && dst->dtype != CT_F16)) return false;
+    if (!ocl_q_fmt_name(src->dtype) || (dst->dtype != CT_F32 && dst->dtype != CT_F16)) return false;
     if (dst->ndim < 1 || src->ndim < 1 || src->ndim > dst->ndim) return false;
     int64_t D = dst->shape[dst->ndim - 1];
     ocl_q_nd nd;
@@ -111,7 +111,7 @@ static bool copy_ok(const ct_op *op)
 static bool copy_blocks_ok(const ct_op *op)
 {
     const ct_tensor *src = op->src[0], *dst = op->dst;
-    return fmt_name(src->dtype) && dst->dtype == src->dtype && tensor_is_contiguous(src) &&
+    return ocl_q_fmt_name(src->dtype) && dst->dtype == src->dtype && tensor_is_contiguous(src) &&
            tensor_is_contiguous(dst) && shape_equal(src->ndim, src->shape, dst->ndim, dst->shape);
 }
 
@@ -160,12 +160,12 @@ static ct_status run_copy(ct_device *dev, const ct_op *op)
 static bool embed_ok(const ct_op *op)
 {
     const ct_tensor *w = op->src[0], *ids = op->src[1];
-    if (!fmt_name(w->dtype) || w->ndim != 2 || !ids || (ids->dtype != CT_I32 && ids->dtype != CT_I64)) return false;
+    if (!ocl_q_fmt_name(w->dtype) || w->ndim != 2 || !ids || (ids->dtype != CT_I32 && ids->dtype != CT_I64)) return false;
     if (op->dst->dtype != CT_F32 || !tensor_is_contiguous(op->dst) || ids->ndim > CT_MAX_DIMS) return false;
     int64_t D = w->shape[1];
     cl_long wrow;
     return D % ct_dtype_block_size(w->dtype) == 0 && (D <= 1 || w->stride[1] == 1) &&
-           (w->shape[0] <= 1 || q_byte_stride(w, 0, &wrow));
+           (w->shape[0] <= 1 || ocl_q_byte_stride(w, 0, &wrow));
 }
 
 static ct_status run_embed(ct_device *dev, const ct_op *op)
@@ -181,7 +181,7 @@ static ct_status run_embed(ct_device *dev, const ct_op *op)
         nd.dstr[d] = ids->stride[d];
     }
     cl_long wrow = 0, V = w->shape[0], gpr = D / OCL_Q_GROUP, total = n * gpr;
-    if (V > 1) q_byte_stride(w, 0, &wrow);
+    if (V > 1) ocl_q_byte_stride(w, 0, &wrow);
     cl_int ids64 = ids->dtype == CT_I64;
     cl_mem wm, im, om;
     cl_ulong woff, ioff, ooff;
@@ -207,14 +207,17 @@ void ocl_quant_test_matvec(ocl_q_matvec mode) { g_matvec = mode; }
 /* The GPU kernels, or (CPU devices: PoCL sets up each work-group in about a microsecond,
  * 42 ms for a 32000-row output layer; its tiled products ran at half the speed) a
  * work-item per weight row. */
-static bool matvec_rows(const ocl_dev_info *info)
+bool ocl_q_matvec_rows(const ocl_dev_info *info)
 {
     if (g_matvec != OCL_Q_MATVEC_AUTO) return g_matvec == OCL_Q_MATVEC_ROWS;
+    /* a diagnostic switch: the GPU kernels (and the step planner's fusions) on a CPU device */
+    const char *e = getenv("CTORCH_OPENCL_MATVEC");
+    if (e && (!strcmp(e, "groups") || !strcmp(e, "rows"))) return e[0] == 'r';
     return (info->type & CL_DEVICE_TYPE_CPU) != 0;
 }
 
 /* x's leading dims fold into rows of one stride (rs), elements csx apart. */
-static bool x_rows(const ct_tensor *x, cl_long *rs, cl_long *cs)
+bool ocl_q_x_rows(const ct_tensor *x, cl_long *rs, cl_long *cs)
 {
     int nd = x->ndim;
     int64_t K = x->shape[nd - 1], expect = -1, span = 1;
@@ -229,7 +232,7 @@ static bool x_rows(const ct_tensor *x, cl_long *rs, cl_long *cs)
     return true;
 }
 
-static int bias_kind(const ct_tensor *b)
+int ocl_q_bias_kind(const ct_tensor *b)
 {
     if (!b) return 0;
     switch (b->dtype) {
@@ -249,82 +252,22 @@ static size_t mv_local(const ocl_dev_info *info)
     return ls;
 }
 
-/* The one-row decode kernels (mv1_* in quant.cl) for Q4_K and Q6_K on GPUs: x contiguous
- * and 16-byte aligned for float4 loads, and weight blocks aligned for theirs (Q4_K: 16
- * bytes; Q6_K's 210-byte blocks: 2). Rows per work-group: 4 (x reused from registers) when
- * that still gives every compute unit a few groups, else 1. */
-#define OCL_Q_MV1_LS 64 /* MV1_LS in quant.cl */
-
-static int mv1_rows(const ct_device *dev, const ct_op *op)
-{
-    const ct_tensor *x = op->src[0], *w = op->src[1];
-    if (matvec_rows(ocl_info(dev)) || (w->dtype != CT_Q4_K && w->dtype != CT_Q6_K)) return 0;
-    const ocl_dev_info *info = ocl_info(dev);
-    if (info->max_wg < OCL_Q_MV1_LS || info->local_mem < 4 * OCL_Q_MV1_LS * sizeof(float)) return 0;
-    int64_t N = w->shape[0], K = w->shape[1];
-    cl_long rs, cs, wrow = 0;
-    cl_ulong xoff = 0, woff = 0;
-    if (shape_numel(x->ndim - 1, x->shape) != 1 || !x_rows(x, &rs, &cs) || (K > 1 && cs != 1)) return 0;
-    if (N > 1 && !q_byte_stride(w, 0, &wrow)) return 0;
-    if (!ocl_mem(x, dev, &xoff) || !ocl_mem(w, dev, &woff)) return 0;
-    unsigned align = w->dtype == CT_Q4_K ? 16 : 2;
-    if (xoff % 16 || woff % align || (cl_ulong)wrow % align) return 0;
-    const char *e = getenv("CTORCH_OPENCL_MV1_ROWS"); /* a tuning switch: 1 or 4 everywhere, 0 off */
-    if (e && (!strcmp(e, "0") || !strcmp(e, "1") || !strcmp(e, "4"))) return e[0] - '0';
-    return N >= 8 * (int64_t)info->compute_units ? 4 : 1;
-}
-
 static bool linear_ok(const ct_device *dev, const ct_op *op)
 {
     const ct_tensor *x = op->src[0], *w = op->src[1], *b = op->src[2];
-    if (!fmt_name(w->dtype) || w->ndim != 2 || x->dtype != CT_F32 || x->ndim < 1) return false;
-    if (op->dst->dtype != CT_F32 || !tensor_is_contiguous(op->dst) || bias_kind(b) < 0 || (b && b->ndim != 1))
+    if (!ocl_q_fmt_name(w->dtype) || w->ndim != 2 || x->dtype != CT_F32 || x->ndim < 1) return false;
+    if (op->dst->dtype != CT_F32 || !tensor_is_contiguous(op->dst) || ocl_q_bias_kind(b) < 0 || (b && b->ndim != 1))
         return false;
     int64_t N = w->shape[0], K = w->shape[1];
     cl_long rs, cs, wrow;
-    if (K == 0 || K % ct_dtype_block_size(w->dtype) != 0 || w->stride[1] != 1 || !x_rows(x, &rs, &cs)) return false;
-    if (N > 1 && !q_byte_stride(w, 0, &wrow)) return false;
+    if (K == 0 || K % ct_dtype_block_size(w->dtype) != 0 || w->stride[1] != 1 || !ocl_q_x_rows(x, &rs, &cs)) return false;
+    if (N > 1 && !ocl_q_byte_stride(w, 0, &wrow)) return false;
     const ocl_dev_info *info = ocl_info(dev);
     int64_t M = shape_numel(x->ndim - 1, x->shape);
-    if (matvec_rows(info)) return true;
+    if (ocl_q_matvec_rows(info)) return true;
     if (M <= OCL_Q_MV_MAX_M)
         return mv_local(info) >= OCL_Q_MV_MAX_M && info->local_mem >= OCL_Q_MV_MAX_M * mv_local(info) * sizeof(float);
     return info->max_wg >= 64 && info->local_mem >= OCL_Q_TILE_LOCAL_BYTES;
-}
-
-/* A residual added in the one-row kernel's epilogue: z = y + r (the ADD after a linear). */
-typedef struct mv1_add {
-    cl_mem rm, zm;
-    cl_ulong roff, zoff;
-} mv1_add;
-
-static ct_status run_mv1(ct_device *dev, const ct_op *op, int r1, const mv1_add *add)
-{
-    const ct_tensor *x = op->src[0], *w = op->src[1], *b = op->src[2];
-    cl_long N = w->shape[0], K = w->shape[1], wrow = 0, bstride = b ? b->stride[0] : 0;
-    if (N > 1) q_byte_stride(w, 0, &wrow);
-    cl_int bk = bias_kind(b), epi = add != NULL;
-    cl_mem wm, xm, om, bm;
-    cl_ulong woff, xoff, ooff, boff = 0;
-    ct_status s = q_mem(w, dev, "linear", "weight", &wm, &woff);
-    if (s == CT_OK) s = q_mem(x, dev, "linear", "input", &xm, &xoff);
-    if (s == CT_OK) s = q_mem(op->dst, dev, "linear", "output", &om, &ooff);
-    if (s == CT_OK && b) s = q_mem(b, dev, "linear", "bias", &bm, &boff);
-    if (s != CT_OK) return s;
-    if (!b) bm = xm; /* never read (bias_kind 0); a real buffer keeps every driver happy */
-    mv1_add none = {xm, om, 0, 0};
-    if (!add) add = &none;
-    char name[32];
-    snprintf(name, sizeof name, "mv1_%s_r%d", fmt_name(w->dtype), r1);
-    cl_kernel k;
-    s = ocl_kernel(dev, OCL_Q_PROGRAM, name, &k);
-    size_t ls = OCL_Q_MV1_LS, global = (size_t)((N + r1 - 1) / r1) * ls;
-    if (s == CT_OK)
-        s = OCL_SET_ARGS(dev, k, name, OCL_ARG(wm), OCL_ARG(woff), OCL_ARG(wrow), OCL_ARG(xm), OCL_ARG(xoff),
-                         OCL_ARG(om), OCL_ARG(ooff), OCL_ARG(bm), OCL_ARG(boff), OCL_ARG(bk), OCL_ARG(bstride),
-                         OCL_ARG(N), OCL_ARG(K), OCL_ARG(epi), OCL_ARG(add->rm), OCL_ARG(add->roff),
-                         OCL_ARG(add->zm), OCL_ARG(add->zoff), OCL_LOCAL(sizeof(float) * OCL_Q_MV1_LS * (size_t)r1));
-    return s != CT_OK ? s : ocl_launch(dev, k, name, 1, &global, &ls);
 }
 
 static ct_status run_linear(ct_device *dev, const ct_op *op)
@@ -333,9 +276,9 @@ static ct_status run_linear(ct_device *dev, const ct_op *op)
     int64_t N = w->shape[0], K = w->shape[1], M = shape_numel(x->ndim - 1, x->shape);
     if (M == 0 || N == 0) return CT_OK;
     cl_long rsx, csx, wrow = 0, bstride = b ? b->stride[0] : 0, lN = N, lK = K;
-    x_rows(x, &rsx, &csx);
-    if (N > 1) q_byte_stride(w, 0, &wrow);
-    cl_int bk = bias_kind(b);
+    ocl_q_x_rows(x, &rsx, &csx);
+    if (N > 1) ocl_q_byte_stride(w, 0, &wrow);
+    cl_int bk = ocl_q_bias_kind(b);
     cl_mem wm, xm, om, bm;
     cl_ulong woff, xoff, ooff, boff = 0;
     ct_status s = q_mem(w, dev, "linear", "weight", &wm, &woff);
@@ -344,11 +287,10 @@ static ct_status run_linear(ct_device *dev, const ct_op *op)
     if (s == CT_OK && b) s = q_mem(b, dev, "linear", "bias", &bm, &boff);
     if (s != CT_OK) return s;
     if (!b) bm = xm; /* never read (bias_kind 0); a real buffer keeps every driver happy */
-    bool rows = matvec_rows(ocl_info(dev)), decode = M <= OCL_Q_MV_MAX_M;
+    bool rows = ocl_q_matvec_rows(ocl_info(dev)), decode = M <= OCL_Q_MV_MAX_M;
     cl_kernel k;
     char name[32];
-    int r1 = !rows && M == 1 ? mv1_rows(dev, op) : 0;
-    if (r1) return run_mv1(dev, op, r1, NULL);
+    if (!rows && M == 1 && ocl_mv1_ok(dev, op)) return ocl_mv1_linear(dev, op);
     s = q_kernel(dev, rows ? "matvec_rows" : decode ? "matvec" : "matmul", w->dtype, &k, name, sizeof name);
     if (s != CT_OK) return s;
     ocl_arg args[17] = {OCL_ARG(wm), OCL_ARG(woff), OCL_ARG(wrow), OCL_ARG(xm),  OCL_ARG(xoff), OCL_ARG(rsx),
@@ -380,114 +322,6 @@ static ct_status run_linear(ct_device *dev, const ct_op *op)
     size_t global[2] = {round_up((size_t)N, OCL_Q_TILE) / 4, round_up((size_t)M, OCL_Q_TILE) / 4}, local[2] = {8, 8};
     return s != CT_OK ? s : ocl_launch(dev, k, name, 2, global, local);
 }
-
-/* ---------------- fused decode launches (the step planner, capture.c) ---------------- */
-
-/* A tensor's device range [lo, hi) in bytes, for overlap tests between fused operands. */
-typedef struct q_span {
-    cl_mem m;
-    cl_ulong lo, hi;
-} q_span;
-
-static bool q_span_of(const ct_tensor *t, const ct_device *dev, q_span *sp)
-{
-    if (t->dtype != CT_F32 || !tensor_is_contiguous(t)) return false;
-    sp->m = ocl_mem(t, dev, &sp->lo);
-    sp->hi = sp->lo + (cl_ulong)ct_tensor_nbytes(t);
-    return sp->m != NULL;
-}
-
-static bool q_overlap(const q_span *a, const q_span *b) { return a->m == b->m && a->lo < b->hi && b->lo < a->hi; }
-static bool q_same(const q_span *a, const q_span *b) { return a->m == b->m && a->lo == b->lo && a->hi == b->hi; }
-
-/* A one-row Q4_K/Q6_K LINEAR this device runs with the mv1 kernels: their row count. */
-static int fusable_linear(const ct_device *dev, const ct_op *op)
-{
-    if (op->kind != CT_OP_LINEAR || !ocl_quant_supports(dev, op)) return 0;
-    return mv1_rows(dev, op);
-}
-
-/* LINEAR y = x W^T (+ b), then ADD z = y + r (either order): one launch writing y and z. */
-static bool fuse_linear_add(ct_device *dev, const ct_op *ops, int n)
-{
-    int r1 = n >= 2 ? fusable_linear(dev, &ops[0]) : 0;
-    const ct_op *add = &ops[1];
-    if (!r1 || add->kind != CT_OP_ADD || add->n_src != 2 || !add->src[0] || !add->src[1]) return false;
-    q_span x, y, a, b, z;
-    const ct_tensor *xt = ops[0].src[0];
-    int64_t N = ops[0].src[1]->shape[0];
-    if (!q_span_of(ops[0].dst, dev, &y) || !q_span_of(add->src[0], dev, &a) || !q_span_of(add->src[1], dev, &b) ||
-        !q_span_of(add->dst, dev, &z))
-        return false;
-    if (ct_tensor_numel(add->dst) != N || ct_tensor_numel(add->src[0]) != N || ct_tensor_numel(add->src[1]) != N)
-        return false;
-    const q_span *r = q_same(&a, &y) ? &b : q_same(&b, &y) ? &a : NULL;
-    if (!r || q_overlap(r, &y)) return false;
-    cl_ulong xo;
-    x.m = ocl_mem(xt, dev, &xo);
-    x.lo = xo, x.hi = xo + (cl_ulong)ct_tensor_nbytes(xt);
-    /* z is written while other work-groups still read x, and element by element after r */
-    if (q_overlap(&z, &x) || q_overlap(&z, &y) || (q_overlap(&z, r) && !q_same(&z, r))) return false;
-    mv1_add e = {r->m, z.m, r->lo, z.lo};
-    return run_mv1(dev, &ops[0], r1, &e) == CT_OK;
-}
-
-/* LINEAR g = x Wg^T, LINEAR u = x Wu^T (same x, format and shape, no bias), SWIGLU
- * h = silu(g) * u: one launch writing g, u and h. */
-static bool fuse_gate_up(ct_device *dev, const ct_op *ops, int n)
-{
-    int r1 = n >= 3 ? fusable_linear(dev, &ops[0]) : 0;
-    if (!r1 || fusable_linear(dev, &ops[1]) != r1 || ops[2].kind != CT_OP_SWIGLU || ops[2].n_src != 2) return false;
-    const ct_tensor *wg = ops[0].src[1], *wu = ops[1].src[1];
-    if (ops[0].src[2] || ops[1].src[2] || wg->dtype != wu->dtype || wg->shape[0] != wu->shape[0] ||
-        wg->shape[1] != wu->shape[1])
-        return false;
-    q_span x0, x1, g, u, sg, su, h;
-    cl_ulong o0, o1;
-    x0.m = ocl_mem(ops[0].src[0], dev, &o0);
-    x1.m = ocl_mem(ops[1].src[0], dev, &o1);
-    if (x0.m != x1.m || o0 != o1 || ops[0].src[0]->ndim != ops[1].src[0]->ndim) return false;
-    x0.lo = o0, x0.hi = o0 + (cl_ulong)ct_tensor_nbytes(ops[0].src[0]);
-    int64_t N = wg->shape[0];
-    if (!q_span_of(ops[0].dst, dev, &g) || !q_span_of(ops[1].dst, dev, &u) || !q_span_of(ops[2].src[0], dev, &sg) ||
-        !q_span_of(ops[2].src[1], dev, &su) || !q_span_of(ops[2].dst, dev, &h))
-        return false;
-    if (!q_same(&sg, &g) || !q_same(&su, &u) || ct_tensor_numel(ops[2].dst) != N || q_overlap(&g, &u) ||
-        q_overlap(&h, &x0) || q_overlap(&h, &g) || q_overlap(&h, &u))
-        return false;
-    cl_long wgrow = 0, wurow = 0, lN = N, lK = wg->shape[1];
-    if (N > 1 && (!q_byte_stride(wg, 0, &wgrow) || !q_byte_stride(wu, 0, &wurow))) return false;
-    cl_mem gm, um;
-    cl_ulong goff, uoff;
-    gm = ocl_mem(wg, dev, &goff);
-    um = ocl_mem(wu, dev, &uoff);
-    char name[32];
-    snprintf(name, sizeof name, "mv1gu_%s_r%d", fmt_name(wg->dtype), r1);
-    cl_kernel k;
-    size_t ls = OCL_Q_MV1_LS, global = (size_t)((N + r1 - 1) / r1) * ls;
-    size_t local = sizeof(float) * (size_t)(2 * r1) * (OCL_Q_MV1_LS + 1);
-    if (!gm || !um || local > ocl_info(dev)->local_mem || ocl_kernel(dev, OCL_Q_PROGRAM, name, &k) != CT_OK) return false;
-    ct_status s = OCL_SET_ARGS(dev, k, name, OCL_ARG(gm), OCL_ARG(goff), OCL_ARG(wgrow), OCL_ARG(um), OCL_ARG(uoff),
-                               OCL_ARG(wurow), OCL_ARG(x0.m), OCL_ARG(o0), OCL_ARG(g.m), OCL_ARG(g.lo), OCL_ARG(u.m),
-                               OCL_ARG(u.lo), OCL_ARG(h.m), OCL_ARG(h.lo), OCL_ARG(lN), OCL_ARG(lK), OCL_LOCAL(local));
-    return s == CT_OK && ocl_launch(dev, k, name, 1, &global, &ls) == CT_OK;
-}
-
-static bool g_no_fuse;
-static int g_fused_total;
-
-void ocl_quant_test_fuse(bool on) { g_no_fuse = !on; }
-
-int ocl_quant_fuse(ct_device *dev, const ct_op *ops, int n)
-{
-    const char *e = getenv("CTORCH_OPENCL_FUSE"); /* an A/B switch: 0 captures op by op */
-    if (g_no_fuse || (e && !strcmp(e, "0"))) return 0;
-    int used = fuse_gate_up(dev, ops, n) ? 3 : fuse_linear_add(dev, ops, n) ? 2 : 0;
-    __atomic_fetch_add(&g_fused_total, used, __ATOMIC_RELAXED);
-    return used;
-}
-
-int ocl_quant_fused_total(void) { return __atomic_load_n(&g_fused_total, __ATOMIC_RELAXED); }
 
 /* ---------------- the group's entry points ---------------- */
 

@@ -478,70 +478,142 @@ inline float silu_f(float x)
     float e = exp(-fabs(x)), s = 1.0f / (1.0f + e); /* ew.cl's sigmoid_f */
     return x * (x < 0.0f ? e * s : s);
 }
+/* x of a chunk for format f (0 Q4_K, 1 Q6_K), times the norm's weight when gam is set;
+ * *ss gathers the squares of the raw x (each element of x is in exactly one chunk). */
+inline void mv1_load_x(int f, global const float *x, global const float *gam, long b, int c, mv1_x *o, float *ss)
+{
+    if (f == 0) q4_k_x(x, b, c, o);
+    else q6_k_x(x, b, c, o);
+    if (ss) {
+        float4 q = (float4)(0.0f);
+        for (int i = 0; i < 8; i++) q += o->v[i] * o->v[i];
+        *ss += hsum4(q);
+    }
+    if (gam) {
+        mv1_x g;
+        if (f == 0) q4_k_x(gam, b, c, &g);
+        else q6_k_x(gam, b, c, &g);
+        for (int i = 0; i < 8; i++) o->v[i] *= g.v[i];
+        if (f == 0) {
+            o->s0 = hsum4((o->v[0] + o->v[1]) + (o->v[2] + o->v[3]));
+            o->s1 = hsum4((o->v[4] + o->v[5]) + (o->v[6] + o->v[7]));
+        }
+    }
+}
 
-#define MV1_KERNELS(F, BLK, R)                                                                              \
-    kernel void mv1_##F##_r##R(global const uchar *w, ulong woff, long wrow, global const uchar *xb, ulong xoff, \
-                               global uchar *outb, ulong ooff, global const uchar *bb, ulong boff, int bias_kind, \
-                               long bstride, long N, long K, int epi, global const uchar *rb, ulong roff,   \
-                               global uchar *zb, ulong zoff, local float *red)                              \
+inline float mv1_dot(int f, global const uchar *blk, int c, const mv1_x *x)
+{
+    return f == 0 ? q4_k_dot(blk, c, x) : q6_k_dot(blk, c, x);
+}
+
+/* One launch for what the step planner (capture.c) fused, or a plain one-row linear.
+ * Work-groups take R rows of weight 0, then of weight 1, then of weight 2 (nseg of them,
+ * each with its format f, rows N, output o; several linears of one x); gated: weights
+ * 0 and 1 row by row in the same work-group (gate and up), z = silu(gate) * up. norm: x is
+ * the input of an RMS norm (weight gam when has_gam) whose output xn work-group 0 writes;
+ * the linears read xn, computed as scale * (W . (x * gam)) with the scale from the sum of
+ * squares that the row reduction carries along. epi 1: z = o0 + r (an ADD after the
+ * linear). bias: weight 0's, for a single linear. */
+#define MV1X_KERNEL(R)                                                                                      \
+    kernel void mv1x_r##R(global const uchar *xb, ulong xoff, long K, int norm, global const uchar *gmb,       \
+                          ulong gmoff, int has_gam, float eps, global uchar *xnb, ulong xnoff, int gated, int nseg, \
+                          global const uchar *w0, ulong w0o, long w0r, int f0, long N0, global uchar *o0, ulong o0o, \
+                          global const uchar *w1, ulong w1o, long w1r, int f1, long N1, global uchar *o1, ulong o1o, \
+                          global const uchar *w2, ulong w2o, long w2r, int f2, long N2, global uchar *o2, ulong o2o, \
+                          global const uchar *bb, ulong boff, int bias_kind, long bstride, int epi,            \
+                          global const uchar *rb, ulong roff, global uchar *zb, ulong zoff, local float *red)   \
     {                                                                                                       \
         int lid = get_local_id(0), c = lid % 8;                                                             \
-        long n0 = get_group_id(0) * R;                                                                      \
-        int nr = (int)min((long)R, N - n0);                                                                 \
-        global const float *x = (global const float *)(xb + xoff);                                         \
-        global const uchar *w0 = w + woff + n0 * wrow;                                                      \
-        float acc[R];                                                                                       \
-        for (int r = 0; r < R; r++) acc[r] = 0.0f;                                                          \
-        for (long ch = lid; ch < K / 32; ch += MV1_LS) {                                                    \
-            long b = ch / 8;                                                                                \
-            mv1_x xs;                                                                                       \
-            F##_x(x, b, c, &xs);                                                                            \
-            for (int r = 0; r < nr; r++) acc[r] += F##_dot(w0 + r * wrow + b * BLK, c, &xs);                \
-        }                                                                                                   \
-        float s = mv1_reduce(red, acc, R);                                                                  \
-        if (lid < nr) {                                                                                     \
-            long n = n0 + lid;                                                                              \
-            float y = s + bias_at(bb, boff, bias_kind, bstride, n);                                         \
-            ((global float *)(outb + ooff))[n] = y;                                                         \
-            if (epi == 1) ((global float *)(zb + zoff))[n] = y + ((global const float *)(rb + roff))[n];    \
-        }                                                                                                   \
-    }                                                                                                       \
-                                                                                                            \
-    kernel void mv1gu_##F##_r##R(global const uchar *wg, ulong wgoff, long wgrow, global const uchar *wu,   \
-                                 ulong wuoff, long wurow, global const uchar *xb, ulong xoff, global uchar *gb, \
-                                 ulong goff, global uchar *ub, ulong uoff, global uchar *hb, ulong hoff, long N, \
-                                 long K, local float *red)                                                  \
-    {                                                                                                       \
-        int lid = get_local_id(0), c = lid % 8;                                                             \
-        long n0 = get_group_id(0) * R;                                                                      \
-        int nr = (int)min((long)R, N - n0);                                                                 \
-        global const float *x = (global const float *)(xb + xoff);                                         \
-        global const uchar *g0 = wg + wgoff + n0 * wgrow, *u0 = wu + wuoff + n0 * wurow;                    \
-        float acc[2 * R];                                                                                   \
-        for (int r = 0; r < 2 * R; r++) acc[r] = 0.0f;                                                      \
-        for (long ch = lid; ch < K / 32; ch += MV1_LS) {                                                    \
-            long b = ch / 8;                                                                                \
-            mv1_x xs;                                                                                       \
-            F##_x(x, b, c, &xs);                                                                            \
-            for (int r = 0; r < nr; r++) {                                                                  \
-                acc[r] += F##_dot(g0 + r * wgrow + b * BLK, c, &xs);                                        \
-                acc[R + r] += F##_dot(u0 + r * wurow + b * BLK, c, &xs);                                    \
+        long grp = get_group_id(0), G0 = (N0 + R - 1) / R, G1 = (N1 + R - 1) / R;                           \
+        global const uchar *w = w0, *wu = w1;                                                               \
+        ulong wo = w0o, oo = o0o;                                                                           \
+        long wr = w0r, N = N0;                                                                              \
+        int f = f0, seg = 0;                                                                                \
+        global uchar *o = o0;                                                                               \
+        if (!gated && nseg > 1 && grp >= G0) {                                                              \
+            grp -= G0;                                                                                      \
+            seg = 1, w = w1, wo = w1o, wr = w1r, f = f1, N = N1, o = o1, oo = o1o;                          \
+            if (nseg > 2 && grp >= G1) {                                                                    \
+                grp -= G1;                                                                                  \
+                seg = 2, w = w2, wo = w2o, wr = w2r, f = f2, N = N2, o = o2, oo = o2o;                      \
             }                                                                                               \
         }                                                                                                   \
-        float s = mv1_reduce(red, acc, 2 * R);                                                              \
-        local float *fin = red + 2 * R * MV1_LS; /* the R gate sums meet the R up sums */                   \
-        if (lid < 2 * R) fin[lid] = s;                                                                      \
+        long n0 = grp * R;                                                                                  \
+        int nr = (int)min((long)R, N - n0);                                                                 \
+        global const float *x = (global const float *)(xb + xoff);                                         \
+        global const float *gam = norm && has_gam ? (global const float *)(gmb + gmoff) : 0;               \
+        global const uchar *wa = w + wo + n0 * wr, *wb = wu + w1o + n0 * w1r;                               \
+        float acc[2 * R + 1], ss = 0.0f;                                                                    \
+        for (int r = 0; r < 2 * R + 1; r++) acc[r] = 0.0f;                                                  \
+        for (long ch = lid; ch < K / 32; ch += MV1_LS) {                                                    \
+            long b = ch / 8;                                                                                \
+            mv1_x xs;                                                                                       \
+            mv1_load_x(f, x, gam, b, c, &xs, norm ? &ss : 0);                                              \
+            for (int r = 0; r < R; r++) { /* rows past N repeat the last: static indices, no branch */     \
+                long rr = min(r, nr - 1);                                                                   \
+                acc[r] += mv1_dot(f, wa + rr * wr + b * (f == 0 ? 144 : 210), c, &xs);                      \
+                if (gated) acc[R + r] += mv1_dot(f, wb + rr * w1r + b * (f == 0 ? 144 : 210), c, &xs);      \
+            }                                                                                               \
+        }                                                                                                   \
+        acc[2 * R] = ss;                                                                                    \
+        float s = mv1_reduce(red, acc, 2 * R + 1);                                                          \
+        local float *fin = red + (2 * R + 1) * MV1_LS;                                                      \
+        if (lid < 2 * R + 1) fin[lid] = s;                                                                  \
         barrier(CLK_LOCAL_MEM_FENCE);                                                                       \
+        float scale = norm ? rsqrt(fin[2 * R] / (float)K + eps) : 1.0f;                                    \
         if (lid < nr) {                                                                                     \
             long n = n0 + lid;                                                                              \
-            float g = fin[lid], u = fin[R + lid];                                                           \
-            ((global float *)(gb + goff))[n] = g;                                                           \
-            ((global float *)(ub + uoff))[n] = u;                                                           \
-            ((global float *)(hb + hoff))[n] = silu_f(g) * u;                                               \
+            float y = fin[lid] * scale;                                                                     \
+            if (seg == 0 && !gated && nseg == 1) y += bias_at(bb, boff, bias_kind, bstride, n);              \
+            ((global float *)(o + oo))[n] = y;                                                              \
+            if (gated) {                                                                                    \
+                float u = fin[R + lid] * scale;                                                             \
+                ((global float *)(o1 + o1o))[n] = u;                                                        \
+                ((global float *)(zb + zoff))[n] = silu_f(y) * u;                                           \
+            } else if (epi == 1) {                                                                          \
+                ((global float *)(zb + zoff))[n] = y + ((global const float *)(rb + roff))[n];              \
+            }                                                                                               \
+        }                                                                                                   \
+        if (norm && get_group_id(0) == 0) {                                                                 \
+            global float *xn = (global float *)(xnb + xnoff);                                               \
+            for (long i = lid; i < K; i += MV1_LS) xn[i] = x[i] * scale * (gam ? gam[i] : 1.0f);            \
         }                                                                                                   \
     }
 
-MV1_KERNELS(q4_k, 144, 1)
-MV1_KERNELS(q4_k, 144, 4)
-MV1_KERNELS(q6_k, 210, 1)
-MV1_KERNELS(q6_k, 210, 4)
+MV1X_KERNEL(1)
+MV1X_KERNEL(4)
+
+/* Before a fused launch whose outputs overlap its x (the step's arena reuses the bytes of
+ * a tensor once its last reader ran, and a fused launch still reads x while it writes):
+ * one work-group copies x, or its RMS norm, into a scratch buffer of the captured step,
+ * which the launch then reads instead; the norm's own output is written here too. Each
+ * work-item reads its elements before the barrier and writes only its own after it, so
+ * xn may be x itself. */
+kernel void mv1_stage_x(global const uchar *xb, ulong xoff, long K, int norm, global const uchar *gmb, ulong gmoff,
+                        int has_gam, float eps, global uchar *xnb, ulong xnoff, global float *scratch, local float *red)
+{
+    int lid = get_local_id(0), ls = get_local_size(0);
+    global const float *x = (global const float *)(xb + xoff);
+    global const float *gam = (global const float *)(gmb + gmoff);
+    float v[32], ss = 0.0f; /* K <= 32 * local size (quant_mv1.c) */
+    int n = 0;
+    for (long i = lid; i < K; i += ls) {
+        v[n] = x[i];
+        ss += v[n] * v[n];
+        n++;
+    }
+    red[lid] = ss;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = ls / 2; s > 0; s /= 2) {
+        if (lid < s) red[lid] += red[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float scale = norm ? rsqrt(red[0] / (float)K + eps) : 1.0f;
+    n = 0;
+    for (long i = lid; i < K; i += ls) {
+        float y = norm ? v[n] * scale * (has_gam ? gam[i] : 1.0f) : v[n];
+        if (norm) ((global float *)(xnb + xnoff))[i] = y;
+        scratch[i] = y;
+        n++;
+    }
+}
