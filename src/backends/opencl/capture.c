@@ -191,8 +191,11 @@ ct_status ocl_step_capture(ct_device *dev, const ct_op *ops, int n, void **handl
     od->cap = c;
     ct_status s = CT_OK;
     int fused = 0;
+    const char *e = getenv("CTORCH_OPENCL_FUSE"); /* an A/B switch: 0 captures op by op */
+    bool pairs_off = e && !strcmp(e, "0");
     for (int i = 0; i < n && s == CT_OK;) {
         int used = ocl_quant_fuse(dev, ops + i, n - i);
+        if (!used && !pairs_off) used = ocl_nn_pair(dev, ops + i, n - i);
         if (used > 0) {
             fused += used;
             i += used;
