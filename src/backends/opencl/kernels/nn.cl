@@ -200,8 +200,8 @@ kernel void nn_rope(global const uchar *xb, ulong xo, global uchar *yb, ulong yo
                     long8 rsh, long8 rxs, long8 rys, long xs, long ys, long ps, int p64, long T, long H, long D,
                     long half_dims, int neox, float2 freq_base, float2 freq_scale, int dtx, int dty, long rows)
 {
-    rope_at(get_global_id(0), xb, xo, yb, yo, pb, po, rsh, rxs, rys, xs, ys, ps, p64, T, H, D, half_dims, neox, freq_base, freq_scale, dtx,
-            dty, rows);
+    rope_at(get_global_id(0), xb, xo, yb, yo, pb, po, rsh, rxs, rys, xs, ys, ps, p64, T, H, D, half_dims, neox,
+            freq_base, freq_scale, dtx, dty, rows);
 }
 
 /* Two independent rotations (q and k of a decode step) in one launch: work-items

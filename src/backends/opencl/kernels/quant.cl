@@ -354,10 +354,8 @@ QUANT_KERNELS(q6_k, blk_q6_k, 16)
  * the 8 chunks of a block, so a work-item's chunk position c in the block (and with it the
  * scales it needs) is fixed. quant.c checks the alignments the vector loads need.
  *
- * Epilogues, for the step planner (capture.c) fusing an op into the matvec that feeds it,
- * every tensor of the fused ops still written: epi 1 adds a residual (z = y + r, the ADD
- * after a linear); the gated kernels compute two weights' rows at once and write
- * g, u and silu(g) * u (the SWIGLU after the gate and up linears). */
+ * mv1x_r* (below) also serves the step planner's groups (quant_mv1.c): an RMS norm in
+ * front, several weights of one x, and add or SWIGLU epilogues. */
 #define MV1_LS 64
 
 inline float nib4(uint u, int sh, float4 x)
