@@ -25,6 +25,8 @@
 #else /* no backend: every test skips before using the hook */
 typedef enum ocl_q_matvec { OCL_Q_MATVEC_AUTO, OCL_Q_MATVEC_GROUPS, OCL_Q_MATVEC_ROWS } ocl_q_matvec;
 static void ocl_quant_test_matvec(ocl_q_matvec mode) { (void)mode; }
+static void ocl_quant_test_fuse(bool on) { (void)on; }
+static int ocl_quant_fused_total(void) { return 0; }
 #endif
 
 static const ct_dtype FORMATS[] = {CT_Q4_0, CT_Q4_1, CT_Q5_0, CT_Q5_1, CT_Q8_0,
@@ -298,6 +300,9 @@ static void test_linear_shapes(void)
     th_rng r = {0x5a7e5};
     struct { ct_dtype t; int64_t N, K, M; } cases[] = {
         {CT_Q8_0, 1, 32, 1}, {CT_Q4_1, 65, 32, 64}, {CT_Q6_K, 65, 256, 33}, {CT_Q5_0, 3, 96, 9},
+        /* the one-row Q4_K/Q6_K decode kernels: a row per work-group and 4 (a partial last
+         * group), fewer 32-chunks than work-items and more */
+        {CT_Q4_K, 5, 768, 1}, {CT_Q6_K, 3, 512, 1}, {CT_Q4_K, 70, 1280, 1}, {CT_Q6_K, 33, 2304, 1},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         double *wd = NULL;
@@ -368,6 +373,93 @@ static void test_matmul_vector(void)
     ct_tensor_free(v);
 }
 
+/* ---- fused decode launches in a recorded step ---- */
+
+/* A transformer layer's products at decode (one row of D): n1 = rms_norm(x) read by q, k
+ * (Q6_K) and v; t = q + k + v; n2 = rms_norm(t) read by gate and up, h = swiglu(g, u),
+ * y = h Wd, z = y + x, o = z Wo, out = x + o. Captured on opencl:0 these become 4 fused
+ * launches (norm + 3 linears, norm + gate/up/swiglu, 2 x linear + add: 12 ops) and 2 adds. */
+typedef struct mlp_w {
+    ct_tensor *g1, *g2, *wq, *wk, *wv, *wg, *wu, *wd, *wo;
+} mlp_w;
+
+static ct_status mlp(const ct_tensor *x, const mlp_w *w, ct_tensor **out)
+{
+    ct_tensor *t[14] = {0}; /* n1 q k v qk s n2 g u h y z o */
+    ct_status s = ct_rms_norm(x, w->g1, 1e-5, &t[0]);
+    if (s == CT_OK) s = ct_linear(t[0], w->wq, NULL, &t[1]);
+    if (s == CT_OK) s = ct_linear(t[0], w->wk, NULL, &t[2]);
+    if (s == CT_OK) s = ct_linear(t[0], w->wv, NULL, &t[3]);
+    if (s == CT_OK) s = ct_add(t[1], t[2], &t[4]);
+    if (s == CT_OK) s = ct_add(t[4], t[3], &t[5]);
+    if (s == CT_OK) s = ct_rms_norm(t[5], w->g2, 1e-5, &t[6]);
+    if (s == CT_OK) s = ct_linear(t[6], w->wg, NULL, &t[7]);
+    if (s == CT_OK) s = ct_linear(t[6], w->wu, NULL, &t[8]);
+    if (s == CT_OK) s = ct_swiglu(t[7], t[8], &t[9]);
+    if (s == CT_OK) s = ct_linear(t[9], w->wd, NULL, &t[10]);
+    if (s == CT_OK) s = ct_add(t[10], x, &t[11]);
+    if (s == CT_OK) s = ct_linear(t[11], w->wo, NULL, &t[12]);
+    if (s == CT_OK) s = ct_add(x, t[12], out);
+    for (int i = 0; i < 14; i++) ct_tensor_free(t[i]);
+    return s;
+}
+
+static double *mlp_on(const char *dev, const ct_tensor *x, const mlp_w *w)
+{
+    ct_tensor *out = NULL;
+    CHECK_OK(ct_exec_force_device(dev));
+    CHECK_OK(mlp(x, w, &out));
+    ct_exec_force_device(NULL);
+    double *v = out ? th_values(out) : NULL;
+    ct_tensor_free(out);
+    return v;
+}
+
+static void test_fused_step(void)
+{
+    if (!have_device()) return;
+    th_rng r = {0xf05ed};
+    const int64_t D = 256, F = 512; /* 4 rows per work-group on a small device, a partial last one */
+    int64_t sg[1] = {D};
+    mlp_w w = {th_random(&r, 1, sg, CT_F32, 0.5, 1.5),      th_random(&r, 1, sg, CT_F32, 0.5, 1.5),
+               qweight(&r, CT_Q4_K, D, D, NULL),            qweight(&r, CT_Q6_K, D, D, NULL),
+               qweight(&r, CT_Q4_K, D, D, NULL),            qweight(&r, CT_Q4_K, F, D, NULL),
+               qweight(&r, CT_Q4_K, F, D, NULL),            qweight(&r, CT_Q6_K, D, F, NULL),
+               qweight(&r, CT_Q4_K, D, D, NULL)};
+    int64_t sx[2] = {1, D};
+    ct_tensor *x = th_random(&r, 2, sx, CT_F32, -1, 1), *out = NULL;
+    ocl_quant_test_matvec(OCL_Q_MATVEC_GROUPS); /* the one-row kernels, which the planner fuses */
+    ct_step *st = NULL;
+    int fused0 = ocl_quant_fused_total();
+    CHECK_OK(ct_exec_force_device(g_dev));
+    CHECK_OK(ct_step_begin());
+    CHECK_OK(mlp(x, &w, &out));
+    CHECK_OK(ct_step_end(&st));
+    ct_exec_force_device(NULL);
+    for (int k = 0; st && k < 3; k++) {
+        void *p;
+        CHECK_OK(ct_tensor_data_mut(x, &p));
+        for (int64_t i = 0; i < D; i++) ((float *)p)[i] = (float)th_uniform(&r, -1, 1);
+        CHECK_OK(ct_step_run(st));
+        double *got = th_values(out), *eager = mlp_on(g_dev, x, &w), *cpu = mlp_on("cpu", x, &w);
+        int nf1 = 0, nf2 = 0;
+        double e1 = devcheck_nmse(got, eager, D, &nf1), e2 = devcheck_nmse(got, cpu, D, &nf2);
+        /* the fused kernels do the eager kernels' arithmetic: only FMA contraction may differ */
+        CHECK_MSG(!nf1 && e1 <= 1e-10, "replay %d: NMSE %.3g vs eager on %s (non-finite %d)", k, e1, g_dev, nf1);
+        /* the CPU rounds x to 8 bits before each of its 4 linears (~1.6e-5 each, see the top),
+         * and swiglu's product and the two residual adds compound them: observed 2.5e-4 to
+         * 4.6e-4 on PoCL; 2e-3 bounds that, the eager check above is the tight one */
+        CHECK_MSG(!nf2 && e2 <= 2e-3, "replay %d: NMSE %.3g vs the cpu (non-finite %d)", k, e2, nf2);
+        free(got), free(eager), free(cpu);
+    }
+    CHECK_MSG(ocl_quant_fused_total() - fused0 == 12, "%d ops fused, expected 12", ocl_quant_fused_total() - fused0);
+    ocl_quant_test_matvec(OCL_Q_MATVEC_AUTO);
+    ct_step_free(st);
+    ct_tensor_free(out), ct_tensor_free(x);
+    ct_tensor *all[] = {w.g1, w.g2, w.wq, w.wk, w.wv, w.wg, w.wu, w.wd, w.wo};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ct_tensor_free(all[i]);
+}
+
 int main(int argc, char **argv)
 {
     setenv("CTORCH_OPENCL_POISON", "1", 1);
@@ -378,5 +470,6 @@ int main(int argc, char **argv)
     RUN(test_linear);
     RUN(test_linear_shapes);
     RUN(test_matmul_vector);
+    RUN(test_fused_step);
     return th_finish();
 }

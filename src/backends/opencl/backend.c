@@ -154,6 +154,7 @@ static void ocl_device_release(ct_device *dev)
     ocl_dev *od = ocl_dev_of(dev);
     if (!od) return;
     if (od->q) ocl_cl.clFinish(od->q); /* nothing may still use what is released below */
+    ocl_prof_release(od);
     ocl_programs_release(od);
     for (int i = 0; i < od->n_cache; i++) ocl_cl.clReleaseMemObject(od->cache[i].mem);
     if (od->q) ocl_cl.clReleaseCommandQueue(od->q);
@@ -179,8 +180,10 @@ static ct_status ocl_device_init(ct_device *dev, int index)
     od->ctx = ocl_cl.clCreateContext(props, 1, &f->id, NULL, NULL, &err);
     ct_status s = ocl_status(err, dev, "clCreateContext");
     if (s == CT_OK) {
-        od->q = ocl_cl.clCreateCommandQueue(od->ctx, f->id, 0, &err); /* in order */
+        bool prof = ocl_prof_wanted();
+        od->q = ocl_cl.clCreateCommandQueue(od->ctx, f->id, prof ? CL_QUEUE_PROFILING_ENABLE : 0, &err); /* in order */
         s = ocl_status(err, dev, "clCreateCommandQueue");
+        if (s == CT_OK && prof) ocl_prof_init(od);
     }
     if (s == CT_OK) s = ocl_programs_init(od);
     if (s != CT_OK) {
@@ -209,12 +212,22 @@ static bool ocl_supports(const ct_device *dev, const ct_op *op)
     return ocl_quant_supports(dev, op) || ocl_nn_supports(dev, op) || ocl_ew_supports(dev, op);
 }
 
-static ct_status ocl_run(ct_device *dev, const ct_op *op)
+static ct_status run_group(ct_device *dev, const ct_op *op)
 {
     if (ocl_quant_supports(dev, op)) return ocl_quant_run(dev, op);
     if (ocl_nn_supports(dev, op)) return ocl_nn_run(dev, op);
     if (ocl_ew_supports(dev, op)) return ocl_ew_run(dev, op);
     return core_err(CT_ERR_UNSUPPORTED, "%s: %s is not supported here", dev->info.name, op_kind_name(op->kind));
+}
+
+static ct_status ocl_run(ct_device *dev, const ct_op *op)
+{
+    ocl_dev *od = ocl_dev_of(dev);
+    if (!od->prof || od->cap) return run_group(dev, op);
+    uint64_t t0 = ocl_prof_now();
+    ct_status s = run_group(dev, op);
+    ocl_prof_host(od, OCL_PROF_RUN, ocl_prof_now() - t0);
+    return s;
 }
 
 /* ---- memory ---- */
@@ -349,7 +362,7 @@ void ocl_tmp_free(ct_device *dev, cl_mem mem, size_t bytes)
 {
     (void)bytes; /* a reused buffer may be larger than asked: its own size is what was counted */
     size_t size = 0;
-    if (!mem) return;
+    if (!mem || ocl_cap_keep_tmp(ocl_dev_of(dev), mem)) return; /* a captured step's: kept until its release */
     if (ocl_cl.clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof size, &size, NULL) != CL_SUCCESS) size = bytes;
     free_mem(dev, mem, size);
 }
@@ -378,16 +391,20 @@ cl_mem ocl_mem(const ct_tensor *t, const ct_device *dev, cl_ulong *byte_off)
 static ct_status ocl_upload(ct_device *dev, ct_buffer *buf, size_t off, const void *host, size_t bytes)
 {
     if (!bytes) return CT_OK;
+    uint64_t t0 = ocl_dev_of(dev)->prof ? ocl_prof_now() : 0;
     cl_int err = ocl_cl.clEnqueueWriteBuffer(ocl_dev_of(dev)->q, (cl_mem)buf->ptr, CL_FALSE, buf->offset + off, bytes, host, 0, NULL,
                                              NULL);
+    if (t0) ocl_prof_host(ocl_dev_of(dev), OCL_PROF_UPLOAD, ocl_prof_now() - t0);
     return ocl_status(err, dev, "upload (clEnqueueWriteBuffer)");
 }
 
 static ct_status ocl_download(ct_device *dev, const ct_buffer *buf, size_t off, void *host, size_t bytes)
 {
     if (!bytes) return CT_OK;
+    uint64_t t0 = ocl_dev_of(dev)->prof ? ocl_prof_now() : 0;
     cl_int err = ocl_cl.clEnqueueReadBuffer(ocl_dev_of(dev)->q, (cl_mem)buf->ptr, CL_FALSE, buf->offset + off, bytes, host, 0, NULL,
                                             NULL);
+    if (t0) ocl_prof_host(ocl_dev_of(dev), OCL_PROF_DOWNLOAD, ocl_prof_now() - t0);
     return ocl_status(err, dev, "download (clEnqueueReadBuffer)");
 }
 
@@ -395,15 +412,20 @@ static ct_status ocl_download(ct_device *dev, const ct_buffer *buf, size_t off, 
 
 static ct_status ocl_sync(ct_device *dev)
 {
-    return ocl_status(ocl_cl.clFinish(ocl_dev_of(dev)->q), dev, "clFinish");
+    uint64_t t0 = ocl_dev_of(dev)->prof ? ocl_prof_now() : 0;
+    cl_int err = ocl_cl.clFinish(ocl_dev_of(dev)->q);
+    if (t0) ocl_prof_host(ocl_dev_of(dev), OCL_PROF_WAIT, ocl_prof_now() - t0);
+    return ocl_status(err, dev, "clFinish");
 }
 
 static ct_status ocl_event_record(ct_device *dev, void **handle)
 {
     ocl_dev *od = ocl_dev_of(dev);
     cl_event ev = NULL;
+    uint64_t t0 = od->prof ? ocl_prof_now() : 0;
     cl_int err = ocl_cl.clEnqueueMarkerWithWaitList(od->q, 0, NULL, &ev);
     if (err == CL_SUCCESS) err = ocl_cl.clFlush(od->q); /* so a host or another queue waiting on it sees progress */
+    if (t0) ocl_prof_host(od, OCL_PROF_MARKER, ocl_prof_now() - t0);
     if (err != CL_SUCCESS && ev) ocl_cl.clReleaseEvent(ev);
     *handle = err == CL_SUCCESS ? ev : NULL;
     return ocl_status(err, dev, "recording an event (clEnqueueMarkerWithWaitList)");
@@ -421,7 +443,9 @@ static ct_status event_outcome(ct_device *dev, cl_event ev)
 static ct_status ocl_event_sync(ct_device *dev, void *handle)
 {
     cl_event ev = handle;
+    uint64_t t0 = ocl_dev_of(dev)->prof ? ocl_prof_now() : 0;
     cl_int err = ocl_cl.clWaitForEvents(1, &ev);
+    if (t0) ocl_prof_host(ocl_dev_of(dev), OCL_PROF_WAIT, ocl_prof_now() - t0);
     if (err == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST) return event_outcome(dev, ev);
     if (err != CL_SUCCESS) return ocl_status(err, dev, "clWaitForEvents");
     return event_outcome(dev, ev);
@@ -467,4 +491,7 @@ const ct_backend_ops opencl_backend_ops = {
     .event_wait = ocl_event_wait,
     .event_sync = ocl_event_sync,
     .event_release = ocl_event_release,
+    .step_capture = ocl_step_capture,
+    .step_launch = ocl_step_launch,
+    .step_release = ocl_step_release,
 };

@@ -18,7 +18,8 @@
     X(clGetKernelWorkGroupInfo) X(clEnqueueNDRangeKernel) X(clEnqueueReadBuffer) X(clEnqueueWriteBuffer)        \
     X(clEnqueueCopyBuffer) X(clEnqueueFillBuffer) X(clEnqueueMapBuffer) X(clEnqueueUnmapMemObject)              \
     X(clEnqueueMarkerWithWaitList) X(clEnqueueBarrierWithWaitList) X(clWaitForEvents) X(clGetEventInfo)         \
-    X(clReleaseEvent) X(clRetainEvent) X(clFlush) X(clFinish) X(clEnqueueMigrateMemObjects) X(clGetMemObjectInfo)
+    X(clReleaseEvent) X(clRetainEvent) X(clFlush) X(clFinish) X(clEnqueueMigrateMemObjects) X(clGetMemObjectInfo)   \
+    X(clGetEventProfilingInfo)
 
 typedef struct ocl_api {
 #define OCL_PTR(f) __typeof__(&f) f;

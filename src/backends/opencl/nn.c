@@ -4,6 +4,8 @@
  * kernels. Every kernel reads strided views in place; f16 and bf16 are storage only
  * (arithmetic in f32). Ops whose dtypes or layouts the kernels do not cover (f64, quantized
  * tables) are refused and run on the next device. */
+#include <string.h>
+
 #include "backends/opencl/nn_internal.h"
 
 int nn_dt(ct_dtype t)
@@ -185,31 +187,41 @@ static cl_float2 split_double(double v)
     return r;
 }
 
-static ct_status run_rope(ct_device *dev, const ct_op *op)
+ct_status nn_rope_prepare(ct_device *dev, const ct_op *op, nn_rope_a *r, ocl_arg *a, cl_long *work)
 {
     const ct_tensor *x = op->src[0], *pos = op->src[1], *y = op->dst;
     const ct_rope_params *p = &op->p.rope;
     int nd = x->ndim;
-    if (ct_tensor_numel(x) == 0) return CT_OK;
-    cl_long T = x->shape[nd - 3], H = x->shape[nd - 2], D = x->shape[nd - 1], half = p->n_dims / 2;
-    cl_long rows = ct_tensor_numel(x) / D, xs = x->stride[nd - 1], ys = y->stride[nd - 1], ps = pos->stride[0];
-    cl_long8 rsh, rxs, rys;
-    nn_nd(&rsh, &rxs, nd - 1, x->shape, x->stride);
-    nn_nd(&rsh, &rys, nd - 1, y->shape, y->stride);
-    cl_mem xm, ym, pm;
-    cl_ulong xo, yo, po;
-    ct_status s = nn_mem(x, dev, "rope", &xm, &xo);
-    if (s == CT_OK) s = nn_mem(y, dev, "rope", &ym, &yo);
-    if (s == CT_OK) s = nn_mem(pos, dev, "rope", &pm, &po);
+    r->T = x->shape[nd - 3], r->H = x->shape[nd - 2], r->D = x->shape[nd - 1], r->half = p->n_dims / 2;
+    r->rows = ct_tensor_numel(x) / (r->D ? r->D : 1), r->xs = x->stride[nd - 1], r->ys = y->stride[nd - 1];
+    r->ps = pos->stride[0];
+    nn_nd(&r->rsh, &r->rxs, nd - 1, x->shape, x->stride);
+    nn_nd(&r->rsh, &r->rys, nd - 1, y->shape, y->stride);
+    ct_status s = nn_mem(x, dev, "rope", &r->xm, &r->xo);
+    if (s == CT_OK) s = nn_mem(y, dev, "rope", &r->ym, &r->yo);
+    if (s == CT_OK) s = nn_mem(pos, dev, "rope", &r->pm, &r->po);
     if (s != CT_OK) return s;
-    cl_int p64 = pos->dtype == CT_I64, neox = p->mode == CT_ROPE_NEOX, dtx = nn_dt(x->dtype), dty = nn_dt(y->dtype);
-    cl_float2 base = split_double(p->freq_base), scale = split_double(p->freq_scale);
-    size_t wg = nn_wg(dev, 256), global = nn_round_up((size_t)(rows * (D - half)), wg);
-    ocl_arg a[] = {OCL_ARG(xm),   OCL_ARG(xo),    OCL_ARG(ym),  OCL_ARG(yo),  OCL_ARG(pm),  OCL_ARG(po),
-                   OCL_ARG(rsh),  OCL_ARG(rxs),   OCL_ARG(rys), OCL_ARG(xs),  OCL_ARG(ys),  OCL_ARG(ps),
-                   OCL_ARG(p64),  OCL_ARG(T),     OCL_ARG(H),   OCL_ARG(D),   OCL_ARG(half), OCL_ARG(neox),
-                   OCL_ARG(base), OCL_ARG(scale), OCL_ARG(dtx), OCL_ARG(dty), OCL_ARG(rows)};
-    return nn_launch(dev, "nn", "nn_rope", (int)(sizeof a / sizeof a[0]), a, 1, &global, &wg);
+    r->p64 = pos->dtype == CT_I64, r->neox = p->mode == CT_ROPE_NEOX, r->dtx = nn_dt(x->dtype), r->dty = nn_dt(y->dtype);
+    r->base = split_double(p->freq_base), r->scale = split_double(p->freq_scale);
+    *work = ct_tensor_numel(x) ? r->rows * (r->D - r->half) : 0;
+    ocl_arg l[NN_ROPE_NARGS] = {OCL_ARG(r->xm),   OCL_ARG(r->xo),    OCL_ARG(r->ym),  OCL_ARG(r->yo),  OCL_ARG(r->pm),
+                                OCL_ARG(r->po),   OCL_ARG(r->rsh),   OCL_ARG(r->rxs), OCL_ARG(r->rys), OCL_ARG(r->xs),
+                                OCL_ARG(r->ys),   OCL_ARG(r->ps),    OCL_ARG(r->p64), OCL_ARG(r->T),   OCL_ARG(r->H),
+                                OCL_ARG(r->D),    OCL_ARG(r->half),  OCL_ARG(r->neox), OCL_ARG(r->base), OCL_ARG(r->scale),
+                                OCL_ARG(r->dtx),  OCL_ARG(r->dty),   OCL_ARG(r->rows)};
+    memcpy(a, l, sizeof l);
+    return CT_OK;
+}
+
+static ct_status run_rope(ct_device *dev, const ct_op *op)
+{
+    nn_rope_a r;
+    ocl_arg a[NN_ROPE_NARGS];
+    cl_long work = 0;
+    ct_status s = nn_rope_prepare(dev, op, &r, a, &work);
+    if (s != CT_OK || work == 0) return s;
+    size_t wg = nn_wg(dev, 256), global = nn_round_up((size_t)work, wg);
+    return nn_launch(dev, "nn", "nn_rope", NN_ROPE_NARGS, a, 1, &global, &wg);
 }
 
 /* ---- embedding of a plain table ---- */
@@ -238,25 +250,34 @@ static ct_status run_embedding(ct_device *dev, const ct_op *op)
 
 /* ---- set_rows ---- */
 
-static ct_status run_set_rows(ct_device *dev, const ct_op *op)
+ct_status nn_set_rows_prepare(ct_device *dev, const ct_op *op, nn_set_rows_a *r, ocl_arg *a, cl_long *work)
 {
     const ct_tensor *src = op->src[0], *idx = op->src[1], *dst = op->dst;
-    cl_long C = src->shape[1], R = dst->shape[0], total = src->shape[0] * C;
-    if (total == 0) return CT_OK;
-    cl_long ss0 = src->stride[0], ss1 = src->stride[1], is0 = idx->stride[0], ds0 = dst->stride[0],
-            ds1 = dst->stride[1];
-    cl_mem sm, im, dm;
-    cl_ulong so, io, dof;
-    ct_status s = nn_mem(src, dev, "set_rows", &sm, &so);
-    if (s == CT_OK) s = nn_mem(idx, dev, "set_rows", &im, &io);
-    if (s == CT_OK) s = nn_mem(dst, dev, "set_rows", &dm, &dof);
+    r->C = src->shape[1], r->R = dst->shape[0], *work = src->shape[0] * r->C;
+    r->ss0 = src->stride[0], r->ss1 = src->stride[1], r->is0 = idx->stride[0], r->ds0 = dst->stride[0],
+    r->ds1 = dst->stride[1], r->total = *work;
+    ct_status s = nn_mem(src, dev, "set_rows", &r->sm, &r->so);
+    if (s == CT_OK) s = nn_mem(idx, dev, "set_rows", &r->im, &r->io);
+    if (s == CT_OK) s = nn_mem(dst, dev, "set_rows", &r->dm, &r->dof);
     if (s != CT_OK) return s;
-    cl_int i64 = idx->dtype == CT_I64, dts = nn_dt(src->dtype), dtd = nn_dt(dst->dtype);
-    size_t wg = nn_wg(dev, 256), global = nn_round_up((size_t)total, wg);
-    ocl_arg a[] = {OCL_ARG(sm),  OCL_ARG(so),  OCL_ARG(im),  OCL_ARG(io), OCL_ARG(dm), OCL_ARG(dof),
-                   OCL_ARG(ss0), OCL_ARG(ss1), OCL_ARG(is0), OCL_ARG(i64), OCL_ARG(ds0), OCL_ARG(ds1),
-                   OCL_ARG(R),   OCL_ARG(C),   OCL_ARG(dts), OCL_ARG(dtd), OCL_ARG(total)};
-    return nn_launch(dev, "nn", "nn_set_rows", (int)(sizeof a / sizeof a[0]), a, 1, &global, &wg);
+    r->i64 = idx->dtype == CT_I64, r->dts = nn_dt(src->dtype), r->dtd = nn_dt(dst->dtype);
+    ocl_arg l[NN_SET_ROWS_NARGS] = {OCL_ARG(r->sm),  OCL_ARG(r->so),  OCL_ARG(r->im),  OCL_ARG(r->io), OCL_ARG(r->dm),
+                                    OCL_ARG(r->dof), OCL_ARG(r->ss0), OCL_ARG(r->ss1), OCL_ARG(r->is0), OCL_ARG(r->i64),
+                                    OCL_ARG(r->ds0), OCL_ARG(r->ds1), OCL_ARG(r->R),   OCL_ARG(r->C),  OCL_ARG(r->dts),
+                                    OCL_ARG(r->dtd), OCL_ARG(r->total)};
+    memcpy(a, l, sizeof l);
+    return CT_OK;
+}
+
+static ct_status run_set_rows(ct_device *dev, const ct_op *op)
+{
+    nn_set_rows_a r;
+    ocl_arg a[NN_SET_ROWS_NARGS];
+    cl_long work = 0;
+    ct_status s = nn_set_rows_prepare(dev, op, &r, a, &work);
+    if (s != CT_OK || work == 0) return s;
+    size_t wg = nn_wg(dev, 256), global = nn_round_up((size_t)work, wg);
+    return nn_launch(dev, "nn", "nn_set_rows", NN_SET_ROWS_NARGS, a, 1, &global, &wg);
 }
 
 /* ---- pooling ---- */

@@ -9,7 +9,11 @@
 
 #define ATT_WG 64
 #define ATT_ACC 8        /* value dims per work-item (ATT_ACC in attention.cl) */
-#define ATT_MIN_SEG 128  /* keys per decode segment, at least */
+/* Keys per decode segment, at least. On the H100 a decode step's att_sdpa took ~100 us
+ * with 128-key segments: at a short length only a handful of work-groups had keys, each
+ * walking them one latency-bound chunk after another; shorter segments put more
+ * work-groups on the keys there are (att_combine merges up to 256). */
+#define ATT_MIN_SEG 16
 #define ATT_MIN_GROUPS 32
 
 #define ATT_QB 8          /* query rows per work-group, at most (ATT_QB in attention.cl) */

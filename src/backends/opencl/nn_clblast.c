@@ -73,7 +73,8 @@ static bool clb_layout(cl_long rows, cl_long cols, cl_long rs, cl_long cs, int *
 ct_status nn_clblast_gemm(ct_device *dev, const nn_gemm_desc *g, bool *done)
 {
     *done = false;
-    if (!nn_clblast_available() || g->batches != 1 || g->bias) return CT_OK;
+    /* CLBlast enqueues its own kernels: a step being captured records only ocl_launch's */
+    if (!nn_clblast_available() || g->batches != 1 || g->bias || ocl_capturing(dev)) return CT_OK;
     if (g->a->dtype != CT_F32 || g->b->dtype != CT_F32 || g->c->dtype != CT_F32) return CT_OK;
     cl_long sam;
     if (!fold_stride(8, g->ash.s, g->ast.s, &sam)) return CT_OK;

@@ -44,4 +44,25 @@ ct_status nn_linalg_run(ct_device *dev, const ct_op *op);
 bool nn_attention_supports(const ct_device *dev, const ct_op *op);
 ct_status nn_attention_run(ct_device *dev, const ct_op *op);
 
+/* Rope and set_rows arguments (nn.c) for their own launches and for nn_pair.c's paired
+ * ones: r holds the values, a[] points into r; *work = work-items the op needs. */
+#define NN_ROPE_NARGS 23
+typedef struct nn_rope_a {
+    cl_mem xm, ym, pm;
+    cl_ulong xo, yo, po;
+    cl_long8 rsh, rxs, rys;
+    cl_long xs, ys, ps, T, H, D, half, rows;
+    cl_int p64, neox, dtx, dty;
+    cl_float2 base, scale;
+} nn_rope_a;
+ct_status nn_rope_prepare(ct_device *dev, const ct_op *op, nn_rope_a *r, ocl_arg *a, cl_long *work);
+#define NN_SET_ROWS_NARGS 17
+typedef struct nn_set_rows_a {
+    cl_mem sm, im, dm;
+    cl_ulong so, io, dof;
+    cl_long ss0, ss1, is0, ds0, ds1, R, C, total;
+    cl_int i64, dts, dtd;
+} nn_set_rows_a;
+ct_status nn_set_rows_prepare(ct_device *dev, const ct_op *op, nn_set_rows_a *r, ocl_arg *a, cl_long *work);
+
 #endif

@@ -41,9 +41,35 @@ typedef struct ocl_dev {
     uint64_t cache_bytes;     /* in the cache */
     uint64_t live_bytes;      /* handed out and not released */
     uint64_t total_bytes;     /* CL_DEVICE_GLOBAL_MEM_SIZE */
+    struct ocl_capture *cap;  /* a step being captured (capture.c): launches are recorded, not enqueued */
+    struct ocl_prof *prof;    /* CTORCH_OPENCL_PROFILE (profile.c): per-kernel times */
 } ocl_dev;
 
 static inline ocl_dev *ocl_dev_of(const ct_device *dev) { return (ocl_dev *)dev->priv; }
+
+/* capture.c: while od->cap is set, program.c's ocl_kernel/ocl_args/ocl_launch record
+ * instead of enqueueing (see there) */
+void ocl_cap_note_kernel(ocl_dev *od, cl_kernel k, cl_program prog, const char *name);
+ct_status ocl_cap_note_args(ct_device *dev, cl_kernel k, int n, const ocl_arg *args);
+ct_status ocl_cap_launch(ct_device *dev, cl_kernel k, const char *name, cl_uint dims, const size_t *global,
+                         const size_t *local);
+bool ocl_cap_keep_tmp(ocl_dev *od, cl_mem mem);
+ct_status ocl_step_capture(ct_device *dev, const ct_op *ops, int n, void **handle);
+ct_status ocl_step_launch(ct_device *dev, void *handle);
+void ocl_step_release(ct_device *dev, void *handle);
+
+/* profile.c: CTORCH_OPENCL_PROFILE=1 makes the queue a profiling one; every kernel launch
+ * gets an event whose device time is summed per kernel name, with the host time of the
+ * enqueue call, and the host's waits and markers; the table goes to stderr at exit. */
+bool ocl_prof_wanted(void);
+void ocl_prof_init(ocl_dev *od);
+void ocl_prof_release(ocl_dev *od);
+/* Enqueues k (profiled when od->prof is set). */
+cl_int ocl_prof_enqueue(ocl_dev *od, cl_kernel k, const char *name, cl_uint dims, const size_t *global,
+                        const size_t *local);
+enum { OCL_PROF_MARKER, OCL_PROF_WAIT, OCL_PROF_RUN, OCL_PROF_STEP, OCL_PROF_UPLOAD, OCL_PROF_DOWNLOAD, OCL_PROF_N };
+void ocl_prof_host(ocl_dev *od, int what, uint64_t ns);
+uint64_t ocl_prof_now(void);
 
 /* program.c */
 ct_status ocl_programs_init(ocl_dev *od);

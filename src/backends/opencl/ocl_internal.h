@@ -85,6 +85,10 @@ ct_status ocl_args(ct_device *dev, cl_kernel k, const char *name, int n, const o
 ct_status ocl_launch(ct_device *dev, cl_kernel k, const char *name, cl_uint dims, const size_t *global,
                      const size_t *local);
 
+/* Whether dev is capturing a recorded step (capture.c): launches through ocl_launch are
+ * recorded then, so a path that enqueues by other means (CLBlast) must not be taken. */
+bool ocl_capturing(const ct_device *dev);
+
 /* Temporaries of one op, released in queue order (a freed buffer is reused only by work
  * enqueued after what used it). */
 ct_status ocl_tmp_alloc(ct_device *dev, size_t bytes, cl_mem *out);
@@ -96,6 +100,15 @@ bool ocl_nn_supports(const ct_device *dev, const ct_op *op);
 ct_status ocl_nn_run(ct_device *dev, const ct_op *op);
 bool ocl_quant_supports(const ct_device *dev, const ct_op *op);
 ct_status ocl_quant_run(ct_device *dev, const ct_op *op);
+/* The step planner's hook (capture.c, while capturing): when ops[0..] start a pattern the
+ * quant group runs as one launch (a one-row linear and the ADD after it; gate and up
+ * linears and their SWIGLU), records that launch, every tensor of those ops written as
+ * they would have been, and returns how many ops it covered; 0 otherwise. */
+int ocl_quant_fuse(ct_device *dev, const ct_op *ops, int n);
+/* The same for the nn group (nn_pair.c): two adjacent independent ROPEs or SET_ROWS as one
+ * launch (2), or 0. */
+int ocl_nn_pair(ct_device *dev, const ct_op *ops, int n);
+void ocl_nn_test_pairs(bool on);
 /* ct_backend_ops.import: a placed quantized weight kept in the kernels' own layout. */
 ct_status ocl_quant_import(ct_device *dev, const ct_tensor *t);
 

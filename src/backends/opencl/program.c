@@ -265,6 +265,7 @@ ct_status ocl_kernel(ct_device *dev, const char *program, const char *name, cl_k
     ct_status s = program_locked(dev, od, i)
                       ? find_kernel(dev, od, i, name, out)
                       : core_err(CT_ERR_UNSUPPORTED, "%s: program '%s' does not build here", dev->info.name, program);
+    if (s == CT_OK && od->cap) ocl_cap_note_kernel(od, *out, od->progs[i].prog, name);
     pthread_mutex_unlock(&od->mu);
     return s;
 }
@@ -273,6 +274,10 @@ ct_status ocl_kernel(ct_device *dev, const char *program, const char *name, cl_k
 
 ct_status ocl_args(ct_device *dev, cl_kernel k, const char *name, int n, const ocl_arg *args)
 {
+    if (ocl_dev_of(dev)->cap) {
+        ct_status s = ocl_cap_note_args(dev, k, n, args);
+        if (s != CT_OK) return s;
+    }
     for (int i = 0; i < n; i++) {
         cl_int err = ocl_cl.clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].value);
         if (err != CL_SUCCESS) {
@@ -289,7 +294,9 @@ ct_status ocl_launch(ct_device *dev, cl_kernel k, const char *name, cl_uint dims
 {
     for (cl_uint d = 0; d < dims; d++)
         if (global[d] == 0) return CT_OK; /* nothing to do (OpenCL refuses an empty range) */
-    cl_int err = ocl_cl.clEnqueueNDRangeKernel(ocl_dev_of(dev)->q, k, dims, NULL, global, local, 0, NULL, NULL);
+    ocl_dev *od = ocl_dev_of(dev);
+    if (od->cap) return ocl_cap_launch(dev, k, name, dims, global, local);
+    cl_int err = ocl_prof_enqueue(od, k, name, dims, global, local);
     char what[128];
     snprintf(what, sizeof what, "launching kernel %s", name);
     return ocl_status(err, dev, what);

@@ -10,12 +10,13 @@
  * LINEAR. Weights are read in their GGUF layout (no import): the kernels already read a
  * row's blocks contiguously, so a reordered copy would only cost memory here. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/opencl/ocl_internal.h"
 #include "backends/opencl/quant.h"
+#include "backends/opencl/quant_internal.h"
 
-#define OCL_Q_PROGRAM "quant"
 #define OCL_Q_MV_MAX_M 8  /* MV_MAX_M in quant.cl */
 #define OCL_Q_MV_LOCAL 64 /* work-items per output row of the matrix-vector kernel */
 #define OCL_Q_TILE 32     /* TILE in quant.cl: 8 x 8 work-items per TILE x TILE outputs */
@@ -33,7 +34,7 @@ typedef struct ocl_q_nd {
 } ocl_q_nd;
 
 /* The formats with kernels, by the suffix of their kernel names. */
-static const char *fmt_name(ct_dtype t)
+const char *ocl_q_fmt_name(ct_dtype t)
 {
     switch (t) {
     case CT_Q4_0: return "q4_0";
@@ -52,7 +53,7 @@ static const char *fmt_name(ct_dtype t)
 
 static ct_status q_kernel(ct_device *dev, const char *kind, ct_dtype t, cl_kernel *k, char *name, size_t len)
 {
-    snprintf(name, len, "%s_%s", kind, fmt_name(t));
+    snprintf(name, len, "%s_%s", kind, ocl_q_fmt_name(t));
     return ocl_kernel(dev, OCL_Q_PROGRAM, name, k);
 }
 
@@ -69,7 +70,7 @@ static ct_status q_mem(const ct_tensor *t, ct_device *dev, const char *op, const
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 /* Byte stride of a quantized tensor's dim d (its element stride holds whole blocks). */
-static bool q_byte_stride(const ct_tensor *t, int d, cl_long *out)
+bool ocl_q_byte_stride(const ct_tensor *t, int d, cl_long *out)
 {
     int64_t bs = ct_dtype_block_size(t->dtype);
     if (t->stride[d] % bs != 0) return false;
@@ -91,7 +92,7 @@ static bool copy_nd(const ct_op *op, ocl_q_nd *nd)
         nd->dstr[d] = dst->stride[d];
         int sd = d - lead;
         if (sd < 0 || src->shape[sd] == 1) continue;
-        if (src->shape[sd] != dst->shape[d] || !q_byte_stride(src, sd, &nd->sstr[d])) return false;
+        if (src->shape[sd] != dst->shape[d] || !ocl_q_byte_stride(src, sd, &nd->sstr[d])) return false;
     }
     return true;
 }
@@ -99,7 +100,7 @@ static bool copy_nd(const ct_op *op, ocl_q_nd *nd)
 static bool copy_ok(const ct_op *op)
 {
     const ct_tensor *src = op->src[0], *dst = op->dst;
-    if (!fmt_name(src->dtype) || (dst->dtype != CT_F32 && dst->dtype != CT_F16)) return false;
+    if (!ocl_q_fmt_name(src->dtype) || (dst->dtype != CT_F32 && dst->dtype != CT_F16)) return false;
     if (dst->ndim < 1 || src->ndim < 1 || src->ndim > dst->ndim) return false;
     int64_t D = dst->shape[dst->ndim - 1];
     ocl_q_nd nd;
@@ -110,7 +111,7 @@ static bool copy_ok(const ct_op *op)
 static bool copy_blocks_ok(const ct_op *op)
 {
     const ct_tensor *src = op->src[0], *dst = op->dst;
-    return fmt_name(src->dtype) && dst->dtype == src->dtype && tensor_is_contiguous(src) &&
+    return ocl_q_fmt_name(src->dtype) && dst->dtype == src->dtype && tensor_is_contiguous(src) &&
            tensor_is_contiguous(dst) && shape_equal(src->ndim, src->shape, dst->ndim, dst->shape);
 }
 
@@ -159,12 +160,12 @@ static ct_status run_copy(ct_device *dev, const ct_op *op)
 static bool embed_ok(const ct_op *op)
 {
     const ct_tensor *w = op->src[0], *ids = op->src[1];
-    if (!fmt_name(w->dtype) || w->ndim != 2 || !ids || (ids->dtype != CT_I32 && ids->dtype != CT_I64)) return false;
+    if (!ocl_q_fmt_name(w->dtype) || w->ndim != 2 || !ids || (ids->dtype != CT_I32 && ids->dtype != CT_I64)) return false;
     if (op->dst->dtype != CT_F32 || !tensor_is_contiguous(op->dst) || ids->ndim > CT_MAX_DIMS) return false;
     int64_t D = w->shape[1];
     cl_long wrow;
     return D % ct_dtype_block_size(w->dtype) == 0 && (D <= 1 || w->stride[1] == 1) &&
-           (w->shape[0] <= 1 || q_byte_stride(w, 0, &wrow));
+           (w->shape[0] <= 1 || ocl_q_byte_stride(w, 0, &wrow));
 }
 
 static ct_status run_embed(ct_device *dev, const ct_op *op)
@@ -180,7 +181,7 @@ static ct_status run_embed(ct_device *dev, const ct_op *op)
         nd.dstr[d] = ids->stride[d];
     }
     cl_long wrow = 0, V = w->shape[0], gpr = D / OCL_Q_GROUP, total = n * gpr;
-    if (V > 1) q_byte_stride(w, 0, &wrow);
+    if (V > 1) ocl_q_byte_stride(w, 0, &wrow);
     cl_int ids64 = ids->dtype == CT_I64;
     cl_mem wm, im, om;
     cl_ulong woff, ioff, ooff;
@@ -206,14 +207,17 @@ void ocl_quant_test_matvec(ocl_q_matvec mode) { g_matvec = mode; }
 /* The GPU kernels, or (CPU devices: PoCL sets up each work-group in about a microsecond,
  * 42 ms for a 32000-row output layer; its tiled products ran at half the speed) a
  * work-item per weight row. */
-static bool matvec_rows(const ocl_dev_info *info)
+bool ocl_q_matvec_rows(const ocl_dev_info *info)
 {
     if (g_matvec != OCL_Q_MATVEC_AUTO) return g_matvec == OCL_Q_MATVEC_ROWS;
+    /* a diagnostic switch: the GPU kernels (and the step planner's fusions) on a CPU device */
+    const char *e = getenv("CTORCH_OPENCL_MATVEC");
+    if (e && (!strcmp(e, "groups") || !strcmp(e, "rows"))) return e[0] == 'r';
     return (info->type & CL_DEVICE_TYPE_CPU) != 0;
 }
 
 /* x's leading dims fold into rows of one stride (rs), elements csx apart. */
-static bool x_rows(const ct_tensor *x, cl_long *rs, cl_long *cs)
+bool ocl_q_x_rows(const ct_tensor *x, cl_long *rs, cl_long *cs)
 {
     int nd = x->ndim;
     int64_t K = x->shape[nd - 1], expect = -1, span = 1;
@@ -228,7 +232,7 @@ static bool x_rows(const ct_tensor *x, cl_long *rs, cl_long *cs)
     return true;
 }
 
-static int bias_kind(const ct_tensor *b)
+int ocl_q_bias_kind(const ct_tensor *b)
 {
     if (!b) return 0;
     switch (b->dtype) {
@@ -251,16 +255,16 @@ static size_t mv_local(const ocl_dev_info *info)
 static bool linear_ok(const ct_device *dev, const ct_op *op)
 {
     const ct_tensor *x = op->src[0], *w = op->src[1], *b = op->src[2];
-    if (!fmt_name(w->dtype) || w->ndim != 2 || x->dtype != CT_F32 || x->ndim < 1) return false;
-    if (op->dst->dtype != CT_F32 || !tensor_is_contiguous(op->dst) || bias_kind(b) < 0 || (b && b->ndim != 1))
+    if (!ocl_q_fmt_name(w->dtype) || w->ndim != 2 || x->dtype != CT_F32 || x->ndim < 1) return false;
+    if (op->dst->dtype != CT_F32 || !tensor_is_contiguous(op->dst) || ocl_q_bias_kind(b) < 0 || (b && b->ndim != 1))
         return false;
     int64_t N = w->shape[0], K = w->shape[1];
     cl_long rs, cs, wrow;
-    if (K == 0 || K % ct_dtype_block_size(w->dtype) != 0 || w->stride[1] != 1 || !x_rows(x, &rs, &cs)) return false;
-    if (N > 1 && !q_byte_stride(w, 0, &wrow)) return false;
+    if (K == 0 || K % ct_dtype_block_size(w->dtype) != 0 || w->stride[1] != 1 || !ocl_q_x_rows(x, &rs, &cs)) return false;
+    if (N > 1 && !ocl_q_byte_stride(w, 0, &wrow)) return false;
     const ocl_dev_info *info = ocl_info(dev);
     int64_t M = shape_numel(x->ndim - 1, x->shape);
-    if (matvec_rows(info)) return true;
+    if (ocl_q_matvec_rows(info)) return true;
     if (M <= OCL_Q_MV_MAX_M)
         return mv_local(info) >= OCL_Q_MV_MAX_M && info->local_mem >= OCL_Q_MV_MAX_M * mv_local(info) * sizeof(float);
     return info->max_wg >= 64 && info->local_mem >= OCL_Q_TILE_LOCAL_BYTES;
@@ -272,9 +276,9 @@ static ct_status run_linear(ct_device *dev, const ct_op *op)
     int64_t N = w->shape[0], K = w->shape[1], M = shape_numel(x->ndim - 1, x->shape);
     if (M == 0 || N == 0) return CT_OK;
     cl_long rsx, csx, wrow = 0, bstride = b ? b->stride[0] : 0, lN = N, lK = K;
-    x_rows(x, &rsx, &csx);
-    if (N > 1) q_byte_stride(w, 0, &wrow);
-    cl_int bk = bias_kind(b);
+    ocl_q_x_rows(x, &rsx, &csx);
+    if (N > 1) ocl_q_byte_stride(w, 0, &wrow);
+    cl_int bk = ocl_q_bias_kind(b);
     cl_mem wm, xm, om, bm;
     cl_ulong woff, xoff, ooff, boff = 0;
     ct_status s = q_mem(w, dev, "linear", "weight", &wm, &woff);
@@ -283,9 +287,10 @@ static ct_status run_linear(ct_device *dev, const ct_op *op)
     if (s == CT_OK && b) s = q_mem(b, dev, "linear", "bias", &bm, &boff);
     if (s != CT_OK) return s;
     if (!b) bm = xm; /* never read (bias_kind 0); a real buffer keeps every driver happy */
-    bool rows = matvec_rows(ocl_info(dev)), decode = M <= OCL_Q_MV_MAX_M;
+    bool rows = ocl_q_matvec_rows(ocl_info(dev)), decode = M <= OCL_Q_MV_MAX_M;
     cl_kernel k;
     char name[32];
+    if (!rows && M == 1 && ocl_mv1_ok(dev, op)) return ocl_mv1_linear(dev, op);
     s = q_kernel(dev, rows ? "matvec_rows" : decode ? "matvec" : "matmul", w->dtype, &k, name, sizeof name);
     if (s != CT_OK) return s;
     ocl_arg args[17] = {OCL_ARG(wm), OCL_ARG(woff), OCL_ARG(wrow), OCL_ARG(xm),  OCL_ARG(xoff), OCL_ARG(rsx),

@@ -2,11 +2,17 @@
 #ifndef CT_OCL_QUANT_H
 #define CT_OCL_QUANT_H
 
+#include <stdbool.h>
+
 /* Which kernels LINEAR uses: by device type (GROUPS on GPUs and accelerators: a work-group
  * per output row for decode, tiles for prompts; ROWS on CPU devices: a work-item per
  * weight row for any number of rows of x), or one family everywhere, so tests cover both
  * on whatever device they have. Not thread-safe. */
 typedef enum ocl_q_matvec { OCL_Q_MATVEC_AUTO, OCL_Q_MATVEC_GROUPS, OCL_Q_MATVEC_ROWS } ocl_q_matvec;
 void ocl_quant_test_matvec(ocl_q_matvec mode);
+/* Whether captured steps fuse quant patterns (ocl_quant_fuse); on by default. */
+void ocl_quant_test_fuse(bool on);
+/* Ops covered by fused launches since start (tests: the planner did fuse). */
+int ocl_quant_fused_total(void);
 
 #endif

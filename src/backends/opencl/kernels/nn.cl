@@ -154,11 +154,20 @@ kernel void nn_batch_norm(global const uchar *xb, ulong xo, global uchar *yb, ul
 #if defined(cl_khr_fp64)
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #endif
-kernel void nn_rope(global const uchar *xb, ulong xo, global uchar *yb, ulong yo, global const uchar *pb, ulong po,
+#define ROPE_PARAMS(S)                                                                                      \
+    global const uchar *xb##S, ulong xo##S, global uchar *yb##S, ulong yo##S, global const uchar *pb##S, ulong po##S, \
+        long8 rsh##S, long8 rxs##S, long8 rys##S, long xs##S, long ys##S, long ps##S, int p64##S, long T##S, long H##S, \
+        long D##S, long half_dims##S, int neox##S, float2 freq_base##S, float2 freq_scale##S, int dtx##S, int dty##S, \
+        long rows##S
+#define ROPE_ARGS(S)                                                                                        \
+    xb##S, xo##S, yb##S, yo##S, pb##S, po##S, rsh##S, rxs##S, rys##S, xs##S, ys##S, ps##S, p64##S, T##S, H##S, D##S, \
+        half_dims##S, neox##S, freq_base##S, freq_scale##S, dtx##S, dty##S, rows##S
+
+inline void rope_at(long g, global const uchar *xb, ulong xo, global uchar *yb, ulong yo, global const uchar *pb, ulong po,
                     long8 rsh, long8 rxs, long8 rys, long xs, long ys, long ps, int p64, long T, long H, long D,
                     long half_dims, int neox, float2 freq_base, float2 freq_scale, int dtx, int dty, long rows)
 {
-    long per = D - half_dims, g = get_global_id(0);
+    long per = D - half_dims;
     if (g >= rows * per) return;
     long row = g / per, i = g - row * per;
     global const uchar *x = xb + xo;
@@ -187,6 +196,23 @@ kernel void nn_rope(global const uchar *xb, ulong xo, global uchar *yb, ulong yo
     nn_st(y, yr + i1 * ys, dty, x0 * si + x1 * co);
 }
 
+kernel void nn_rope(global const uchar *xb, ulong xo, global uchar *yb, ulong yo, global const uchar *pb, ulong po,
+                    long8 rsh, long8 rxs, long8 rys, long xs, long ys, long ps, int p64, long T, long H, long D,
+                    long half_dims, int neox, float2 freq_base, float2 freq_scale, int dtx, int dty, long rows)
+{
+    rope_at(get_global_id(0), xb, xo, yb, yo, pb, po, rsh, rxs, rys, xs, ys, ps, p64, T, H, D, half_dims, neox,
+            freq_base, freq_scale, dtx, dty, rows);
+}
+
+/* Two independent rotations (q and k of a decode step) in one launch: work-items
+ * [0, na) do the first, the rest the second (the step planner's pairs, nn_pair.c). */
+kernel void nn_rope2(ROPE_PARAMS(_a), ROPE_PARAMS(_b), long na)
+{
+    long g = get_global_id(0);
+    if (g < na) rope_at(g, ROPE_ARGS(_a));
+    else rope_at(g - na, ROPE_ARGS(_b));
+}
+
 /* ---- embedding of a plain table: out [n, D] f32 contiguous. An id outside [0, V) gives a
  * NaN row: the device cannot raise an error, and a NaN row cannot pass for a result. ---- */
 kernel void nn_embedding(global const uchar *wb, ulong wo, global const uchar *ib, ulong io, global float *yb,
@@ -202,16 +228,38 @@ kernel void nn_embedding(global const uchar *wb, ulong wo, global const uchar *i
 
 /* ---- set_rows: dst[idx[i], :] = src[i, :]. An index outside [0, R) writes nothing (never
  * outside dst); the CPU reports it as an error instead. ---- */
-kernel void nn_set_rows(global const uchar *sb, ulong so, global const uchar *ib, ulong io, global uchar *db, ulong dof,
+#define SET_ROWS_PARAMS(S)                                                                                  \
+    global const uchar *sb##S, ulong so##S, global const uchar *ib##S, ulong io##S, global uchar *db##S, ulong dof##S, \
+        long ss0##S, long ss1##S, long is0##S, int i64##S, long ds0##S, long ds1##S, long R##S, long C##S, int dts##S, \
+        int dtd##S, long total##S
+#define SET_ROWS_ARGS(S)                                                                                    \
+    sb##S, so##S, ib##S, io##S, db##S, dof##S, ss0##S, ss1##S, is0##S, i64##S, ds0##S, ds1##S, R##S, C##S, dts##S, \
+        dtd##S, total##S
+
+inline void set_rows_at(long g, global const uchar *sb, ulong so, global const uchar *ib, ulong io, global uchar *db, ulong dof,
                         long ss0, long ss1, long is0, int i64, long ds0, long ds1, long R, long C, int dts, int dtd,
                         long total)
 {
-    long g = get_global_id(0);
     if (g >= total) return;
     long i = g / C, c = g - i * C;
     long r = nn_pos(ib + io, i * is0, i64);
     if (r < 0 || r >= R) return;
     nn_st(db + dof, r * ds0 + c * ds1, dtd, nn_ld(sb + so, i * ss0 + c * ss1, dts));
+}
+
+kernel void nn_set_rows(global const uchar *sb, ulong so, global const uchar *ib, ulong io, global uchar *db, ulong dof,
+                        long ss0, long ss1, long is0, int i64, long ds0, long ds1, long R, long C, int dts, int dtd,
+                        long total)
+{
+    set_rows_at(get_global_id(0), sb, so, ib, io, db, dof, ss0, ss1, is0, i64, ds0, ds1, R, C, dts, dtd, total);
+}
+
+/* Two independent row writes (k and v into their caches) in one launch, as nn_rope2. */
+kernel void nn_set_rows2(SET_ROWS_PARAMS(_a), SET_ROWS_PARAMS(_b), long na)
+{
+    long g = get_global_id(0);
+    if (g < na) set_rows_at(g, SET_ROWS_ARGS(_a));
+    else set_rows_at(g - na, SET_ROWS_ARGS(_b));
 }
 
 /* ---- max/avg pool2d: one work-item per output element, output contiguous. kp = kernel h, w,

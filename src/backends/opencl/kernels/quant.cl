@@ -344,3 +344,274 @@ QUANT_KERNELS(q3_k, blk_q3_k, 16)
 QUANT_KERNELS(q4_k, blk_q4_k, 16)
 QUANT_KERNELS(q5_k, blk_q5_k, 16)
 QUANT_KERNELS(q6_k, blk_q6_k, 16)
+
+/* ---- decode on GPUs: one row of x, Q4_K and Q6_K (the formats of a Q4_K_M model) ----
+ * A work-group of MV1_LS work-items serves R consecutive weight rows. Work-item t takes the
+ * 32-element chunks t, t + MV1_LS, ... of the row (16 bytes of Q4_K nibbles, or 3 x 8
+ * bytes of Q6_K), loads the matching 32 values of x once with float4 loads and applies them
+ * to the R rows, so x is read once per R rows from the cache and the weights with wide
+ * loads; the partial sums meet in local memory (two barriers). MV1_LS is a multiple of
+ * the 8 chunks of a block, so a work-item's chunk position c in the block (and with it the
+ * scales it needs) is fixed. quant.c checks the alignments the vector loads need.
+ *
+ * mv1x_r* (below) also serves the step planner's groups (quant_mv1.c): an RMS norm in
+ * front, several weights of one x, and add or SWIGLU epilogues. */
+#define MV1_LS 64
+
+inline float nib4(uint u, int sh, float4 x)
+{
+    return (float)((u >> sh) & 0xF) * x.s0 + (float)((u >> (8 + sh)) & 0xF) * x.s1 +
+           (float)((u >> (16 + sh)) & 0xF) * x.s2 + (float)((u >> (24 + sh)) & 0xF) * x.s3;
+}
+
+inline float hsum4(float4 v) { return (v.s0 + v.s1) + (v.s2 + v.s3); }
+
+/* Scale and min of 32-group j from the 12 packed bytes (3 little-endian words). */
+inline void q4k_sm(uint3 s, int j, float *sc, float *m)
+{
+    uchar b[12];
+    for (int i = 0; i < 4; i++) {
+        b[i] = (uchar)(s.x >> (8 * i));
+        b[4 + i] = (uchar)(s.y >> (8 * i));
+        b[8 + i] = (uchar)(s.z >> (8 * i));
+    }
+    if (j < 4) {
+        *sc = (float)(b[j] & 63);
+        *m = (float)(b[j + 4] & 63);
+    } else {
+        *sc = (float)((b[j + 4] & 0xF) | ((b[j - 4] >> 6) << 4));
+        *m = (float)((b[j + 4] >> 4) | ((b[j] >> 6) << 4));
+    }
+}
+
+/* x of chunk c of block b: 8 float4 (Q4_K: the low-nibble 16 then the high-nibble 16;
+ * Q6_K: 8 values of each of the 4 sets) and, for Q4_K's mins, the two halves' sums. */
+typedef struct {
+    float4 v[8];
+    float s0, s1;
+} mv1_x;
+
+inline void q4_k_x(global const float *x, long b, int c, mv1_x *o)
+{
+    int j = 2 * (c / 2), l0 = 16 * (c % 2);
+    global const float4 *p = (global const float4 *)(x + b * 256 + 32 * j + l0);
+    for (int i = 0; i < 4; i++) o->v[i] = p[i], o->v[4 + i] = p[8 + i];
+    o->s0 = hsum4((o->v[0] + o->v[1]) + (o->v[2] + o->v[3]));
+    o->s1 = hsum4((o->v[4] + o->v[5]) + (o->v[6] + o->v[7]));
+}
+
+inline float q4_k_dot(global const uchar *blk, int c, const mv1_x *x)
+{
+    int j = 2 * (c / 2);
+    uint4 q = *(global const uint4 *)(blk + 16 + 16 * c);
+    uint3 s = vload3(0, (global const uint *)(blk + 4));
+    float2 dm = vload_half2(0, (global const half *)blk);
+    float sc0, m0, sc1, m1;
+    q4k_sm(s, j, &sc0, &m0);
+    q4k_sm(s, j + 1, &sc1, &m1);
+    float dl = nib4(q.x, 0, x->v[0]) + nib4(q.y, 0, x->v[1]) + nib4(q.z, 0, x->v[2]) + nib4(q.w, 0, x->v[3]);
+    float dh = nib4(q.x, 4, x->v[4]) + nib4(q.y, 4, x->v[5]) + nib4(q.z, 4, x->v[6]) + nib4(q.w, 4, x->v[7]);
+    return dm.x * (sc0 * dl + sc1 * dh) - dm.y * (m0 * x->s0 + m1 * x->s1);
+}
+
+/* 4 Q6_K values (low 4 bits from l at lsh, high 2 from h at hsh) dotted with x. */
+inline float q6_4(uint l, uint h, int lsh, int hsh, float4 x)
+{
+    float4 q;
+    q.s0 = (float)((int)(((l >> lsh) & 0xF) | (((h >> hsh) & 3) << 4)) - 32);
+    q.s1 = (float)((int)(((l >> (8 + lsh)) & 0xF) | (((h >> (8 + hsh)) & 3) << 4)) - 32);
+    q.s2 = (float)((int)(((l >> (16 + lsh)) & 0xF) | (((h >> (16 + hsh)) & 3) << 4)) - 32);
+    q.s3 = (float)((int)(((l >> (24 + lsh)) & 0xF) | (((h >> (24 + hsh)) & 3) << 4)) - 32);
+    return dot(q, x);
+}
+
+/* Q6_K chunk c = (h, l0): ql bytes 64h + l0 .. +7 (low nibbles: set 0, high: set 2) and
+ * 64h + 32 + l0 .. +7 (sets 1 and 3), qh bytes 32h + l0 .. +7 (2 bits per set); set s is
+ * elements 128h + 32s + l0 .. +7. Blocks are 210 bytes, so only 2-byte loads are aligned. */
+inline void q6_k_x(global const float *x, long b, int c, mv1_x *o)
+{
+    int h = c / 4, l0 = 8 * (c % 4);
+    global const float4 *p = (global const float4 *)(x + b * 256 + 128 * h + l0);
+    for (int s = 0; s < 4; s++) o->v[2 * s] = p[8 * s], o->v[2 * s + 1] = p[8 * s + 1];
+    o->s0 = o->s1 = 0.0f;
+}
+
+inline float q6_k_dot(global const uchar *blk, int c, const mv1_x *x)
+{
+    int h = c / 4, l0 = 8 * (c % 4), g0 = 8 * h + l0 / 16;
+    ushort4 la = vload4(0, (global const ushort *)(blk + 64 * h + l0));
+    ushort4 lb = vload4(0, (global const ushort *)(blk + 64 * h + 32 + l0));
+    ushort4 hh = vload4(0, (global const ushort *)(blk + 128 + 32 * h + l0));
+    uint la0 = la.x | ((uint)la.y << 16), la1 = la.z | ((uint)la.w << 16);
+    uint lb0 = lb.x | ((uint)lb.y << 16), lb1 = lb.z | ((uint)lb.w << 16);
+    uint h0 = hh.x | ((uint)hh.y << 16), h1 = hh.z | ((uint)hh.w << 16);
+    global const char *sc = (global const char *)(blk + 192);
+    float d = vload_half(0, (global const half *)(blk + 208));
+    float s0 = q6_4(la0, h0, 0, 0, x->v[0]) + q6_4(la1, h1, 0, 0, x->v[1]);
+    float s1 = q6_4(lb0, h0, 0, 2, x->v[2]) + q6_4(lb1, h1, 0, 2, x->v[3]);
+    float s2 = q6_4(la0, h0, 4, 4, x->v[4]) + q6_4(la1, h1, 4, 4, x->v[5]);
+    float s3 = q6_4(lb0, h0, 4, 6, x->v[6]) + q6_4(lb1, h1, 4, 6, x->v[7]);
+    return d * ((float)sc[g0] * s0 + (float)sc[g0 + 2] * s1 + (float)sc[g0 + 4] * s2 + (float)sc[g0 + 6] * s3);
+}
+
+/* Sums of R rows' partials over the work-group; work-item r < R gets row r's. */
+inline float mv1_reduce(local float *red, float *acc, int R)
+{
+    int lid = get_local_id(0);
+    for (int r = 0; r < R; r++) red[r * MV1_LS + lid] = acc[r];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int t = lid; t < R * 16; t += MV1_LS) { /* each sums 4 and writes over its own first */
+        local float *q = red + (t / 16) * MV1_LS + t % 16;
+        q[0] = (q[0] + q[16]) + (q[32] + q[48]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float s = 0.0f;
+    if (lid < R)
+        for (int i = 0; i < 16; i++) s += red[lid * MV1_LS + i];
+    return s;
+}
+
+inline float silu_f(float x)
+{
+    float e = exp(-fabs(x)), s = 1.0f / (1.0f + e); /* ew.cl's sigmoid_f */
+    return x * (x < 0.0f ? e * s : s);
+}
+/* x of a chunk for format f (0 Q4_K, 1 Q6_K), times the norm's weight when gam is set;
+ * *ss gathers the squares of the raw x (each element of x is in exactly one chunk). */
+inline void mv1_load_x(int f, global const float *x, global const float *gam, long b, int c, mv1_x *o, float *ss)
+{
+    if (f == 0) q4_k_x(x, b, c, o);
+    else q6_k_x(x, b, c, o);
+    if (ss) {
+        float4 q = (float4)(0.0f);
+        for (int i = 0; i < 8; i++) q += o->v[i] * o->v[i];
+        *ss += hsum4(q);
+    }
+    if (gam) {
+        mv1_x g;
+        if (f == 0) q4_k_x(gam, b, c, &g);
+        else q6_k_x(gam, b, c, &g);
+        for (int i = 0; i < 8; i++) o->v[i] *= g.v[i];
+        if (f == 0) {
+            o->s0 = hsum4((o->v[0] + o->v[1]) + (o->v[2] + o->v[3]));
+            o->s1 = hsum4((o->v[4] + o->v[5]) + (o->v[6] + o->v[7]));
+        }
+    }
+}
+
+inline float mv1_dot(int f, global const uchar *blk, int c, const mv1_x *x)
+{
+    return f == 0 ? q4_k_dot(blk, c, x) : q6_k_dot(blk, c, x);
+}
+
+/* One launch for what the step planner (capture.c) fused, or a plain one-row linear.
+ * Work-groups take R rows of weight 0, then of weight 1, then of weight 2 (nseg of them,
+ * each with its format f, rows N, output o; several linears of one x); gated: weights
+ * 0 and 1 row by row in the same work-group (gate and up), z = silu(gate) * up. norm: x is
+ * the input of an RMS norm (weight gam when has_gam) whose output xn work-group 0 writes;
+ * the linears read xn, computed as scale * (W . (x * gam)) with the scale from the sum of
+ * squares that the row reduction carries along. epi 1: z = o0 + r (an ADD after the
+ * linear). bias: weight 0's, for a single linear. */
+#define MV1X_KERNEL(R)                                                                                      \
+    kernel void mv1x_r##R(global const uchar *xb, ulong xoff, long K, int norm, global const uchar *gmb,       \
+                          ulong gmoff, int has_gam, float eps, global uchar *xnb, ulong xnoff, int gated, int nseg, \
+                          global const uchar *w0, ulong w0o, long w0r, int f0, long N0, global uchar *o0, ulong o0o, \
+                          global const uchar *w1, ulong w1o, long w1r, int f1, long N1, global uchar *o1, ulong o1o, \
+                          global const uchar *w2, ulong w2o, long w2r, int f2, long N2, global uchar *o2, ulong o2o, \
+                          global const uchar *bb, ulong boff, int bias_kind, long bstride, int epi,            \
+                          global const uchar *rb, ulong roff, global uchar *zb, ulong zoff, local float *red)   \
+    {                                                                                                       \
+        int lid = get_local_id(0), c = lid % 8;                                                             \
+        long grp = get_group_id(0), G0 = (N0 + R - 1) / R, G1 = (N1 + R - 1) / R;                           \
+        global const uchar *w = w0, *wu = w1;                                                               \
+        ulong wo = w0o, oo = o0o;                                                                           \
+        long wr = w0r, N = N0;                                                                              \
+        int f = f0, seg = 0;                                                                                \
+        global uchar *o = o0;                                                                               \
+        if (!gated && nseg > 1 && grp >= G0) {                                                              \
+            grp -= G0;                                                                                      \
+            seg = 1, w = w1, wo = w1o, wr = w1r, f = f1, N = N1, o = o1, oo = o1o;                          \
+            if (nseg > 2 && grp >= G1) {                                                                    \
+                grp -= G1;                                                                                  \
+                seg = 2, w = w2, wo = w2o, wr = w2r, f = f2, N = N2, o = o2, oo = o2o;                      \
+            }                                                                                               \
+        }                                                                                                   \
+        long n0 = grp * R;                                                                                  \
+        int nr = (int)min((long)R, N - n0);                                                                 \
+        global const float *x = (global const float *)(xb + xoff);                                         \
+        global const float *gam = norm && has_gam ? (global const float *)(gmb + gmoff) : 0;               \
+        global const uchar *wa = w + wo + n0 * wr, *wb = wu + w1o + n0 * w1r;                               \
+        float acc[2 * R + 1], ss = 0.0f;                                                                    \
+        for (int r = 0; r < 2 * R + 1; r++) acc[r] = 0.0f;                                                  \
+        for (long ch = lid; ch < K / 32; ch += MV1_LS) {                                                    \
+            long b = ch / 8;                                                                                \
+            mv1_x xs;                                                                                       \
+            mv1_load_x(f, x, gam, b, c, &xs, norm ? &ss : 0);                                              \
+            for (int r = 0; r < R; r++) { /* rows past N repeat the last: static indices, no branch */     \
+                long rr = min(r, nr - 1);                                                                   \
+                acc[r] += mv1_dot(f, wa + rr * wr + b * (f == 0 ? 144 : 210), c, &xs);                      \
+                if (gated) acc[R + r] += mv1_dot(f, wb + rr * w1r + b * (f == 0 ? 144 : 210), c, &xs);      \
+            }                                                                                               \
+        }                                                                                                   \
+        acc[2 * R] = ss;                                                                                    \
+        float s = mv1_reduce(red, acc, 2 * R + 1);                                                          \
+        local float *fin = red + (2 * R + 1) * MV1_LS;                                                      \
+        if (lid < 2 * R + 1) fin[lid] = s;                                                                  \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                       \
+        float scale = norm ? rsqrt(fin[2 * R] / (float)K + eps) : 1.0f;                                    \
+        if (lid < nr) {                                                                                     \
+            long n = n0 + lid;                                                                              \
+            float y = fin[lid] * scale;                                                                     \
+            if (seg == 0 && !gated && nseg == 1) y += bias_at(bb, boff, bias_kind, bstride, n);              \
+            ((global float *)(o + oo))[n] = y;                                                              \
+            if (gated) {                                                                                    \
+                float u = fin[R + lid] * scale;                                                             \
+                ((global float *)(o1 + o1o))[n] = u;                                                        \
+                ((global float *)(zb + zoff))[n] = silu_f(y) * u;                                           \
+            } else if (epi == 1) {                                                                          \
+                ((global float *)(zb + zoff))[n] = y + ((global const float *)(rb + roff))[n];              \
+            }                                                                                               \
+        }                                                                                                   \
+        if (norm && get_group_id(0) == 0) {                                                                 \
+            global float *xn = (global float *)(xnb + xnoff);                                               \
+            for (long i = lid; i < K; i += MV1_LS) xn[i] = x[i] * scale * (gam ? gam[i] : 1.0f);            \
+        }                                                                                                   \
+    }
+
+MV1X_KERNEL(1)
+MV1X_KERNEL(4)
+
+/* Before a fused launch whose outputs overlap its x (the step's arena reuses the bytes of
+ * a tensor once its last reader ran, and a fused launch still reads x while it writes):
+ * one work-group copies x, or its RMS norm, into a scratch buffer of the captured step,
+ * which the launch then reads instead; the norm's own output is written here too. Each
+ * work-item reads its elements before the barrier and writes only its own after it, so
+ * xn may be x itself. */
+kernel void mv1_stage_x(global const uchar *xb, ulong xoff, long K, int norm, global const uchar *gmb, ulong gmoff,
+                        int has_gam, float eps, global uchar *xnb, ulong xnoff, global float *scratch, local float *red)
+{
+    int lid = get_local_id(0), ls = get_local_size(0);
+    global const float *x = (global const float *)(xb + xoff);
+    global const float *gam = (global const float *)(gmb + gmoff);
+    float v[32], ss = 0.0f; /* K <= 32 * local size (quant_mv1.c) */
+    int n = 0;
+    for (long i = lid; i < K; i += ls) {
+        v[n] = x[i];
+        ss += v[n] * v[n];
+        n++;
+    }
+    red[lid] = ss;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = ls / 2; s > 0; s /= 2) {
+        if (lid < s) red[lid] += red[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float scale = norm ? rsqrt(red[0] / (float)K + eps) : 1.0f;
+    n = 0;
+    for (long i = lid; i < K; i += ls) {
+        float y = norm ? v[n] * scale * (has_gam ? gam[i] : 1.0f) : v[n];
+        if (norm) ((global float *)(xnb + xnoff))[i] = y;
+        scratch[i] = y;
+        n++;
+    }
+}

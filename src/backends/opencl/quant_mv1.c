@@ -1,0 +1,299 @@
+/* One-row decode products on GPUs (mv1x_r* in kernels/quant.cl) for Q4_K and Q6_K, the
+ * formats of a Q4_K_M model, and the step planner's fused launches built on them.
+ *
+ * A plain LINEAR with one row of x runs as a one-segment launch. While a step is captured
+ * (capture.c), ocl_quant_fuse looks at the ops ahead and covers these with one launch:
+ *   [RMS_NORM] + LINEAR + LINEAR + SWIGLU     gate and up rows side by side, h = silu(g) * u
+ *   [RMS_NORM] + LINEAR (+ LINEAR (+ LINEAR)) linears of one x (q, k, v), one after another
+ *   [RMS_NORM] + LINEAR + ADD                 z = y + r
+ * (the norm optional in each). Every tensor those ops write is still written (the norm's
+ * output, each linear's, the swiglu's or add's), so whoever reads them later, inside the
+ * step or after it, sees what op-by-op execution gives. Operands are checked for overlaps
+ * a single launch would turn into races. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/opencl/quant.h"
+#include "backends/opencl/quant_internal.h"
+
+#define MV1_LS 64 /* MV1_LS in quant.cl */
+
+/* ---- eligibility ---- */
+
+/* x contiguous and 16-byte aligned for float4 loads; weight blocks aligned for theirs
+ * (Q4_K: 16 bytes; Q6_K's 210-byte blocks: 2). */
+bool ocl_mv1_ok(const ct_device *dev, const ct_op *op)
+{
+    const ct_tensor *x = op->src[0], *w = op->src[1];
+    const ocl_dev_info *info = ocl_info(dev);
+    if (ocl_q_matvec_rows(info) || (w->dtype != CT_Q4_K && w->dtype != CT_Q6_K)) return false;
+    if (info->max_wg < MV1_LS || info->local_mem < 16 * (MV1_LS + 1) * sizeof(float)) return false;
+    int64_t N = w->shape[0], K = w->shape[1];
+    cl_long rs, cs, wrow = 0;
+    cl_ulong xoff = 0, woff = 0;
+    if (K % 256 || shape_numel(x->ndim - 1, x->shape) != 1 || !ocl_q_x_rows(x, &rs, &cs) || (K > 1 && cs != 1))
+        return false;
+    if (N > 1 && !ocl_q_byte_stride(w, 0, &wrow)) return false;
+    if (!ocl_mem(x, dev, &xoff) || !ocl_mem(w, dev, &woff)) return false;
+    unsigned align = w->dtype == CT_Q4_K ? 16 : 2;
+    const char *e = getenv("CTORCH_OPENCL_MV1_ROWS"); /* a tuning switch: 1 or 4 rows everywhere, 0 off */
+    if (e && !strcmp(e, "0")) return false;
+    return xoff % 16 == 0 && woff % align == 0 && (cl_ulong)wrow % align == 0;
+}
+
+/* Rows per work-group: 4 (x reused from registers) when that still gives every compute
+ * unit a few groups, else 1. */
+static int mv1_rows(const ct_device *dev, int64_t N)
+{
+    const char *e = getenv("CTORCH_OPENCL_MV1_ROWS");
+    if (e && (!strcmp(e, "1") || !strcmp(e, "4"))) return e[0] - '0';
+    return N >= 8 * (int64_t)ocl_info(dev)->compute_units ? 4 : 1;
+}
+
+/* ---- a launch ---- */
+
+typedef struct q_span { /* a tensor's device bytes [lo, hi), for overlap tests */
+    cl_mem m;
+    cl_ulong lo, hi;
+} q_span;
+
+static bool span_of(const ct_tensor *t, const ct_device *dev, q_span *sp)
+{
+    if (!t || t->dtype != CT_F32 || !tensor_is_contiguous(t)) return false;
+    sp->m = ocl_mem(t, dev, &sp->lo);
+    sp->hi = sp->lo + (cl_ulong)ct_tensor_nbytes(t);
+    return sp->m != NULL;
+}
+
+static bool overlap(const q_span *a, const q_span *b) { return a->m == b->m && a->lo < b->hi && b->lo < a->hi; }
+static bool same(const q_span *a, const q_span *b) { return a->m == b->m && a->lo == b->lo && a->hi == b->hi; }
+
+typedef struct mv1_plan {
+    const ct_op *norm;   /* RMS_NORM whose output the linears read, or NULL */
+    const ct_op *lin[3]; /* the linears (gated: gate, up) */
+    int nseg;
+    bool gated;
+    const ct_op *tail;   /* the SWIGLU (gated) or ADD after the linears, or NULL */
+    q_span r, z;         /* ADD: the residual and the sum; SWIGLU: z the product */
+    bool stage;          /* an output overlaps the x read: stage x (or its norm) first */
+} mv1_plan;
+
+#define MV1_STAGE_LS 256 /* mv1_stage_x's work-group; it holds up to 32 values of x per work-item */
+
+/* x, or its norm, into a scratch buffer the captured step keeps (mv1_stage_x in quant.cl). */
+static ct_status stage_x(ct_device *dev, const mv1_plan *p, cl_mem xm, cl_ulong xo, cl_long K, cl_mem gm,
+                         cl_ulong go, cl_mem xnm, cl_ulong xno, cl_mem *scratch)
+{
+    cl_int norm = p->norm != NULL, has_gam = p->norm && p->norm->n_src > 1 && p->norm->src[1];
+    cl_float eps = p->norm ? (cl_float)p->norm->p.norm.eps : 0.0f;
+    cl_kernel k;
+    cl_mem sm = NULL;
+    ct_status s = ocl_kernel(dev, OCL_Q_PROGRAM, "mv1_stage_x", &k);
+    if (s == CT_OK) s = ocl_tmp_alloc(dev, sizeof(float) * (size_t)K, &sm);
+    if (s != CT_OK) return s;
+    size_t ls = MV1_STAGE_LS;
+    s = OCL_SET_ARGS(dev, k, "mv1_stage_x", OCL_ARG(xm), OCL_ARG(xo), OCL_ARG(K), OCL_ARG(norm), OCL_ARG(gm),
+                     OCL_ARG(go), OCL_ARG(has_gam), OCL_ARG(eps), OCL_ARG(xnm), OCL_ARG(xno), OCL_ARG(sm),
+                     OCL_LOCAL(sizeof(float) * ls));
+    if (s == CT_OK) s = ocl_launch(dev, k, "mv1_stage_x", 1, &ls, &ls);
+    ocl_tmp_free(dev, sm, sizeof(float) * (size_t)K); /* while capturing: kept until the step's release */
+    *scratch = sm;
+    return s;
+}
+
+static ct_status mv1_launch(ct_device *dev, const mv1_plan *p)
+{
+    const ct_tensor *x = p->norm ? p->norm->src[0] : p->lin[0]->src[0];
+    const ct_tensor *gamma = p->norm ? p->norm->src[1] : NULL, *b = p->nseg == 1 && !p->gated ? p->lin[0]->src[2] : NULL;
+    cl_long K = p->lin[0]->src[1]->shape[1], bstride = b ? b->stride[0] : 0, total = 0;
+    cl_mem xm, gm, xnm, bm;
+    cl_ulong xo, go = 0, xno = 0, bo = 0;
+    xm = ocl_mem(x, dev, &xo);
+    gm = xnm = bm = xm; /* absent operands: any valid buffer, never read */
+    if (gamma) gm = ocl_mem(gamma, dev, &go);
+    if (p->norm) xnm = ocl_mem(p->norm->dst, dev, &xno);
+    if (b) bm = ocl_mem(b, dev, &bo);
+    cl_int norm = p->norm != NULL, has_gam = gamma != NULL, gated = p->gated, nseg = p->nseg, bk = ocl_q_bias_kind(b);
+    if (p->stage) {
+        ct_status s = stage_x(dev, p, xm, xo, K, gm, go, xnm, xno, &xm);
+        if (s != CT_OK) return s;
+        xo = 0, norm = 0, has_gam = 0;
+    }
+    cl_int epi = p->tail && !p->gated;
+    cl_float eps = p->norm ? (cl_float)p->norm->p.norm.eps : 0.0f;
+    struct {
+        cl_mem w, o;
+        cl_ulong wo, oo;
+        cl_long wr, N;
+        cl_int f;
+    } sg[3];
+    for (int i = 0; i < 3; i++) {
+        const ct_op *op = p->lin[i < p->nseg ? i : 0];
+        const ct_tensor *w = op->src[1];
+        sg[i].w = ocl_mem(w, dev, &sg[i].wo);
+        sg[i].o = ocl_mem(op->dst, dev, &sg[i].oo);
+        sg[i].N = w->shape[0];
+        sg[i].wr = 0;
+        if (sg[i].N > 1) ocl_q_byte_stride(w, 0, &sg[i].wr);
+        sg[i].f = w->dtype == CT_Q6_K;
+        if (!sg[i].w || !sg[i].o || !xm || !gm || !xnm || !bm)
+            return core_err(CT_ERR_DEVICE_FAULT, "%s: linear operands without a copy here", dev->info.name);
+    }
+    for (int i = 0; i < p->nseg; i++) total += sg[i].N;
+    int R = mv1_rows(dev, p->gated ? sg[0].N : total);
+    size_t groups = 0;
+    for (int i = 0; i < (p->gated ? 1 : p->nseg); i++) groups += (size_t)((sg[i].N + R - 1) / R);
+    q_span r = p->r, z = p->z;
+    if (!epi && !p->gated) r.m = z.m = xm, r.lo = z.lo = 0;
+    if (p->gated && !p->tail) return core_err(CT_ERR_INVALID_ARG, "mv1: gated without its swiglu");
+    if (p->gated) r.m = xm, r.lo = 0;
+    char name[16];
+    snprintf(name, sizeof name, "mv1x_r%d", R);
+    cl_kernel k;
+    ct_status s = ocl_kernel(dev, OCL_Q_PROGRAM, name, &k);
+    size_t ls = MV1_LS, global = groups * ls, local = sizeof(float) * (size_t)(2 * R + 1) * (MV1_LS + 1);
+    if (s == CT_OK)
+        s = OCL_SET_ARGS(dev, k, name, OCL_ARG(xm), OCL_ARG(xo), OCL_ARG(K), OCL_ARG(norm), OCL_ARG(gm), OCL_ARG(go),
+                         OCL_ARG(has_gam), OCL_ARG(eps), OCL_ARG(xnm), OCL_ARG(xno), OCL_ARG(gated), OCL_ARG(nseg),
+                         OCL_ARG(sg[0].w), OCL_ARG(sg[0].wo), OCL_ARG(sg[0].wr), OCL_ARG(sg[0].f), OCL_ARG(sg[0].N),
+                         OCL_ARG(sg[0].o), OCL_ARG(sg[0].oo), OCL_ARG(sg[1].w), OCL_ARG(sg[1].wo), OCL_ARG(sg[1].wr),
+                         OCL_ARG(sg[1].f), OCL_ARG(sg[1].N), OCL_ARG(sg[1].o), OCL_ARG(sg[1].oo), OCL_ARG(sg[2].w),
+                         OCL_ARG(sg[2].wo), OCL_ARG(sg[2].wr), OCL_ARG(sg[2].f), OCL_ARG(sg[2].N), OCL_ARG(sg[2].o),
+                         OCL_ARG(sg[2].oo), OCL_ARG(bm), OCL_ARG(bo), OCL_ARG(bk), OCL_ARG(bstride), OCL_ARG(epi),
+                         OCL_ARG(r.m), OCL_ARG(r.lo), OCL_ARG(z.m), OCL_ARG(z.lo), OCL_LOCAL(local));
+    return s != CT_OK ? s : ocl_launch(dev, k, name, 1, &global, &ls);
+}
+
+ct_status ocl_mv1_linear(ct_device *dev, const ct_op *op)
+{
+    mv1_plan p = {.lin = {op}, .nseg = 1};
+    return mv1_launch(dev, &p);
+}
+
+/* ---- the planner ---- */
+
+static bool fusable_linear(const ct_device *dev, const ct_op *op)
+{
+    return op->kind == CT_OP_LINEAR && ocl_quant_supports(dev, op) && ocl_mv1_ok(dev, op);
+}
+
+/* An RMS norm of one f32 row of K into a tensor of its own; its input 16-byte aligned. */
+static bool norm_ok(const ct_device *dev, const ct_op *op, q_span *x, q_span *g, q_span *y)
+{
+    if (op->kind != CT_OP_RMS_NORM || op->n_src < 1 || !span_of(op->src[0], dev, x) || !span_of(op->dst, dev, y))
+        return false;
+    int64_t K = op->src[0]->shape[op->src[0]->ndim - 1];
+    if (ct_tensor_numel(op->src[0]) != K || ct_tensor_numel(op->dst) != K || x->lo % 16) return false;
+    const ct_tensor *w = op->n_src > 1 ? op->src[1] : NULL;
+    *g = *x;
+    if (w && (!span_of(w, dev, g) || ct_tensor_numel(w) != K || g->lo % 16)) return false;
+    if (w && overlap(y, g)) return false;
+    return same(y, x) || !overlap(y, x);
+}
+
+/* The linears from ops[0] that read the same x (the norm's output when there is one): up
+ * to 3 without a bias, or a single one. Their outputs overlap nothing read or written. */
+static int gather_linears(const ct_device *dev, const ct_op *ops, int n, const q_span *x, const q_span *xin,
+                          mv1_plan *p)
+{
+    int k = 0;
+    q_span out[3];
+    for (; k < 3 && k < n; k++) {
+        q_span xs, o;
+        if (!fusable_linear(dev, &ops[k]) || !span_of(ops[k].src[0], dev, &xs) || !same(&xs, x) ||
+            !span_of(ops[k].dst, dev, &o))
+            break;
+        if (k > 0 && (ops[k].src[2] || p->lin[0]->src[2] || ops[k].src[1]->shape[1] != p->lin[0]->src[1]->shape[1]))
+            break;
+        bool bad = false;
+        for (int j = 0; j < k; j++) bad |= overlap(&o, &out[j]);
+        if (bad) break;
+        p->stage |= overlap(&o, x) || (xin && overlap(&o, xin));
+        out[k] = o;
+        p->lin[k] = &ops[k];
+    }
+    p->nseg = k;
+    return k;
+}
+
+/* gate = lin[0], up = lin[1] (or swapped), SWIGLU(gate, up) into a tensor of its own. */
+static bool gated_tail(const ct_device *dev, const ct_op *glu, mv1_plan *p, const q_span *x, const q_span *xin)
+{
+    q_span a, b, g, u, h;
+    if (p->nseg < 2 || glu->kind != CT_OP_SWIGLU || glu->n_src != 2 || !span_of(glu->src[0], dev, &a) ||
+        !span_of(glu->src[1], dev, &b) || !span_of(glu->dst, dev, &h))
+        return false;
+    const ct_op *l0 = p->lin[0], *l1 = p->lin[1];
+    if (l0->src[1]->dtype != l1->src[1]->dtype || l0->src[1]->shape[0] != l1->src[1]->shape[0]) return false;
+    span_of(l0->dst, dev, &g);
+    span_of(l1->dst, dev, &u);
+    if (same(&a, &u) && same(&b, &g)) { /* swiglu(up, gate) order of the linears */
+        p->lin[0] = l1, p->lin[1] = l0;
+        q_span t = g;
+        g = u, u = t;
+    } else if (!same(&a, &g) || !same(&b, &u)) {
+        return false;
+    }
+    if (ct_tensor_numel(glu->dst) != l0->src[1]->shape[0] || overlap(&h, &g) || overlap(&h, &u)) return false;
+    p->stage |= overlap(&h, x) || (xin && overlap(&h, xin));
+    p->nseg = 2, p->gated = true, p->tail = glu, p->z = h;
+    return true;
+}
+
+/* ADD(y, r) or ADD(r, y) after a single linear: z = y + r into z == r or apart from all. */
+static bool add_tail(const ct_device *dev, const ct_op *add, mv1_plan *p, const q_span *x, const q_span *xin)
+{
+    q_span a, b, y, z;
+    if (p->nseg != 1 || add->kind != CT_OP_ADD || add->n_src != 2 || !span_of(add->src[0], dev, &a) ||
+        !span_of(add->src[1], dev, &b) || !span_of(add->dst, dev, &z) || !span_of(p->lin[0]->dst, dev, &y))
+        return false;
+    int64_t N = p->lin[0]->src[1]->shape[0];
+    if (ct_tensor_numel(add->dst) != N || ct_tensor_numel(add->src[0]) != N || ct_tensor_numel(add->src[1]) != N)
+        return false;
+    const q_span *r = same(&a, &y) ? &b : same(&b, &y) ? &a : NULL;
+    if (!r || overlap(r, &y) || overlap(&z, &y) || (overlap(&z, r) && !same(&z, r))) return false;
+    /* r is read by other work-groups only through x, which staging protects */
+    p->stage |= overlap(&z, x) || (xin && overlap(&z, xin));
+    p->tail = add, p->r = *r, p->z = z;
+    return true;
+}
+
+static bool g_no_fuse;
+static int g_fused_total;
+
+void ocl_quant_test_fuse(bool on) { g_no_fuse = !on; }
+int ocl_quant_fused_total(void) { return __atomic_load_n(&g_fused_total, __ATOMIC_RELAXED); }
+
+int ocl_quant_fuse(ct_device *dev, const ct_op *ops, int n)
+{
+    const char *e = getenv("CTORCH_OPENCL_FUSE"); /* an A/B switch: 0 captures op by op */
+    if (g_no_fuse || (e && !strcmp(e, "0")) || n < 2) return 0;
+    mv1_plan p = {0};
+    q_span xin, gam, xn, x;
+    int i = 0;
+    if (norm_ok(dev, &ops[0], &xin, &gam, &xn)) {
+        p.norm = &ops[0];
+        x = xn;
+        i = 1;
+    } else if (!span_of(ops[0].src[0], dev, &x)) {
+        return 0;
+    }
+    const q_span *in = p.norm ? &xin : NULL;
+    p.stage = p.norm && same(&xin, &xn); /* a norm in place: its input is gone once it is written */
+    int k = gather_linears(dev, ops + i, n - i, &x, in, &p);
+    if (k == 0) return 0;
+    int used = i + k;
+    if (used < n && k >= 2 && gated_tail(dev, &ops[i + 2], &p, &x, in) && p.nseg == 2 && k == 2) {
+        used = i + 3;
+    } else {
+        p.gated = false;
+        if (k == 1 && used < n && add_tail(dev, &ops[used], &p, &x, in)) used++;
+    }
+    if (used < 2) return 0; /* a lone linear: its own run */
+    int64_t K = p.lin[0]->src[1]->shape[1];
+    if (p.stage && (!ocl_capturing(dev) || ocl_info(dev)->max_wg < MV1_STAGE_LS || K > 32 * MV1_STAGE_LS)) return 0;
+    if (mv1_launch(dev, &p) != CT_OK) return 0;
+    __atomic_fetch_add(&g_fused_total, used, __ATOMIC_RELAXED);
+    return used;
+}
