@@ -17,7 +17,7 @@ static ct_status place_like(const ct_tensor *k, const ct_tensor *v, const ct_ten
     if (!home) return CT_OK;
     ct_status s = ct_tensor_place(k, home->name);
     if (s == CT_OK) s = ct_tensor_place(v, home->name);
-    if (s != CT_ERR_OOM) return s;
+    if (s != CT_ERR_DEVICE_OOM && s != CT_ERR_OOM) return s;
     double mib = (double)(ct_tensor_nbytes(k) + ct_tensor_nbytes(v)) / (1 << 20);
     core_log(CT_LOG_WARN, "KV cache of layer %d (%.1f MiB) does not fit on %s (%s): kept on the host", layer, mib,
              home->name, ct_last_error());

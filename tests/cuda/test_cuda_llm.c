@@ -68,7 +68,11 @@ static void generate(const char *device, int ngl, int n_ctx, run_out *o)
     llm_model *m = th_tiny_llama("cuda_llm.gguf", "cuda-llm-test", 77, &shape, V, D);
     if (!m) return;
     llm_placement pl = {0};
-    if (device) CHECK_OK(llm_model_place(m, device, ngl, NULL, NULL, &pl));
+    /* this model's ops are tiny: without this, host-resident ones would stay on the CPU */
+    if (device) {
+        ct_exec_set_small_bytes(0);
+        CHECK_OK(llm_model_place(m, device, ngl, NULL, NULL, &pl));
+    }
     llm_session s;
     CHECK_OK(llm_session_init(&s, m, n_ctx, CT_F16, NULL));
     s.ignore_eog = true;
@@ -109,13 +113,25 @@ static void expect_cpu_tokens(const run_out *o, const char *what)
 
 static const char *gpu_or_skip(void) { return devcheck_device("cuda", g_dev, sizeof g_dev); }
 
+/* Ops that ran on the GPU since the last ct_exec_stats_reset (ct_exec_reinit resets too). */
+static uint64_t gpu_ops(void)
+{
+    ct_device_stats st[16];
+    int n = ct_exec_stats(st, 16);
+    for (int i = 0; i < n && i < 16; i++)
+        if (!strcmp(st[i].device, g_dev)) return st[i].ops;
+    return 0;
+}
+
 static void test_whole_model_on_the_gpu(void)
 {
     if (!gpu_or_skip()) return;
     cpu_reference();
     run_out o;
+    ct_exec_stats_reset();
     generate(g_dev, -1, CTX, &o);
     expect_cpu_tokens(&o, "all layers on the GPU");
+    CHECK_MSG(gpu_ops() > 0, "nothing ran on %s", g_dev);
     CHECK_MSG(!count(g_log, "lost"), "logged: %s", g_log);
 }
 
@@ -124,19 +140,23 @@ static void test_layer_split(void)
     if (!gpu_or_skip()) return;
     cpu_reference();
     run_out o;
+    ct_exec_stats_reset();
     generate(g_dev, 1, CTX, &o);
     expect_cpu_tokens(&o, "--gpu-layers 1");
+    CHECK_MSG(gpu_ops() > 0, "nothing ran on %s", g_dev);
 }
 
-/* The 9th attention on the GPU breaks it: that is in the decode steps (2 layers, the
- * prompt has one attention per layer). */
+/* The 40th linear on the GPU breaks it: a decode step (each evaluation runs 7 linears per
+ * layer and the output's, 15 in all, so the prompt holds the first 15). */
 static void test_late_fault_at_a_decode_step(void)
 {
     if (!gpu_or_skip()) return;
     cpu_reference();
-    knob("CTORCH_CUDA_LATE_FAULT", "sdpa:9");
+    knob("CTORCH_CUDA_LATE_FAULT", "linear:40");
     run_out o;
+    ct_exec_stats_reset();
     generate(g_dev, -1, CTX, &o);
+    fprintf(stderr, "  %llu ops ran on %s\n", (unsigned long long)gpu_ops(), g_dev);
     knob("CTORCH_CUDA_LATE_FAULT", NULL); /* also heals the device */
     expect_cpu_tokens(&o, "after a late fault");
     char want[96];
@@ -144,16 +164,17 @@ static void test_late_fault_at_a_decode_step(void)
     CHECK_MSG(count(g_log, want) == 1, "want '%s' once; logged:\n%s", want, g_log);
 }
 
-/* 1 MiB holds the weights (~0.4 MiB) but not one layer's f16 cache for 8192 positions
- * (1 MiB): the caches stay on the host, and every op that the cap starves finishes on the
+/* 2 MiB hold the weights (~0.4 MiB) and one layer's f16 cache for 8192 positions (1 MiB),
+ * not two: the second layer's cache stays on the host, and every op that the cap starves finishes on the
  * CPU, with the CPU's tokens. */
 static void test_cache_too_big_for_the_cap(void)
 {
     if (!gpu_or_skip()) return;
     cpu_reference();
-    knob("CTORCH_CUDA_MEM_MB", "1");
+    knob("CTORCH_CUDA_MEM_MB", "2");
     run_out o;
     generate(g_dev, -1, LONG_CTX, &o);
+    CHECK_MSG(gpu_ops() > 0, "nothing ran on %s", g_dev);
     knob("CTORCH_CUDA_MEM_MB", NULL);
     expect_cpu_tokens(&o, "cache on the host");
     CHECK_MSG(count(g_log, "does not fit on") >= 1 && count(g_log, "kept on the host") >= 1, "logged:\n%s", g_log);

@@ -15,18 +15,25 @@ constexpr int THREADS = 256;
 constexpr float LIMIT = 16384.0f; /* 2^14: headroom below f16's 65504 */
 
 /* amax as the bits of a non-negative float: their order is the floats' order. NaN and
- * infinities are left to propagate through the conversion, never into the scale. */
-__global__ void amax_kernel(const float *__restrict__ x, int64_t x_row, int64_t M, int64_t K,
-                            unsigned *__restrict__ amax_bits)
+ * infinities are left to propagate through the conversion, never into the scale. One
+ * atomic per block: a few hundred blocks, not one per warp of a large x. */
+__global__ void __launch_bounds__(THREADS) amax_kernel(const float *__restrict__ x, int64_t x_row, int64_t M, int64_t K,
+                                                      unsigned *__restrict__ amax_bits)
 {
+    __shared__ float part[THREADS / 32];
     float m = 0.0f;
-    int64_t n = M * K;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        float v = fabsf(x[(i / K) * x_row + i % K]);
-        if (v <= 3.0e38f) m = fmaxf(m, v); /* finite only */
-    }
+    for (int64_t r = blockIdx.y; r < M; r += gridDim.y)
+        for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < K; c += (int64_t)gridDim.x * blockDim.x) {
+            float v = fabsf(x[r * x_row + c]);
+            if (v <= 3.0e38f) m = fmaxf(m, v); /* finite only */
+        }
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if ((threadIdx.x & 31) == 0) atomicMax(amax_bits, __float_as_uint(m));
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = m;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int i = 1; i < THREADS / 32; i++) m = fmaxf(m, part[i]);
+        atomicMax(amax_bits, __float_as_uint(m));
+    }
 }
 
 __device__ __forceinline__ float scale_of(unsigned amax_bits)
@@ -36,20 +43,24 @@ __device__ __forceinline__ float scale_of(unsigned amax_bits)
     return exp2f(ceilf(log2f(a / LIMIT))); /* a power of two >= a / 2^14 */
 }
 
-__global__ void to_f16_kernel(const float *__restrict__ x, int64_t x_row, int64_t M, int64_t K,
-                              const unsigned *__restrict__ amax_bits, __half *__restrict__ xh, float *__restrict__ scale)
+__global__ void __launch_bounds__(THREADS) to_f16_kernel(const float *__restrict__ x, int64_t x_row, int64_t M, int64_t K,
+                                                        const unsigned *__restrict__ amax_bits, __half *__restrict__ xh,
+                                                        float *__restrict__ scale)
 {
     float s = scale_of(*amax_bits), inv = 1.0f / s;
-    int64_t n = M * K;
-    if (blockIdx.x == 0 && threadIdx.x == 0) scale[0] = s, scale[1] = 0.0f; /* alpha, beta */
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        xh[i] = __float2half_rn(x[(i / K) * x_row + i % K] * inv);
+    if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) scale[0] = s, scale[1] = 0.0f; /* alpha, beta */
+    for (int64_t r = blockIdx.y; r < M; r += gridDim.y)
+        for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < K; c += (int64_t)gridDim.x * blockDim.x)
+            xh[r * K + c] = __float2half_rn(x[r * x_row + c] * inv);
 }
 
-unsigned grid_for(int64_t n)
+/* Rows over grid.y, columns over grid.x, about two blocks per SM in all (so the amax takes
+ * a few hundred atomics), no index division. */
+dim3 grid_for(int64_t M, int64_t K)
 {
-    int64_t g = (n + THREADS - 1) / THREADS;
-    return (unsigned)(g > 4096 ? 4096 : g < 1 ? 1 : g);
+    int64_t gx = (K + THREADS - 1) / THREADS, gy = M < 256 ? M : 256;
+    if (gx * gy > 256) gx = (256 + gy - 1) / gy;
+    return dim3((unsigned)(gx < 1 ? 1 : gx), (unsigned)(gy < 1 ? 1 : gy));
 }
 
 } // namespace
@@ -69,8 +80,8 @@ extern "C" cudaError_t cuq_x_to_f16(const float *x, int64_t x_row, int64_t M, in
     *alpha_beta = ab;
     cudaError_t e = cudaMemsetAsync(amax, 0, sizeof *amax, stream);
     if (e != cudaSuccess) return e;
-    amax_kernel<<<grid_for(M * K), THREADS, 0, stream>>>(x, x_row, M, K, amax);
+    amax_kernel<<<grid_for(M, K), THREADS, 0, stream>>>(x, x_row, M, K, amax);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
-    to_f16_kernel<<<grid_for(M * K), THREADS, 0, stream>>>(x, x_row, M, K, amax, h, ab);
+    to_f16_kernel<<<grid_for(M, K), THREADS, 0, stream>>>(x, x_row, M, K, amax, h, ab);
     return cudaGetLastError();
 }
