@@ -6,12 +6,13 @@
  * quant_mv.cu's f32 FMA kernel (one launch); the rest to the fused decode job kernel with
  * one weight (quant_fused.cu: x quantized to 8 bits per 32, integer dots, the weight
  * prefetched into L2 under PDL), quant_mv.cu's integer-dot kernel for what it refuses.
- * Prefill (more rows): the weight is dequantized to f16 in slices of rows, each slice
- * multiplied by cuBLAS on f16 tensor cores with f32 accumulation. f16 rounds x and the
- * dequantized weight to 11 significant bits (2^-11 relative), as TF32 did before at half
- * the rate: far below the 2-8-bit quantization the weight carries and finer than the CPU's
- * own 8-bit rounding of x for its dots. x is scaled by a power of two first when it would
- * leave f16's range (quant_prefill.cu), so large activations cannot overflow.
+ * Prefill (more rows): the weight is dequantized to f32 in slices of rows, each slice
+ * multiplied by cuBLAS with TF32 tensor cores. TF32 here is not the f32-GEMM switch
+ * (CTORCH_CUDA_TF32): it rounds x and the dequantized weight to 11 significant bits
+ * (2^-11 relative), far below the 2-8-bit quantization the weight carries and finer than
+ * the CPU's own 8-bit rounding of x for its dots, while f32 keeps the range (an f16 x
+ * could overflow). An f16 variant (x scaled into range by a power of two) measured slower
+ * on the H100 (22.6k against ~40k t/s pp512) and was taken out.
  * ct_matmul with a quantized first operand reaches devices as LINEAR (the frontend
  * rewrites it), so the group claims no MATMUL.
  * Weights stay in GGUF's layout (no import): the kernels read it with coalesced loads. */
@@ -19,14 +20,13 @@
 
 #include "backends/cuda/cuda_internal.h"
 #include "backends/cuda/quant_kernels.h"
-#include "backends/cuda/quant_prefill.h"
 
 /* Decode: a single row of x times a weight of at most this many elements is dequantized
  * and multiplied in f32 (one kernel); anything larger quantizes x to 8 bits first and
  * uses integer dots (two kernels, but a third of the instructions per weight byte). The
  * crossover was measured with bench/cuda_quant.c on an H100. */
 #define MV_FMA_MAX_ELEMS ((int64_t)1 << 22)
-/* Bytes of f16 weight slice the prefill path dequantizes at a time (a slice of 4096 rows
+/* Bytes of f32 weight slice the prefill path dequantizes at a time (a slice of 2048 rows
  * of 2048 keeps the GEMM large; the temporary stays far below the weights' own size). */
 #define PREFILL_SLICE_BYTES ((size_t)16 << 20)
 
@@ -155,38 +155,31 @@ static bool x_direct(const ct_tensor *x, const float *px, int64_t *rs)
     return *rs >= K && *rs % 4 == 0 && ((uintptr_t)px & 15) == 0;
 }
 
-/* out [M, N] = x . w^T for many rows of x: x to f16 once (scaled into range), then per slice
- * of weight rows a dequantization to f16 and an f16 GEMM whose alpha (the scale) and beta
- * live on the device. */
 static ct_status prefill(ct_device *dev, const ct_tensor *w, const void *pw, size_t wrow, const float *px, int64_t rsx,
                          int64_t M, int64_t N, int64_t K, float *out)
 {
     cuda_dev *cd = cuda_of(dev);
-    int64_t slice = (int64_t)(PREFILL_SLICE_BYTES / ((size_t)K * 2));
+    int64_t slice = (int64_t)(PREFILL_SLICE_BYTES / ((size_t)K * sizeof(float)));
     if (slice < 64) slice = 64;
     if (slice > N) slice = N;
-    size_t wbytes = ((size_t)slice * (size_t)K * 2 + 15) & ~(size_t)15, xbytes = cuq_x_f16_bytes(M, K);
-    char *tmp;
-    ct_status s = cuda_tmp_alloc(dev, wbytes + xbytes, (void **)&tmp);
+    size_t bytes = (size_t)slice * (size_t)K * sizeof(float);
+    float *tmp;
+    ct_status s = cuda_tmp_alloc(dev, bytes, (void **)&tmp);
     if (s != CT_OK) return s;
-    void *xh;
-    float *ab;
-    s = cuda_status(cuq_x_to_f16(px, rsx, M, K, tmp + wbytes, &xh, &ab, cd->stream), dev, "x to f16");
-    if (s == CT_OK) s = cuda_blas_status(cublasSetPointerMode(cd->blas, CUBLAS_POINTER_MODE_DEVICE), dev, "pointer mode");
+    const float one = 1.0f, zero = 0.0f;
     for (int64_t n0 = 0; n0 < N && s == CT_OK; n0 += slice) {
         int64_t nc = N - n0 < slice ? N - n0 : slice;
         cuq_rows rows = {.nd = 1, .shape = {nc}, .dst_stride = {K}, .src_stride = {(int64_t)(wrow / ct_dtype_block_bytes(w->dtype))}};
-        s = launch_status(dev, cuq_dequant(w->dtype, (const char *)pw + (size_t)n0 * wrow, tmp, CT_F16, &rows, K, 1, cd->stream),
+        s = launch_status(dev, cuq_dequant(w->dtype, (const char *)pw + (size_t)n0 * wrow, tmp, CT_F32, &rows, K, 1, cd->stream),
                           "weight dequantization");
         if (s != CT_OK) break;
-        /* column-major view: out^T [N, M] (ld N) = w [nc, K] (col-major K x nc, transposed) . x^T (K x M, ld K) */
-        s = cuda_blas_status(cublasGemmEx(cd->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nc, (int)M, (int)K, ab, tmp, CUDA_R_16F,
-                                          (int)K, xh, CUDA_R_16F, (int)K, ab + 1, out + n0, CUDA_R_32F, (int)N,
-                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                             dev, "quantized linear (f16 GemmEx)");
+        /* column-major view: out^T [N, M] (ld N) = w [nc, K] (col-major K x nc, transposed) . x^T (K x M, ld rsx) */
+        s = cuda_blas_status(cublasGemmEx(cd->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nc, (int)M, (int)K, &one, tmp, CUDA_R_32F,
+                                          (int)K, px, CUDA_R_32F, (int)rsx, &zero, out + n0, CUDA_R_32F, (int)N,
+                                          CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT),
+                             dev, "quantized linear (GemmEx)");
     }
-    cublasSetPointerMode(cd->blas, CUBLAS_POINTER_MODE_HOST); /* the handle is shared with every other product */
-    cuda_tmp_free(dev, tmp, wbytes + xbytes);
+    cuda_tmp_free(dev, tmp, bytes);
     return s;
 }
 
