@@ -237,6 +237,17 @@ static void record(workload *w, ct_tensor **keep)
         fprintf(stderr, "ctorch-bench-exec: %s: the replay did not take the CPU's plain loop\n", w->name);
         exit(1);
     }
+    if (g_async && g_n_ops == 0) {
+        /* the device replayed its captured graph, never its run entry: no op list for a
+         * bare kernel loop, so "kernels" is the device sync alone and the executor columns
+         * read as the whole cost per op (launches included) */
+        restore();
+        interpose(false);
+        w->eager(w->ctx);
+        restore();
+        w->eager_runs = g_n_runs;
+        return;
+    }
     if (g_n_ops != w->n_ops) {
         fprintf(stderr, "ctorch-bench-exec: %s: captured %d backend runs, the step holds %d ops\n", w->name, g_n_ops,
                 w->n_ops);
@@ -294,10 +305,10 @@ typedef struct row {
 
 static void measure(workload *w, int rounds, double budget_s, row *r)
 {
-    g_list = malloc(sizeof *g_list * (size_t)w->n_ops);
+    g_list = malloc(sizeof *g_list * (size_t)(w->n_ops ? w->n_ops : 1));
     if (!g_list) die("malloc");
-    memcpy(g_list, g_ops, sizeof *g_list * (size_t)w->n_ops);
-    g_list_n = w->n_ops;
+    g_list_n = g_async && g_n_ops == 0 ? 0 : w->n_ops; /* a captured graph: no op list (see record) */
+    memcpy(g_list, g_ops, sizeof *g_list * (size_t)g_list_n);
     /* warm-up, and the iteration count from the slowest mode (eager) */
     for (int m = 0; m < M_COUNT; m++) run_mode(w, (mode)m);
     double one = time_mode(w, M_EAGER, 3);
