@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "backends/opencl/ocl_dev.h"
+#include "core/config.h"
 
 #define CAP_MAX_ARGS 48
 
@@ -191,8 +192,7 @@ ct_status ocl_step_capture(ct_device *dev, const ct_op *ops, int n, void **handl
     od->cap = c;
     ct_status s = CT_OK;
     int fused = 0;
-    const char *e = getenv("CTORCH_OPENCL_FUSE"); /* an A/B switch: 0 captures op by op */
-    bool pairs_off = e && !strcmp(e, "0");
+    bool pairs_off = !config_current()->fuse; /* CTORCH_FUSE=0: op by op */
     for (int i = 0; i < n && s == CT_OK;) {
         int used = ocl_quant_fuse(dev, ops + i, n - i);
         if (!used && !pairs_off) used = ocl_nn_pair(dev, ops + i, n - i);

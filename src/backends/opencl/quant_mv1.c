@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "backends/opencl/quant.h"
+#include "core/config.h"
 #include "backends/opencl/quant_internal.h"
 
 #define MV1_LS 64 /* MV1_LS in quant.cl */
@@ -267,8 +268,7 @@ int ocl_quant_fused_total(void) { return __atomic_load_n(&g_fused_total, __ATOMI
 
 int ocl_quant_fuse(ct_device *dev, const ct_op *ops, int n)
 {
-    const char *e = getenv("CTORCH_OPENCL_FUSE"); /* an A/B switch: 0 captures op by op */
-    if (g_no_fuse || (e && !strcmp(e, "0")) || n < 2) return 0;
+    if (g_no_fuse || !config_current()->fuse || n < 2) return 0; /* CTORCH_FUSE=0: op by op */
     mv1_plan p = {0};
     q_span xin, gam, xn, x;
     int i = 0;
