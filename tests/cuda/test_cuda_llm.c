@@ -31,22 +31,6 @@ typedef struct run_out {
     int n_past;
 } run_out;
 
-static char g_log[8192];
-static void capture(ct_log_level level, const char *msg, void *ctx)
-{
-    (void)level;
-    (void)ctx;
-    size_t w = strlen(g_log);
-    snprintf(g_log + w, sizeof g_log - w, "%s\n", msg);
-}
-
-static int count(const char *hay, const char *needle)
-{
-    int n = 0;
-    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
-    return n;
-}
-
 /* Sets one environment knob and makes the executor read it (NULL value: unset). */
 static void knob(const char *name, const char *value)
 {
@@ -63,8 +47,7 @@ static void generate(const char *device, int ngl, int n_ctx, run_out *o)
 {
     static const th_llama_shape shape = {CTX, E, L, F, H, HKV, 1e-5f, 10000.0f};
     memset(o, 0, sizeof *o);
-    g_log[0] = 0;
-    ct_set_log_callback(capture, NULL);
+    th_log_capture(true);
     llm_model *m = th_tiny_llama("cuda_llm.gguf", "cuda-llm-test", 77, &shape, V, D);
     if (!m) return;
     llm_placement pl = {0};
@@ -83,7 +66,7 @@ static void generate(const char *device, int ngl, int n_ctx, run_out *o)
     memcpy(o->hist, s.hist, (size_t)o->n_past * sizeof *o->hist);
     llm_session_free(&s);
     llm_model_free(m);
-    ct_set_log_callback(NULL, NULL);
+    th_log_capture(false);
 }
 
 static run_out g_cpu;
@@ -132,7 +115,7 @@ static void test_whole_model_on_the_gpu(void)
     generate(g_dev, -1, CTX, &o);
     expect_cpu_tokens(&o, "all layers on the GPU");
     CHECK_MSG(gpu_ops() > 0, "nothing ran on %s", g_dev);
-    CHECK_MSG(!count(g_log, "lost"), "logged: %s", g_log);
+    CHECK_MSG(!th_count(th_log(), "lost"), "logged: %s", th_log());
 }
 
 static void test_layer_split(void)

@@ -68,23 +68,6 @@ static bool on_piece(const char *text, int len, void *ctx)
     return true;
 }
 
-/* What the library logged, for the recovery's message. */
-static char g_log[4096];
-static void capture(ct_log_level level, const char *msg, void *ctx)
-{
-    (void)level;
-    (void)ctx;
-    size_t w = strlen(g_log);
-    snprintf(g_log + w, sizeof g_log - w, "%s\n", msg);
-}
-
-static int count(const char *hay, const char *needle)
-{
-    int n = 0;
-    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
-    return n;
-}
-
 static void cpu_reference(void);
 static void check_split(const llm_model *m, const llm_session *s, int ngl);
 
@@ -99,8 +82,7 @@ static void generate(const run_cfg *c, run_out *o)
     } else {
         test_backend_uninstall();
     }
-    g_log[0] = 0;
-    ct_set_log_callback(capture, NULL);
+    th_log_capture(true);
     llm_model *m = make_model();
     if (!m) return;
     llm_placement pl = {0};
@@ -120,7 +102,7 @@ static void generate(const run_cfg *c, run_out *o)
     if (c->n_test) CHECK_MSG(test_backend_runs(0, CT_OP_LINEAR) > 0, "nothing ran on test:0");
     llm_session_free(&s);
     llm_model_free(m);
-    ct_set_log_callback(NULL, NULL);
+    th_log_capture(false);
 }
 
 /* The last `ngl` layers' weights and KV cache live on test:0, the others' never went there. */
@@ -172,7 +154,7 @@ static void test_device_without_fault(void)
     run_out o;
     generate(&c, &o);
     expect_cpu_tokens(&o);
-    CHECK_MSG(!g_log[0], "logged: %s", g_log);
+    CHECK_MSG(!th_log()[0], "logged: %s", th_log());
 }
 
 /* --gpu-layers 1: the last layer (its weights and its KV cache) on the simulated device, the
@@ -184,7 +166,7 @@ static void test_layer_split(void)
     run_out o;
     generate(&c, &o);
     expect_cpu_tokens(&o);
-    CHECK_MSG(!g_log[0], "logged: %s", g_log);
+    CHECK_MSG(!th_log()[0], "logged: %s", th_log());
 }
 
 static void test_fault_at_a_decode_step(void)
@@ -195,8 +177,8 @@ static void test_fault_at_a_decode_step(void)
     expect_cpu_tokens(&o);
     char want[128];
     snprintf(want, sizeof want, "device test:0 lost: recovered on cpu by replaying %d tokens", P + 7);
-    CHECK_MSG(count(g_log, want) == 1 && count(g_log, "recovered on") == 1, "want '%s' once; logged:\n%s", want,
-              g_log);
+    CHECK_MSG(th_count(th_log(), want) == 1 && th_count(th_log(), "recovered on") == 1, "want '%s' once; logged:\n%s", want,
+              th_log());
 }
 
 static void test_fault_during_the_prompt(void)
@@ -205,9 +187,9 @@ static void test_fault_during_the_prompt(void)
     run_out o;
     generate(&c, &o);
     expect_cpu_tokens(&o);
-    CHECK_MSG(count(g_log, "device test:0 lost: recovered on cpu by replaying 0 tokens") == 1 &&
-                  count(g_log, "recovered on") == 1,
-              "logged:\n%s", g_log);
+    CHECK_MSG(th_count(th_log(), "device test:0 lost: recovered on cpu by replaying 0 tokens") == 1 &&
+                  th_count(th_log(), "recovered on") == 1,
+              "logged:\n%s", th_log());
 }
 
 /* Two simulated devices: the first loss moves the session to the second (weights
@@ -221,10 +203,10 @@ static void test_two_losses_walk_the_chain(void)
     char a[128], b[128];
     snprintf(a, sizeof a, "device test:0 lost: recovered on test:1 by replaying %d tokens", P + 3);
     snprintf(b, sizeof b, "device test:1 lost: recovered on cpu by replaying %d tokens", P + 11);
-    CHECK_MSG(count(g_log, a) == 1 && count(g_log, b) == 1 && count(g_log, "recovered on") == 2,
-              "want '%s' and '%s'; logged:\n%s", a, b, g_log);
+    CHECK_MSG(th_count(th_log(), a) == 1 && th_count(th_log(), b) == 1 && th_count(th_log(), "recovered on") == 2,
+              "want '%s' and '%s'; logged:\n%s", a, b, th_log());
     CHECK_MSG(test_backend_runs(1, CT_OP_LINEAR) > 0, "nothing ran on test:1");
-    fprintf(stderr, "%s", g_log);
+    fprintf(stderr, "%s", th_log());
 }
 
 int main(int argc, char **argv)

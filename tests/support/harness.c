@@ -165,3 +165,28 @@ char *th_read_file(const char *path, size_t *len)
     if (len) *len = b ? (size_t)n : 0;
     return b;
 }
+
+static char th_log_buf[8192];
+
+static void th_log_hook(ct_log_level level, const char *msg, void *ctx)
+{
+    (void)level;
+    (void)ctx;
+    size_t w = strlen(th_log_buf);
+    snprintf(th_log_buf + w, sizeof th_log_buf - w, "%s\n", msg);
+}
+
+void th_log_capture(bool on)
+{
+    if (on) th_log_buf[0] = 0;
+    ct_set_log_callback(on ? th_log_hook : NULL, NULL);
+}
+
+const char *th_log(void) { return th_log_buf; }
+
+int th_count(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+    return n;
+}

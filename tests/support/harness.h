@@ -76,6 +76,13 @@ double *th_values(const ct_tensor *t);
 int th_allclose(const double *got, const double *want, int64_t n, double atol, double rtol);
 /* A whole file, NUL-terminated, malloc'ed (*len = its size; NULL when unreadable). */
 char *th_read_file(const char *path, size_t *len);
+
+/* The library's log lines, collected: th_log_capture(true) empties the buffer and installs
+ * the hook, false removes it (the lines stay readable through th_log()). */
+void th_log_capture(bool on);
+const char *th_log(void);
+/* Occurrences of needle in hay. */
+int th_count(const char *hay, const char *needle);
 /* Path of ../shared/refdata (CTORCH_REFDATA), or NULL when absent; absent under
  * CTORCH_REQUIRE_SHARED=1 also counts as a failed check of the current test. */
 const char *th_refdata(void);
