@@ -25,7 +25,6 @@
 #else /* no backend: every test skips before using the hook */
 typedef enum ocl_q_matvec { OCL_Q_MATVEC_AUTO, OCL_Q_MATVEC_GROUPS, OCL_Q_MATVEC_ROWS } ocl_q_matvec;
 static void ocl_quant_test_matvec(ocl_q_matvec mode) { (void)mode; }
-static void ocl_quant_test_fuse(bool on) { (void)on; }
 static int ocl_quant_fused_total(void) { return 0; }
 #endif
 
