@@ -111,6 +111,32 @@ static ct_status record(llm_decoder *d, const llm_model *m, llm_kv_cache *kv)
     return CT_OK;
 }
 
+static void drop_step(llm_decoder *d)
+{
+    ct_step_free(d->step);
+    ct_tensor_free(d->logits);
+    d->step = NULL;
+    d->logits = NULL;
+}
+
+/* A replay routes nothing: each op runs where it was recorded. When a device refuses
+ * one now (out of memory, an unsupported case, a transient fault that did not lose the
+ * device), the token is recorded again: the recording dispatches eagerly, so that op
+ * retries along the chain and the new step keeps where it finished. Rerunning the step
+ * from its start is safe: it only rewrites the current position's KV rows with the same
+ * values. A lost device is left to the session's recovery. */
+static ct_status replay(llm_decoder *d, const llm_model *m, llm_kv_cache *kv)
+{
+    ct_status st = ct_step_run(d->step);
+    if (st != CT_ERR_DEVICE_OOM && st != CT_ERR_UNSUPPORTED && st != CT_ERR_DEVICE_FAULT) return st;
+    if (ct_step_stale(d->step, NULL, 0)) return st; /* a device was lost: recovery's case */
+    core_log(CT_LOG_WARN, "%s: the decode step's replay failed (%s); recording it again, so the failing op "
+                          "moves along the chain", m->name, ct_last_error());
+    ct_exec_trace_note("step remade: its replay failed");
+    drop_step(d);
+    return record(d, m, kv);
+}
+
 ct_status llm_decoder_eval(llm_session *s, int32_t tok)
 {
     const llm_model *m = s->m;
@@ -127,13 +153,10 @@ ct_status llm_decoder_eval(llm_session *s, int32_t tok)
     if (r) {
         snprintf(note, sizeof note, "step remade: %s", r);
         ct_exec_trace_note(note);
-        ct_step_free(d->step);
-        ct_tensor_free(d->logits);
-        d->step = NULL;
-        d->logits = NULL;
+        drop_step(d);
     }
     if ((st = write_params(d, &s->kv, tok)) != CT_OK) return st;
-    st = d->step ? ct_step_run(d->step) : record(d, m, &s->kv);
+    st = d->step ? replay(d, m, &s->kv) : record(d, m, &s->kv);
     /* the step's output is a contiguous f32 row: read in place (ct_tensor_to_host would make a handle) */
     const void *lg = NULL;
     size_t bytes = (size_t)m->hp.n_vocab * sizeof(float);

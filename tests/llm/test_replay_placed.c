@@ -93,6 +93,12 @@ static int argmax(const float *x, int n)
     return b;
 }
 
+/* Linear runs on test:0 that the device refuses once the step is recorded (n 0: none). */
+static struct {
+    int n;
+    ct_status err;
+} g_refuse;
+
 /* Greedy tokens after the prompt; decode ops replayed on test:0 into *dev_runs, captured
  * launches there into *launches. */
 static void greedy(const run_cfg *c, llm_model *m, const int32_t *prompt, int np, int n_gen, int32_t *out,
@@ -112,7 +118,10 @@ static void greedy(const run_cfg *c, llm_model *m, const int32_t *prompt, int np
             CHECK_MSG(0, "decode %d failed: %s", k, ct_last_error());
             break;
         }
-        if (k == 0 && c->device) after_record = test_backend_runs(0, CT_OP_LINEAR) + test_backend_runs(0, CT_OP_MUL);
+        if (k == 0 && c->device) {
+            after_record = test_backend_runs(0, CT_OP_LINEAR) + test_backend_runs(0, CT_OP_MUL);
+            if (g_refuse.n) test_backend_refuse_runs(0, CT_OP_LINEAR, 3, g_refuse.n, g_refuse.err);
+        }
     }
     *records = llm_decoder_records(&s);
     *dev_runs = c->device ? test_backend_runs(0, CT_OP_LINEAR) + test_backend_runs(0, CT_OP_MUL) - after_record : 0;
@@ -182,11 +191,48 @@ static void test_mini_a_f16(void)
     }
 }
 
+/* A device that refuses a replayed op (out of memory, an unsupported case; the device
+ * itself fine) makes the decoder record the step again, and the tokens stay the CPU's:
+ * refused once, the new recording runs the op on test:0 again; refused twice, the
+ * recording's eager attempt is refused too and the op finishes on the CPU. */
+static void test_refused_replay(void)
+{
+    static const int32_t prompt[] = {1, 10, 27, 33, 48, 71};
+    static const run_cfg cpu = {0}, dev = {true, false, false};
+    static const ct_status errs[] = {CT_ERR_DEVICE_OOM, CT_ERR_UNSUPPORTED};
+    enum { N = 16 };
+    int32_t want[N], got[N];
+    int rec = 0, runs = 0, launches = 0;
+    llm_model *m = tiny_model();
+    if (!m) return;
+    greedy(&cpu, m, prompt, 6, N, want, &rec, &runs, &launches);
+    llm_model_free(m);
+    for (int e = 0; e < 2; e++)
+        for (int n = 1; n <= 2; n++) {
+            if (!(m = tiny_model())) return;
+            g_refuse.n = n;
+            g_refuse.err = errs[e];
+            greedy(&dev, m, prompt, 6, N, got, &rec, &runs, &launches);
+            g_refuse.n = 0;
+            llm_model_free(m);
+            int first = -1;
+            for (int k = 0; k < N && first < 0; k++)
+                if (got[k] != want[k]) first = k;
+            CHECK_MSG(first < 0, "%s refused %d times: token %d differs from the CPU's", ct_status_name(errs[e]), n,
+                      first);
+            CHECK_MSG(rec == 2, "%s refused %d times: %d recordings (want the first and one remake)",
+                      ct_status_name(errs[e]), n, rec);
+        }
+    test_backend_uninstall();
+    set_replay(true);
+}
+
 int main(int argc, char **argv)
 {
     th_args(argc, argv);
     RUN(test_tiny_model);
     RUN(test_mini_a_f16);
+    RUN(test_refused_replay);
     test_backend_uninstall();
     return th_finish();
 }

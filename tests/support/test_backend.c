@@ -29,6 +29,10 @@ static uint64_t g_capacity[TB_MAX];  /* bytes the device has (0: 1 GiB) */
 static uint64_t g_used[TB_MAX];      /* bytes allocated and not released (as the host sees it) */
 static int g_imports[TB_MAX];        /* weights imported into the device's layout */
 static bool g_import;                /* import placed f32 weights (off after install) */
+static struct {
+    int kind, after, n; /* kind -1: none */
+    ct_status err;
+} g_refuse[TB_MAX];                  /* runs refused at submission (test_backend_refuse_runs) */
 
 /* Worker-side state of each simulated device. */
 typedef struct tb_dev {
@@ -408,7 +412,17 @@ static ct_status tb_run(ct_device *dev, const ct_op *op)
 {
     if (!has_kernel(op->kind))
         return core_err(CT_ERR_UNSUPPORTED, "%s: no kernel for %s", dev->info.name, op_kind_name(op->kind));
-    g_runs[dev->info.index][op->kind]++;
+    int di = dev->info.index;
+    if (g_refuse[di].kind == (int)op->kind && g_refuse[di].n > 0) {
+        if (g_refuse[di].after > 0) {
+            g_refuse[di].after--;
+        } else {
+            g_refuse[di].n--;
+            return core_err(g_refuse[di].err, "%s: %s refused (test_backend_refuse_runs)", dev->info.name,
+                            op_kind_name(op->kind));
+        }
+    }
+    g_runs[di][op->kind]++;
     tb_cmd *c = new_cmd(CMD_RUN);
     if (!c) return core_err(CT_ERR_DEVICE_OOM, "%s: out of memory", dev->info.name);
     c->kind = op->kind;
@@ -604,6 +618,7 @@ static ct_status install(int n, const char *ops, bool async)
     memset(g_imports, 0, sizeof g_imports);
     g_import = false;
     for (int i = 0; i < TB_MAX; i++) g_fail_late[i] = -1;
+    for (int i = 0; i < TB_MAX; i++) g_refuse[i].kind = -1;
     g_n_log = 0;
     g_peer = false;
     g_capture = false;
@@ -652,6 +667,15 @@ uint64_t test_backend_peer_bytes(int dev) { return g_peer_bytes[dev]; }
 
 void test_backend_set_delay(int dev, unsigned us) { g_delay_us[dev] = us; }
 void test_backend_set_capacity(int dev, uint64_t bytes) { g_capacity[dev] = bytes; }
+void test_backend_refuse_runs(int dev, ct_op_kind kind, int after, int n, ct_status err)
+{
+    if (dev < 0 || dev >= TB_MAX) return;
+    g_refuse[dev].kind = (int)kind;
+    g_refuse[dev].after = after;
+    g_refuse[dev].n = n;
+    g_refuse[dev].err = err;
+}
+
 void test_backend_fail_late(int dev, int after_runs) { __atomic_store_n(&g_fail_late[dev], after_runs, __ATOMIC_RELAXED); }
 int test_backend_live_buffers(int dev) { return __atomic_load_n(&g_live_buffers[dev], __ATOMIC_RELAXED); }
 

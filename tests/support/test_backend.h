@@ -31,6 +31,10 @@ void test_backend_fail_allocs(int dev, int n);
 /* The same after `ok` more allocations succeed. */
 void test_backend_fail_allocs_after(int dev, int ok, int n);
 
+/* Device i refuses the `n` runs of `kind` that follow `after` more runs of it, with
+ * `err` (an out-of-memory or unsupported case found at run time, the device still fine). */
+void test_backend_refuse_runs(int dev, ct_op_kind kind, int after, int n, ct_status err);
+
 /* Recorded steps whose every op runs on one test device are captured (kept as a list and
  * submitted whole at each launch, a CUDA-graph stand-in); off after install. */
 void test_backend_set_capture(bool enabled);

@@ -10,6 +10,7 @@
  * f16/bf16 weight, up to LIN_SMALL_M rows (decode) go to nn_linear_small (f32 x, exact f32
  * accumulation, the weight read once), more rows round x to the weight's dtype (as
  * llama.cpp does) for a tensor-core GEMM with f32 accumulation and an f32 result. */
+#include <stdio.h>
 #include <limits.h>
 #include <string.h>
 
@@ -283,7 +284,13 @@ static ct_status run_linear(ct_device *dev, const ct_op *op)
         cublasStatus_t bs = cublasGemmEx(cuda_of(dev)->blas, opw, opx, (int)N, (int)M, (int)K, &one, pwu, ty, (int)ldw,
                                          px, ty, (int)ldx, &zero, py, CUDA_R_32F, (int)N, compute_of(dev, w->dtype),
                                          CUBLAS_GEMM_DEFAULT);
-        if (bs != CUBLAS_STATUS_SUCCESS) s = cuda_blas_status(bs, dev, "linear (cublasGemmEx)");
+        if (bs != CUBLAS_STATUS_SUCCESS) {
+            char what[192];
+            snprintf(what, sizeof what, "linear of x %s by w %s (cublasGemmEx m %lld n %lld k %lld, ld %lld/%lld/%lld%s)",
+                     SHAPE_STR(x0), SHAPE_STR(w), (long long)N, (long long)M, (long long)K, (long long)ldw,
+                     (long long)ldx, (long long)N, !pwu || !px || !py ? ", an operand not on the device" : "");
+            s = cuda_blas_status(bs, dev, what);
+        }
     }
     if (s == CT_OK && bias) {
         cudaError_t e = nn_add_bias(py, pbias, bias->dtype, bias->stride[0], M, N, st);
