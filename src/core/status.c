@@ -28,10 +28,13 @@ void ct_clear_error(void) { g_last_error[0] = 0; }
 
 ct_status core_err(ct_status s, const char *fmt, ...)
 {
+    /* formatted aside first: an argument may be ct_last_error() itself */
+    char buf[sizeof g_last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(g_last_error, sizeof g_last_error, fmt, ap);
+    vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    memcpy(g_last_error, buf, sizeof buf);
     return s;
 }
 

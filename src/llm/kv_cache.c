@@ -1,6 +1,7 @@
 /* The KV cache: per layer one key and one value tensor laid out
  * [n_head_kv, n_ctx, head_dim], so the first n positions are a narrow along
  * dim 1 that ct_sdpa reads directly as [Hkv, Tk, D]. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "core/backend.h"
@@ -31,12 +32,14 @@ static ct_status place_like(const ct_tensor *k, const ct_tensor *v, const ct_ten
     if (s == CT_OK) s = ct_tensor_place(v, home->name);
     if (s != CT_ERR_DEVICE_OOM && s != CT_ERR_OOM) return s;
     double mib = (double)(ct_tensor_nbytes(k) + ct_tensor_nbytes(v)) / (1 << 20);
+    char why[256]; /* core_err writes the buffer ct_last_error reads */
+    snprintf(why, sizeof why, "%s", ct_last_error());
     if (!chain_has_cpu())
         return core_err(s, "KV cache of layer %d (%.1f MiB) does not fit on %s (%s), and the device chain has no CPU "
                            "to keep it on the host: use a smaller context (-c) or add cpu to the chain (-d %s,cpu)",
-                        layer, mib, home->name, ct_last_error(), home->name);
+                        layer, mib, home->name, why, home->name);
     core_log(CT_LOG_WARN, "KV cache of layer %d (%.1f MiB) does not fit on %s (%s): kept on the host", layer, mib,
-             home->name, ct_last_error());
+             home->name, why);
     ct_status r = ct_tensor_place(k, "cpu");
     return r == CT_OK ? ct_tensor_place(v, "cpu") : r;
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/tensor.h"
 #include "harness.h"
 
 static uint32_t f32_bits(float f)
@@ -119,6 +120,10 @@ static void test_status_names(void)
     CHECK(ct_last_error()[0]);
     ct_clear_error();
     CHECK(ct_last_error()[0] == 0);
+    /* a message that wraps the last one (the library's "what: why" pattern) */
+    core_err(CT_ERR_IO, "inner %d", 7);
+    core_err(CT_ERR_IO, "outer (%s), again %s", ct_last_error(), ct_last_error());
+    CHECK_MSG(!strcmp(ct_last_error(), "outer (inner 7), again inner 7"), "got '%s'", ct_last_error());
 }
 
 /* Every binary16 pattern decodes exactly and re-encodes to itself (NaNs stay NaN). */
