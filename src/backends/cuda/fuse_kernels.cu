@@ -1,6 +1,7 @@
 /* The step planner's kernels (fuse_kernels.h). */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <stdlib.h>
 
 #include "backends/cuda/fuse_kernels.h"
 
@@ -21,7 +22,8 @@ static __device__ __forceinline__ int64_t ld_idx(const void *p, int64_t i, ct_dt
 /* Pair j of head h of rope r: y written, and the cache rows of the writes that take it. The
  * rotation is the nn group's (double theta, the same f32 roundings), so a replayed step
  * keeps the eager step's keys bit for bit. */
-static __device__ void rope_item(const fusek_prologue &p, int r, int64_t h, int64_t j, double pos, const bool *ok)
+static __device__ void rope_item(const fusek_prologue &p, int r, int64_t h, int64_t j, double pos, double freq,
+                                 const bool *ok)
 {
     const fusek_rope &R = p.rope[r];
     const float *x = R.x + h * R.xh;
@@ -30,8 +32,9 @@ static __device__ void rope_item(const fusek_prologue &p, int r, int64_t h, int6
     float v[2];
     int cnt = 2;
     if (j < half) {
-        double theta = pos * p.freq_scale * pow(p.freq_base, -(double)j / (double)half);
-        float co = (float)cos(theta), si = (float)sin(theta);
+        double theta = pos * p.freq_scale * freq, sd, cd;
+        sincos(theta, &sd, &cd);
+        float co = (float)cd, si = (float)sd;
         i[0] = p.neox ? j : 2 * j;
         i[1] = p.neox ? j + half : 2 * j + 1;
         float x0 = x[i[0]], x1 = x[i[1]];
@@ -53,8 +56,38 @@ static __device__ void rope_item(const fusek_prologue &p, int r, int64_t h, int6
     }
 }
 
+/* Programmatic dependent launch (sm_90; no-ops elsewhere and when launched without it):
+ * the next kernel may start at once, and this one waits for its predecessor only once its
+ * own setup (the frequencies, a double pow each) is done. */
+static __device__ __forceinline__ void pdl_launch_next()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void pdl_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* base^(-j / half) of pair j: theta = pos * freq_scale * this, in the nn group's rope
+ * kernel's order of roundings. */
+static __device__ __forceinline__ double pair_freq(const fusek_prologue &p, int64_t j)
+{
+    int64_t half = p.n_dims / 2;
+    return j < half ? pow(p.freq_base, -(double)j / (double)half) : 0.0;
+}
+
 __global__ void rope_rows_kernel(fusek_prologue p)
 {
+    pdl_launch_next();
+    /* each thread's first item's frequency before the wait (items past the first, rare:
+     * more items than threads, compute theirs in the loop) */
+    int64_t per = (p.D + 1) / 2, g0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    double f0 = p.n_rope > 0 ? pair_freq(p, g0 % per) : 0.0;
+    pdl_wait();
     /* set_rows' contract: a write with an index out of range writes nothing; every block
      * checks every index of every write first */
     bool ok[FUSEK_MAX_ROWS] = {false, false};
@@ -67,17 +100,18 @@ __global__ void rope_rows_kernel(fusek_prologue p)
         }
         ok[w] = !__syncthreads_or(bad);
     }
-    int64_t per = (p.D + 1) / 2, n_rope[FUSEK_MAX_ROPE] = {0, 0}, n_plain[FUSEK_MAX_ROWS] = {0, 0}, total = 0;
+    int64_t n_rope[FUSEK_MAX_ROPE] = {0, 0}, n_plain[FUSEK_MAX_ROWS] = {0, 0}, total = 0;
     for (int r = 0; r < p.n_rope; r++) total += n_rope[r] = p.rope[r].H * per;
     for (int w = 0; w < p.n_rows; w++)
         if (p.rows[w].from_rope < 0) total += n_plain[w] = p.rows[w].n * p.rows[w].cols;
     double pos = (double)ld_idx(p.pos, 0, p.pdt);
-    for (int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; g < total; g += (int64_t)gridDim.x * blockDim.x) {
+    for (int64_t g = g0; g < total; g += (int64_t)gridDim.x * blockDim.x) {
         int64_t e = g;
         int r = 0;
         while (r < p.n_rope && e >= n_rope[r]) e -= n_rope[r++];
         if (r < p.n_rope) {
-            rope_item(p, r, e / per, e % per, pos, ok);
+            /* a rope's items are [H][per], so g0 % per is this item's pair when g == g0 */
+            rope_item(p, r, e / per, e % per, pos, g == g0 ? f0 : pair_freq(p, e % per), ok);
             continue;
         }
         int w = 0;
@@ -89,6 +123,20 @@ __global__ void rope_rows_kernel(fusek_prologue p)
     }
 }
 
+/* PDL where the device has it (sm_90+) and CTORCH_CUDA_PDL is not 0, read once. */
+static bool pdl_ok()
+{
+    static int ok = -1;
+    if (ok < 0) {
+        int dev = 0, major = 0;
+        cudaGetDevice(&dev);
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+        const char *e = getenv("CTORCH_CUDA_PDL");
+        ok = major >= 9 && !(e && e[0] == '0');
+    }
+    return ok != 0;
+}
+
 extern "C" cudaError_t fusek_rope_rows(const fusek_prologue *p, cudaStream_t s)
 {
     int64_t total = 0, per = (p->D + 1) / 2;
@@ -97,6 +145,15 @@ extern "C" cudaError_t fusek_rope_rows(const fusek_prologue *p, cudaStream_t s)
         if (p->rows[w].from_rope < 0) total += p->rows[w].n * p->rows[w].cols;
     if (total == 0) return cudaSuccess;
     int64_t blocks = (total + 255) / 256;
-    rope_rows_kernel<<<(unsigned)(blocks < 1024 ? blocks : 1024), 256, 0, s>>>(*p);
-    return cudaGetLastError();
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)(blocks < 1024 ? blocks : 1024));
+    cfg.blockDim = dim3(256);
+    cfg.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = pdl_ok() ? 1 : 0;
+    cudaError_t e = cudaLaunchKernelEx(&cfg, rope_rows_kernel, *p);
+    return e != cudaSuccess ? e : cudaGetLastError();
 }

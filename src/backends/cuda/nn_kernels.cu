@@ -373,8 +373,9 @@ __global__ void rope_kernel(const void *x, ct_dtype xdt, void *y, ct_dtype ydt, 
         if (j < half) {
             int64_t t = (row / H) % T;
             double p = (double)ld_index(pos, t * ps, pdt);
-            double theta = p * fscale * pow(base, -(double)j / (double)half);
-            float co = (float)cos(theta), si = (float)sin(theta);
+            double theta = p * fscale * pow(base, -(double)j / (double)half), sd, cd;
+            sincos(theta, &sd, &cd); /* as the step planner's rope (fuse_kernels.cu): the same bits */
+            float co = (float)cd, si = (float)sd;
             int64_t i0 = neox ? j : 2 * j, i1 = neox ? j + half : 2 * j + 1;
             float x0 = ld_dyn(x, ox + i0 * xs, xdt), x1 = ld_dyn(x, ox + i1 * xs, xdt);
             st_dyn(y, oy + i0 * ys, ydt, __fsub_rn(__fmul_rn(x0, co), __fmul_rn(x1, si)));
