@@ -465,6 +465,107 @@ static void test_sdpa_nan(void)
     for (int i = 0; i < 4; i++) ct_tensor_free(in[i]);
 }
 
+/* ---- decode attention (att_decode: one query row, keys split over work-groups) ---- */
+
+/* The splits per kv head, forced (CTORCH_OPENCL_ATT_SPLIT, read at each launch); 0: the
+ * backend's own choice. */
+static void force_split(int n)
+{
+    if (n > 0) {
+        char v[16];
+        snprintf(v, sizeof v, "%d", n);
+        setenv("CTORCH_OPENCL_ATT_SPLIT", v, 1);
+    } else {
+        unsetenv("CTORCH_OPENCL_ATT_SPLIT");
+    }
+}
+
+/* The shapes of the models decode serves, over a 2048-slot cache, at lengths that put
+ * segment and chunk (32 keys) boundaries in every place: 7 splits of 32, 33 and 31 keys,
+ * fewer keys than splits (empty segments), none, one and every slot; a window that starts
+ * inside a segment. */
+static void test_sdpa_decode(void)
+{
+    if (!have_device()) return;
+    static const struct {
+        int64_t Hq, Hkv, D;
+        int window;
+    } shapes[] = {{32, 4, 64, 0}, {9, 3, 64, 0}, {4, 1, 256, 512}};
+    static const int64_t lens[] = {0, 1, 6, 7, 8, 223, 224, 225, 600, 2047, 2048};
+    ct_dtype dts[] = {CT_F16, CT_F32};
+    const int64_t Tk = 2048;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int d = 0; d < 2; d++)
+            for (int split = 0; split < 2; split++) {
+                force_split(split ? 7 : 0);
+                for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+                    /* the shapes' own lengths everywhere; the f32 cache and the backend's split
+                     * at a few */
+                    if ((d == 1 || !split) && lens[li] != 0 && lens[li] != 225 && lens[li] != 600 &&
+                        lens[li] != Tk)
+                        continue;
+                    check_sdpa(shapes[si].Hq, shapes[si].Hkv, 1, Tk, shapes[si].D, dts[d],
+                               (att_ctx){.causal = true, .length = true, .L = lens[li], .window = shapes[si].window});
+                }
+            }
+    /* a mask, strided caches, a window across many segments */
+    force_split(5);
+    check_sdpa(8, 2, 1, 300, 32, CT_F16, (att_ctx){.mask = true, .length = true, .L = 299, .kv_strided = true});
+    check_sdpa(8, 2, 1, 300, 40, CT_F32, (att_ctx){.causal = true, .length = true, .L = 290, .window = 100});
+    force_split(0);
+}
+
+/* A recorded decode step replayed at several positions: the launches read the length on
+ * the device, and the split counters the last work-group re-zeroes serve every replay. Two
+ * attention ops (the second windowed), since a step needs two ops to be captured. */
+static void test_sdpa_decode_replay(void)
+{
+    if (!have_device()) return;
+    const int64_t Tk = 700, qs[4] = {1, 32, 1, 64}, kvs[4] = {1, 4, Tk, 64};
+    ct_tensor *q = th_random(&rng, 4, qs, CT_F32, -1, 1), *k = th_random(&rng, 4, kvs, CT_F16, -1, 1),
+              *v = th_random(&rng, 4, kvs, CT_F16, -1, 1), *len = NULL, *out[2] = {NULL, NULL};
+    int32_t l0 = 1;
+    CHECK_OK(ct_tensor_from_data(1, (int64_t[]){1}, CT_I32, &l0, &len));
+    const ct_tensor *ins[4] = {q, k, v, len};
+    for (int i = 0; i < 4; i++) CHECK_OK(ct_tensor_place(ins[i], DEV));
+    ct_sdpa_params p[2] = {{.causal = true, .length = len}, {.causal = true, .window = 100, .length = len}};
+    CHECK_OK(ct_exec_force_device(DEV));
+    CHECK_OK(ct_step_begin());
+    ct_status rs = ct_sdpa(q, k, v, NULL, &p[0], &out[0]);
+    if (rs == CT_OK) rs = ct_sdpa(q, k, v, NULL, &p[1], &out[1]);
+    ct_step *step = NULL;
+    CHECK_OK(ct_step_end(&step));
+    CHECK_OK(rs);
+    ct_step_info info = {0};
+    if (step) CHECK_OK(ct_step_get_info(step, &info));
+    CHECK_MSG(info.captured, "the sdpa step was not captured by %s", DEV);
+    static const int32_t lens[] = {1, 333, 334, 700, 0, 17, 699, 333};
+    for (size_t i = 0; step && i < sizeof lens / sizeof lens[0]; i++) {
+        int32_t *lp = NULL;
+        CHECK_OK(ct_tensor_data_mut(len, (void **)&lp));
+        if (lp) *lp = lens[i];
+        CHECK_OK(ct_step_run(step));
+        for (int o = 0; o < 2; o++) {
+            CHECK_OK(ct_exec_force_device("cpu"));
+            ct_tensor *ref = NULL;
+            CHECK_OK(ct_sdpa(q, k, v, NULL, &p[o], &ref));
+            CHECK_OK(ct_exec_force_device(DEV));
+            double *g = out[o] ? th_values(out[o]) : NULL, *w = ref ? th_values(ref) : NULL;
+            int nonfinite = 0;
+            double e = g && w ? devcheck_nmse(g, w, 32 * 64, &nonfinite) : 1;
+            CHECK_MSG(e <= TOL_ATT && !nonfinite, "replay %zu, op %d, at length %d: NMSE %.3g, %d non-finite", i, o,
+                      lens[i], e, nonfinite);
+            free(g);
+            free(w);
+            ct_tensor_free(ref);
+        }
+    }
+    CHECK_OK(ct_exec_force_device(NULL));
+    ct_step_free(step);
+    for (int o = 0; o < 2; o++) ct_tensor_free(out[o]);
+    for (int i = 0; i < 4; i++) ct_tensor_free((ct_tensor *)ins[i]);
+}
+
 /* ---- pooling, batch_norm ---- */
 
 typedef struct pool_ctx {
@@ -595,6 +696,8 @@ int main(int argc, char **argv)
     set_gpu_kernels(false);
     RUN(test_sdpa);
     RUN(test_sdpa_nan);
+    RUN(test_sdpa_decode);
+    RUN(test_sdpa_decode_replay);
     RUN(test_pool);
     RUN(test_batch_norm);
     RUN(test_conv);

@@ -93,6 +93,10 @@ bool ocl_capturing(const ct_device *dev);
  * enqueued after what used it). */
 ct_status ocl_tmp_alloc(ct_device *dev, size_t bytes, cl_mem *out);
 void ocl_tmp_free(ct_device *dev, cl_mem mem, size_t bytes);
+/* Enqueues a zero fill of bytes [off, off + bytes) of mem now, also while a step is being
+ * captured (the fill is then not part of the step): the one-time initialization of state
+ * that the launches themselves keep (attention's split counters). */
+ct_status ocl_zero_now(ct_device *dev, cl_mem mem, size_t off, size_t bytes);
 
 bool ocl_ew_supports(const ct_device *dev, const ct_op *op);
 ct_status ocl_ew_run(ct_device *dev, const ct_op *op);
