@@ -62,7 +62,7 @@ static att_plan att_plan_for(const ct_device *dev, const ct_op *op)
 #define DEC_ACC 8             /* (head, value dim) pairs per work-item (ATT_DACC in attention.cl) */
 #define DEC_CHUNK 32          /* keys per chunk loaded into local memory, at most */
 #define DEC_MIN_GROUPS 32     /* so that a small device (PoCL) runs the split-and-merge path too */
-#define DEC_MERGE_FLOATS 16384 /* partial floats one kv head's merge reads, about at most */
+#define DEC_MERGE_FLOATS 32768 /* partial floats one kv head's merge reads, about at most */
 #define DEC_MAX_SPLIT 1024
 
 typedef struct dec_plan {
@@ -72,9 +72,12 @@ typedef struct dec_plan {
     size_t local[4];  /* qloc, kv, sc, red bytes */
 } dec_plan;
 
-static int64_t dec_env_split(void)
+/* Diagnostic switches for tuning on a device: the splits per kv head
+ * (CTORCH_OPENCL_ATT_SPLIT) and the work-group size (CTORCH_OPENCL_ATT_WG); 0: the
+ * backend's choice. */
+static int64_t dec_env(const char *name)
 {
-    const char *e = getenv("CTORCH_OPENCL_ATT_SPLIT"); /* a diagnostic switch: the splits per kv head */
+    const char *e = getenv(name);
     return e && *e ? atoll(e) : 0;
 }
 
@@ -92,12 +95,13 @@ static bool dec_plan_for(const ct_device *dev, const ct_op *op, dec_plan *p)
     if (q->shape[2] != 1 || Hkv < 1 || Hq % Hkv || D < 1 || Dv < 1) return false;
     p->G = Hq / Hkv;
     p->heads = B * Hkv;
-    p->wg = nn_wg(dev, DEC_WG);
+    int64_t wg_env = dec_env("CTORCH_OPENCL_ATT_WG");
+    p->wg = nn_wg(dev, wg_env > 0 && wg_env <= 1024 ? (size_t)wg_env : DEC_WG);
     if (p->G * Dv > DEC_ACC * (int64_t)p->wg || p->heads < 1) return false;
     int64_t target = info->compute_units > DEC_MIN_GROUPS ? info->compute_units : DEC_MIN_GROUPS;
     int64_t n = (target + p->heads - 1) / p->heads, merge_cap = DEC_MERGE_FLOATS / (p->G * (Dv + 2));
     if (n > merge_cap) n = merge_cap;
-    int64_t forced = dec_env_split();
+    int64_t forced = dec_env("CTORCH_OPENCL_ATT_SPLIT");
     if (forced > 0) n = forced;
     if (n > Tk) n = Tk;
     if (n < 1) n = 1;

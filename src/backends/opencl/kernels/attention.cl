@@ -201,6 +201,17 @@ kernel void att_combine(global const float *part, global uchar *ob, ulong oo, lo
  * are int (64-bit division is slow on GPUs); tensor offsets stay long. */
 #define ATT_DACC 8
 
+/* A fence that orders this work-item's global writes before its later ones for every
+ * work-group on the device. OpenCL C 1.2's mem_fence on NVIDIA compiles to membar.cta
+ * (the work-group only), which does not order a partial's stores before the counter's
+ * atomic as another SM sees them; NVIDIA's compiler (cl_nv_pragma_unroll marks it) takes
+ * inline PTX. */
+#ifdef cl_nv_pragma_unroll
+#define ATT_FENCE_GLOBAL() asm volatile("membar.gl;" ::: "memory")
+#else
+#define ATT_FENCE_GLOBAL() mem_fence(CLK_GLOBAL_MEM_FENCE)
+#endif
+
 /* n rows of w floats from a K or V cache into local rows of pitch lw: four elements per
  * load where rows allow it (vload*4 needs only element alignment), several loads in flight
  * per work-item. */
@@ -341,13 +352,13 @@ kernel void att_decode(global const uchar *qb, ulong qo, global const uchar *kb,
         st[1] = rl[l];
     }
     /* publish the partial before counting this split in */
-    mem_fence(CLK_GLOBAL_MEM_FENCE);
+    ATT_FENCE_GLOBAL();
     barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
     if (l == 0) last = atomic_inc(counters + bh) == nsplit - 1;
     barrier(CLK_LOCAL_MEM_FENCE);
     if (!last) return;
     if (l == 0) atomic_xchg(counters + bh, 0); /* ready for the next launch */
-    mem_fence(CLK_GLOBAL_MEM_FENCE);
+    ATT_FENCE_GLOBAL();
     /* the merge: every split's partial rescaled to the head's common max */
     for (int p = l; p < G * nsplit; p += ls) {
         int s = p / G, r = p - s * G;
@@ -378,16 +389,36 @@ kernel void att_decode(global const uchar *qb, ulong qo, global const uchar *kb,
         rl[l] = sum;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    /* every split wrote its acc (zeros where it had no keys): no branch, loads in flight */
+    /* every split wrote its acc (zeros where it had no keys), so no branch: four splits
+     * of all this work-item's pairs per step, their loads in flight together */
+    int rr[ATT_DACC];
+    float a[ATT_DACC];
 #pragma unroll
     for (int i = 0; i < ATT_DACC; i++) {
         int p = l + i * ls;
-        if (p < GD) {
-            int r = p / Dv;
-            float a = 0.0f;
-#pragma unroll 8
-            for (int s = 0; s < nsplit; s++) a = fma(pm[r * nsplit + s], all[s * GD + p], a);
-            o[p] = rnan[r] != 0.0f ? NAN : (rl[r] > 0.0f ? a / rl[r] : 0.0f);
-        }
+        rr[i] = p < GD ? p / Dv : 0;
+        a[i] = 0.0f;
+    }
+    for (int s0m = 0; s0m < nsplit; s0m += 4) {
+        float x[4][ATT_DACC];
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+#pragma unroll
+            for (int i = 0; i < ATT_DACC; i++) {
+                int p = l + i * ls, s = s0m + u;
+                x[u][i] = p < GD && s < nsplit ? all[s * GD + p] : 0.0f;
+            }
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+#pragma unroll
+            for (int i = 0; i < ATT_DACC; i++) {
+                int s = s0m + u;
+                if (s < nsplit) a[i] = fma(pm[rr[i] * nsplit + s], x[u][i], a[i]);
+            }
+    }
+#pragma unroll
+    for (int i = 0; i < ATT_DACC; i++) {
+        int p = l + i * ls, r = rr[i];
+        if (p < GD) o[p] = rnan[r] != 0.0f ? NAN : (rl[r] > 0.0f ? a[i] / rl[r] : 0.0f);
     }
 }
