@@ -566,6 +566,80 @@ static void test_sdpa_decode_replay(void)
     for (int i = 0; i < 4; i++) ct_tensor_free((ct_tensor *)ins[i]);
 }
 
+/* ---- the decode step's k rotation and cache writes as one launch (nn_pair.c) ---- */
+
+/* rope(k) -> set_rows(k cache, its rows) -> set_rows(v cache, v), recorded and captured:
+ * the planner's nn_rope_set_rows2 launch (the capture log counts 1 launch for the 3 ops)
+ * must leave both caches as the CPU does, at two positions of one recording. */
+static void test_rope_set_rows_fused(void)
+{
+    if (!have_device()) return;
+    const int64_t Hkv = 4, D = 64, n_ctx = 32, ks[3] = {1, Hkv, D}, vs[2] = {Hkv, D}, cs[2] = {Hkv * n_ctx, D};
+    ct_rope_params rp = {.n_dims = 64, .freq_base = 10000, .freq_scale = 1, .mode = CT_ROPE_NEOX};
+    ct_tensor *k = th_random(&rng, 3, ks, CT_F32, -1, 1), *v = th_random(&rng, 2, vs, CT_F32, -1, 1), *pos = NULL,
+              *slot = NULL, *kc[2] = {NULL, NULL}, *vc[2] = {NULL, NULL};
+    int32_t p0 = 3, sl[4];
+    for (int h = 0; h < 4; h++) sl[h] = (int32_t)(h * n_ctx + p0);
+    CHECK_OK(ct_tensor_from_data(1, (int64_t[]){1}, CT_I32, &p0, &pos));
+    CHECK_OK(ct_tensor_from_data(1, (int64_t[]){Hkv}, CT_I32, sl, &slot));
+    for (int i = 0; i < 2; i++) { /* [0]: the device's caches, [1]: the CPU's */
+        CHECK_OK(ct_zeros(2, cs, CT_F16, &kc[i]));
+        CHECK_OK(ct_zeros(2, cs, CT_F16, &vc[i]));
+    }
+    const ct_tensor *placed[6] = {k, v, pos, slot, kc[0], vc[0]};
+    for (int i = 0; i < 6; i++) CHECK_OK(ct_tensor_place(placed[i], DEV));
+    CHECK_OK(ct_exec_force_device(DEV));
+    ct_set_log_level(CT_LOG_INFO);
+    th_log_capture(true);
+    CHECK_OK(ct_step_begin());
+    ct_tensor *kr = NULL, *kr2 = NULL;
+    ct_status rs = ct_rope(k, pos, &rp, &kr);
+    if (rs == CT_OK) rs = ct_view(kr, 2, vs, &kr2);
+    if (rs == CT_OK) rs = ct_set_rows(kc[0], kr2, slot);
+    if (rs == CT_OK) rs = ct_set_rows(vc[0], v, slot);
+    ct_step *step = NULL;
+    CHECK_OK(ct_step_end(&step));
+    th_log_capture(false);
+    ct_set_log_level(CT_LOG_WARN);
+    CHECK_OK(rs);
+    CHECK_MSG(th_count(th_log(), "step of 3 ops captured as 1 kernel launches") == 1,
+              "the 3 ops were not one launch:\n%s", th_log());
+    for (int round = 0; step && round < 2; round++) {
+        int32_t *pp = NULL, *sp = NULL;
+        CHECK_OK(ct_tensor_data_mut(pos, (void **)&pp));
+        CHECK_OK(ct_tensor_data_mut(slot, (void **)&sp));
+        if (pp && sp) {
+            *pp = round ? 17 : 3;
+            for (int h = 0; h < 4; h++) sp[h] = (int32_t)(h * n_ctx + *pp);
+        }
+        CHECK_OK(ct_step_run(step));
+        CHECK_OK(ct_exec_force_device("cpu"));
+        ct_tensor *ckr = NULL, *ckr2 = NULL;
+        CHECK_OK(ct_rope(k, pos, &rp, &ckr));
+        CHECK_OK(ct_view(ckr, 2, vs, &ckr2));
+        CHECK_OK(ct_set_rows(kc[1], ckr2, slot));
+        CHECK_OK(ct_set_rows(vc[1], v, slot));
+        CHECK_OK(ct_exec_force_device(DEV));
+        for (int c = 0; c < 2; c++) {
+            double *g = th_values(c ? vc[0] : kc[0]), *w = th_values(c ? vc[1] : kc[1]);
+            int nonfinite = 0;
+            double e = g && w ? devcheck_nmse(g, w, Hkv * n_ctx * D, &nonfinite) : 1;
+            CHECK_MSG(e <= TOL_F16 && !nonfinite, "round %d, %s cache: NMSE %.3g, %d non-finite", round, c ? "v" : "k",
+                      e, nonfinite);
+            free(g);
+            free(w);
+        }
+        ct_tensor_free(ckr2);
+        ct_tensor_free(ckr);
+    }
+    CHECK_OK(ct_exec_force_device(NULL));
+    ct_step_free(step);
+    ct_tensor_free(kr2);
+    ct_tensor_free(kr);
+    ct_tensor *all[8] = {k, v, pos, slot, kc[0], kc[1], vc[0], vc[1]};
+    for (int i = 0; i < 8; i++) ct_tensor_free(all[i]);
+}
+
 /* ---- pooling, batch_norm ---- */
 
 typedef struct pool_ctx {
@@ -698,6 +772,7 @@ int main(int argc, char **argv)
     RUN(test_sdpa_nan);
     RUN(test_sdpa_decode);
     RUN(test_sdpa_decode_replay);
+    RUN(test_rope_set_rows_fused);
     RUN(test_pool);
     RUN(test_batch_norm);
     RUN(test_conv);

@@ -18,7 +18,7 @@
 #include "backends/opencl/ocl_dev.h"
 #include "core/config.h"
 
-#define CAP_MAX_ARGS 48
+#define CAP_MAX_ARGS 64
 
 typedef struct cap_arg {
     size_t size;

@@ -110,7 +110,7 @@ ct_status ocl_quant_run(ct_device *dev, const ct_op *op);
  * they would have been, and returns how many ops it covered; 0 otherwise. */
 int ocl_quant_fuse(ct_device *dev, const ct_op *ops, int n);
 /* The same for the nn group (nn_pair.c): two adjacent independent ROPEs or SET_ROWS as one
- * launch (2), or 0. */
+ * launch (2), a ROPE with the SET_ROWS of its output and an independent SET_ROWS (3), or 0. */
 int ocl_nn_pair(ct_device *dev, const ct_op *ops, int n);
 void ocl_nn_test_pairs(bool on);
 /* ct_backend_ops.import: a placed quantized weight kept in the kernels' own layout. */
