@@ -289,6 +289,7 @@ kernel void att_decode(global const uchar *qb, ulong qo, global const uchar *kb,
             int r = p / C, j = p - r * C;
             if (j >= cn) continue;
             float dot = 0.0f;
+#pragma unroll 8
             for (int d = 0; d < D; d++) dot = fma(qloc[r * D + d], kl[j * (D + 1) + d], dot);
             float s = dot * scale;
             if (has_mask) s += mask[b * ms.s0 + (h0 + r) * ms.s1 + (s0 + c0 + j) * ms.s3];
@@ -298,6 +299,7 @@ kernel void att_decode(global const uchar *qb, ulong qo, global const uchar *kb,
     barrier(CLK_LOCAL_MEM_FENCE);
     if (l < G) { /* each head's max over the segment (a NaN score marks the head) */
         float m = -INFINITY, nan_row = bad;
+#pragma unroll 8
         for (int j = 0; j < ns; j++) {
             float s = sc[l * segmax + j];
             if (isnan(s)) nan_row = 1.0f;
@@ -315,6 +317,7 @@ kernel void att_decode(global const uchar *qb, ulong qo, global const uchar *kb,
     barrier(CLK_LOCAL_MEM_FENCE);
     if (l < G) {
         float sum = 0.0f;
+#pragma unroll 8
         for (int j = 0; j < ns; j++) sum += sc[l * segmax + j];
         rl[l] = sum;
     }
@@ -333,6 +336,7 @@ kernel void att_decode(global const uchar *qb, ulong qo, global const uchar *kb,
             if (p < GD) {
                 int r = p / Dv, d = p - r * Dv;
                 float a = acc[i];
+#pragma unroll 8
                 for (int j = 0; j < cn; j++) a = fma(sc[r * segmax + c0 + j], vl[j * Dv + d], a);
                 acc[i] = a;
             }
@@ -382,6 +386,7 @@ kernel void att_decode(global const uchar *qb, ulong qo, global const uchar *kb,
     barrier(CLK_LOCAL_MEM_FENCE);
     if (l < G) {
         float mx = -INFINITY, nan_row = 0.0f;
+#pragma unroll 8
         for (int s = 0; s < nsplit; s++) {
             float m = pm[l * nsplit + s];
             if (isnan(m)) nan_row = 1.0f;
@@ -399,6 +404,7 @@ kernel void att_decode(global const uchar *qb, ulong qo, global const uchar *kb,
     barrier(CLK_LOCAL_MEM_FENCE);
     if (l < G) {
         float sum = 0.0f;
+#pragma unroll 8
         for (int s = 0; s < nsplit; s++) sum += pm[l * nsplit + s] * pl[l * nsplit + s];
         rl[l] = sum;
     }
