@@ -62,14 +62,14 @@ static att_plan att_plan_for(const ct_device *dev, const ct_op *op)
 #define DEC_ACC 8             /* (head, value dim) pairs per work-item (ATT_DACC in attention.cl) */
 #define DEC_CHUNK 32          /* keys per chunk loaded into local memory, at most */
 #define DEC_MIN_GROUPS 32     /* so that a small device (PoCL) runs the split-and-merge path too */
-#define DEC_MERGE_FLOATS 32768 /* partial floats one kv head's merge reads, about at most */
+#define DEC_MERGE_FLOATS 16384 /* partial floats one kv head's merge reads, about at most */
 #define DEC_MAX_SPLIT 1024
 
 typedef struct dec_plan {
     size_t wg;
     int nsplit, chunk, segmax;
     int64_t G, heads; /* heads: B * Hkv */
-    size_t local[5];  /* qloc, K rows, V rows, sc, red bytes */
+    size_t local[4];  /* qloc, kv, sc, red bytes */
 } dec_plan;
 
 /* Diagnostic switches for tuning on a device: the splits per kv head
@@ -113,13 +113,13 @@ static bool dec_plan_for(const ct_device *dev, const ct_op *op, dec_plan *p)
     p->nsplit = (int)n;
     p->segmax = (int)((Tk + n - 1) / n);
     if (p->segmax < 1) p->segmax = 1;
+    int64_t row = D + 1 > Dv ? D + 1 : Dv;
     for (p->chunk = DEC_CHUNK;; p->chunk /= 2) {
         p->local[0] = sizeof(float) * (size_t)(p->G * D);
-        p->local[1] = sizeof(float) * (size_t)(p->chunk * (D + 1));
-        p->local[2] = sizeof(float) * (size_t)(p->chunk * Dv);
-        p->local[3] = sizeof(float) * (size_t)(p->G * p->segmax);
-        p->local[4] = sizeof(float) * (size_t)(3 * p->G + 2 * p->G * p->nsplit);
-        size_t total = p->local[0] + p->local[1] + p->local[2] + p->local[3] + p->local[4] + 64;
+        p->local[1] = sizeof(float) * (size_t)(p->chunk * row);
+        p->local[2] = sizeof(float) * (size_t)(p->G * p->segmax);
+        p->local[3] = sizeof(float) * (size_t)(3 * p->G + 2 * p->G * p->nsplit);
+        size_t total = p->local[0] + p->local[1] + p->local[2] + p->local[3] + 64;
         if (total <= info->local_mem) return true;
         if (p->chunk == 1) return false;
     }
@@ -188,7 +188,7 @@ static ct_status dec_run(ct_device *dev, const ct_op *op, const dec_plan *p, con
                    OCL_ARG(t->ks),  OCL_ARG(t->vs),   OCL_ARG(t->ms),    OCL_ARG(dtk),      OCL_ARG(dtv),
                    OCL_ARG(has_mask), OCL_ARG(has_len), OCL_ARG(len64),  OCL_ARG(window),   OCL_ARG(scale),
                    OCL_ARG(nsplit), OCL_ARG(chunk),   OCL_ARG(segmax),   OCL_ARG(pitch),    OCL_LOCAL(p->local[0]),
-                   OCL_LOCAL(p->local[1]), OCL_LOCAL(p->local[2]), OCL_LOCAL(p->local[3]), OCL_LOCAL(p->local[4])};
+                   OCL_LOCAL(p->local[1]), OCL_LOCAL(p->local[2]), OCL_LOCAL(p->local[3])};
     if (s == CT_OK) s = nn_launch(dev, "attention", "att_decode", (int)(sizeof a / sizeof a[0]), a, 1, &global, &wg);
     ocl_tmp_free(dev, buf, bytes);
     return s;
