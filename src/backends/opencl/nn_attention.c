@@ -2,9 +2,11 @@
  * head dim (the frontend converts anything else), an optional f32 additive mask and the
  * attended-length tensor read on the device. A work-group serves a block of query rows that
  * share a kv head (positions in prefill, the grouped heads in decode), so K and V are read
- * once per block. Decode splits the keys into segments so that few heads still fill the
- * device, merged by att_combine; the split depends only on the shapes and the device, so a
- * recorded step replays the same arithmetic. */
+ * once per block. Decode (one query row) goes to att_decode, which splits the attended keys
+ * over enough work-groups to fill the device and merges them in the same launch; where its
+ * plan does not fit (heads x value dims past its accumulators, local memory) att_sdpa splits
+ * the cache's slots into segments merged by att_combine. Either split depends only on the
+ * shapes and the device, so a recorded step replays the same arithmetic. */
 #include <stdlib.h>
 #include <string.h>
 
