@@ -513,6 +513,9 @@ static void test_sdpa_decode(void)
     check_sdpa(8, 2, 1, 300, 32, CT_F16, (att_ctx){.mask = true, .length = true, .L = 299, .kv_strided = true});
     check_sdpa(8, 2, 1, 300, 40, CT_F32, (att_ctx){.causal = true, .length = true, .L = 290, .window = 100});
     force_split(0);
+    /* 16 heads x 128 value dims on a kv head: past att_decode's accumulators, so att_sdpa's
+     * split over the cache's slots and att_combine serve it */
+    check_sdpa(16, 1, 1, 500, 128, CT_F16, (att_ctx){.causal = true, .length = true, .L = 321});
 }
 
 /* A recorded decode step replayed at several positions: the launches read the length on
