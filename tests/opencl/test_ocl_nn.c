@@ -465,6 +465,184 @@ static void test_sdpa_nan(void)
     for (int i = 0; i < 4; i++) ct_tensor_free(in[i]);
 }
 
+/* ---- decode attention (att_decode: one query row, keys split over work-groups) ---- */
+
+/* The splits per kv head, forced (CTORCH_OPENCL_ATT_SPLIT, read at each launch); 0: the
+ * backend's own choice. */
+static void force_split(int n)
+{
+    if (n > 0) {
+        char v[16];
+        snprintf(v, sizeof v, "%d", n);
+        setenv("CTORCH_OPENCL_ATT_SPLIT", v, 1);
+    } else {
+        unsetenv("CTORCH_OPENCL_ATT_SPLIT");
+    }
+}
+
+/* The shapes of the models decode serves, over a 2048-slot cache, at lengths that put
+ * segment and chunk (32 keys) boundaries in every place: 7 splits of 32, 33 and 31 keys,
+ * fewer keys than splits (empty segments), none, one and every slot; a window that starts
+ * inside a segment. */
+static void test_sdpa_decode(void)
+{
+    if (!have_device()) return;
+    static const struct {
+        int64_t Hq, Hkv, D;
+        int window;
+    } shapes[] = {{32, 4, 64, 0}, {9, 3, 64, 0}, {4, 1, 256, 512}};
+    static const int64_t lens[] = {0, 1, 6, 7, 8, 223, 224, 225, 600, 2047, 2048};
+    ct_dtype dts[] = {CT_F16, CT_F32};
+    const int64_t Tk = 2048;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int d = 0; d < 2; d++)
+            for (int split = 0; split < 2; split++) {
+                force_split(split ? 7 : 0);
+                for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+                    /* the shapes' own lengths everywhere; the f32 cache and the backend's split
+                     * at a few */
+                    if ((d == 1 || !split) && lens[li] != 0 && lens[li] != 225 && lens[li] != 600 &&
+                        lens[li] != Tk)
+                        continue;
+                    check_sdpa(shapes[si].Hq, shapes[si].Hkv, 1, Tk, shapes[si].D, dts[d],
+                               (att_ctx){.causal = true, .length = true, .L = lens[li], .window = shapes[si].window});
+                }
+            }
+    /* a mask, strided caches, a window across many segments */
+    force_split(5);
+    check_sdpa(8, 2, 1, 300, 32, CT_F16, (att_ctx){.mask = true, .length = true, .L = 299, .kv_strided = true});
+    check_sdpa(8, 2, 1, 300, 40, CT_F32, (att_ctx){.causal = true, .length = true, .L = 290, .window = 100});
+    force_split(0);
+    /* 16 heads x 128 value dims on a kv head: past att_decode's accumulators, so att_sdpa's
+     * split over the cache's slots and att_combine serve it */
+    check_sdpa(16, 1, 1, 500, 128, CT_F16, (att_ctx){.causal = true, .length = true, .L = 321});
+}
+
+/* A recorded decode step replayed at several positions: the launches read the length on
+ * the device, and the split counters the last work-group re-zeroes serve every replay. Two
+ * attention ops (the second windowed), since a step needs two ops to be captured. */
+static void test_sdpa_decode_replay(void)
+{
+    if (!have_device()) return;
+    const int64_t Tk = 700, qs[4] = {1, 32, 1, 64}, kvs[4] = {1, 4, Tk, 64};
+    ct_tensor *q = th_random(&rng, 4, qs, CT_F32, -1, 1), *k = th_random(&rng, 4, kvs, CT_F16, -1, 1),
+              *v = th_random(&rng, 4, kvs, CT_F16, -1, 1), *len = NULL, *out[2] = {NULL, NULL};
+    int32_t l0 = 1;
+    CHECK_OK(ct_tensor_from_data(1, (int64_t[]){1}, CT_I32, &l0, &len));
+    const ct_tensor *ins[4] = {q, k, v, len};
+    for (int i = 0; i < 4; i++) CHECK_OK(ct_tensor_place(ins[i], DEV));
+    ct_sdpa_params p[2] = {{.causal = true, .length = len}, {.causal = true, .window = 100, .length = len}};
+    CHECK_OK(ct_exec_force_device(DEV));
+    CHECK_OK(ct_step_begin());
+    ct_status rs = ct_sdpa(q, k, v, NULL, &p[0], &out[0]);
+    if (rs == CT_OK) rs = ct_sdpa(q, k, v, NULL, &p[1], &out[1]);
+    ct_step *step = NULL;
+    CHECK_OK(ct_step_end(&step));
+    CHECK_OK(rs);
+    ct_step_info info = {0};
+    if (step) CHECK_OK(ct_step_get_info(step, &info));
+    CHECK_MSG(info.captured, "the sdpa step was not captured by %s", DEV);
+    static const int32_t lens[] = {1, 333, 334, 700, 0, 17, 699, 333};
+    for (size_t i = 0; step && i < sizeof lens / sizeof lens[0]; i++) {
+        int32_t *lp = NULL;
+        CHECK_OK(ct_tensor_data_mut(len, (void **)&lp));
+        if (lp) *lp = lens[i];
+        CHECK_OK(ct_step_run(step));
+        for (int o = 0; o < 2; o++) {
+            CHECK_OK(ct_exec_force_device("cpu"));
+            ct_tensor *ref = NULL;
+            CHECK_OK(ct_sdpa(q, k, v, NULL, &p[o], &ref));
+            CHECK_OK(ct_exec_force_device(DEV));
+            double *g = out[o] ? th_values(out[o]) : NULL, *w = ref ? th_values(ref) : NULL;
+            int nonfinite = 0;
+            double e = g && w ? devcheck_nmse(g, w, 32 * 64, &nonfinite) : 1;
+            CHECK_MSG(e <= TOL_ATT && !nonfinite, "replay %zu, op %d, at length %d: NMSE %.3g, %d non-finite", i, o,
+                      lens[i], e, nonfinite);
+            free(g);
+            free(w);
+            ct_tensor_free(ref);
+        }
+    }
+    CHECK_OK(ct_exec_force_device(NULL));
+    ct_step_free(step);
+    for (int o = 0; o < 2; o++) ct_tensor_free(out[o]);
+    for (int i = 0; i < 4; i++) ct_tensor_free((ct_tensor *)ins[i]);
+}
+
+/* ---- the decode step's k rotation and cache writes as one launch (nn_pair.c) ---- */
+
+/* rope(k) -> set_rows(k cache, its rows) -> set_rows(v cache, v), recorded and captured:
+ * the planner's nn_rope_set_rows2 launch (the capture log counts 1 launch for the 3 ops)
+ * must leave both caches as the CPU does, at two positions of one recording. */
+static void test_rope_set_rows_fused(void)
+{
+    if (!have_device()) return;
+    const int64_t Hkv = 4, D = 64, n_ctx = 32, ks[3] = {1, Hkv, D}, vs[2] = {Hkv, D}, cs[2] = {Hkv * n_ctx, D};
+    ct_rope_params rp = {.n_dims = 64, .freq_base = 10000, .freq_scale = 1, .mode = CT_ROPE_NEOX};
+    ct_tensor *k = th_random(&rng, 3, ks, CT_F32, -1, 1), *v = th_random(&rng, 2, vs, CT_F32, -1, 1), *pos = NULL,
+              *slot = NULL, *kc[2] = {NULL, NULL}, *vc[2] = {NULL, NULL};
+    int32_t p0 = 3, sl[4];
+    for (int h = 0; h < 4; h++) sl[h] = (int32_t)(h * n_ctx + p0);
+    CHECK_OK(ct_tensor_from_data(1, (int64_t[]){1}, CT_I32, &p0, &pos));
+    CHECK_OK(ct_tensor_from_data(1, (int64_t[]){Hkv}, CT_I32, sl, &slot));
+    for (int i = 0; i < 2; i++) { /* [0]: the device's caches, [1]: the CPU's */
+        CHECK_OK(ct_zeros(2, cs, CT_F16, &kc[i]));
+        CHECK_OK(ct_zeros(2, cs, CT_F16, &vc[i]));
+    }
+    const ct_tensor *placed[6] = {k, v, pos, slot, kc[0], vc[0]};
+    for (int i = 0; i < 6; i++) CHECK_OK(ct_tensor_place(placed[i], DEV));
+    CHECK_OK(ct_exec_force_device(DEV));
+    ct_set_log_level(CT_LOG_INFO);
+    th_log_capture(true);
+    CHECK_OK(ct_step_begin());
+    ct_tensor *kr = NULL, *kr2 = NULL;
+    ct_status rs = ct_rope(k, pos, &rp, &kr);
+    if (rs == CT_OK) rs = ct_view(kr, 2, vs, &kr2);
+    if (rs == CT_OK) rs = ct_set_rows(kc[0], kr2, slot);
+    if (rs == CT_OK) rs = ct_set_rows(vc[0], v, slot);
+    ct_step *step = NULL;
+    CHECK_OK(ct_step_end(&step));
+    th_log_capture(false);
+    ct_set_log_level(CT_LOG_WARN);
+    CHECK_OK(rs);
+    CHECK_MSG(th_count(th_log(), "step of 3 ops captured as 1 kernel launches") == 1,
+              "the 3 ops were not one launch:\n%s", th_log());
+    for (int round = 0; step && round < 2; round++) {
+        int32_t *pp = NULL, *sp = NULL;
+        CHECK_OK(ct_tensor_data_mut(pos, (void **)&pp));
+        CHECK_OK(ct_tensor_data_mut(slot, (void **)&sp));
+        if (pp && sp) {
+            *pp = round ? 17 : 3;
+            for (int h = 0; h < 4; h++) sp[h] = (int32_t)(h * n_ctx + *pp);
+        }
+        CHECK_OK(ct_step_run(step));
+        CHECK_OK(ct_exec_force_device("cpu"));
+        ct_tensor *ckr = NULL, *ckr2 = NULL;
+        CHECK_OK(ct_rope(k, pos, &rp, &ckr));
+        CHECK_OK(ct_view(ckr, 2, vs, &ckr2));
+        CHECK_OK(ct_set_rows(kc[1], ckr2, slot));
+        CHECK_OK(ct_set_rows(vc[1], v, slot));
+        CHECK_OK(ct_exec_force_device(DEV));
+        for (int c = 0; c < 2; c++) {
+            double *g = th_values(c ? vc[0] : kc[0]), *w = th_values(c ? vc[1] : kc[1]);
+            int nonfinite = 0;
+            double e = g && w ? devcheck_nmse(g, w, Hkv * n_ctx * D, &nonfinite) : 1;
+            CHECK_MSG(e <= TOL_F16 && !nonfinite, "round %d, %s cache: NMSE %.3g, %d non-finite", round, c ? "v" : "k",
+                      e, nonfinite);
+            free(g);
+            free(w);
+        }
+        ct_tensor_free(ckr2);
+        ct_tensor_free(ckr);
+    }
+    CHECK_OK(ct_exec_force_device(NULL));
+    ct_step_free(step);
+    ct_tensor_free(kr2);
+    ct_tensor_free(kr);
+    ct_tensor *all[8] = {k, v, pos, slot, kc[0], kc[1], vc[0], vc[1]};
+    for (int i = 0; i < 8; i++) ct_tensor_free(all[i]);
+}
+
 /* ---- pooling, batch_norm ---- */
 
 typedef struct pool_ctx {
@@ -595,6 +773,9 @@ int main(int argc, char **argv)
     set_gpu_kernels(false);
     RUN(test_sdpa);
     RUN(test_sdpa_nan);
+    RUN(test_sdpa_decode);
+    RUN(test_sdpa_decode_replay);
+    RUN(test_rope_set_rows_fused);
     RUN(test_pool);
     RUN(test_batch_norm);
     RUN(test_conv);

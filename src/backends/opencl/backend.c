@@ -180,8 +180,8 @@ static ct_status ocl_device_init(ct_device *dev, int index)
     od->ctx = ocl_cl.clCreateContext(props, 1, &f->id, NULL, NULL, &err);
     ct_status s = ocl_status(err, dev, "clCreateContext");
     if (s == CT_OK) {
-        bool prof = ocl_prof_wanted();
-        od->q = ocl_cl.clCreateCommandQueue(od->ctx, f->id, prof ? CL_QUEUE_PROFILING_ENABLE : 0, &err); /* in order */
+        int prof = ocl_prof_wanted();
+        od->q = ocl_cl.clCreateCommandQueue(od->ctx, f->id, prof == 1 ? CL_QUEUE_PROFILING_ENABLE : 0, &err); /* in order */
         s = ocl_status(err, dev, "clCreateCommandQueue");
         if (s == CT_OK && prof) ocl_prof_init(od);
     }
@@ -365,6 +365,13 @@ void ocl_tmp_free(ct_device *dev, cl_mem mem, size_t bytes)
     if (!mem || ocl_cap_keep_tmp(ocl_dev_of(dev), mem)) return; /* a captured step's: kept until its release */
     if (ocl_cl.clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof size, &size, NULL) != CL_SUCCESS) size = bytes;
     free_mem(dev, mem, size);
+}
+
+ct_status ocl_zero_now(ct_device *dev, cl_mem mem, size_t off, size_t bytes)
+{
+    cl_uchar zero = 0;
+    cl_int err = ocl_cl.clEnqueueFillBuffer(ocl_dev_of(dev)->q, mem, &zero, 1, off, bytes, 0, NULL, NULL);
+    return ocl_status(err, dev, "zeroing a buffer");
 }
 
 static ct_status ocl_mem_info(ct_device *dev, uint64_t *free_bytes, uint64_t *total_bytes)

@@ -61,7 +61,8 @@ void ocl_step_release(ct_device *dev, void *handle);
 /* profile.c: CTORCH_OPENCL_PROFILE=1 makes the queue a profiling one; every kernel launch
  * gets an event whose device time is summed per kernel name, with the host time of the
  * enqueue call, and the host's waits and markers; the table goes to stderr at exit. */
-bool ocl_prof_wanted(void);
+/* 0: off, 1: events and host times, 2 (CTORCH_OPENCL_PROFILE=host): host times only */
+int ocl_prof_wanted(void);
 void ocl_prof_init(ocl_dev *od);
 void ocl_prof_release(ocl_dev *od);
 /* Enqueues k (profiled when od->prof is set). */

@@ -93,6 +93,10 @@ bool ocl_capturing(const ct_device *dev);
  * enqueued after what used it). */
 ct_status ocl_tmp_alloc(ct_device *dev, size_t bytes, cl_mem *out);
 void ocl_tmp_free(ct_device *dev, cl_mem mem, size_t bytes);
+/* Enqueues a zero fill of bytes [off, off + bytes) of mem now, also while a step is being
+ * captured (the fill is then not part of the step): the one-time initialization of state
+ * that the launches themselves keep (attention's split counters). */
+ct_status ocl_zero_now(ct_device *dev, cl_mem mem, size_t off, size_t bytes);
 
 bool ocl_ew_supports(const ct_device *dev, const ct_op *op);
 ct_status ocl_ew_run(ct_device *dev, const ct_op *op);
@@ -106,7 +110,7 @@ ct_status ocl_quant_run(ct_device *dev, const ct_op *op);
  * they would have been, and returns how many ops it covered; 0 otherwise. */
 int ocl_quant_fuse(ct_device *dev, const ct_op *ops, int n);
 /* The same for the nn group (nn_pair.c): two adjacent independent ROPEs or SET_ROWS as one
- * launch (2), or 0. */
+ * launch (2), a ROPE with the SET_ROWS of its output and an independent SET_ROWS (3), or 0. */
 int ocl_nn_pair(ct_device *dev, const ct_op *ops, int n);
 void ocl_nn_test_pairs(bool on);
 /* ct_backend_ops.import: a placed quantized weight kept in the kernels' own layout. */

@@ -4,7 +4,9 @@
  * backend's other host work (markers + flushes, waits, op dispatch, step launches,
  * transfers). Events are harvested in batches (a host wait every OCL_PROF_BATCH launches,
  * which profiling accepts), and the table is printed to stderr when the device is
- * released or at exit. Off (the default), a launch costs one pointer test. */
+ * released or at exit. Off (the default), a launch costs one pointer test.
+ * CTORCH_OPENCL_PROFILE=host keeps the host times only: a plain queue and no events, so
+ * the host's cost per launch is what it is in an ordinary run. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,7 @@ typedef struct ocl_prof {
     uint64_t host_ns[OCL_PROF_N], host_n[OCL_PROF_N];
     cl_ulong first_start, last_end; /* device clock: the span the kernels covered */
     uint64_t wall0;
+    bool host_only; /* CTORCH_OPENCL_PROFILE=host: no events (a plain queue), host times only */
 } ocl_prof;
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -45,10 +48,11 @@ uint64_t ocl_prof_now(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-bool ocl_prof_wanted(void)
+int ocl_prof_wanted(void)
 {
     const char *e = getenv("CTORCH_OPENCL_PROFILE"); /* a diagnostic switch: not a library setting */
-    return e && e[0] && strcmp(e, "0") != 0;
+    if (!e || !e[0] || !strcmp(e, "0")) return 0;
+    return strcmp(e, "host") ? 1 : 2;
 }
 
 static void harvest(ocl_prof *p)
@@ -121,6 +125,7 @@ void ocl_prof_init(ocl_dev *od)
     if (!p) return; /* no profile, nothing else lost */
     snprintf(p->dev_name, sizeof p->dev_name, "%s (%s)", od->name, od->platform_name);
     p->wall0 = ocl_prof_now();
+    p->host_only = ocl_prof_wanted() == 2;
     od->prof = p;
     pthread_mutex_lock(&g_mu);
     for (int i = 0; i < OCL_PROF_DEVS; i++)
@@ -161,7 +166,7 @@ cl_int ocl_prof_enqueue(ocl_dev *od, cl_kernel k, const char *name, cl_uint dims
     if (!p) return ocl_cl.clEnqueueNDRangeKernel(od->q, k, dims, NULL, global, local, 0, NULL, NULL);
     cl_event ev = NULL;
     uint64_t t0 = ocl_prof_now();
-    cl_int err = ocl_cl.clEnqueueNDRangeKernel(od->q, k, dims, NULL, global, local, 0, NULL, &ev);
+    cl_int err = ocl_cl.clEnqueueNDRangeKernel(od->q, k, dims, NULL, global, local, 0, NULL, p->host_only ? NULL : &ev);
     uint64_t t1 = ocl_prof_now();
     pthread_mutex_lock(&g_mu);
     int r = row_of(p, name);

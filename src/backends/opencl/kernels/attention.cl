@@ -186,3 +186,219 @@ kernel void att_combine(global const float *part, global uchar *ob, ulong oo, lo
         o[d] = nan_row ? NAN : (lsum > 0.0f ? acc / lsum : 0.0f);
     }
 }
+
+/* Decode attention (one query row per head) split over the attended keys. One work-group
+ * per (batch, kv head, split): its G query heads share every K and V load. The attended
+ * range [lo, L) is read here and cut into nsplit equal segments, so the grid depends only
+ * on the cache's shape (a recorded step replays it at every position) while every
+ * work-group gets keys. A segment (at most segmax keys) is walked in chunks of C keys:
+ * first K into local memory and the G x segment scores, then one softmax over the segment
+ * (no online rescaling: the scores all fit), then V chunk by chunk into the G x Dv
+ * accumulators, ATT_DACC (head, dim) pairs per work-item. Each group writes its partial
+ * (acc[Dv], m, l per head); the last group of a (batch, kv head) to finish, found with an
+ * atomic counter that it then re-zeroes for the next launch, merges them into the output.
+ * OpenCL C 1.2: reductions through local memory, no subgroups. Indices inside a segment
+ * are int (64-bit division is slow on GPUs); tensor offsets stay long. */
+#define ATT_DACC 8
+
+/* A fence that orders this work-item's global writes before its later ones for every
+ * work-group on the device. OpenCL C 1.2's mem_fence on NVIDIA compiles to membar.cta
+ * (the work-group only), which does not order a partial's stores before the counter's
+ * atomic as another SM sees them; NVIDIA's compiler (cl_nv_pragma_unroll marks it) takes
+ * inline PTX (membar.gl; measured on the H100: about 1 us of a 28 us call). */
+#ifdef cl_nv_pragma_unroll
+#define ATT_FENCE_GLOBAL() asm volatile("membar.gl;" ::: "memory")
+#else
+#define ATT_FENCE_GLOBAL() mem_fence(CLK_GLOBAL_MEM_FENCE)
+#endif
+
+/* n rows of w floats from a K or V cache into local rows of pitch lw: four elements per
+ * load where rows allow it (vload*4 needs only element alignment), several loads in flight
+ * per work-item. */
+static void att_rows_to_local(global const uchar *base, long first, long rs, int n, int w, int dt, local float *dst,
+                              int lw, int l, int ls)
+{
+    if ((w & 3) == 0 && (rs & 3) == 0) {
+        int w4 = w >> 2;
+#pragma unroll 4
+        for (int i = l; i < n * w4; i += ls) {
+            int j = i / w4, d = (i - j * w4) << 2;
+            long e = first + j * rs + d;
+            float4 x = dt == ATT_F16 ? vload_half4(0, (global const half *)base + e) : vload4(0, (global const float *)base + e);
+            local float *o = dst + j * lw + d;
+            o[0] = x.s0, o[1] = x.s1, o[2] = x.s2, o[3] = x.s3;
+        }
+        return;
+    }
+    for (int i = l; i < n * w; i += ls) {
+        int j = i / w, d = i - j * w;
+        long e = first + j * rs + d;
+        dst[j * lw + d] = dt == ATT_F16 ? vload_half(0, (global const half *)base + e) : ((global const float *)base)[e];
+    }
+}
+
+kernel void att_decode(global const uchar *qb, ulong qo, global const uchar *kb, ulong ko, global const uchar *vb,
+                       ulong vo, global const uchar *mb, ulong mo, global const uchar *lb, ulong lo_, global uchar *ob,
+                       ulong oo, global float *part, ulong cnt_off, long Hq, long Hkv, long Tk, int D, int Dv,
+                       long4 qs, long4 ks, long4 vs, long4 ms, int dtk, int dtv, int has_mask, int has_len, int len64,
+                       long window, float scale, int nsplit, int C, int segmax, int pitch, local float *qloc,
+                       local float *kv, local float *sc, local float *red)
+{
+    local int last;
+    global int *counters = (global int *)((global uchar *)part + cnt_off);
+    int l = get_local_id(0), ls = get_local_size(0);
+    long grp = get_group_id(0), bh = grp / nsplit;
+    int seg = (int)(grp % nsplit), G = (int)(Hq / Hkv), GD = G * Dv;
+    long b = bh / Hkv, g = bh % Hkv, h0 = g * G;
+    global const float *q = (global const float *)(qb + qo);
+    global const float *mask = (global const float *)(mb + mo);
+    /* red: per head m, NaN flag, l; then per (head, split) m and l for the merge */
+    local float *rm = red, *rnan = red + G, *rl = red + 2 * G, *pm = red + 3 * G, *pl = pm + G * nsplit;
+
+    long L = Tk;
+    if (has_len) L = len64 ? *(global const long *)(lb + lo_) : (long)*(global const int *)(lb + lo_);
+    bool bad = L < 0 || L > Tk;
+    long lo = window > 0 ? max(L - window, 0L) : 0L, n = bad ? 0 : max(L - lo, 0L);
+    long seglen = (n + nsplit - 1) / nsplit, s0 = lo + seg * seglen;
+    int ns = (int)clamp(lo + n - s0, 0L, seglen);
+
+    for (int i = l; i < G * D; i += ls) {
+        int r = i / D, d = i - r * D;
+        qloc[i] = q[b * qs.s0 + (h0 + r) * qs.s1 + d];
+    }
+    /* scores of the segment, a chunk of keys at a time (K rows padded to D + 1 floats:
+     * work-items on consecutive keys hit distinct banks) */
+    for (int c0 = 0; c0 < ns; c0 += C) {
+        int cn = min(C, ns - c0);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        att_rows_to_local(kb + ko, b * ks.s0 + g * ks.s1 + (s0 + c0) * ks.s2, ks.s2, cn, D, dtk, kv, D + 1, l, ls);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int p = l; p < G * C; p += ls) {
+            int r = p / C, j = p - r * C;
+            if (j >= cn) continue;
+            float dot = 0.0f;
+            for (int d = 0; d < D; d++) dot = fma(qloc[r * D + d], kv[j * (D + 1) + d], dot);
+            float s = dot * scale;
+            if (has_mask) s += mask[b * ms.s0 + (h0 + r) * ms.s1 + (s0 + c0 + j) * ms.s3];
+            sc[r * segmax + c0 + j] = s;
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (l < G) { /* each head's max over the segment (a NaN score marks the head) */
+        float m = -INFINITY, nan_row = bad;
+        for (int j = 0; j < ns; j++) {
+            float s = sc[l * segmax + j];
+            if (isnan(s)) nan_row = 1.0f;
+            else m = fmax(m, s);
+        }
+        rm[l] = m;
+        rnan[l] = nan_row;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int p = l; p < G * ns; p += ls) {
+        int r = p / ns, j = p - r * ns;
+        float s = sc[r * segmax + j], m = rm[r];
+        sc[r * segmax + j] = (m == -INFINITY || isnan(s)) ? 0.0f : exp(s - m);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (l < G) {
+        float sum = 0.0f;
+        for (int j = 0; j < ns; j++) sum += sc[l * segmax + j];
+        rl[l] = sum;
+    }
+    float acc[ATT_DACC];
+    for (int i = 0; i < ATT_DACC; i++) acc[i] = 0.0f;
+    for (int c0 = 0; c0 < ns; c0 += C) {
+        int cn = min(C, ns - c0);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        att_rows_to_local(vb + vo, b * vs.s0 + g * vs.s1 + (s0 + c0) * vs.s2, vs.s2, cn, Dv, dtv, kv, Dv, l, ls);
+        barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+        for (int i = 0; i < ATT_DACC; i++) {
+            int p = l + i * ls;
+            if (p < GD) {
+                int r = p / Dv, d = p - r * Dv;
+                float a = acc[i];
+                for (int j = 0; j < cn; j++) a = fma(sc[r * segmax + c0 + j], kv[j * Dv + d], a);
+                acc[i] = a;
+            }
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    global float *o = (global float *)(ob + oo) + (b * Hq + h0) * Dv;
+    if (nsplit == 1) {
+#pragma unroll
+        for (int i = 0; i < ATT_DACC; i++) {
+            int p = l + i * ls;
+            if (p < GD) {
+                int r = p / Dv;
+                o[p] = rnan[r] != 0.0f ? NAN : (rl[r] > 0.0f ? acc[i] / rl[r] : 0.0f);
+            }
+        }
+        return;
+    }
+    /* the partial of this split: per head acc[Dv], m (NaN: a NaN row), l; a kv head's
+     * partials start on a fresh 256-byte line (pitch floats each), so no cache line read
+     * by one head's merge holds another's */
+    global float *all = part + bh * (long)pitch, *pp = all + seg * GD;
+#pragma unroll
+    for (int i = 0; i < ATT_DACC; i++) {
+        int p = l + i * ls;
+        if (p < GD) pp[p] = acc[i];
+    }
+    if (l < G) {
+        global float *st = all + nsplit * GD + 2 * (seg * G + l);
+        st[0] = rnan[l] != 0.0f ? NAN : rm[l];
+        st[1] = rl[l];
+    }
+    /* publish the partial before counting this split in */
+    ATT_FENCE_GLOBAL();
+    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+    if (l == 0) last = atomic_inc(counters + bh) == nsplit - 1;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (!last) return;
+    if (l == 0) atomic_xchg(counters + bh, 0); /* ready for the next launch */
+    ATT_FENCE_GLOBAL();
+    /* the merge: every split's partial rescaled to the head's common max */
+    for (int p = l; p < G * nsplit; p += ls) {
+        int s = p / G, r = p - s * G;
+        pm[r * nsplit + s] = all[nsplit * GD + 2 * p];
+        pl[r * nsplit + s] = all[nsplit * GD + 2 * p + 1];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (l < G) {
+        float mx = -INFINITY, nan_row = 0.0f;
+        for (int s = 0; s < nsplit; s++) {
+            float m = pm[l * nsplit + s];
+            if (isnan(m)) nan_row = 1.0f;
+            else if (pl[l * nsplit + s] > 0.0f) mx = fmax(mx, m);
+        }
+        rm[l] = mx;
+        rnan[l] = nan_row;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int p = l; p < G * nsplit; p += ls) { /* pm becomes each split's weight */
+        int r = p / nsplit;
+        float m = pm[p], mx = rm[r];
+        pm[p] = (pl[p] > 0.0f && mx > -INFINITY) ? exp(m - mx) : 0.0f;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (l < G) {
+        float sum = 0.0f;
+        for (int s = 0; s < nsplit; s++) sum += pm[l * nsplit + s] * pl[l * nsplit + s];
+        rl[l] = sum;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    /* every split wrote its acc (zeros where it had no keys): no branch, loads in flight */
+#pragma unroll
+    for (int i = 0; i < ATT_DACC; i++) {
+        int p = l + i * ls;
+        if (p < GD) {
+            int r = p / Dv;
+            float a = 0.0f;
+#pragma unroll 8
+            for (int s = 0; s < nsplit; s++) a = fma(pm[r * nsplit + s], all[s * GD + p], a);
+            o[p] = rnan[r] != 0.0f ? NAN : (rl[r] > 0.0f ? a / rl[r] : 0.0f);
+        }
+    }
+}

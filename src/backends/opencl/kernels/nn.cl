@@ -262,6 +262,33 @@ kernel void nn_set_rows2(SET_ROWS_PARAMS(_a), SET_ROWS_PARAMS(_b), long na)
     else set_rows_at(g - na, SET_ROWS_ARGS(_b));
 }
 
+/* A rotation (k of a decode step) and the row write of its output into the cache, with an
+ * independent row write (v) beside them, in one launch (nn_pair.c). The rotation's output
+ * is contiguous and is set_rows k's source, element for element; each work-item copies the
+ * elements it rotated into the cache, read back as stored, so the cache holds what the
+ * two launches would have written. Work-items [0, na) rotate, the rest write v. */
+kernel void nn_rope_set_rows2(ROPE_PARAMS(_a), SET_ROWS_PARAMS(_k), SET_ROWS_PARAMS(_v), long na)
+{
+    long g = get_global_id(0);
+    if (g >= na) {
+        set_rows_at(g - na, SET_ROWS_ARGS(_v));
+        return;
+    }
+    rope_at(g, ROPE_ARGS(_a));
+    long per = D_a - half_dims_a;
+    if (g >= rows_a * per) return;
+    long row = g / per, i = g - row * per, yr = nn_off(row, rsh_a, rys_a);
+    bool tail = i >= half_dims_a;
+    long e0 = tail ? i + half_dims_a : (neox_a ? i : 2 * i), e1 = tail ? -1 : (neox_a ? i + half_dims_a : 2 * i + 1);
+    for (int t = 0; t < 2; t++) {
+        long e = t ? e1 : e0;
+        if (e < 0) continue;
+        long f = yr + e * ys_a, r = f / C_k, c = f - r * C_k;
+        long d = nn_pos(ib_k + io_k, r * is0_k, i64_k);
+        if (d >= 0 && d < R_k) nn_st(db_k + dof_k, d * ds0_k + c * ds1_k, dtd_k, nn_ld(yb_a + yo_a, f, dty_a));
+    }
+}
+
 /* ---- max/avg pool2d: one work-item per output element, output contiguous. kp = kernel h, w,
  * stride h, w; pad = padding h, w. No ceil mode: a window never passes H + pad, so the
  * include-pad divisor is the whole kernel area (as the CPU). ---- */
