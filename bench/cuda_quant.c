@@ -12,9 +12,12 @@
  * GemmEx with TF32 tensor cores, at M = 512 on 4096 x 4096, in TFLOP/s.
  *
  * Before those: the fused decode jobs (bench_fused), every format alone and the decode
- * step's jobs (qkv, gated gate/up, down), GB/s of weight bytes.
+ * step's jobs (qkv, gated gate/up, down, o, the output projection; Q4_K_M's and f16's),
+ * GB/s of weight bytes.
  *
- * usage: ctorch-bench-cuda-quant [--quick] [--fused] (--fused: the fused jobs only) */
+ * usage: [CTORCH_BENCH_JOB=SUBSTR] ctorch-bench-cuda-quant [--quick] [--fused | --jobs]
+ * (--fused: the fused kernel only; --jobs: its decode-step jobs only; CTORCH_BENCH_JOB:
+ * only the jobs whose name holds SUBSTR, e.g. one to profile with ncu) */
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -195,7 +198,7 @@ static void time_job(const job_shape *js, int sm, cudaStream_t s, int quick, dou
 }
 
 /* The fused jobs: every format alone on TinyLlama's shapes, then the decode step's jobs. */
-static void bench_fused(int sm, cudaStream_t s, int quick, double bw)
+static void bench_fused_formats(int sm, cudaStream_t s, int quick, double bw)
 {
     static const ct_dtype fmts[] = {CT_Q4_0, CT_Q4_1, CT_Q5_0, CT_Q5_1, CT_Q8_0, CT_Q2_K, CT_Q3_K,
                                     CT_Q4_K, CT_Q5_K, CT_Q6_K, CT_F16,  CT_BF16, CT_F32};
@@ -217,20 +220,31 @@ static void bench_fused(int sm, cudaStream_t s, int quick, double bw)
         printf("\n");
         fflush(stdout);
     }
+}
+
+static void bench_fused(int sm, cudaStream_t s, int quick, int jobs_only, double bw)
+{
+    if (!jobs_only) bench_fused_formats(sm, s, quick, bw);
     static const job_shape jobs[] = {
         {"tl qkv Q4_K 2048+256 + Q6_K 256, M=1", 1, 2048, 3, {CT_Q4_K, CT_Q4_K, CT_Q6_K}, {2048, 256, 256}, 0, 0},
         {"tl gate/up Q4_K 2x5632 SWIGLU, M=1", 1, 2048, 2, {CT_Q4_K, CT_Q4_K}, {5632, 5632}, 1, 0},
         {"tl down Q6_K 2048x5632, M=1", 1, 5632, 1, {CT_Q6_K}, {2048}, 0, 0},
+        {"tl down Q4_K 2048x5632, M=1", 1, 5632, 1, {CT_Q4_K}, {2048}, 0, 0},
+        {"tl output Q6_K 32000x2048, M=1", 1, 2048, 1, {CT_Q6_K}, {32000}, 0, 0},
         {"tl o Q4_K 2048x2048, M=1", 1, 2048, 1, {CT_Q4_K}, {2048}, 0, 0},
         {"tl gate/up Q4_K 2x5632 SWIGLU, M=8", 8, 2048, 2, {CT_Q4_K, CT_Q4_K}, {5632, 5632}, 1, 0},
         {"tl qkv F16 2048+256+256, M=1", 1, 2048, 3, {CT_F16, CT_F16, CT_F16}, {2048, 256, 256}, 0, 0},
+        {"tl gate/up F16 2x5632 SWIGLU, M=1", 1, 2048, 2, {CT_F16, CT_F16}, {5632, 5632}, 1, 0},
+        {"tl down F16 2048x5632, M=1", 1, 5632, 1, {CT_F16}, {2048}, 0, 0},
         {"eager k/v Q4_K 256x2048 f32 x (dequantizing)", 1, 2048, 1, {CT_Q4_K}, {256}, 0, 1},
         {"eager q/o Q4_K 2048x2048 f32 x (dequantizing)", 1, 2048, 1, {CT_Q4_K}, {2048}, 0, 1},
         {"eager up Q4_K 5632x2048 f32 x (quantize + dots)", 1, 2048, 1, {CT_Q4_K}, {5632}, 0, 1},
         {"eager down Q6_K 2048x5632 f32 x (quantize + dots)", 1, 5632, 1, {CT_Q6_K}, {2048}, 0, 1},
     };
     printf("\nfused decode jobs: us per launch, GB/s of weights, %% of copy\n");
+    const char *only = getenv("CTORCH_BENCH_JOB"); /* the jobs whose name holds it (one to profile) */
     for (size_t i = 0; i < sizeof jobs / sizeof jobs[0]; i++) {
+        if (only && !strstr(jobs[i].name, only)) continue;
         double us, gbs;
         time_job(&jobs[i], sm, s, quick, &us, &gbs);
         printf("%-40s | %7.2f us %6.0f GB/s %4.0f%%\n", jobs[i].name, us, gbs, 100.0 * gbs / bw);
@@ -365,10 +379,11 @@ static double time_prefill(ct_dtype t, int64_t N, int64_t K, int64_t M, cudaStre
 
 int main(int argc, char **argv)
 {
-    int quick = 0, fused_only = 0;
+    int quick = 0, fused_only = 0, jobs_only = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) quick = 1;
         else if (strcmp(argv[i], "--fused") == 0) fused_only = 1;
+        else if (strcmp(argv[i], "--jobs") == 0) fused_only = jobs_only = 1;
     }
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -382,7 +397,7 @@ int main(int argc, char **argv)
     double bw = copy_bw(s);
     printf("device: %s, %d SMs; device-to-device copy %.0f GB/s (read + write)\n", prop.name,
            prop.multiProcessorCount, bw);
-    bench_fused(prop.multiProcessorCount, s, quick, bw);
+    bench_fused(prop.multiProcessorCount, s, quick, jobs_only, bw);
     if (fused_only) return 0;
     static const ct_dtype fmts[] = {CT_Q4_0, CT_Q4_1, CT_Q5_0, CT_Q5_1, CT_Q8_0,
                                     CT_Q2_K, CT_Q3_K, CT_Q4_K, CT_Q5_K, CT_Q6_K};

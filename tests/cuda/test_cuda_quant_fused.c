@@ -6,8 +6,8 @@
  *   CPU's formula x * (1 / sqrt(mean(x^2) + eps)) * w, NMSE <= 1e-11 (f32 roundings of a
  *   sum of K squares and two products: ~1e-14), and its q8 form bit-exact against the host
  *   rounding of the GPU's own y;
- * - cuq_mv_run: every weight format (ten block formats, f16, bf16, f32), M = 1..8, K = 640
- *   (legacy and float formats), 2048, 5632, strided x, one to four parts with different
+ * - cuq_mv_run: every weight format (ten block formats, f16, bf16, f32), M = 1..8, K = 576
+ *   and 640 (legacy and float formats), 768, 2048, 5632, strided x, one to four parts with different
  *   formats in one job, the add epilogue, the gated epilogue (SWIGLU, GEGLU), x's q8 form
  *   given by the caller or made by the run, or (one row of x, a small weight, no q8 form
  *   given) the quantized weight dequantized and multiplied with f32 x. Outputs start NaN-poisoned with a poisoned
@@ -466,20 +466,22 @@ static void run_job(const job_spec *s, th_rng *r)
 
 static bool format_fits(ct_dtype t, int64_t K) { return K % ct_dtype_block_size(t) == 0; }
 
-/* Every format alone, M 1..8, the three K. */
+/* Every format alone, M 1..8 on K 640 and 2048, M 1 and 8 on the others: 576 (SmolLM2's
+ * Q4_1 rows), 768 (Q6_K rows of 630 bytes: every other row starts 2 bytes off a 4-byte
+ * word) and 5632 (the segment path splits a row over warps). */
 static void test_single_parts(void)
 {
     if (!have_dev()) return;
     th_rng r = {33};
-    const int64_t Ks[] = {640, 2048, 5632};
+    const int64_t Ks[] = {640, 2048, 576, 768, 5632};
     for (int f = 0; f < N_ALL; f++)
-        for (int ik = 0; ik < 3; ik++) {
+        for (int ik = 0; ik < 5; ik++) {
             if (!format_fits(all_formats[f], Ks[ik])) continue;
             for (int64_t M = 1; M <= CUQ_MV_MAX_ROWS; M++) {
-                if (ik == 2 && M != 1 && M != 8) continue; /* the long rows at the ends of M */
+                if (ik >= 2 && M != 1 && M != 8) continue; /* the other K at the ends of M */
                 /* M = 1 twice: f32 x dequantizing (no q8 form given, small weight) and integer dots */
                 for (int given = 0; given < (M == 1 ? 2 : 1); given++) {
-                    job_spec s = {.n_parts = 1, .t = {all_formats[f]}, .N = {ik == 2 ? 40 : 67}, .M = M, .K = Ks[ik],
+                    job_spec s = {.n_parts = 1, .t = {all_formats[f]}, .N = {ik == 4 ? 40 : 67}, .M = M, .K = Ks[ik],
                                   .strided_x = (M & 1) != 0, .caller_q8 = M == 3 || given};
                     run_job(&s, &r);
                 }
@@ -520,6 +522,10 @@ static void test_gated(void)
         run_job(&b, &r);
         job_spec c = {.n_parts = 2, .t = {CT_Q8_0, CT_Q4_0}, .N = {2000, 2000}, .glu = glu, .M = 8, .K = 640};
         run_job(&c, &r);
+        /* both rows through the segment path, a row split over warps */
+        job_spec d = {.n_parts = 2, .t = {CT_Q6_K, CT_Q6_K}, .N = {130, 130}, .glu = glu, .M = glu, .K = 5632,
+                      .caller_q8 = true};
+        run_job(&d, &r);
     }
 }
 

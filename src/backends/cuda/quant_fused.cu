@@ -11,14 +11,19 @@
  * x); one row of x with a small weight and no q8 form dequantizes instead (one launch). A
  * gated job has each warp compute the gate row and the up row of the same output, so the
  * activation is applied in registers. Launches use PDL and the weights are prefetched into
- * L2 before the kernel waits for its predecessor (quant_fused.cuh).
+ * L2 before the kernel waits for its predecessor (quant_fused.cuh). Jobs whose weights are
+ * all Q6_K (and M <= 2) stage each warp's rows through shared memory instead
+ * (quant_fused_seg.cuh); f16 / bf16 rows at M <= 2 load 4 runs a lane before the math.
  *
- * Measured on an H100 (bench/cuda_quant.c, M = 1, x's q8 form given, copy 2888 GB/s):
- * Q4_K 5632x2048 5.26 us (1233 GB/s), Q6_K 2048x5632 7.77 us, Q4_K 2048x2048 2.73 us,
- * 256x2048 2.05 us (a launch); gate/up Q4_K SWIGLU job 9.01 us (1440 GB/s), qkv 3.67 us;
- * F16 2048x5632 10.72 us (75% of copy). PDL + prefetch gave 18-30% on the 2-13 MB jobs.
- * Not yet at the bandwidth; the likely limit (not profiled) is instructions per weight
- * byte: f32 weights, with the fewest per byte, reach 87-91% of copy in the same kernel. */
+ * Measured on an H100 (bench/cuda_quant.c --jobs, M = 1, x's q8 form given, copy 2914 GB/s;
+ * the kernel before the segment and f16 paths -> now): qkv Q4_K/Q6_K 3.68 -> 4.09 us, gate/up Q4_K
+ * SWIGLU 9.03 -> 8.40 us (1545 GB/s), o Q4_K 2048x2048 2.73 -> 2.60 us, down Q6_K 2048x5632
+ * 7.71 -> 7.41 us, output Q6_K 32000x2048 34.97 -> 32.89 us (1635 GB/s); f16 gate/up 24.1 ->
+ * 19.6 us and down 10.7 -> 9.7 us (80% of copy). ncu (cold, isolated) on gate/up: 50%
+ * theoretical occupancy (64 registers), 66% of issue cycles with no eligible warp, long
+ * scoreboard stalls on L1TEX: latency-bound, not issue-bound. Loading Q4_K / Q6_K segments
+ * straight from global memory in the lanes' order was slower (32 sectors per instruction,
+ * each sector read several times), and so was shared-memory staging for Q4_K. */
 #include "backends/cuda/quant_fused.cuh"
 
 namespace cufu {
@@ -282,6 +287,10 @@ extern "C" bool cuq_mv_run(const cuq_mv_job *job, void *tmp, int sm_count, cudaS
     a.prefetch = dev_facts().pdl && bytes <= dev_facts().l2 / 10 * 3;
     a.glu = job->glu;
     a.glu_out = job->glu_out;
+    /* only where every weight takes it: a Q4_K part beside a Q6_K one keeps the chunk path
+     * and its split (the qkv job measured 15% slower with the v part's segments) */
+    a.seg = xq && dev_facts().seg && job->M <= SEG_MAX_M;
+    for (int i = 0; i < job->n_parts; i++) a.seg = a.seg && seg_format(job->part[i].wt);
     return job->glu ? launch_m<true>(a, job->M, rows, sm_count, stream)
                     : launch_m<false>(a, job->M, rows, sm_count, stream);
 }

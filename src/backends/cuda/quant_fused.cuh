@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "backends/cuda/quant_deq.cuh"
+#include "backends/cuda/quant_fused_seg.cuh"
 #include "backends/cuda/quant_kernels.h"
 
 namespace cufu {
@@ -41,6 +42,8 @@ __device__ __forceinline__ void pdl_wait()
 struct DevFacts {
     bool pdl;
     size_t l2;
+    bool seg;  /* Q6_K jobs through seg_dot (CTORCH_CUDA_MVSEG=0: the chunk path) */
+    bool wave; /* grid capped at one wave, blocks looping (CTORCH_CUDA_MVGRID=wave) */
 };
 inline const DevFacts &dev_facts()
 {
@@ -56,6 +59,10 @@ inline const DevFacts &dev_facts()
         f.l2 = l2 > 0 ? (size_t)l2 : 0;
         const char *pf = getenv("CTORCH_CUDA_PREFETCH");
         if (pf && pf[0] == '0') f.l2 = 0;
+        const char *sg = getenv("CTORCH_CUDA_MVSEG");
+        f.seg = !(sg && sg[0] == '0');
+        const char *gw = getenv("CTORCH_CUDA_MVGRID");
+        f.wave = gw && gw[0] == 'w';
         done = true;
     }
     return f;
@@ -102,6 +109,7 @@ struct FuArgs {
     FuPart up; /* the gated job's second weight */
     int S;
     bool prefetch;
+    bool seg; /* every weight's rows through seg_dot (launch_job picks the kernel with its buffers) */
 };
 
 /* Where a chunk's two runs of 8 lie in its 32-element unit (chunks 2u and 2u + 1 cover
@@ -195,9 +203,10 @@ template <> __device__ __forceinline__ void load8<float>(const uint8_t *p, float
     float4 a = __ldg((const float4 *)p), b = __ldg((const float4 *)p + 1);
     v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
 }
-template <> __device__ __forceinline__ void load8<__half>(const uint8_t *p, float *v)
+/* 8 16-bit floats in r as floats. */
+template <typename W> __device__ __forceinline__ void cvt8(uint4 r, float *v);
+template <> __device__ __forceinline__ void cvt8<__half>(uint4 r, float *v)
 {
-    uint4 r = __ldg((const uint4 *)p);
     uint32_t u[4] = {r.x, r.y, r.z, r.w};
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -205,14 +214,47 @@ template <> __device__ __forceinline__ void load8<__half>(const uint8_t *p, floa
         v[2 * i] = f.x, v[2 * i + 1] = f.y;
     }
 }
-template <> __device__ __forceinline__ void load8<__nv_bfloat16>(const uint8_t *p, float *v)
+template <> __device__ __forceinline__ void cvt8<__nv_bfloat16>(uint4 r, float *v)
 {
-    uint4 r = __ldg((const uint4 *)p);
     uint32_t u[4] = {r.x, r.y, r.z, r.w};
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         v[2 * i] = __uint_as_float(u[i] << 16);
         v[2 * i + 1] = __uint_as_float(u[i] & 0xFFFF0000u);
+    }
+}
+
+template <> __device__ __forceinline__ void load8<__half>(const uint8_t *p, float *v)
+{
+    cvt8<__half>(__ldg((const uint4 *)p), v);
+}
+template <> __device__ __forceinline__ void load8<__nv_bfloat16>(const uint8_t *p, float *v)
+{
+    cvt8<__nv_bfloat16>(__ldg((const uint4 *)p), v);
+}
+
+/* acc[m] += this lane's runs of 8 elements of a 16-bit float row times x (f32): 4 runs'
+ * 16-byte loads issued before the math on them, bypassing L1 (bytes in flight per warp;
+ * measured on the H100: f16 gate/up 65 -> 80% of copy, down 74 -> 80%). */
+template <typename W, int M>
+__device__ __forceinline__ void dot_h(const uint8_t *__restrict__ row, int u0, int step, int64_t K,
+                                      const float *__restrict__ x, int64_t x_row, float *acc)
+{
+    constexpr int U = 4;
+    int nu = (int)(K / 8);
+    for (int u = u0; u < nu; u += U * step) {
+        uint4 raw[U];
+#pragma unroll
+        for (int i = 0; i < U; i++)
+            raw[i] = u + i * step < nu ? ldw128(row + (size_t)(u + i * step) * 16) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int i = 0; i < U; i++) {
+            if (u + i * step >= nu) break;
+            float v[8];
+            cvt8<W>(raw[i], v);
+#pragma unroll
+            for (int m = 0; m < M; m++) acc[m] = dot8(x + m * x_row + (int64_t)(u + i * step) * 8, v, acc[m]);
+        }
     }
 }
 
@@ -231,6 +273,10 @@ __device__ __forceinline__ void dot_f(const uint8_t *__restrict__ row, int u0, i
     }
 }
 
+/* Rows of x up to which the loads-first paths (dot_h, seg_dot) run: beyond, x's loads for
+ * every row would be hoisted with the weights' (over 200 registers at M = 8). */
+constexpr int SEG_MAX_M = 2;
+
 /* acc = row n of part p times x, over this warp's share (slice s of S) of the row. */
 template <int M>
 __device__ __forceinline__ void row_dot(const FuPart &p, const FuArgs &a, int64_t n, int s, int lane, float *acc)
@@ -239,8 +285,14 @@ __device__ __forceinline__ void row_dot(const FuPart &p, const FuArgs &a, int64_
     int u0 = s * 32 + lane, step = 32 * a.S;
     switch (p.wt) {
     case CT_F32: dot_f<float, M>(row, u0, step, a.K, a.x, a.x_row, acc); return;
-    case CT_F16: dot_f<__half, M>(row, u0, step, a.K, a.x, a.x_row, acc); return;
-    case CT_BF16: dot_f<__nv_bfloat16, M>(row, u0, step, a.K, a.x, a.x_row, acc); return;
+    case CT_F16:
+        if (M <= SEG_MAX_M) dot_h<__half, M>(row, u0, step, a.K, a.x, a.x_row, acc);
+        else dot_f<__half, M>(row, u0, step, a.K, a.x, a.x_row, acc);
+        return;
+    case CT_BF16:
+        if (M <= SEG_MAX_M) dot_h<__nv_bfloat16, M>(row, u0, step, a.K, a.x, a.x_row, acc);
+        else dot_f<__nv_bfloat16, M>(row, u0, step, a.K, a.x, a.x_row, acc);
+        return;
     default: break;
     }
     if (a.xq) {
@@ -251,6 +303,21 @@ __device__ __forceinline__ void row_dot(const FuPart &p, const FuArgs &a, int64_
 #define FU_DOT_DEQ dot_deq<F, M>(row, u0, step, a.K, a.x, a.x_row, acc)
         CUQ_DISPATCH(p.wt, FU_DOT_DEQ, return);
 #undef FU_DOT_DEQ
+    }
+}
+
+/* The segment path (quant_fused_seg.cuh): row n of part p (and of the gated job's up weight,
+ * both rows' loads first) over this warp's share; false where it does not apply. */
+template <int M, bool GLU, bool SEG>
+__device__ __forceinline__ bool seg_rows(const FuPart &p, const FuArgs &a, int64_t n, int s, int lane, uint8_t *buf,
+                                         float *acc)
+{
+    if (!SEG || M > SEG_MAX_M || (GLU && a.up.wt != p.wt)) return false;
+    const uint8_t *rows[2] = {p.w + (size_t)n * p.w_row, GLU ? a.up.w + (size_t)n * a.up.w_row : nullptr};
+    constexpr int NR = GLU ? 2 : 1;
+    switch (p.wt) {
+    case CT_Q6_K: seg_dot<SegQ6K, M, NR>(rows, buf, s, a.S, lane, a.K, a.xq, a.xd, a.xs8, acc); return true;
+    default: return false;
     }
 }
 
@@ -307,11 +374,16 @@ __device__ __forceinline__ int unit_part(const FuArgs &a, unsigned u)
     return pi;
 }
 
-/* Blocks loop over units of R rows (grid = at most one wave): first every warp asks L2
- * for all its rows (the prefetch, before waiting on the predecessor), then computes them. */
-template <int M, bool GLU> __global__ void __launch_bounds__(FU_THREADS) job_kernel(const FuArgs a)
+/* Blocks take units of R rows (a block per unit, or with CTORCH_CUDA_MVGRID=wave a grid of at
+ * most one wave looping over them): first every warp asks L2 for all its rows (the
+ * prefetch, before waiting on the predecessor), then computes them. */
+template <int M, bool GLU, bool SEG>
+__global__ void __launch_bounds__(FU_THREADS) job_kernel(const FuArgs a)
 {
     __shared__ float red[FU_WARPS][2 * CUQ_MV_MAX_ROWS];
+    /* the segment path's staging, a buffer per warp and row (none where it cannot run) */
+    constexpr int SEG_BYTES = SEG ? (GLU ? 2 : 1) * SEG_BUF : 16;
+    __shared__ __align__(16) uint8_t seg_buf[FU_WARPS][SEG_BYTES];
     pdl_launch_next();
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int S = a.S, R = FU_WARPS / S, rb = warp / S, s = warp % S;
@@ -333,7 +405,7 @@ template <int M, bool GLU> __global__ void __launch_bounds__(FU_THREADS) job_ker
         float acc[NA];
 #pragma unroll
         for (int m = 0; m < NA; m++) acc[m] = 0.f;
-        if (n < p.N) {
+        if (n < p.N && !seg_rows<M, GLU, SEG>(p, a, n, s, lane, seg_buf[warp], acc)) {
             row_dot<M>(p, a, n, s, lane, acc);
             if (GLU) row_dot<M>(a.up, a, n, s, lane, acc + M);
         }
@@ -364,18 +436,20 @@ inline int split_for(int64_t rows, int64_t K, int64_t resident)
     return S;
 }
 
-template <int M, bool GLU> void launch_job(FuArgs &a, int64_t rows, int sm_count, cudaStream_t st)
+template <int M, bool GLU, bool SEG> void launch_kern(FuArgs &a, int64_t rows, int sm_count, cudaStream_t st)
 {
     static int occ;
     if (occ == 0) {
         int nb = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, job_kernel<M, GLU>, FU_THREADS, 0) != cudaSuccess ||
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, job_kernel<M, GLU, SEG>, FU_THREADS, 0) != cudaSuccess ||
             nb < 1)
             nb = 1;
         occ = nb;
     }
     int64_t resident_blocks = (int64_t)sm_count * occ;
     a.S = split_for(rows, a.K, resident_blocks * FU_WARPS);
+    if (a.seg) /* every warp keeps a round of SEG_ROUND blocks (a segment per lane) */
+        while (a.S > 1 && (int64_t)SEG_ROUND * 256 * a.S > a.K) a.S /= 2;
     int R = FU_WARPS / a.S;
     unsigned u = 0;
     for (int i = 0; i < a.n_parts; i++) {
@@ -383,8 +457,23 @@ template <int M, bool GLU> void launch_job(FuArgs &a, int64_t rows, int sm_count
         u += (unsigned)((a.p[i].N + R - 1) / R);
     }
     a.first_unit[a.n_parts] = u;
-    unsigned grid = (int64_t)u < resident_blocks ? u : (unsigned)resident_blocks;
-    launch_pdl(job_kernel<M, GLU>, grid, FU_THREADS, st, a);
+    /* every unit its block: the hardware hands out the units as blocks finish (a one-wave
+     * grid looping over them ends with a tail of blocks that take one more unit) */
+    unsigned grid = (int64_t)u < resident_blocks || !dev_facts().wave ? u : (unsigned)resident_blocks;
+    launch_pdl(job_kernel<M, GLU, SEG>, grid, FU_THREADS, st, a);
+}
+
+/* The segment path gets its own kernel: its staging buffers would cost every other job
+ * shared memory (measured: Q4_K jobs 5-18% slower beside them). */
+template <int M, bool GLU> void launch_job(FuArgs &a, int64_t rows, int sm_count, cudaStream_t st)
+{
+    if constexpr (M <= SEG_MAX_M)
+        if (a.seg) {
+            launch_kern<M, GLU, true>(a, rows, sm_count, st);
+            return;
+        }
+    a.seg = false;
+    launch_kern<M, GLU, false>(a, rows, sm_count, st);
 }
 
 /* Explicit instantiations live in quant_fused_job*.cu. */
