@@ -6,7 +6,8 @@
  * (in a decode step the weights stream through L2 between two layers' attention). Next to
  * it, the kernel of main 71ea924 (cuda_dec_old.cu) on the same data, and the largest
  * difference between the two outputs relative to the largest output (a sanity check: both
- * are f32 throughout, so ~1e-7). Shapes: TinyLlama (32 query heads, 4 KV heads, D 64),
+ * are f32 throughout, so ~1e-7), and the new kernel built to read the length before it
+ * stages keys (cuda_dec_nospec.cu). Shapes: TinyLlama (32 query heads, 4 KV heads, D 64),
  * SmolLM2 135M (9, 3, 64), Gemma 3 270M (4, 1, 256; its local layers have a window of 512);
  * f16 caches of Tk slots attended to L (the length in a device tensor). Then the new
  * kernel's time at other split counts than nn_sdpa_plan's, for the planner. */
@@ -21,6 +22,7 @@
 
 cudaError_t nn_sdpa_dec_run_old(const nn_sdpa *a, cudaStream_t s);
 int nn_sdpa_dec_splits_old(int64_t B, int64_t Hkv, int64_t Tk, int sm_count);
+cudaError_t nn_sdpa_dec_run_nospec(const nn_sdpa *a, cudaStream_t s);
 
 enum { N_LAYERS = 22 };
 
@@ -134,7 +136,7 @@ static void setup(dcase *c, const dshape *sh, int64_t Tk)
         }
         CK(cudaMalloc((void **)&c->out[l], sizeof(float) * (size_t)(sh->Hq * sh->D)));
     }
-    CK(cudaMalloc((void **)&c->part, sizeof(float) * NN_SDPA_DEC_MAX_SPLIT * (size_t)(sh->Hq * (sh->D + 2))));
+    CK(cudaMalloc((void **)&c->part, sizeof(float) * NN_SDPA_DEC_MAX_SPLIT * (size_t)(sh->Hq * ((sh->D + 3) / 4 * 4 + 2))));
     CK(cudaMalloc((void **)&c->count, sizeof(unsigned) * 64));
     CK(cudaMemset(c->count, 0, sizeof(unsigned) * 64));
     CK(cudaMalloc((void **)&c->len, sizeof(int32_t)));
@@ -174,7 +176,8 @@ static double out_diff(const dcase *c, const nn_sdpa *a, int sm)
     return mo > 0 ? md / mo : md;
 }
 
-int bench_dec(int rounds)
+/* only: -1, or one case (shape index * 100 + length index), for a profiler */
+int bench_dec(int rounds, int only)
 {
     int sm = 0;
     CK(cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, 0));
@@ -188,11 +191,13 @@ int bench_dec(int rounds)
     c.flush_bytes = (size_t)256 << 20;
     CK(cudaMalloc(&c.flush, c.flush_bytes));
     printf("| decode attention, f16 cache, %d launches per graph | Tk (attended) | old: splits, us hot / cold | new: "
-           "splits, us hot / cold | new vs old, max rel diff |\n|---|---|---|---|---|\n",
+           "splits, us hot / cold | new, length read first: us hot / cold | new vs old, max rel diff |\n"
+           "|---|---|---|---|---|---|\n",
            N_LAYERS);
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const dshape *sh = &shapes[si];
         for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            if (only >= 0 && only != (int)(si * 100 + li)) continue;
             int64_t Tk = lens[li][0];
             int32_t L = (int32_t)lens[li][1];
             setup(&c, sh, Tk);
@@ -210,8 +215,10 @@ int bench_dec(int rounds)
             a.n_split = nn_sdpa_plan(&a, sm);
             double nh = time_graph(&c, &a, nn_sdpa_dec_run, rounds, 0);
             double nc = time_graph(&c, &a, nn_sdpa_dec_run, rounds, 1);
-            printf("| %s | %lld (%d) | %d: %.2f / %.2f | %d: %.2f / %.2f | %.1e |\n", sh->name, (long long)Tk, L,
-                   o.n_split, oh, oc, a.n_split, nh, nc, out_diff(&c, &a, sm));
+            double xh = time_graph(&c, &a, nn_sdpa_dec_run_nospec, rounds, 0);
+            double xc = time_graph(&c, &a, nn_sdpa_dec_run_nospec, rounds, 1);
+            printf("| %s | %lld (%d) | %d: %.2f / %.2f | %d: %.2f / %.2f | %.2f / %.2f | %.1e |\n", sh->name,
+                   (long long)Tk, L, o.n_split, oh, oc, a.n_split, nh, nc, xh, xc, out_diff(&c, &a, sm));
             fflush(stdout);
             if (li >= 2) { /* the planner's choice against halving and doubling the segments */
                 int alt[2] = {a.n_split * 2, (a.n_split + 1) / 2};
@@ -219,7 +226,7 @@ int bench_dec(int rounds)
                     if (alt[i] < 1 || alt[i] > NN_SDPA_DEC_MAX_SPLIT || alt[i] == a.n_split) continue;
                     nn_sdpa b = a;
                     b.n_split = alt[i];
-                    printf("|  (new at %d splits) | | | %d: %.2f / %.2f | |\n", alt[i], alt[i],
+                    printf("|  (new at %d splits) | | | %d: %.2f / %.2f | | |\n", alt[i], alt[i],
                            time_graph(&c, &b, nn_sdpa_dec_run, rounds, 0), time_graph(&c, &b, nn_sdpa_dec_run, rounds, 1));
                 }
             }

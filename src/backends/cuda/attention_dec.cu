@@ -1,24 +1,27 @@
 /* Decode attention (Tq = 1): the G = Hq / Hkv query heads of a KV head share every K/V row
  * the block reads.
  *
- * The Tk slots of the cache are cut into n_split segments (nn_sdpa_dec_splits: ~one chunk
- * of DN_KC keys each, more when the grid would pass two waves), one block per segment and
- * KV head, so the grid depends on Tk only: a recorded graph replays it at every position.
- * Each block reads the attended length first; the segments that hold no visible key (past
- * the length, before a window) exit at once, and the n_act that do count themselves: the
+ * The Tk slots of the cache are cut into n_split segments (nn_sdpa_dec_splits: one chunk of
+ * DN_KC keys each, longer ones where the grid or the merge would grow too big), one block
+ * per segment and KV head, so the grid depends on Tk only: a recorded graph replays it at
+ * every position. A block stages its segment's first chunk before it knows the attended
+ * length (the two loads overlap; DN_SPEC), then the segments that hold no visible key
+ * (past the length, before a window) exit, and the n_act that do count themselves: the
  * last of them to finish (a counter per KV head, zero between launches: that block resets
- * it) merges the partials in one pass, so one kernel does it all and long caches cost
- * little. A lone segment writes the output itself.
+ * it) merges the partials, so one kernel does it all and long caches cost little. A lone
+ * segment writes the output itself.
  *
- * In a block (8 warps) a chunk of keys is staged in shared memory with 16-byte cp.async
- * loads (K rows padded so that a warp reading 32 rows at one offset hits every bank);
- * every thread scores one key against its query heads (or a part of D when there are few
- * heads, summed in the softmax), each warp folds one head's chunk of scores into that
- * head's online softmax (base 2: Q carries scale * log2 e), and every thread accumulates
- * P V for pairs of output elements that it owns. Why this shape: at decode the K/V bytes
- * are few (600 positions x 4 KV heads x 64 x f16: 0.6 MB), so the time is latency: a
- * serial chain per thread of ~D + ~KC multiply-adds between three global round trips
- * (length, K/V, partials + counter), with the chunk's loads all in flight together.
+ * In a block (8 warps) the chunks of keys are staged in shared memory with 16-byte cp.async
+ * loads (the next chunk's while this one is computed; rows padded by 16 bytes so that
+ * threads reading the same offset of successive rows hit different banks). Every thread
+ * scores one key against its query heads (or a part of D when there are few heads, summed
+ * in the softmax), each warp folds one head's scores into that head's online softmax (base
+ * 2: Q carries scale * log2 e), and P V is spread over every thread: one 8-element column
+ * of one head's output over every KG-th key, the KG key groups summed by shuffles. The
+ * merge spreads the segments over lanes the same way. Why this shape: at decode the K/V
+ * bytes are few (600 positions x 4 KV heads x 64 x f16: 0.6 MB), so the time is latency:
+ * global round trips (K/V, partials + counter, partials again) and each thread's serial
+ * chain between them, kept to ~D + KC / KG multiply-adds.
  *
  * Semantics are sdpa_kernel's (attention.cu): keys [L - window, L - 1] (all of [0, L) without
  * a window), the mask added, a NaN score makes the row NaN, no visible key gives zeros, a
@@ -29,11 +32,14 @@
 
 #include "backends/cuda/nn_kernels.h"
 
+#ifndef DN_SPEC
+#define DN_SPEC 1 /* stage the first chunk before the length is known */
+#endif
+
 namespace {
 
 constexpr int DN_T = 256;   /* threads per block */
 constexpr int DN_GMAX = 16; /* query heads per KV head (nn_sdpa_dec_ok) */
-constexpr int DN_OPT = 4;   /* output pairs per thread at most: G * Dv / 2 <= 1024 (nn_sdpa_dec_ok) */
 constexpr float DN_LOG2E = 1.4426950408889634f;
 
 /* keys per chunk: 64 rows of K and V up to D 128, 32 above (shared memory, registers) */
@@ -66,25 +72,28 @@ __device__ __forceinline__ void cp_wait()
 #endif
 }
 
-/* Shared memory (offsets in bytes, each 16-aligned): K rows [KC][kr] (kr = D rounded up to
- * 16 bytes, + 16 bytes of pad), V rows [KC][vr] (Dv rounded up to 16 bytes), Q [G][kd]
- * floats (kd = D rounded as K's, zeros past D), scores [DS][G][KC] floats (the first
- * [G][KC] become P), then alpha, m, l per head. */
+/* Shared memory (offsets in bytes, each 16-aligned): nbuf buffers of K rows [KC][kr] (kr =
+ * D rounded up to 16 bytes, + 16 bytes of pad) and V rows [KC][vr] (Dv rounded up to 8
+ * elements, + 16 bytes), Q [G][kd] floats (kd = D rounded as K's, zeros past D), scores
+ * [DS][G][KC] floats (the first [G][KC] become P), then alpha, m, l per head. */
 struct dn_lay {
-    int kd, kr, vr;
-    unsigned k, v, q, s, al, m, l, bytes;
+    int kd, kr, vd, vr;
+    unsigned k, v, kbuf, vbuf, q, s, al, m, l, bytes;
 };
-template <typename T> __host__ __device__ dn_lay dn_layout(int64_t D, int64_t Dv, int64_t G)
+template <typename T> __host__ __device__ dn_lay dn_layout(int64_t D, int64_t Dv, int64_t G, int nbuf)
 {
     constexpr int EV = 16 / (int)sizeof(T);
     const int KC = dn_kc(D, Dv);
     dn_lay y;
     y.kd = (int)((D + EV - 1) / EV * EV);
     y.kr = y.kd + EV;
-    y.vr = (int)((Dv + EV - 1) / EV * EV);
+    y.vd = (int)((Dv + 7) / 8 * 8);
+    y.vr = y.vd + EV;
+    y.kbuf = (unsigned)(sizeof(T) * KC * y.kr);
+    y.vbuf = (unsigned)(sizeof(T) * KC * y.vr);
     y.k = 0;
-    y.v = y.k + (unsigned)(sizeof(T) * KC * y.kr);
-    y.q = y.v + (unsigned)(sizeof(T) * KC * y.vr);
+    y.v = y.k + nbuf * y.kbuf;
+    y.q = y.v + nbuf * y.vbuf;
     y.s = y.q + (unsigned)(sizeof(float) * G * y.kd);
     y.al = y.s + (unsigned)(sizeof(float) * DN_GMAX * KC); /* DS * G <= max(G, DN_T / KC) <= 16 */
     y.m = y.al + sizeof(float) * DN_GMAX;
@@ -100,9 +109,11 @@ __device__ __forceinline__ int64_t dn_attended(const nn_sdpa &a)
     return L < 0 || L > a.Tk ? -1 : L;
 }
 
-template <typename T> __device__ __forceinline__ void unpack(float *f, uint4 w)
+/* 8 elements of a row (16 bytes of f16, 32 of f32) as floats */
+template <typename T> __device__ __forceinline__ void ld8(float *f, const T *p)
 {
     if constexpr (sizeof(T) == 2) {
+        uint4 w = *reinterpret_cast<const uint4 *>(p);
         const __half2 *h = reinterpret_cast<const __half2 *>(&w);
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -110,27 +121,24 @@ template <typename T> __device__ __forceinline__ void unpack(float *f, uint4 w)
             f[2 * i] = t.x, f[2 * i + 1] = t.y;
         }
     } else {
-        f[0] = __uint_as_float(w.x), f[1] = __uint_as_float(w.y), f[2] = __uint_as_float(w.z), f[3] = __uint_as_float(w.w);
+        float4 a = *reinterpret_cast<const float4 *>(p), b = *reinterpret_cast<const float4 *>(p + 4);
+        f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
     }
 }
 
-template <typename T> __device__ __forceinline__ float2 ld2(const T *p)
-{
-    if constexpr (sizeof(T) == 2) return __half22float2(*reinterpret_cast<const __half2 *>(p));
-    else return *reinterpret_cast<const float2 *>(p);
-}
-
-/* Rows j0 .. j0 + nk - 1 of a K or V head (row stride rs elements, n valid elements each)
- * into shared rows of stride sr, zeros from n to the row's rounded width w. */
+/* Rows 0 .. nk - 1 of src (row stride rs elements, n valid elements each) into shared rows
+ * of stride sr, zeros from n to the width w. vec: 16-byte aligned rows, n a multiple of 16
+ * bytes (asynchronous copies); else element by element. */
 template <typename T>
 __device__ __forceinline__ void stage(T *dst, int sr, int w, const T *src, int64_t rs, int64_t n, int nk, bool vec)
 {
     constexpr int EV = 16 / (int)sizeof(T);
-    if (vec) { /* n == w */
+    if (vec) {
         const int wpr = w / EV, nw = nk * wpr;
         for (int t = threadIdx.x; t < nw; t += DN_T) {
             int j = t / wpr, c = t - j * wpr;
-            cp16(dst + j * sr + c * EV, src + j * rs + c * EV);
+            if (c * EV < n) cp16(dst + j * sr + c * EV, src + j * rs + c * EV);
+            else *reinterpret_cast<uint4 *>(dst + j * sr + c * EV) = make_uint4(0, 0, 0, 0);
         }
         return;
     }
@@ -143,86 +151,129 @@ __device__ __forceinline__ void stage(T *dst, int sr, int w, const T *src, int64
     }
 }
 
-template <typename T, int KC> __global__ void __launch_bounds__(DN_T) sdpa_dec(nn_sdpa a, bool veck, bool vecv)
+/* the largest power of two p <= 32 with n * p <= DN_T */
+__device__ __forceinline__ int lanes_for(int n)
+{
+    int p = 1;
+    while (p < 32 && n * p * 2 <= DN_T) p *= 2;
+    return p;
+}
+
+template <typename T, int KC> __global__ void __launch_bounds__(DN_T) sdpa_dec(nn_sdpa a, bool veck, bool vecv, int nbuf)
 {
     extern __shared__ __align__(16) unsigned char dn_sm[];
     constexpr int EV = 16 / (int)sizeof(T);
-    constexpr int HL = DN_T / KC;       /* threads per key in the scoring */
-    constexpr int HPT = DN_GMAX / HL;   /* heads a thread scores at most */
-    constexpr int QPT = DN_GMAX * 256 / DN_T;
+    constexpr int HL = DN_T / KC;     /* threads per key in the scoring */
+    constexpr int HPT = DN_GMAX / HL; /* heads a thread scores at most */
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int G = (int)(a.Hq / a.Hkv), D = (int)a.D, Dv = (int)a.Dv;
-    const dn_lay y = dn_layout<T>(D, Dv, G);
-    T *Ks = reinterpret_cast<T *>(dn_sm + y.k), *Vs = reinterpret_cast<T *>(dn_sm + y.v);
+    const dn_lay y = dn_layout<T>(D, Dv, G, nbuf);
     float *Qs = reinterpret_cast<float *>(dn_sm + y.q), *Sc = reinterpret_cast<float *>(dn_sm + y.s);
     float *Al = reinterpret_cast<float *>(dn_sm + y.al), *Mh = reinterpret_cast<float *>(dn_sm + y.m);
     float *Lh = reinterpret_cast<float *>(dn_sm + y.l);
     const int64_t kvh = blockIdx.y % a.Hkv, b = blockIdx.y / a.Hkv, sg = blockIdx.x, S = a.n_split;
     const int64_t R = a.B * a.Hq, row0 = b * a.Hq + kvh * G;
+    const int64_t seg = (a.Tk + S - 1) / S, s0 = sg * seg;
+    const int64_t s1 = s0 + seg < a.Tk ? s0 + seg : a.Tk; /* the segment's slots [s0, s1) */
+    const T *kb = (const T *)a.k + b * a.ks[0] + kvh * a.ks[1];
+    const T *vb = (const T *)a.v + b * a.vs[0] + kvh * a.vs[1];
+    auto kbuf = [&](int64_t c) { return reinterpret_cast<T *>(dn_sm + y.k + (unsigned)(c % nbuf) * y.kbuf); };
+    auto vbuf = [&](int64_t c) { return reinterpret_cast<T *>(dn_sm + y.v + (unsigned)(c % nbuf) * y.vbuf); };
+    /* chunk c of the segment: slots s0 + c * KC .. */
+    auto stage_chunk = [&](int64_t c) {
+        const int64_t c0 = s0 + c * KC;
+        const int nr = (int)(s1 - c0 < KC ? s1 - c0 : KC);
+        stage<T>(kbuf(c), y.kr, y.kd, kb + c0 * a.ks[2], a.ks[2], D, nr, veck);
+        stage<T>(vbuf(c), y.vr, y.vd, vb + c0 * a.vs[2], a.vs[2], Dv, nr, vecv);
+    };
+    if (DN_SPEC && s0 < s1) stage_chunk(0); /* in flight with the length's load */
 
-    /* Q (scaled, zeros past D) in flight together with the length */
+    /* Q (dense rows: 16-byte loads, also in flight), scaled, zeros past D */
     const float qscale = a.scale * DN_LOG2E;
-    float qv[QPT];
+    const float *qb = a.q + b * a.qs[0] + kvh * G * a.qs[1];
+    const bool qvec = a.qs[3] == 1 && a.qs[1] == D && y.kd == D && D % 4 == 0 && (uintptr_t)qb % 16 == 0;
+    float4 qv[DN_GMAX * 256 / 4 / DN_T];
+    if (qvec) {
 #pragma unroll
-    for (int u = 0; u < QPT; u++) {
-        int t = tid + u * DN_T, g = t / y.kd, d = t - g * y.kd;
-        qv[u] = g < G && d < D ? a.q[b * a.qs[0] + (kvh * G + g) * a.qs[1] + d * a.qs[3]] : 0.0f;
+        for (int u = 0; u < DN_GMAX * 256 / 4 / DN_T; u++) {
+            int t = tid + u * DN_T;
+            qv[u] = t < G * D / 4 ? reinterpret_cast<const float4 *>(qb)[t] : make_float4(0, 0, 0, 0);
+        }
     }
     const int64_t L = dn_attended(a);
     if (L <= 0) { /* no visible key: zeros; a bad length: NaN (segment 0's block writes) */
+        if (DN_SPEC) cp_wait(); /* no copy outlives the block */
         if (sg == 0)
             for (int t = tid; t < G * Dv; t += DN_T) a.out[(row0 + t / Dv) * Dv + t % Dv] = L == 0 ? 0.0f : NAN;
         return;
     }
-    const int64_t seg = (a.Tk + S - 1) / S, vlo = a.window > 0 && L > a.window ? L - a.window : 0, vhi = L - 1;
+    const int64_t vlo = a.window > 0 && L > a.window ? L - a.window : 0, vhi = L - 1;
     const int64_t klo = vlo / seg, khi = vhi / seg, n_act = khi - klo + 1;
-    if (sg < klo || sg > khi) return;
-    const int64_t jlo = sg * seg > vlo ? sg * seg : vlo, jhi = sg * seg + seg - 1 < vhi ? sg * seg + seg - 1 : vhi;
-    const T *kb = (const T *)a.k + b * a.ks[0] + kvh * a.ks[1];
-    const T *vb = (const T *)a.v + b * a.vs[0] + kvh * a.vs[1];
-
-    stage<T>(Ks, y.kr, y.kd, kb + jlo * a.ks[2], a.ks[2], D, (int)(jhi - jlo + 1 < KC ? jhi - jlo + 1 : KC), veck);
-    stage<T>(Vs, y.vr, y.vr, vb + jlo * a.vs[2], a.vs[2], Dv, (int)(jhi - jlo + 1 < KC ? jhi - jlo + 1 : KC), vecv);
+    if (sg < klo || sg > khi) {
+        if (DN_SPEC) cp_wait();
+        return;
+    }
+    const int64_t jlo = s0 > vlo ? s0 : vlo, jhi = s1 - 1 < vhi ? s1 - 1 : vhi; /* visible keys here */
+    const int64_t c_first = (jlo - s0) / KC, c_last = (jhi - s0) / KC;
+    if (!DN_SPEC || c_first != 0) {
+        if (DN_SPEC) cp_wait(); /* chunk 0's copies may share c_first's buffer */
+        stage_chunk(c_first);
+    }
+    if (qvec) {
 #pragma unroll
-    for (int u = 0; u < QPT; u++)
-        if (tid + u * DN_T < G * y.kd) Qs[tid + u * DN_T] = qv[u] * qscale;
+        for (int u = 0; u < DN_GMAX * 256 / 4 / DN_T; u++) {
+            int t = tid + u * DN_T;
+            float4 q = qv[u];
+            if (t < G * D / 4) reinterpret_cast<float4 *>(Qs)[t] = make_float4(q.x * qscale, q.y * qscale, q.z * qscale, q.w * qscale);
+        }
+    } else {
+        for (int t = tid; t < G * y.kd; t += DN_T) {
+            int g = t / y.kd, d = t - g * y.kd;
+            Qs[t] = d < D ? a.q[b * a.qs[0] + (kvh * G + g) * a.qs[1] + d * a.qs[3]] * qscale : 0.0f;
+        }
+    }
 
     /* the heads of this warp's softmax (w, w + 8), their running max / sum / NaN seen */
     float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.0f, 0.0f};
     bool bad_r[2] = {false, false};
-    float2 acc[DN_OPT];
+    /* P V: this thread's column (8 elements) w of head g, keys kg, kg + KG, ... */
+    const int nu = y.vd / 8, KG = lanes_for(G * nu);
+    const int kg = tid % KG, pw = (tid / KG) % nu, pg = tid / (KG * nu);
+    float acc[8];
 #pragma unroll
-    for (int i = 0; i < DN_OPT; i++) acc[i] = make_float2(0.0f, 0.0f);
+    for (int e = 0; e < 8; e++) acc[e] = 0.0f;
     /* few heads: split D over the spare scoring threads (DS parts, a power of two) */
     const int DS = HL / G >= 8 ? 8 : HL / G >= 4 ? 4 : HL / G >= 2 ? 2 : 1;
-    const int wk = y.kd / EV, np = y.vr / 2;
+    const int wk = y.kd / EV;
 
-    for (int64_t c0 = jlo; c0 <= jhi; c0 += KC) {
-        const int nk = (int)(jhi - c0 + 1 < KC ? jhi - c0 + 1 : KC);
-        if (c0 != jlo) {
-            __syncthreads(); /* the last chunk's readers are done */
-            stage<T>(Ks, y.kr, y.kd, kb + c0 * a.ks[2], a.ks[2], D, nk, veck);
-            stage<T>(Vs, y.vr, y.vr, vb + c0 * a.vs[2], a.vs[2], Dv, nk, vecv);
-        }
+    for (int64_t c = c_first; c <= c_last; c++) {
+        const int64_t c0 = s0 + c * KC;
+        const int ja = (int)(jlo > c0 ? jlo - c0 : 0), jb = (int)(jhi - c0 + 1 < KC ? jhi - c0 + 1 : KC);
         cp_wait();
-        __syncthreads();
+        __syncthreads(); /* chunk c is in, and every reader of the other buffer is done */
+        if (c < c_last) stage_chunk(c + 1); /* several chunks: nbuf is 2 */
+        const T *Ks = kbuf(c), *Vs = vbuf(c);
 
         /* scores: key j, heads h0, h0 + hstep, ..., 16-byte words ds, ds + DS, ... of D */
         {
             const int j = tid % KC, hl = tid / KC, ds = hl % DS, h0 = hl / DS, hstep = HL / DS;
-            if (j < nk) {
+            if (j >= ja && j < jb) {
                 float s[HPT];
 #pragma unroll
                 for (int i = 0; i < HPT; i++) s[i] = 0.0f;
                 const T *kr = Ks + j * y.kr;
-                for (int c = ds; c < wk; c += DS) {
+                for (int w = ds; w < wk; w += DS) {
                     float kf[EV];
-                    unpack<T>(kf, *reinterpret_cast<const uint4 *>(kr + c * EV));
+                    if constexpr (sizeof(T) == 2) ld8<T>(kf, kr + w * EV);
+                    else {
+                        float4 k4 = *reinterpret_cast<const float4 *>(kr + w * EV);
+                        kf[0] = k4.x, kf[1] = k4.y, kf[2] = k4.z, kf[3] = k4.w;
+                    }
 #pragma unroll
                     for (int i = 0; i < HPT; i++) {
                         int g = h0 + i * hstep;
                         if (g < G) {
-                            const float4 *q4 = reinterpret_cast<const float4 *>(Qs + g * y.kd + c * EV);
+                            const float4 *q4 = reinterpret_cast<const float4 *>(Qs + g * y.kd + w * EV);
 #pragma unroll
                             for (int e = 0; e < EV / 4; e++) {
                                 float4 q = q4[e];
@@ -250,7 +301,7 @@ template <typename T, int KC> __global__ void __launch_bounds__(DN_T) sdpa_dec(n
             for (int u = 0; u < KC / 32; u++) {
                 int j = lane + 32 * u;
                 float s = -INFINITY;
-                if (j < nk) {
+                if (j >= ja && j < jb) {
                     s = Sc[g * KC + j];
                     for (int p = 1; p < DS; p++) s += Sc[(p * G + g) * KC + j];
                     if (a.mask) s += a.mask[b * a.ms[0] + (kvh * G + g) * a.ms[1] + (c0 + j) * a.ms[3]] * DN_LOG2E;
@@ -274,34 +325,27 @@ template <typename T, int KC> __global__ void __launch_bounds__(DN_T) sdpa_dec(n
         }
         __syncthreads();
 
-        /* P V: output pairs tid, tid + DN_T, ... of [G][vr / 2] */
-        {
-            float al[DN_OPT];
-            const float *pg[DN_OPT];
-            const T *vc[DN_OPT];
+        /* P V over this thread's keys (only visible ones: other rows may hold anything) */
+        if (pg < G) {
+            const float al = Al[pg];
 #pragma unroll
-            for (int i = 0; i < DN_OPT; i++) {
-                int p = tid + i * DN_T, g = p / np;
-                bool on = g < G;
-                al[i] = on ? Al[g] : 1.0f;
-                pg[i] = Sc + (on ? g : 0) * KC;
-                vc[i] = Vs + 2 * (p - g * np) * (on ? 1 : 0);
-                acc[i].x *= al[i], acc[i].y *= al[i];
-            }
-            const int nt = (G * np - tid + DN_T - 1) / DN_T; /* pairs this thread owns */
-#pragma unroll 2
-            for (int j = 0; j < nk; j++) {
+            for (int e = 0; e < 8; e++) acc[e] *= al;
+            const float *P = Sc + pg * KC;
+            const T *vc = Vs + pw * 8;
+#pragma unroll 4
+            for (int j = ja + kg; j < jb; j += KG) {
+                float v[8];
+                ld8<T>(v, vc + j * y.vr);
+                const float p = P[j];
 #pragma unroll
-                for (int i = 0; i < DN_OPT; i++) {
-                    if (i < nt) {
-                        float pj = pg[i][j];
-                        float2 v = ld2<T>(vc[i] + j * y.vr);
-                        acc[i].x += pj * v.x, acc[i].y += pj * v.y;
-                    }
-                }
+                for (int e = 0; e < 8; e++) acc[e] += p * v[e];
             }
         }
     }
+    /* the KG key groups of a column are adjacent lanes */
+    for (int o = 1; o < KG; o *= 2)
+#pragma unroll
+        for (int e = 0; e < 8; e++) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], o);
 
     /* each head's max (NaN when a score was NaN) and sum, for every thread */
 #pragma unroll
@@ -313,23 +357,24 @@ template <typename T, int KC> __global__ void __launch_bounds__(DN_T) sdpa_dec(n
     }
     __syncthreads();
 
-    float *part = a.part;
-#pragma unroll
-    for (int i = 0; i < DN_OPT; i++) {
-        int p = tid + i * DN_T, g = p / np, d = 2 * (p - g * np);
-        if (g >= G) break;
-        float mh = Mh[g], lh = Lh[g];
+    /* partials: o [n_split][R][DvP], then (m, l) [n_split][R] */
+    const int DvP = (Dv + 3) / 4 * 4;
+    float *po = a.part, *pml = a.part + S * R * DvP;
+    if (pg < G && kg == 0) {
+        const float mh = Mh[pg], lh = Lh[pg];
         if (n_act == 1) {
-            float inv = lh > 0.0f ? 1.0f / lh : 0.0f;
-            float *o = a.out + (row0 + g) * Dv;
-            if (d < Dv) o[d] = mh != mh ? NAN : acc[i].x * inv;
-            if (d + 1 < Dv) o[d + 1] = mh != mh ? NAN : acc[i].y * inv;
-            continue;
+            const float inv = lh > 0.0f ? 1.0f / lh : 0.0f;
+            float *o = a.out + (row0 + pg) * Dv;
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                if (pw * 8 + e < Dv) o[pw * 8 + e] = mh != mh ? NAN : acc[e] * inv;
+        } else {
+            float *o = po + (sg * R + row0 + pg) * DvP;
+#pragma unroll
+            for (int e = 0; e < 8; e += 4)
+                if (pw * 8 + e < DvP) *reinterpret_cast<float4 *>(o + pw * 8 + e) = make_float4(acc[e], acc[e + 1], acc[e + 2], acc[e + 3]);
+            if (pw == 0) *reinterpret_cast<float2 *>(pml + 2 * (sg * R + row0 + pg)) = make_float2(mh, lh);
         }
-        float *pp = part + (sg * R + row0 + g) * (Dv + 2);
-        if (d < Dv) pp[d] = acc[i].x;
-        if (d + 1 < Dv) pp[d + 1] = acc[i].y;
-        if (d == 0) pp[Dv] = mh, pp[Dv + 1] = lh;
     }
     if (n_act == 1) return;
 
@@ -345,49 +390,66 @@ template <typename T, int KC> __global__ void __launch_bounds__(DN_T) sdpa_dec(n
     __syncthreads();
     if (!last) return;
     __threadfence();
-    /* one pass per output pair, rescaling as the max grows: 4 segments' loads in flight */
-    const int npo = (Dv + 1) / 2;
-    const bool even = Dv % 2 == 0;
-    for (int t = tid; t < G * npo; t += DN_T) {
-        const int g = t / npo, d = 2 * (t - g * npo);
-        const int64_t orow = row0 + g;
-        float mx = -INFINITY, ls = 0.0f, o0 = 0.0f, o1 = 0.0f;
+    /* a column of 4 of one head over every SG-th segment (rescaling as the max grows), the
+     * SG segment groups (adjacent lanes) combined by shuffles */
+    const int nq = DvP / 4, SG = lanes_for(G * nq), ntask = G * nq * SG;
+    for (int t0 = 0; t0 < ntask; t0 += DN_T) {
+        const int t = t0 + tid, sgi = t % SG, q = (t / SG) % nq, g = t / (SG * nq);
+        const bool on = t < ntask;
+        float mx = -INFINITY, ls = 0.0f;
+        float4 o = make_float4(0, 0, 0, 0);
         bool bad = false;
+        if (on) {
 #pragma unroll 4
-        for (int64_t k = klo; k <= khi; k++) {
-            const float *pp = part + (k * R + orow) * (Dv + 2);
-            float mk = __ldcg(pp + Dv), lk = __ldcg(pp + Dv + 1);
-            float2 ok;
-            if (even) ok = __ldcg(reinterpret_cast<const float2 *>(pp + d));
-            else ok = make_float2(__ldcg(pp + d), d + 1 < Dv ? __ldcg(pp + d + 1) : 0.0f);
-            if (mk != mk) bad = true;
-            if (!(mk > -INFINITY)) continue; /* NaN, or no key with a finite score */
-            float mn = fmaxf(mx, mk), fo = exp2f(mx - mn), fk = exp2f(mk - mn);
-            ls = ls * fo + lk * fk, o0 = o0 * fo + ok.x * fk, o1 = o1 * fo + ok.y * fk, mx = mn;
+            for (int64_t k = klo + sgi; k <= khi; k += SG) {
+                const float2 ml = __ldcg(reinterpret_cast<const float2 *>(pml + 2 * (k * R + row0 + g)));
+                const float4 ok = __ldcg(reinterpret_cast<const float4 *>(po + (k * R + row0 + g) * DvP + 4 * q));
+                if (ml.x != ml.x) bad = true;
+                if (!(ml.x > -INFINITY)) continue; /* NaN, or no key with a finite score */
+                const float mn = fmaxf(mx, ml.x), fo = exp2f(mx - mn), fk = exp2f(ml.x - mn);
+                ls = ls * fo + ml.y * fk, mx = mn;
+                o.x = o.x * fo + ok.x * fk, o.y = o.y * fo + ok.y * fk, o.z = o.z * fo + ok.z * fk, o.w = o.w * fo + ok.w * fk;
+            }
         }
-        float inv = ls > 0.0f ? 1.0f / ls : 0.0f;
-        float *o = a.out + orow * Dv;
-        o[d] = bad ? NAN : o0 * inv;
-        if (d + 1 < Dv) o[d + 1] = bad ? NAN : o1 * inv;
+        for (int sh = 1; sh < SG; sh *= 2) {
+            const float mo = __shfl_xor_sync(0xffffffffu, mx, sh), lo = __shfl_xor_sync(0xffffffffu, ls, sh);
+            float4 oo;
+            oo.x = __shfl_xor_sync(0xffffffffu, o.x, sh), oo.y = __shfl_xor_sync(0xffffffffu, o.y, sh);
+            oo.z = __shfl_xor_sync(0xffffffffu, o.z, sh), oo.w = __shfl_xor_sync(0xffffffffu, o.w, sh);
+            bad = __shfl_xor_sync(0xffffffffu, (int)bad, sh) || bad;
+            const float mn = fmaxf(mx, mo);
+            const float fa = mx == -INFINITY ? 0.0f : exp2f(mx - mn), fb = mo == -INFINITY ? 0.0f : exp2f(mo - mn);
+            ls = ls * fa + lo * fb, mx = mn;
+            o.x = o.x * fa + oo.x * fb, o.y = o.y * fa + oo.y * fb, o.z = o.z * fa + oo.z * fb, o.w = o.w * fa + oo.w * fb;
+        }
+        if (on && sgi == 0) {
+            const float inv = ls > 0.0f ? 1.0f / ls : 0.0f;
+            float *out = a.out + (row0 + g) * Dv + 4 * q;
+            const float r[4] = {o.x, o.y, o.z, o.w};
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                if (4 * q + e < Dv) out[e] = bad ? NAN : r[e] * inv;
+        }
     }
 }
 
 template <typename T, int KC> cudaError_t dn_launch(const nn_sdpa *a, cudaStream_t s)
 {
-    const int64_t G = a->Hq / a->Hkv;
-    const size_t sm = dn_layout<T>(a->D, a->Dv, G).bytes;
+    const int64_t G = a->Hq / a->Hkv, seg = (a->Tk + a->n_split - 1) / a->n_split;
+    const int nbuf = seg > KC ? 2 : 1;
+    const size_t sm = dn_layout<T>(a->D, a->Dv, G, nbuf).bytes;
     if (sm > 48 * 1024) {
         /* once, for the largest shape this instance may see */
         static const cudaError_t once =
             cudaFuncSetAttribute(sdpa_dec<T, KC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)dn_layout<T>(KC == 64 ? 128 : 256, KC == 64 ? 128 : 256, DN_GMAX).bytes);
+                                 (int)dn_layout<T>(KC == 64 ? 128 : 256, KC == 64 ? 128 : 256, DN_GMAX, 2).bytes);
         if (once != cudaSuccess) return once;
     }
     const size_t e = sizeof(T);
     bool veck = (uintptr_t)a->k % 16 == 0 && (a->D * e) % 16 == 0, vecv = (uintptr_t)a->v % 16 == 0 && (a->Dv * e) % 16 == 0;
     for (int i = 0; i < 3; i++) veck = veck && (a->ks[i] * e) % 16 == 0, vecv = vecv && (a->vs[i] * e) % 16 == 0;
     dim3 grid((unsigned)a->n_split, (unsigned)(a->B * a->Hkv));
-    sdpa_dec<T, KC><<<grid, DN_T, sm, s>>>(*a, veck, vecv);
+    sdpa_dec<T, KC><<<grid, DN_T, sm, s>>>(*a, veck, vecv, nbuf);
     return cudaGetLastError();
 }
 
@@ -400,17 +462,20 @@ template <typename T> cudaError_t dn_dispatch(const nn_sdpa *a, cudaStream_t s)
 
 extern "C" int nn_sdpa_dec_ok(int64_t Hq, int64_t Hkv, int64_t Tq, int64_t D, int64_t Dv)
 {
+    /* a P V thread per 8-element column of each head's output */
     int64_t G = Hkv > 0 ? Hq / Hkv : 0;
     return Tq == 1 && G >= 1 && G <= DN_GMAX && D >= 1 && D <= 256 && Dv >= 1 && Dv <= 256 &&
-           G * ((Dv + 7) / 8 * 4) <= DN_OPT * DN_T;
+           G * ((Dv + 7) / 8) <= DN_T;
 }
 
-extern "C" int nn_sdpa_dec_splits(int64_t B, int64_t Hkv, int64_t Tk, int64_t D, int64_t Dv, int sm_count)
+extern "C" int nn_sdpa_dec_splits(int64_t B, int64_t Hkv, int64_t Tk, int64_t D, int64_t Dv, int64_t G, int sm_count)
 {
-    /* a chunk of keys per segment, while the grid stays within ~2 blocks per SM */
+    /* a chunk of keys per segment, while the grid stays within ~2 blocks per SM and the
+     * last block's merge reads at most ~32k partial floats (longer segments past that) */
     const int64_t kc = dn_kc(D, Dv), heads = B * Hkv > 0 ? B * Hkv : 1;
-    int64_t n = (Tk + kc - 1) / kc, cap = 2 * (int64_t)sm_count / heads;
+    int64_t n = (Tk + kc - 1) / kc, cap = 2 * (int64_t)sm_count / heads, mcap = 32768 / (G * Dv > 0 ? G * Dv : 1);
     if (n > cap) n = cap;
+    if (n > mcap) n = mcap;
     if (n > NN_SDPA_DEC_MAX_SPLIT) n = NN_SDPA_DEC_MAX_SPLIT;
     return n < 1 ? 1 : (int)n;
 }

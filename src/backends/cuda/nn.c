@@ -239,7 +239,7 @@ static ct_status run_sdpa(ct_device *dev, const ct_op *op)
     if (a.n_split > 1) {
         /* the partials, then (when the device's own zeroed counters are too few) one merge
          * counter per KV head, zeroed here in stream order */
-        size_t floats = (size_t)a.n_split * (size_t)(a.B * a.Hq * a.Tq) * (size_t)(a.Dv + 2);
+        size_t floats = (size_t)a.n_split * (size_t)(a.B * a.Hq * a.Tq) * (size_t)((a.Dv + 3) / 4 * 4 + 2);
         size_t counters = a.B * a.Hkv <= CUDA_SDPA_COUNTERS ? 0 : (size_t)(a.B * a.Hkv);
         part_bytes = sizeof(float) * floats + sizeof(unsigned) * counters;
         void *p;
