@@ -623,10 +623,12 @@ static void test_sdpa_decode(void)
     }
 }
 
-/* The decode kernel's key segments (nn_sdpa_dec_splits: 64 keys up to head dim 128, 32
- * above, longer segments of several chunks once the grid would pass two blocks per SM):
- * lengths on and next to segment boundaries, windows whose first key starts a segment or
- * ends one, a cache long enough for several chunks per segment, and the real models'
+/* The decode kernel's key segments (nn_sdpa_dec_splits: 32 keys, longer segments of several
+ * chunks once the grid would pass two blocks per SM or the merge ~32k floats): lengths on
+ * and next to segment boundaries, windows whose first key starts a segment or ends one, a
+ * cache long enough for several chunks per segment (with windows that start at an odd and
+ * at an even chunk of a segment, past the chunk staged before the length is read), and the
+ * real models'
  * shapes: TinyLlama (32/4 heads, D 64), SmolLM2 135M (9/3, D 64), Gemma 3 270M (4/1, D 256,
  * window 512 on its local layers). */
 static void test_sdpa_decode_segments(void)
@@ -634,11 +636,11 @@ static void test_sdpa_decode_segments(void)
     if (!dev()) return;
     for (int f = 0; f < 2; f++) {
         ct_dtype kv = f ? CT_F16 : CT_F32;
-        /* a 640-slot cache: 10 segments of 64 keys */
-        static const int64_t lens[] = {2, 63, 64, 65, 128, 129, 576, 639};
+        /* a 640-slot cache: 20 segments of 32 keys */
+        static const int64_t lens[] = {2, 31, 32, 33, 63, 64, 65, 128, 129, 576, 639};
         for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
             att_case("decode segments, tinyllama", kv, 1, 32, 4, 1, 640, 64, 64,
-                     (att_ctx){.p = {.causal = true}, .L = lens[i]}, 2100 + i);
+                     (att_ctx){.p = {.causal = true}, .L = lens[i]}, 2090 + i);
         att_case("decode segments, window from a boundary", kv, 1, 32, 4, 1, 640, 64, 64,
                  (att_ctx){.p = {.causal = true, .window = 128}, .L = 320}, 2110);
         att_case("decode segments, window to a boundary", kv, 1, 32, 4, 1, 640, 64, 64,
@@ -649,6 +651,10 @@ static void test_sdpa_decode_segments(void)
                  (att_ctx){.p = {.causal = true, .window = 500}, .L = 70}, 2113);
         att_case("decode segments, several chunks each", kv, 1, 32, 4, 1, 20000, 64, 64,
                  (att_ctx){.p = {.causal = true}, .L = 19001}, 2120);
+        att_case("decode segments, window from an odd chunk", kv, 1, 32, 4, 1, 20000, 64, 64,
+                 (att_ctx){.p = {.causal = true, .window = 100}, .L = 19001}, 2121);
+        att_case("decode segments, window from an even chunk", kv, 1, 32, 4, 1, 20000, 64, 64,
+                 (att_ctx){.p = {.causal = true, .window = 151}, .L = 19001}, 2122);
         att_case("decode segments, smollm2", kv, 1, 9, 3, 1, 2048, 64, 64, (att_ctx){.p = {.causal = true}, .L = 600},
                  2130);
         att_case("decode segments, smollm2 full", kv, 1, 9, 3, 1, 640, 64, 64, (att_ctx){.p = {.causal = true}}, 2131);
@@ -667,7 +673,7 @@ static void test_sdpa_decode_segments(void)
 
 /* ---- a recorded decode step of nn ops, replayed on the device ---- */
 
-/* a cache of several decode key segments (64 keys each), positions ST_STEP apart cross them */
+/* a cache of several decode key segments (32 keys each), positions ST_STEP apart cross them */
 enum { ST_DM = 128, ST_HQ = 4, ST_HKV = 2, ST_HD = 32, ST_NCTX = 320, ST_STEP = 7 };
 
 typedef struct step_in {

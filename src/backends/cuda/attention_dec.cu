@@ -2,7 +2,7 @@
  * the block reads.
  *
  * The Tk slots of the cache are cut into n_split segments (nn_sdpa_dec_splits: one chunk of
- * DN_KC keys each, longer ones where the grid or the merge would grow too big), one block
+ * 32 keys each, longer ones where the grid or the merge would grow too big), one block
  * per segment and KV head, so the grid depends on Tk only: a recorded graph replays it at
  * every position. A block stages its segment's first chunk before it knows the attended
  * length (the two loads overlap; DN_SPEC), then the segments that hold no visible key
@@ -18,10 +18,15 @@
  * in the softmax), each warp folds one head's scores into that head's online softmax (base
  * 2: Q carries scale * log2 e), and P V is spread over every thread: one 8-element column
  * of one head's output over every KG-th key, the KG key groups summed by shuffles. The
- * merge spreads the segments over lanes the same way. Why this shape: at decode the K/V
- * bytes are few (600 positions x 4 KV heads x 64 x f16: 0.6 MB), so the time is latency:
- * global round trips (K/V, partials + counter, partials again) and each thread's serial
- * chain between them, kept to ~D + KC / KG multiply-adds.
+ * merge spreads the segments over lanes the same way, 4 segments' loads in flight at once.
+ * Why this shape: at decode the K/V bytes are few (600 positions x 4 KV heads x 64 x f16:
+ * 0.6 MB), so the time is latency: global round trips (the length and K/V, partials +
+ * counter, partials again) and each thread's serial chain between them. ncu on an H100
+ * (TinyLlama, 2048 slots / 600 attended) saw 2 warps per scheduler issuing every ~6.5-7.7
+ * cycles: the chains decide, hence 32-key chunks (a thread scores one key for 1-2 heads and
+ * sums 8 keys of P V), 32-bit index arithmetic (no 64-bit divisions) and two accumulators
+ * per score. Per launch in a graph (bench/cuda_nn_dec.c): 7.7-16 us for TinyLlama at
+ * 512-4096 slots against 15-24 us before, over an empty kernel's ~1.1 us.
  *
  * Semantics are sdpa_kernel's (attention.cu): keys [L - window, L - 1] (all of [0, L) without
  * a window), the mask added, a NaN score makes the row NaN, no visible key gives zeros, a
@@ -33,7 +38,7 @@
 #include "backends/cuda/nn_kernels.h"
 
 #ifndef DN_SPEC
-#define DN_SPEC 1 /* stage the first chunk before the length is known */
+#define DN_SPEC 1 /* stage the first chunk before the length is known (0: after; the same time on an H100) */
 #endif
 
 namespace {
@@ -42,8 +47,9 @@ constexpr int DN_T = 256;   /* threads per block */
 constexpr int DN_GMAX = 16; /* query heads per KV head (nn_sdpa_dec_ok) */
 constexpr float DN_LOG2E = 1.4426950408889634f;
 
-/* keys per chunk: 64 rows of K and V up to D 128, 32 above (shared memory, registers) */
-__host__ __device__ constexpr int dn_kc(int64_t D, int64_t Dv) { return D > 128 || Dv > 128 ? 32 : 64; }
+/* keys per chunk: a thread per key and head group in the scoring, KC / KG keys per thread in
+ * P V: short serial chains, the time of a block being latency */
+__host__ __device__ constexpr int dn_kc(int64_t D, int64_t Dv) { return (void)D, (void)Dv, 32; }
 
 __device__ __forceinline__ float dwsum(float v)
 {
@@ -102,11 +108,12 @@ template <typename T> __host__ __device__ dn_lay dn_layout(int64_t D, int64_t Dv
     return y;
 }
 
-__device__ __forceinline__ int64_t dn_attended(const nn_sdpa &a)
+/* Tk < 2^31 (nn_sdpa_dec_run): lengths and slots are ints from here on */
+__device__ __forceinline__ int dn_attended(const nn_sdpa &a)
 {
-    if (!a.len) return a.Tk;
+    if (!a.len) return (int)a.Tk;
     int64_t L = a.ldt == CT_I32 ? (int64_t)__ldcg((const int32_t *)a.len) : (int64_t)__ldcg((const long long *)a.len);
-    return L < 0 || L > a.Tk ? -1 : L;
+    return L < 0 || L > a.Tk ? -1 : (int)L;
 }
 
 /* 8 elements of a row (16 bytes of f16, 32 of f32) as floats */
@@ -133,10 +140,12 @@ template <typename T>
 __device__ __forceinline__ void stage(T *dst, int sr, int w, const T *src, int64_t rs, int64_t n, int nk, bool vec)
 {
     constexpr int EV = 16 / (int)sizeof(T);
-    if (vec) {
-        const int wpr = w / EV, nw = nk * wpr;
-        for (int t = threadIdx.x; t < nw; t += DN_T) {
-            int j = t / wpr, c = t - j * wpr;
+    if (vec) { /* word c of row j for t = threadIdx.x, + DN_T, ...: one division, then steps */
+        const int wpr = w / EV, dj = DN_T / wpr, dc = DN_T - dj * wpr;
+        int j = (int)threadIdx.x / wpr, c = (int)threadIdx.x - j * wpr;
+        for (; j < nk; j += dj, c += dc) {
+            if (c >= wpr) c -= wpr, j++;
+            if (j >= nk) break;
             if (c * EV < n) cp16(dst + j * sr + c * EV, src + j * rs + c * EV);
             else *reinterpret_cast<uint4 *>(dst + j * sr + c * EV) = make_uint4(0, 0, 0, 0);
         }
@@ -159,7 +168,7 @@ __device__ __forceinline__ int lanes_for(int n)
     return p;
 }
 
-template <typename T, int KC> __global__ void __launch_bounds__(DN_T) sdpa_dec(nn_sdpa a, bool veck, bool vecv, int nbuf)
+template <typename T, int KC> __global__ void __launch_bounds__(DN_T, 2) sdpa_dec(nn_sdpa a, bool veck, bool vecv, int nbuf)
 {
     extern __shared__ __align__(16) unsigned char dn_sm[];
     constexpr int EV = 16 / (int)sizeof(T);
@@ -171,18 +180,19 @@ template <typename T, int KC> __global__ void __launch_bounds__(DN_T) sdpa_dec(n
     float *Qs = reinterpret_cast<float *>(dn_sm + y.q), *Sc = reinterpret_cast<float *>(dn_sm + y.s);
     float *Al = reinterpret_cast<float *>(dn_sm + y.al), *Mh = reinterpret_cast<float *>(dn_sm + y.m);
     float *Lh = reinterpret_cast<float *>(dn_sm + y.l);
-    const int64_t kvh = blockIdx.y % a.Hkv, b = blockIdx.y / a.Hkv, sg = blockIdx.x, S = a.n_split;
+    const int Hkv = (int)a.Hkv, Tk = (int)a.Tk, S = a.n_split, sg = blockIdx.x;
+    const int64_t kvh = (int)blockIdx.y % Hkv, b = (int)blockIdx.y / Hkv;
     const int64_t R = a.B * a.Hq, row0 = b * a.Hq + kvh * G;
-    const int64_t seg = (a.Tk + S - 1) / S, s0 = sg * seg;
-    const int64_t s1 = s0 + seg < a.Tk ? s0 + seg : a.Tk; /* the segment's slots [s0, s1) */
+    const int seg = (Tk + S - 1) / S, s0 = sg * seg;
+    const int s1 = s0 + seg < Tk ? s0 + seg : Tk; /* the segment's slots [s0, s1) */
     const T *kb = (const T *)a.k + b * a.ks[0] + kvh * a.ks[1];
     const T *vb = (const T *)a.v + b * a.vs[0] + kvh * a.vs[1];
-    auto kbuf = [&](int64_t c) { return reinterpret_cast<T *>(dn_sm + y.k + (unsigned)(c % nbuf) * y.kbuf); };
-    auto vbuf = [&](int64_t c) { return reinterpret_cast<T *>(dn_sm + y.v + (unsigned)(c % nbuf) * y.vbuf); };
+    auto kbuf = [&](int c) { return reinterpret_cast<T *>(dn_sm + y.k + (unsigned)(c & (nbuf - 1)) * y.kbuf); };
+    auto vbuf = [&](int c) { return reinterpret_cast<T *>(dn_sm + y.v + (unsigned)(c & (nbuf - 1)) * y.vbuf); };
     /* chunk c of the segment: slots s0 + c * KC .. */
-    auto stage_chunk = [&](int64_t c) {
-        const int64_t c0 = s0 + c * KC;
-        const int nr = (int)(s1 - c0 < KC ? s1 - c0 : KC);
+    auto stage_chunk = [&](int c) {
+        const int c0 = s0 + c * KC;
+        const int nr = s1 - c0 < KC ? s1 - c0 : KC;
         stage<T>(kbuf(c), y.kr, y.kd, kb + c0 * a.ks[2], a.ks[2], D, nr, veck);
         stage<T>(vbuf(c), y.vr, y.vd, vb + c0 * a.vs[2], a.vs[2], Dv, nr, vecv);
     };
@@ -200,21 +210,21 @@ template <typename T, int KC> __global__ void __launch_bounds__(DN_T) sdpa_dec(n
             qv[u] = t < G * D / 4 ? reinterpret_cast<const float4 *>(qb)[t] : make_float4(0, 0, 0, 0);
         }
     }
-    const int64_t L = dn_attended(a);
+    const int L = dn_attended(a);
     if (L <= 0) { /* no visible key: zeros; a bad length: NaN (segment 0's block writes) */
         if (DN_SPEC) cp_wait(); /* no copy outlives the block */
         if (sg == 0)
             for (int t = tid; t < G * Dv; t += DN_T) a.out[(row0 + t / Dv) * Dv + t % Dv] = L == 0 ? 0.0f : NAN;
         return;
     }
-    const int64_t vlo = a.window > 0 && L > a.window ? L - a.window : 0, vhi = L - 1;
-    const int64_t klo = vlo / seg, khi = vhi / seg, n_act = khi - klo + 1;
+    const int vlo = a.window > 0 && L > a.window ? L - (int)a.window : 0, vhi = L - 1;
+    const int klo = vlo / seg, khi = vhi / seg, n_act = khi - klo + 1;
     if (sg < klo || sg > khi) {
         if (DN_SPEC) cp_wait();
         return;
     }
-    const int64_t jlo = s0 > vlo ? s0 : vlo, jhi = s1 - 1 < vhi ? s1 - 1 : vhi; /* visible keys here */
-    const int64_t c_first = (jlo - s0) / KC, c_last = (jhi - s0) / KC;
+    const int jlo = s0 > vlo ? s0 : vlo, jhi = s1 - 1 < vhi ? s1 - 1 : vhi; /* visible keys here */
+    const int c_first = (jlo - s0) / KC, c_last = (jhi - s0) / KC;
     if (!DN_SPEC || c_first != 0) {
         if (DN_SPEC) cp_wait(); /* chunk 0's copies may share c_first's buffer */
         stage_chunk(c_first);
@@ -246,9 +256,9 @@ template <typename T, int KC> __global__ void __launch_bounds__(DN_T) sdpa_dec(n
     const int DS = HL / G >= 8 ? 8 : HL / G >= 4 ? 4 : HL / G >= 2 ? 2 : 1;
     const int wk = y.kd / EV;
 
-    for (int64_t c = c_first; c <= c_last; c++) {
-        const int64_t c0 = s0 + c * KC;
-        const int ja = (int)(jlo > c0 ? jlo - c0 : 0), jb = (int)(jhi - c0 + 1 < KC ? jhi - c0 + 1 : KC);
+    for (int c = c_first; c <= c_last; c++) {
+        const int c0 = s0 + c * KC;
+        const int ja = jlo > c0 ? jlo - c0 : 0, jb = jhi - c0 + 1 < KC ? jhi - c0 + 1 : KC;
         cp_wait();
         __syncthreads(); /* chunk c is in, and every reader of the other buffer is done */
         if (c < c_last) stage_chunk(c + 1); /* several chunks: nbuf is 2 */
@@ -258,26 +268,37 @@ template <typename T, int KC> __global__ void __launch_bounds__(DN_T) sdpa_dec(n
         {
             const int j = tid % KC, hl = tid / KC, ds = hl % DS, h0 = hl / DS, hstep = HL / DS;
             if (j >= ja && j < jb) {
-                float s[HPT];
+                /* two accumulators per head (alternate words): half the dependent chain */
+                float s[HPT][2];
 #pragma unroll
-                for (int i = 0; i < HPT; i++) s[i] = 0.0f;
+                for (int i = 0; i < HPT; i++) s[i][0] = s[i][1] = 0.0f;
                 const T *kr = Ks + j * y.kr;
-                for (int w = ds; w < wk; w += DS) {
-                    float kf[EV];
-                    if constexpr (sizeof(T) == 2) ld8<T>(kf, kr + w * EV);
-                    else {
-                        float4 k4 = *reinterpret_cast<const float4 *>(kr + w * EV);
-                        kf[0] = k4.x, kf[1] = k4.y, kf[2] = k4.z, kf[3] = k4.w;
-                    }
+                for (int w0 = ds; w0 < wk; w0 += 2 * DS) {
 #pragma unroll
-                    for (int i = 0; i < HPT; i++) {
-                        int g = h0 + i * hstep;
-                        if (g < G) {
-                            const float4 *q4 = reinterpret_cast<const float4 *>(Qs + g * y.kd + w * EV);
+                    for (int h = 0; h < 2; h++) {
+                        const int w = w0 + h * DS;
+                        if (h == 1 && w >= wk) break;
+                        float kf[EV];
+                        if constexpr (sizeof(T) == 2) ld8<T>(kf, kr + w * EV);
+                        else {
+                            float4 k4 = *reinterpret_cast<const float4 *>(kr + w * EV);
+                            kf[0] = k4.x, kf[1] = k4.y, kf[2] = k4.z, kf[3] = k4.w;
+                        }
 #pragma unroll
-                            for (int e = 0; e < EV / 4; e++) {
-                                float4 q = q4[e];
-                                s[i] += q.x * kf[4 * e] + q.y * kf[4 * e + 1] + q.z * kf[4 * e + 2] + q.w * kf[4 * e + 3];
+                        for (int i = 0; i < HPT; i++) {
+                            int g = h0 + i * hstep;
+                            if (g < G) {
+                                const float4 *q4 = reinterpret_cast<const float4 *>(Qs + g * y.kd + w * EV);
+                                float acc = s[i][h];
+#pragma unroll
+                                for (int e = 0; e < EV / 4; e++) {
+                                    float4 q = q4[e];
+                                    acc = fmaf(q.x, kf[4 * e], acc);
+                                    acc = fmaf(q.y, kf[4 * e + 1], acc);
+                                    acc = fmaf(q.z, kf[4 * e + 2], acc);
+                                    acc = fmaf(q.w, kf[4 * e + 3], acc);
+                                }
+                                s[i][h] = acc;
                             }
                         }
                     }
@@ -285,7 +306,7 @@ template <typename T, int KC> __global__ void __launch_bounds__(DN_T) sdpa_dec(n
 #pragma unroll
                 for (int i = 0; i < HPT; i++) {
                     int g = h0 + i * hstep;
-                    if (g < G) Sc[(ds * G + g) * KC + j] = s[i];
+                    if (g < G) Sc[(ds * G + g) * KC + j] = s[i][0] + s[i][1];
                 }
             }
         }
@@ -304,7 +325,7 @@ template <typename T, int KC> __global__ void __launch_bounds__(DN_T) sdpa_dec(n
                 if (j >= ja && j < jb) {
                     s = Sc[g * KC + j];
                     for (int p = 1; p < DS; p++) s += Sc[(p * G + g) * KC + j];
-                    if (a.mask) s += a.mask[b * a.ms[0] + (kvh * G + g) * a.ms[1] + (c0 + j) * a.ms[3]] * DN_LOG2E;
+                    if (a.mask) s += a.mask[b * a.ms[0] + (kvh * G + g) * a.ms[1] + (int64_t)(c0 + j) * a.ms[3]] * DN_LOG2E;
                     if (s != s) bad_r[gi] = true, s = -INFINITY;
                 }
                 sv[u] = s;
@@ -390,45 +411,59 @@ template <typename T, int KC> __global__ void __launch_bounds__(DN_T) sdpa_dec(n
     __syncthreads();
     if (!last) return;
     __threadfence();
-    /* a column of 4 of one head over every SG-th segment (rescaling as the max grows), the
-     * SG segment groups (adjacent lanes) combined by shuffles */
-    const int nq = DvP / 4, SG = lanes_for(G * nq), ntask = G * nq * SG;
+    /* 8 columns of one head over every SG-th segment, the loads of 4 segments in flight
+     * together (rescaling as the max grows), the SG segment groups (adjacent lanes)
+     * combined by shuffles */
+    const int nq = DvP / 4, n8 = (nq + 1) / 2, SG = lanes_for(G * n8), ntask = G * n8 * SG;
     for (int t0 = 0; t0 < ntask; t0 += DN_T) {
-        const int t = t0 + tid, sgi = t % SG, q = (t / SG) % nq, g = t / (SG * nq);
-        const bool on = t < ntask;
-        float mx = -INFINITY, ls = 0.0f;
-        float4 o = make_float4(0, 0, 0, 0);
+        const int t = t0 + tid, sgi = t % SG, q8 = (t / SG) % n8, g = t / (SG * n8);
+        const bool on = t < ntask, two = 2 * q8 + 1 < nq;
+        const int64_t rowg = row0 + g;
+        float mx = -INFINITY, ls = 0.0f, o[8];
+#pragma unroll
+        for (int e = 0; e < 8; e++) o[e] = 0.0f;
         bool bad = false;
-        if (on) {
-#pragma unroll 4
-            for (int64_t k = klo + sgi; k <= khi; k += SG) {
-                const float2 ml = __ldcg(reinterpret_cast<const float2 *>(pml + 2 * (k * R + row0 + g)));
-                const float4 ok = __ldcg(reinterpret_cast<const float4 *>(po + (k * R + row0 + g) * DvP + 4 * q));
-                if (ml.x != ml.x) bad = true;
-                if (!(ml.x > -INFINITY)) continue; /* NaN, or no key with a finite score */
-                const float mn = fmaxf(mx, ml.x), fo = exp2f(mx - mn), fk = exp2f(ml.x - mn);
-                ls = ls * fo + ml.y * fk, mx = mn;
-                o.x = o.x * fo + ok.x * fk, o.y = o.y * fo + ok.y * fk, o.z = o.z * fo + ok.z * fk, o.w = o.w * fo + ok.w * fk;
+        for (int k0 = klo + sgi; on && k0 <= khi; k0 += 4 * SG) {
+            float2 ml[4];
+            float4 oa[4], ob[4];
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                const int k = k0 + r * SG;
+                const int64_t pr = (int64_t)k * R + rowg;
+                ml[r] = make_float2(-INFINITY, 0.0f), oa[r] = ob[r] = make_float4(0, 0, 0, 0);
+                if (k <= khi) {
+                    ml[r] = __ldcg(reinterpret_cast<const float2 *>(pml + 2 * pr));
+                    oa[r] = __ldcg(reinterpret_cast<const float4 *>(po + pr * DvP + 8 * q8));
+                    if (two) ob[r] = __ldcg(reinterpret_cast<const float4 *>(po + pr * DvP + 8 * q8 + 4));
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                const float mk = ml[r].x;
+                bad = bad || mk != mk;
+                if (!(mk > -INFINITY)) continue; /* NaN, no key with a finite score, or past khi */
+                const float mn = fmaxf(mx, mk), fo = exp2f(mx - mn), fk = exp2f(mk - mn);
+                const float x[8] = {oa[r].x, oa[r].y, oa[r].z, oa[r].w, ob[r].x, ob[r].y, ob[r].z, ob[r].w};
+                ls = ls * fo + ml[r].y * fk, mx = mn;
+#pragma unroll
+                for (int e = 0; e < 8; e++) o[e] = o[e] * fo + x[e] * fk;
             }
         }
         for (int sh = 1; sh < SG; sh *= 2) {
             const float mo = __shfl_xor_sync(0xffffffffu, mx, sh), lo = __shfl_xor_sync(0xffffffffu, ls, sh);
-            float4 oo;
-            oo.x = __shfl_xor_sync(0xffffffffu, o.x, sh), oo.y = __shfl_xor_sync(0xffffffffu, o.y, sh);
-            oo.z = __shfl_xor_sync(0xffffffffu, o.z, sh), oo.w = __shfl_xor_sync(0xffffffffu, o.w, sh);
             bad = __shfl_xor_sync(0xffffffffu, (int)bad, sh) || bad;
             const float mn = fmaxf(mx, mo);
             const float fa = mx == -INFINITY ? 0.0f : exp2f(mx - mn), fb = mo == -INFINITY ? 0.0f : exp2f(mo - mn);
             ls = ls * fa + lo * fb, mx = mn;
-            o.x = o.x * fa + oo.x * fb, o.y = o.y * fa + oo.y * fb, o.z = o.z * fa + oo.z * fb, o.w = o.w * fa + oo.w * fb;
+#pragma unroll
+            for (int e = 0; e < 8; e++) o[e] = o[e] * fa + __shfl_xor_sync(0xffffffffu, o[e], sh) * fb;
         }
         if (on && sgi == 0) {
             const float inv = ls > 0.0f ? 1.0f / ls : 0.0f;
-            float *out = a.out + (row0 + g) * Dv + 4 * q;
-            const float r[4] = {o.x, o.y, o.z, o.w};
+            float *out = a.out + rowg * Dv + 8 * q8;
 #pragma unroll
-            for (int e = 0; e < 4; e++)
-                if (4 * q + e < Dv) out[e] = bad ? NAN : r[e] * inv;
+            for (int e = 0; e < 8; e++)
+                if (8 * q8 + e < Dv) out[e] = bad ? NAN : o[e] * inv;
         }
     }
 }
@@ -442,7 +477,7 @@ template <typename T, int KC> cudaError_t dn_launch(const nn_sdpa *a, cudaStream
         /* once, for the largest shape this instance may see */
         static const cudaError_t once =
             cudaFuncSetAttribute(sdpa_dec<T, KC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)dn_layout<T>(KC == 64 ? 128 : 256, KC == 64 ? 128 : 256, DN_GMAX, 2).bytes);
+                                 (int)dn_layout<T>(256, 256, DN_GMAX, 2).bytes);
         if (once != cudaSuccess) return once;
     }
     const size_t e = sizeof(T);
@@ -455,7 +490,7 @@ template <typename T, int KC> cudaError_t dn_launch(const nn_sdpa *a, cudaStream
 
 template <typename T> cudaError_t dn_dispatch(const nn_sdpa *a, cudaStream_t s)
 {
-    return dn_kc(a->D, a->Dv) == 64 ? dn_launch<T, 64>(a, s) : dn_launch<T, 32>(a, s);
+    return dn_launch<T, dn_kc(0, 0)>(a, s);
 }
 
 } // namespace
@@ -483,7 +518,8 @@ extern "C" int nn_sdpa_dec_splits(int64_t B, int64_t Hkv, int64_t Tk, int64_t D,
 extern "C" cudaError_t nn_sdpa_dec_run(const nn_sdpa *a, cudaStream_t s)
 {
     if (!nn_sdpa_dec_ok(a->Hq, a->Hkv, a->Tq, a->D, a->Dv) || a->kdt != a->vdt || a->n_split < 1 ||
-        a->n_split > NN_SDPA_DEC_MAX_SPLIT || (a->n_split > 1 && (!a->part || !a->count)) || a->B * a->Hkv > 65535)
+        a->n_split > NN_SDPA_DEC_MAX_SPLIT || (a->n_split > 1 && (!a->part || !a->count)) || a->B * a->Hkv > 65535 ||
+        a->Tk > INT32_MAX / 2)
         return cudaErrorInvalidValue;
     return a->kdt == CT_F16 ? dn_dispatch<__half>(a, s) : dn_dispatch<float>(a, s);
 }
