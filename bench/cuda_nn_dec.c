@@ -15,7 +15,9 @@
  *   TinyLlama 512 (64) 14.7 -> 9.6, 512 (128) 15.3 -> 7.7, 640 (600) 19.1 -> 10.9,
  *     2048 (600) 16.2 -> 12.5, 2048 (2000) 18.2 -> 13.0, 4096 (4000) 23.9 -> 15.7
  *   SmolLM2 640 (600) 12.1 -> 7.7, 2048 (600) 10.6 -> 8.8, 4096 (4000) 15.1 -> 13.3
- *   Gemma global 640 (600) 34.8 -> 10.8, 2048 (600) 28.4 -> 13.9, 4096 (4000) 43.4 -> 23.8 */
+ *   Gemma global 640 (600) 34.8 -> 10.8, 2048 (600) 28.4 -> 13.9, 4096 (4000) 43.4 -> 23.8
+ * with one 32-key chunk per segment; the split sweep of the same run led to the planner's
+ * 64-key segments for TinyLlama and at most 64 segments (nn_sdpa_dec_splits). */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdint.h>

@@ -623,8 +623,8 @@ static void test_sdpa_decode(void)
     }
 }
 
-/* The decode kernel's key segments (nn_sdpa_dec_splits: 32 keys, longer segments of several
- * chunks once the grid would pass two blocks per SM or the merge ~32k floats): lengths on
+/* The decode kernel's key segments (nn_sdpa_dec_splits: chunks of 32 keys, one or two per
+ * segment, more once the grid would pass two blocks per SM or 64 segments): lengths on
  * and next to segment boundaries, windows whose first key starts a segment or ends one, a
  * cache long enough for several chunks per segment (with windows that start at an odd and
  * at an even chunk of a segment, past the chunk staged before the length is read), and the
@@ -636,7 +636,7 @@ static void test_sdpa_decode_segments(void)
     if (!dev()) return;
     for (int f = 0; f < 2; f++) {
         ct_dtype kv = f ? CT_F16 : CT_F32;
-        /* a 640-slot cache: 20 segments of 32 keys */
+        /* a 640-slot cache: 10 segments of 64 keys, chunks of 32 */
         static const int64_t lens[] = {2, 31, 32, 33, 63, 64, 65, 128, 129, 576, 639};
         for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
             att_case("decode segments, tinyllama", kv, 1, 32, 4, 1, 640, 64, 64,

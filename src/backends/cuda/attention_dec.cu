@@ -1,8 +1,8 @@
 /* Decode attention (Tq = 1): the G = Hq / Hkv query heads of a KV head share every K/V row
  * the block reads.
  *
- * The Tk slots of the cache are cut into n_split segments (nn_sdpa_dec_splits: one chunk of
- * 32 keys each, longer ones where the grid or the merge would grow too big), one block
+ * The Tk slots of the cache are cut into n_split segments (nn_sdpa_dec_splits: one or two
+ * chunks of 32 keys each, more where the grid or the merge would grow too big), one block
  * per segment and KV head, so the grid depends on Tk only: a recorded graph replays it at
  * every position. A block stages its segment's first chunk before it knows the attended
  * length (the two loads overlap; DN_SPEC), then the segments that hold no visible key
@@ -505,12 +505,18 @@ extern "C" int nn_sdpa_dec_ok(int64_t Hq, int64_t Hkv, int64_t Tq, int64_t D, in
 
 extern "C" int nn_sdpa_dec_splits(int64_t B, int64_t Hkv, int64_t Tk, int64_t D, int64_t Dv, int64_t G, int sm_count)
 {
-    /* a chunk of keys per segment, while the grid stays within ~2 blocks per SM and the
-     * last block's merge reads at most ~32k partial floats (longer segments past that) */
-    const int64_t kc = dn_kc(D, Dv), heads = B * Hkv > 0 ? B * Hkv : 1;
-    int64_t n = (Tk + kc - 1) / kc, cap = 2 * (int64_t)sm_count / heads, mcap = 32768 / (G * Dv > 0 ? G * Dv : 1);
+    /* Segments of 64 keys (two chunks) where the heads of a KV head carry much output (G Dv
+     * > 256 at D <= 128: TinyLlama), else of one chunk (SmolLM2: few heads; Gemma 3: D 256,
+     * each chunk costs more), at most 64 of them (the merge) and ~2 blocks per SM. From the
+     * split sweep of bench/cuda_nn_dec.c on an H100 (us per launch, cold, this plan's
+     * choice against the previous one's): TinyLlama 640/600 10.4 vs 10.9, 2048/600 10.7 vs
+     * 12.5, 2048/2000 12.1 vs 13.0, 4096/4000 the same 15.7; Gemma 3 2048/600 11.1 vs 13.9,
+     * 4096/4000 19.0 vs 23.8; SmolLM2 unchanged up to 2048. */
+    const int64_t ks = D > 128 || Dv > 128 || G * Dv <= 256 ? dn_kc(D, Dv) : 2 * dn_kc(D, Dv);
+    const int64_t heads = B * Hkv > 0 ? B * Hkv : 1;
+    int64_t n = (Tk + ks - 1) / ks, cap = 2 * (int64_t)sm_count / heads;
     if (n > cap) n = cap;
-    if (n > mcap) n = mcap;
+    if (n > 64) n = 64;
     if (n > NN_SDPA_DEC_MAX_SPLIT) n = NN_SDPA_DEC_MAX_SPLIT;
     return n < 1 ? 1 : (int)n;
 }
