@@ -10,6 +10,8 @@
  *   heads, 4 KV heads, head dim 64, f16 cache): prefill pp512 (causal, 512 x 512) and decode
  *   (Tq 1, the length in a device tensor) over caches of 64..4096 slots; us per op (eager:
  *   the host's per-op cost included, so short kernels read long; ncu gives kernel times).
+ *   `ctorch-bench-cuda-nn dec [rounds [case]]`: the decode kernel alone in a CUDA graph, old and
+ *   new side by side (cuda_nn_dec.c).
  *   Measured on an H100 (2026-11-24), us per op, main 8286965 -> branch attn5:
  *     prefill pp512           844.5 -> 40.3  (1.3 -> 26.7 TFLOP/s; ncu: 847 -> 40.5 us)
  *     decode 64 (60 seen)      43.1 -> 10.5
@@ -153,6 +155,8 @@ static double cublas_tflops(int n)
     return 2.0 * (double)n * n * n / (best * 1e-3) / 1e12;
 }
 
+int bench_dec(int rounds, int only); /* cuda_nn_dec.c */
+
 static ct_tensor *g_len; /* the attended length of the sdpa cases (NULL: all keys) */
 
 static ct_status do_sdpa(ct_tensor *const *in, ct_tensor **out)
@@ -197,6 +201,7 @@ int main(int argc, char **argv)
 {
     if (ct_exec_init() != CT_OK) die("init");
     if (argc > 1 && strcmp(argv[1], "sdpa") == 0) return bench_sdpa(argc > 2 ? atoi(argv[2]) : 50);
+    if (argc > 1 && strcmp(argv[1], "dec") == 0) return bench_dec(argc > 2 ? atoi(argv[2]) : 20, argc > 3 ? atoi(argv[3]) : -1);
     printf("| op | shape | ctorch | yardstick | ratio |\n|---|---|---|---|---|\n");
     static const int64_t rows_cols[][2] = {{8192, 8192}, {32768, 4096}, {4096, 32000}};
     for (size_t i = 0; i < sizeof rows_cols / sizeof rows_cols[0]; i++) {

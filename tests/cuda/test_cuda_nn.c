@@ -623,9 +623,57 @@ static void test_sdpa_decode(void)
     }
 }
 
+/* The decode kernel's key segments (nn_sdpa_dec_splits: chunks of 32 keys, one or two per
+ * segment, more once the grid would pass two blocks per SM or 64 segments): lengths on
+ * and next to segment boundaries, windows whose first key starts a segment or ends one, a
+ * cache long enough for several chunks per segment (with windows that start at an odd and
+ * at an even chunk of a segment, past the chunk staged before the length is read), and the
+ * real models'
+ * shapes: TinyLlama (32/4 heads, D 64), SmolLM2 135M (9/3, D 64), Gemma 3 270M (4/1, D 256,
+ * window 512 on its local layers). */
+static void test_sdpa_decode_segments(void)
+{
+    if (!dev()) return;
+    for (int f = 0; f < 2; f++) {
+        ct_dtype kv = f ? CT_F16 : CT_F32;
+        /* a 640-slot cache: 10 segments of 64 keys, chunks of 32 */
+        static const int64_t lens[] = {2, 31, 32, 33, 63, 64, 65, 128, 129, 576, 639};
+        for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
+            att_case("decode segments, tinyllama", kv, 1, 32, 4, 1, 640, 64, 64,
+                     (att_ctx){.p = {.causal = true}, .L = lens[i]}, 2090 + i);
+        att_case("decode segments, window from a boundary", kv, 1, 32, 4, 1, 640, 64, 64,
+                 (att_ctx){.p = {.causal = true, .window = 128}, .L = 320}, 2110);
+        att_case("decode segments, window to a boundary", kv, 1, 32, 4, 1, 640, 64, 64,
+                 (att_ctx){.p = {.causal = true, .window = 100}, .L = 256}, 2111);
+        att_case("decode segments, window 1", kv, 1, 32, 4, 1, 640, 64, 64,
+                 (att_ctx){.p = {.causal = true, .window = 1}, .L = 300}, 2112);
+        att_case("decode segments, window past the start", kv, 1, 32, 4, 1, 640, 64, 64,
+                 (att_ctx){.p = {.causal = true, .window = 500}, .L = 70}, 2113);
+        att_case("decode segments, several chunks each", kv, 1, 32, 4, 1, 20000, 64, 64,
+                 (att_ctx){.p = {.causal = true}, .L = 19001}, 2120);
+        att_case("decode segments, window from an odd chunk", kv, 1, 32, 4, 1, 20000, 64, 64,
+                 (att_ctx){.p = {.causal = true, .window = 100}, .L = 19001}, 2121);
+        att_case("decode segments, window from an even chunk", kv, 1, 32, 4, 1, 20000, 64, 64,
+                 (att_ctx){.p = {.causal = true, .window = 151}, .L = 19001}, 2122);
+        att_case("decode segments, smollm2", kv, 1, 9, 3, 1, 2048, 64, 64, (att_ctx){.p = {.causal = true}, .L = 600},
+                 2130);
+        att_case("decode segments, smollm2 full", kv, 1, 9, 3, 1, 640, 64, 64, (att_ctx){.p = {.causal = true}}, 2131);
+        att_case("decode segments, tinyllama 2048", kv, 1, 32, 4, 1, 2048, 64, 64,
+                 (att_ctx){.p = {.causal = true}, .L = 600}, 2132);
+        att_case("decode segments, gemma local", kv, 1, 4, 1, 1, 2048, 256, 256,
+                 (att_ctx){.p = {.causal = true, .window = 512}, .L = 2000}, 2140);
+        att_case("decode segments, gemma global", kv, 1, 4, 1, 1, 2048, 256, 256,
+                 (att_ctx){.p = {.causal = true}, .L = 1999}, 2141);
+        att_case("decode segments, 16 heads, D 256, Dv 128", kv, 2, 32, 2, 1, 300, 256, 128,
+                 (att_ctx){.p = {.causal = true}, .L = 250, .mask = 1}, 2150);
+        att_case("decode segments, 8 heads, D 256", kv, 1, 8, 1, 1, 100, 256, 256,
+                 (att_ctx){.p = {.causal = true}, .L = 97}, 2151);
+    }
+}
+
 /* ---- a recorded decode step of nn ops, replayed on the device ---- */
 
-/* a cache of several decode key segments (128 keys each), positions ST_STEP apart cross them */
+/* a cache of several decode key segments (32 keys each), positions ST_STEP apart cross them */
 enum { ST_DM = 128, ST_HQ = 4, ST_HKV = 2, ST_HD = 32, ST_NCTX = 320, ST_STEP = 7 };
 
 typedef struct step_in {
@@ -785,6 +833,7 @@ int main(int argc, char **argv)
     RUN(test_sdpa_prefill);
     RUN(test_sdpa_prefill_tc);
     RUN(test_sdpa_decode);
+    RUN(test_sdpa_decode_segments);
     RUN(test_step_replay);
     RUN(test_bad_data);
     for (int i = 0; i < 8; i++)

@@ -1,23 +1,32 @@
 /* Decode attention (Tq = 1): the G = Hq / Hkv query heads of a KV head share every K/V row
  * the block reads.
  *
- * The keys of a cache of Tk slots are cut into n_split segments of DC_KPB (or more) keys,
- * one block each, so the grid (n_split, B * Hkv) depends on Tk and never on the attended
- * length read on the device: a recorded graph replays it at every position, and segments
- * past the length only take part in the merge. In a block each warp takes chunks of 32
- * keys, one per lane: the lane loads its key row (to registers) and value row (to shared
- * memory) with all its 16-byte loads in flight together, the first chunk's before Q's;
- * it scores its key against the G queries (Q pre-scaled by scale * log2 e in shared
- * memory), the warp folds the chunk into its online softmax (base 2) and accumulates P V
- * with each lane owning VC consecutive output elements. The four warps merge in shared
- * memory; with several segments each block writes its partial (acc, max, sum) and the
- * last block of a KV head to finish (a counter per KV head, zeroed by the host before the
- * launch and again by that block) merges them in one pass, so one kernel does it all.
+ * The Tk slots of the cache are cut into n_split segments (nn_sdpa_dec_splits: one or two
+ * chunks of 32 keys each, more where the grid or the merge would grow too big), one block
+ * per segment and KV head, so the grid depends on Tk only: a recorded graph replays it at
+ * every position. A block stages its segment's first chunk before it knows the attended
+ * length (the two loads overlap; DN_SPEC), then the segments that hold no visible key
+ * (past the length, before a window) exit, and the n_act that do count themselves: the
+ * last of them to finish (a counter per KV head, zero between launches: that block resets
+ * it) merges the partials, so one kernel does it all and long caches cost little. A lone
+ * segment writes the output itself.
  *
- * Cost (H100, TinyLlama layer: 32 query heads, 4 KV heads, D 64): 10.5 us at 64 slots,
- * 20 us at 640 (600 attended), 24 us at 4096, in cache. Each warp runs a long serial chain
- * (one warp per scheduler, ~6 cycles an instruction): the next step is more warps per
- * chunk (a query head each) with a merge that stays short at long caches.
+ * In a block (8 warps) the chunks of keys are staged in shared memory with 16-byte cp.async
+ * loads (the next chunk's while this one is computed; rows padded by 16 bytes so that
+ * threads reading the same offset of successive rows hit different banks). Every thread
+ * scores one key against its query heads (or a part of D when there are few heads, summed
+ * in the softmax), each warp folds one head's scores into that head's online softmax (base
+ * 2: Q carries scale * log2 e), and P V is spread over every thread: one 8-element column
+ * of one head's output over every KG-th key, the KG key groups summed by shuffles. The
+ * merge spreads the segments over lanes the same way, 4 segments' loads in flight at once.
+ * Why this shape: at decode the K/V bytes are few (600 positions x 4 KV heads x 64 x f16:
+ * 0.6 MB), so the time is latency: global round trips (the length and K/V, partials +
+ * counter, partials again) and each thread's serial chain between them. ncu on an H100
+ * (TinyLlama, 2048 slots / 600 attended) saw 2 warps per scheduler issuing every ~6.5-7.7
+ * cycles: the chains decide, hence 32-key chunks (a thread scores one key for 1-2 heads and
+ * sums 8 keys of P V), 32-bit index arithmetic (no 64-bit divisions) and two accumulators
+ * per score. Per launch in a graph (bench/cuda_nn_dec.c): 7.7-16 us for TinyLlama at
+ * 512-4096 slots against 15-24 us before, over an empty kernel's ~1.1 us.
  *
  * Semantics are sdpa_kernel's (attention.cu): keys [L - window, L - 1] (all of [0, L) without
  * a window), the mask added, a NaN score makes the row NaN, no visible key gives zeros, a
@@ -28,11 +37,19 @@
 
 #include "backends/cuda/nn_kernels.h"
 
+#ifndef DN_SPEC
+#define DN_SPEC 1 /* stage the first chunk before the length is known (0: after; the same time on an H100) */
+#endif
+
 namespace {
 
-constexpr int DC_WARPS = 4;
-constexpr int DC_KPB = DC_WARPS * 32; /* keys per block at least: one chunk per warp */
-constexpr float DC_LOG2E = 1.4426950408889634f;
+constexpr int DN_T = 256;   /* threads per block */
+constexpr int DN_GMAX = 16; /* query heads per KV head (nn_sdpa_dec_ok) */
+constexpr float DN_LOG2E = 1.4426950408889634f;
+
+/* keys per chunk: a thread per key and head group in the scoring, KC / KG keys per thread in
+ * P V: short serial chains, the time of a block being latency */
+__host__ __device__ constexpr int dn_kc(int64_t D, int64_t Dv) { return (void)D, (void)Dv, 32; }
 
 __device__ __forceinline__ float dwsum(float v)
 {
@@ -45,318 +62,470 @@ __device__ __forceinline__ float dwmax(float v)
     return v;
 }
 
-constexpr int DC_SL = 64; /* elements of a row loaded at once: independent 16-byte loads in flight */
-
-/* DC_SL elements d0.. of row `row` (n long) as raw 16-byte words; past n, or !valid: zeros. */
-template <typename T> __device__ __forceinline__ void load_slab(uint4 *r, const T *row, int64_t d0, int64_t n, bool vec, bool valid)
+__device__ __forceinline__ void cp16(void *dst, const void *src)
 {
-    constexpr int N = DC_SL * (int)sizeof(T) / 16;
-    if (valid && vec && d0 + DC_SL <= n) {
-        const uint4 *p = reinterpret_cast<const uint4 *>(row + d0);
-#pragma unroll
-        for (int i = 0; i < N; i++) r[i] = p[i];
-        return;
-    }
-    T *t = reinterpret_cast<T *>(r);
-#pragma unroll
-    for (int i = 0; i < DC_SL; i++) {
-        if constexpr (sizeof(T) == 2) t[i] = valid && d0 + i < n ? row[d0 + i] : __float2half(0.0f);
-        else t[i] = valid && d0 + i < n ? row[d0 + i] : 0.0f;
-    }
+#if __CUDA_ARCH__ >= 800
+    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src));
+#else
+    *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(src);
+#endif
+}
+__device__ __forceinline__ void cp_wait()
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+#endif
 }
 
-template <typename T> __device__ __forceinline__ float elem(const uint4 *r, int i)
+/* Shared memory (offsets in bytes, each 16-aligned): nbuf buffers of K rows [KC][kr] (kr =
+ * D rounded up to 16 bytes, + 16 bytes of pad) and V rows [KC][vr] (Dv rounded up to 8
+ * elements, + 16 bytes), Q [G][kd] floats (kd = D rounded as K's, zeros past D), scores
+ * [DS][G][KC] floats (the first [G][KC] become P), then alpha, m, l per head. */
+struct dn_lay {
+    int kd, kr, vd, vr;
+    unsigned k, v, kbuf, vbuf, q, s, al, m, l, bytes;
+};
+template <typename T> __host__ __device__ dn_lay dn_layout(int64_t D, int64_t Dv, int64_t G, int nbuf)
 {
-    if constexpr (sizeof(T) == 2) return __half2float(reinterpret_cast<const __half *>(r)[i]);
-    else return reinterpret_cast<const float *>(r)[i];
+    constexpr int EV = 16 / (int)sizeof(T);
+    const int KC = dn_kc(D, Dv);
+    dn_lay y;
+    y.kd = (int)((D + EV - 1) / EV * EV);
+    y.kr = y.kd + EV;
+    y.vd = (int)((Dv + 7) / 8 * 8);
+    y.vr = y.vd + EV;
+    y.kbuf = (unsigned)(sizeof(T) * KC * y.kr);
+    y.vbuf = (unsigned)(sizeof(T) * KC * y.vr);
+    y.k = 0;
+    y.v = y.k + nbuf * y.kbuf;
+    y.q = y.v + nbuf * y.vbuf;
+    y.s = y.q + (unsigned)(sizeof(float) * G * y.kd);
+    y.al = y.s + (unsigned)(sizeof(float) * DN_GMAX * KC); /* DS * G <= max(G, DN_T / KC) <= 16 */
+    y.m = y.al + sizeof(float) * DN_GMAX;
+    y.l = y.m + sizeof(float) * DN_GMAX;
+    y.bytes = y.l + sizeof(float) * DN_GMAX;
+    return y;
 }
 
-/* VC consecutive elements of a shared-memory row as floats (aligned to VC elements). */
-template <int VC, typename T> __device__ __forceinline__ void ld_vc(float *v, const T *p)
+/* Tk < 2^31 (nn_sdpa_dec_run): lengths and slots are ints from here on */
+__device__ __forceinline__ int dn_attended(const nn_sdpa &a)
+{
+    if (!a.len) return (int)a.Tk;
+    int64_t L = a.ldt == CT_I32 ? (int64_t)__ldcg((const int32_t *)a.len) : (int64_t)__ldcg((const long long *)a.len);
+    return L < 0 || L > a.Tk ? -1 : (int)L;
+}
+
+/* 8 elements of a row (16 bytes of f16, 32 of f32) as floats */
+template <typename T> __device__ __forceinline__ void ld8(float *f, const T *p)
 {
     if constexpr (sizeof(T) == 2) {
-        __half2 h[VC / 2];
-        if constexpr (VC == 8) *reinterpret_cast<uint4 *>(h) = *reinterpret_cast<const uint4 *>(p);
-        else if constexpr (VC == 4) *reinterpret_cast<uint2 *>(h) = *reinterpret_cast<const uint2 *>(p);
-        else h[0] = *reinterpret_cast<const __half2 *>(p);
+        uint4 w = *reinterpret_cast<const uint4 *>(p);
+        const __half2 *h = reinterpret_cast<const __half2 *>(&w);
 #pragma unroll
-        for (int i = 0; i < VC / 2; i++) {
-            float2 f = __half22float2(h[i]);
-            v[2 * i] = f.x, v[2 * i + 1] = f.y;
+        for (int i = 0; i < 4; i++) {
+            float2 t = __half22float2(h[i]);
+            f[2 * i] = t.x, f[2 * i + 1] = t.y;
         }
     } else {
-#pragma unroll
-        for (int i = 0; i < VC; i += 2) {
-            float2 f = *reinterpret_cast<const float2 *>(p + i);
-            v[i] = f.x, v[i + 1] = f.y;
+        float4 a = *reinterpret_cast<const float4 *>(p), b = *reinterpret_cast<const float4 *>(p + 4);
+        f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+    }
+}
+
+/* Rows 0 .. nk - 1 of src (row stride rs elements, n valid elements each) into shared rows
+ * of stride sr, zeros from n to the width w. vec: 16-byte aligned rows, n a multiple of 16
+ * bytes (asynchronous copies); else element by element. */
+template <typename T>
+__device__ __forceinline__ void stage(T *dst, int sr, int w, const T *src, int64_t rs, int64_t n, int nk, bool vec)
+{
+    constexpr int EV = 16 / (int)sizeof(T);
+    if (vec) { /* word c of row j for t = threadIdx.x, + DN_T, ...: one division, then steps */
+        const int wpr = w / EV, dj = DN_T / wpr, dc = DN_T - dj * wpr;
+        int j = (int)threadIdx.x / wpr, c = (int)threadIdx.x - j * wpr;
+        for (; j < nk; j += dj, c += dc) {
+            if (c >= wpr) c -= wpr, j++;
+            if (j >= nk) break;
+            if (c * EV < n) cp16(dst + j * sr + c * EV, src + j * rs + c * EV);
+            else *reinterpret_cast<uint4 *>(dst + j * sr + c * EV) = make_uint4(0, 0, 0, 0);
         }
+        return;
+    }
+    for (int t = threadIdx.x; t < nk * w; t += DN_T) {
+        int j = t / w, d = t - j * w;
+        T x;
+        if constexpr (sizeof(T) == 2) x = d < n ? src[j * rs + d] : __float2half(0.0f);
+        else x = d < n ? src[j * rs + d] : 0.0f;
+        dst[j * sr + d] = x;
     }
 }
 
-__device__ __forceinline__ int64_t dc_attended(const nn_sdpa &a)
+/* the largest power of two p <= 32 with n * p <= DN_T */
+__device__ __forceinline__ int lanes_for(int n)
 {
-    if (!a.len) return a.Tk;
-    int64_t L = a.ldt == CT_I32 ? (int64_t) * (const int32_t *)a.len : *(const int64_t *)a.len;
-    return L < 0 || L > a.Tk ? -1 : L;
+    int p = 1;
+    while (p < 32 && n * p * 2 <= DN_T) p *= 2;
+    return p;
 }
 
-/* Shared memory layout (floats unless said): Qs [GM][DP], Ps [warps][GM][32], Ms/Ls
- * [warps][GM], then the V rows of each warp's chunk [warps][32][VP + pad] (of T), which
- * the warps' partial outputs Os [warps][GM][VP] reuse once the key loop is over. */
-template <int GM, int VC> __host__ __device__ constexpr int64_t dc_dp(int64_t D)
+template <typename T, int KC> __global__ void __launch_bounds__(DN_T, 2) sdpa_dec(nn_sdpa a, bool veck, bool vecv, int nbuf)
 {
-    return (D + DC_SL - 1) / DC_SL * DC_SL;
-}
-template <int GM, int VC, typename T> __host__ __device__ size_t dc_smem(int64_t D)
-{
-    const int64_t VP = 32 * VC, VS = VP + 16 / (int64_t)sizeof(T);
-    size_t head = sizeof(float) * (size_t)(GM * dc_dp<GM, VC>(D) + DC_WARPS * GM * 32 + 2 * DC_WARPS * GM);
-    size_t vrows = sizeof(T) * (size_t)(DC_WARPS * 32 * VS), outs = sizeof(float) * (size_t)(DC_WARPS * GM * VP);
-    return head + (vrows > outs ? vrows : outs);
-}
-
-/* GM >= G query heads per block, VC = output elements per lane (Dv <= 32 * VC). */
-template <int GM, int VC, typename T> __global__ void __launch_bounds__(DC_WARPS * 32) sdpa_dec_kernel(nn_sdpa a, bool vec)
-{
-    extern __shared__ __align__(16) float dc_sm[];
-    constexpr int64_t VP = 32 * VC, VS = VP + 16 / sizeof(T); /* the pad spreads 16-byte row stores over banks */
-    const int64_t D = a.D, Dv = a.Dv, G = a.Hq / a.Hkv, S = a.n_split, DP = dc_dp<GM, VC>(D);
-    float *Qs = dc_sm, *Ps = Qs + GM * DP, *Ms = Ps + DC_WARPS * GM * 32, *Ls = Ms + DC_WARPS * GM;
-    T *Vs = reinterpret_cast<T *>(Ls + DC_WARPS * GM);
-    float *Os = Ls + DC_WARPS * GM;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int64_t kvh = blockIdx.y % a.Hkv, b = blockIdx.y / a.Hkv, sg = blockIdx.x;
-    const int64_t L = dc_attended(a);
-
-    /* keys this block scores: its segment within the visible range */
-    int64_t seg = (a.Tk + S - 1) / S, jlo = sg * seg, jhi = jlo + seg - 1;
-    int64_t vlo = a.window > 0 ? L - a.window : 0, vhi = L - 1; /* causal with Tq = 1: all of [0, L) */
-    if (jlo < vlo) jlo = vlo;
-    if (jhi > vhi) jhi = vhi;
-
-    float m[GM], l[GM], acc[GM][VC];
-    bool nan[GM];
-#pragma unroll
-    for (int r = 0; r < GM; r++) {
-        m[r] = -INFINITY, l[r] = 0.0f, nan[r] = false;
-#pragma unroll
-        for (int c = 0; c < VC; c++) acc[r][c] = 0.0f;
-    }
+    extern __shared__ __align__(16) unsigned char dn_sm[];
+    constexpr int EV = 16 / (int)sizeof(T);
+    constexpr int HL = DN_T / KC;     /* threads per key in the scoring */
+    constexpr int HPT = DN_GMAX / HL; /* heads a thread scores at most */
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int G = (int)(a.Hq / a.Hkv), D = (int)a.D, Dv = (int)a.Dv;
+    const dn_lay y = dn_layout<T>(D, Dv, G, nbuf);
+    float *Qs = reinterpret_cast<float *>(dn_sm + y.q), *Sc = reinterpret_cast<float *>(dn_sm + y.s);
+    float *Al = reinterpret_cast<float *>(dn_sm + y.al), *Mh = reinterpret_cast<float *>(dn_sm + y.m);
+    float *Lh = reinterpret_cast<float *>(dn_sm + y.l);
+    const int Hkv = (int)a.Hkv, Tk = (int)a.Tk, S = a.n_split, sg = blockIdx.x;
+    const int64_t kvh = (int)blockIdx.y % Hkv, b = (int)blockIdx.y / Hkv;
+    const int64_t R = a.B * a.Hq, row0 = b * a.Hq + kvh * G;
+    const int seg = (Tk + S - 1) / S, s0 = sg * seg;
+    const int s1 = s0 + seg < Tk ? s0 + seg : Tk; /* the segment's slots [s0, s1) */
     const T *kb = (const T *)a.k + b * a.ks[0] + kvh * a.ks[1];
     const T *vb = (const T *)a.v + b * a.vs[0] + kvh * a.vs[1];
-    float *P = Ps + warp * GM * 32;
-    T *Vw = Vs + warp * 32 * VS;
-    constexpr int NR = DC_SL * (int)sizeof(T) / 16;
-    uint4 kraw[NR];
-    /* this lane's key row and value row in flight together; the value row to shared memory
-     * (zeros past Dv and for keys past the segment: their P is 0) */
-    auto fetch = [&](int64_t c0) {
-        const int64_t j = c0 + lane;
-        const bool valid = j <= jhi;
-        const T *kr = kb + (valid ? j : 0) * a.ks[2], *vr = vb + (valid ? j : 0) * a.vs[2];
-        load_slab<T>(kraw, kr, 0, D, vec, valid);
-        for (int64_t e0 = 0; e0 < VP; e0 += DC_SL) {
-            uint4 vraw[NR];
-            load_slab<T>(vraw, vr, e0, Dv, vec, valid);
-#pragma unroll
-            for (int i = 0; i < NR; i++) reinterpret_cast<uint4 *>(Vw + lane * VS + e0)[i] = vraw[i];
-        }
+    auto kbuf = [&](int c) { return reinterpret_cast<T *>(dn_sm + y.k + (unsigned)(c & (nbuf - 1)) * y.kbuf); };
+    auto vbuf = [&](int c) { return reinterpret_cast<T *>(dn_sm + y.v + (unsigned)(c & (nbuf - 1)) * y.vbuf); };
+    /* chunk c of the segment: slots s0 + c * KC .. */
+    auto stage_chunk = [&](int c) {
+        const int c0 = s0 + c * KC;
+        const int nr = s1 - c0 < KC ? s1 - c0 : KC;
+        stage<T>(kbuf(c), y.kr, y.kd, kb + c0 * a.ks[2], a.ks[2], D, nr, veck);
+        stage<T>(vbuf(c), y.vr, y.vd, vb + c0 * a.vs[2], a.vs[2], Dv, nr, vecv);
     };
-    const int64_t first = jlo + (int64_t)warp * 32;
-    if (L >= 0 && first <= jhi) fetch(first); /* before Q: the two latencies overlap */
+    if (DN_SPEC && s0 < s1) stage_chunk(0); /* in flight with the length's load */
 
-    const float qscale = a.scale * DC_LOG2E;
-    for (int64_t t0 = 0; t0 < GM * DP; t0 += 4 * DC_WARPS * 32) {
-        float qv[4];
+    /* Q (dense rows: 16-byte loads, also in flight), scaled, zeros past D */
+    const float qscale = a.scale * DN_LOG2E;
+    const float *qb = a.q + b * a.qs[0] + kvh * G * a.qs[1];
+    const bool qvec = a.qs[3] == 1 && a.qs[1] == D && y.kd == D && D % 4 == 0 && (uintptr_t)qb % 16 == 0;
+    float4 qv[DN_GMAX * 256 / 4 / DN_T];
+    if (qvec) {
 #pragma unroll
-        for (int u = 0; u < 4; u++) {
-            int64_t t = t0 + u * DC_WARPS * 32 + threadIdx.x, r = t / DP, d = t % DP;
-            qv[u] = t < GM * DP && r < G && d < D ? a.q[b * a.qs[0] + (kvh * G + r) * a.qs[1] + d * a.qs[3]] * qscale : 0.0f;
-        }
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            int64_t t = t0 + u * DC_WARPS * 32 + threadIdx.x;
-            if (t < GM * DP) Qs[t] = qv[u];
+        for (int u = 0; u < DN_GMAX * 256 / 4 / DN_T; u++) {
+            int t = tid + u * DN_T;
+            qv[u] = t < G * D / 4 ? reinterpret_cast<const float4 *>(qb)[t] : make_float4(0, 0, 0, 0);
         }
     }
-    __syncthreads();
+    const int L = dn_attended(a);
+    if (L <= 0) { /* no visible key: zeros; a bad length: NaN (segment 0's block writes) */
+        if (DN_SPEC) cp_wait(); /* no copy outlives the block */
+        if (sg == 0)
+            for (int t = tid; t < G * Dv; t += DN_T) a.out[(row0 + t / Dv) * Dv + t % Dv] = L == 0 ? 0.0f : NAN;
+        return;
+    }
+    const int vlo = a.window > 0 && L > a.window ? L - (int)a.window : 0, vhi = L - 1;
+    const int klo = vlo / seg, khi = vhi / seg, n_act = khi - klo + 1;
+    if (sg < klo || sg > khi) {
+        if (DN_SPEC) cp_wait();
+        return;
+    }
+    const int jlo = s0 > vlo ? s0 : vlo, jhi = s1 - 1 < vhi ? s1 - 1 : vhi; /* visible keys here */
+    const int c_first = (jlo - s0) / KC, c_last = (jhi - s0) / KC;
+    if (!DN_SPEC || c_first != 0) {
+        if (DN_SPEC) cp_wait(); /* chunk 0's copies may share c_first's buffer */
+        stage_chunk(c_first);
+    }
+    if (qvec) {
+#pragma unroll
+        for (int u = 0; u < DN_GMAX * 256 / 4 / DN_T; u++) {
+            int t = tid + u * DN_T;
+            float4 q = qv[u];
+            if (t < G * D / 4) reinterpret_cast<float4 *>(Qs)[t] = make_float4(q.x * qscale, q.y * qscale, q.z * qscale, q.w * qscale);
+        }
+    } else {
+        for (int t = tid; t < G * y.kd; t += DN_T) {
+            int g = t / y.kd, d = t - g * y.kd;
+            Qs[t] = d < D ? a.q[b * a.qs[0] + (kvh * G + g) * a.qs[1] + d * a.qs[3]] * qscale : 0.0f;
+        }
+    }
 
-    for (int64_t c0 = first; L >= 0 && c0 <= jhi; c0 += DC_KPB) {
-        if (c0 != first) fetch(c0);
-        const int64_t j = c0 + lane;
-        const bool valid = j <= jhi;
-        const T *kr = kb + (valid ? j : 0) * a.ks[2];
-        float s[GM];
+    /* the heads of this warp's softmax (w, w + 8), their running max / sum / NaN seen */
+    float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.0f, 0.0f};
+    bool bad_r[2] = {false, false};
+    /* P V: this thread's column (8 elements) w of head g, keys kg, kg + KG, ... */
+    const int nu = y.vd / 8, KG = lanes_for(G * nu);
+    const int kg = tid % KG, pw = (tid / KG) % nu, pg = tid / (KG * nu);
+    float acc[8];
 #pragma unroll
-        for (int r = 0; r < GM; r++) s[r] = 0.0f;
-        for (int64_t d0 = 0; d0 < D; d0 += DC_SL) {
-            if (d0 > 0) load_slab<T>(kraw, kr, d0, D, vec, valid);
+    for (int e = 0; e < 8; e++) acc[e] = 0.0f;
+    /* few heads: split D over the spare scoring threads (DS parts, a power of two) */
+    const int DS = HL / G >= 8 ? 8 : HL / G >= 4 ? 4 : HL / G >= 2 ? 2 : 1;
+    const int wk = y.kd / EV;
+
+    for (int c = c_first; c <= c_last; c++) {
+        const int c0 = s0 + c * KC;
+        const int ja = jlo > c0 ? jlo - c0 : 0, jb = jhi - c0 + 1 < KC ? jhi - c0 + 1 : KC;
+        cp_wait();
+        __syncthreads(); /* chunk c is in, and every reader of the other buffer is done */
+        if (c < c_last) stage_chunk(c + 1); /* several chunks: nbuf is 2 */
+        const T *Ks = kbuf(c), *Vs = vbuf(c);
+
+        /* scores: key j, heads h0, h0 + hstep, ..., 16-byte words ds, ds + DS, ... of D */
+        {
+            const int j = tid % KC, hl = tid / KC, ds = hl % DS, h0 = hl / DS, hstep = HL / DS;
+            if (j >= ja && j < jb) {
+                /* two accumulators per head (alternate words): half the dependent chain */
+                float s[HPT][2];
 #pragma unroll
-            for (int i = 0; i < DC_SL; i += 4) {
-                float k0 = elem<T>(kraw, i), k1 = elem<T>(kraw, i + 1), k2 = elem<T>(kraw, i + 2), k3 = elem<T>(kraw, i + 3);
+                for (int i = 0; i < HPT; i++) s[i][0] = s[i][1] = 0.0f;
+                const T *kr = Ks + j * y.kr;
+                for (int w0 = ds; w0 < wk; w0 += 2 * DS) {
 #pragma unroll
-                for (int r = 0; r < GM; r++) {
-                    float4 q = *reinterpret_cast<const float4 *>(Qs + r * DP + d0 + i);
-                    s[r] += q.x * k0 + q.y * k1 + q.z * k2 + q.w * k3;
+                    for (int h = 0; h < 2; h++) {
+                        const int w = w0 + h * DS;
+                        if (h == 1 && w >= wk) break;
+                        float kf[EV];
+                        if constexpr (sizeof(T) == 2) ld8<T>(kf, kr + w * EV);
+                        else {
+                            float4 k4 = *reinterpret_cast<const float4 *>(kr + w * EV);
+                            kf[0] = k4.x, kf[1] = k4.y, kf[2] = k4.z, kf[3] = k4.w;
+                        }
+#pragma unroll
+                        for (int i = 0; i < HPT; i++) {
+                            int g = h0 + i * hstep;
+                            if (g < G) {
+                                const float4 *q4 = reinterpret_cast<const float4 *>(Qs + g * y.kd + w * EV);
+                                float acc = s[i][h];
+#pragma unroll
+                                for (int e = 0; e < EV / 4; e++) {
+                                    float4 q = q4[e];
+                                    acc = fmaf(q.x, kf[4 * e], acc);
+                                    acc = fmaf(q.y, kf[4 * e + 1], acc);
+                                    acc = fmaf(q.z, kf[4 * e + 2], acc);
+                                    acc = fmaf(q.w, kf[4 * e + 3], acc);
+                                }
+                                s[i][h] = acc;
+                            }
+                        }
+                    }
+                }
+#pragma unroll
+                for (int i = 0; i < HPT; i++) {
+                    int g = h0 + i * hstep;
+                    if (g < G) Sc[(ds * G + g) * KC + j] = s[i][0] + s[i][1];
                 }
             }
         }
+        __syncthreads();
+
+        /* softmax: warp w folds heads w and w + 8 (P over the scores, alpha per head) */
 #pragma unroll
-        for (int r = 0; r < GM; r++) {
-            float sc = -INFINITY;
-            if (valid && r < G) {
-                sc = s[r];
-                if (a.mask) sc += a.mask[b * a.ms[0] + (kvh * G + r) * a.ms[1] + j * a.ms[3]] * DC_LOG2E;
-                if (sc != sc) nan[r] = true, sc = -INFINITY;
+        for (int gi = 0; gi < 2; gi++) {
+            const int g = warp + 8 * gi;
+            if (g >= G) break;
+            float sv[KC / 32], cmax = -INFINITY;
+#pragma unroll
+            for (int u = 0; u < KC / 32; u++) {
+                int j = lane + 32 * u;
+                float s = -INFINITY;
+                if (j >= ja && j < jb) {
+                    s = Sc[g * KC + j];
+                    for (int p = 1; p < DS; p++) s += Sc[(p * G + g) * KC + j];
+                    if (a.mask) s += a.mask[b * a.ms[0] + (kvh * G + g) * a.ms[1] + (int64_t)(c0 + j) * a.ms[3]] * DN_LOG2E;
+                    if (s != s) bad_r[gi] = true, s = -INFINITY;
+                }
+                sv[u] = s;
+                cmax = fmaxf(cmax, s);
             }
-            float mt = dwmax(sc), mn = fmaxf(m[r], mt);
-            float alpha = mn == -INFINITY ? 1.0f : exp2f(m[r] - mn);
-            float p = mn == -INFINITY ? 0.0f : exp2f(sc - mn);
-            l[r] = l[r] * alpha + dwsum(p);
-            m[r] = mn;
+            const float mn = fmaxf(m_r[gi], dwmax(cmax));
+            const float alpha = mn == -INFINITY ? 1.0f : exp2f(m_r[gi] - mn);
+            float ps = 0.0f;
 #pragma unroll
-            for (int c = 0; c < VC; c++) acc[r][c] *= alpha;
-            P[r * 32 + lane] = p;
+            for (int u = 0; u < KC / 32; u++) {
+                float p = mn == -INFINITY ? 0.0f : exp2f(sv[u] - mn);
+                Sc[g * KC + lane + 32 * u] = p;
+                ps += p;
+            }
+            l_r[gi] = l_r[gi] * alpha + dwsum(ps);
+            m_r[gi] = mn;
+            if (lane == 0) Al[g] = alpha;
         }
-        __syncwarp();
-        const T *vcol = Vw + lane * VC;
+        __syncthreads();
+
+        /* P V over this thread's keys (only visible ones: other rows may hold anything) */
+        if (pg < G) {
+            const float al = Al[pg];
+#pragma unroll
+            for (int e = 0; e < 8; e++) acc[e] *= al;
+            const float *P = Sc + pg * KC;
+            const T *vc = Vs + pw * 8;
 #pragma unroll 4
-        for (int jj = 0; jj < 32; jj += 4) {
-            float4 p4[GM];
+            for (int j = ja + kg; j < jb; j += KG) {
+                float v[8];
+                ld8<T>(v, vc + j * y.vr);
+                const float p = P[j];
 #pragma unroll
-            for (int r = 0; r < GM; r++) p4[r] = *reinterpret_cast<const float4 *>(P + r * 32 + jj);
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                float v[VC];
-                ld_vc<VC, T>(v, vcol + (jj + q) * VS);
-#pragma unroll
-                for (int r = 0; r < GM; r++) {
-                    float p = q == 0 ? p4[r].x : q == 1 ? p4[r].y : q == 2 ? p4[r].z : p4[r].w;
-#pragma unroll
-                    for (int c = 0; c < VC; c++) acc[r][c] += p * v[c];
-                }
+                for (int e = 0; e < 8; e++) acc[e] += p * v[e];
             }
         }
-        __syncwarp();
     }
-
-    /* merge the warps: rescale each to the block's max (Os reuses the V rows) */
-    __syncthreads();
-    const int64_t d0v = (int64_t)lane * VC;
+    /* the KG key groups of a column are adjacent lanes */
+    for (int o = 1; o < KG; o *= 2)
 #pragma unroll
-    for (int r = 0; r < GM; r++) {
-        bool bad = __any_sync(0xffffffffu, nan[r]);
-        if (lane == 0) Ms[warp * GM + r] = bad ? NAN : m[r], Ls[warp * GM + r] = l[r];
+        for (int e = 0; e < 8; e++) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], o);
+
+    /* each head's max (NaN when a score was NaN) and sum, for every thread */
 #pragma unroll
-        for (int c = 0; c < VC; c++) Os[(warp * GM + r) * VP + d0v + c] = acc[r][c];
+    for (int gi = 0; gi < 2; gi++) {
+        const int g = warp + 8 * gi;
+        if (g >= G) break;
+        bool bad = __any_sync(0xffffffffu, bad_r[gi]);
+        if (lane == 0) Mh[g] = bad ? NAN : m_r[gi], Lh[g] = l_r[gi];
     }
     __syncthreads();
-    const int64_t R = a.B * a.Hq;
-    float *part = a.part;
-    for (int64_t t = threadIdx.x; t < G * VP; t += blockDim.x) {
-        int64_t r = t / VP, d = t % VP;
-        float mx = -INFINITY, lsum = 0.0f, o = 0.0f;
-        bool bad = L < 0;
-        for (int w = 0; w < DC_WARPS; w++) {
-            float mw = Ms[w * GM + r];
-            if (mw != mw) bad = true;
-            else mx = fmaxf(mx, mw);
-        }
-        for (int w = 0; w < DC_WARPS; w++) {
-            float mw = Ms[w * GM + r];
-            float f = mw != mw || mw == -INFINITY ? 0.0f : exp2f(mw - mx);
-            lsum += f * Ls[w * GM + r];
-            o += f * Os[(w * GM + r) * VP + d];
-        }
-        int64_t orow = b * a.Hq + kvh * G + r;
-        if (S == 1) {
-            if (d < Dv) a.out[orow * Dv + d] = bad ? NAN : (lsum > 0 ? o / lsum : 0.0f);
-            continue;
-        }
-        float *pp = part + (sg * R + orow) * (Dv + 2);
-        if (d < Dv) pp[d] = o;
-        if (d == 0) pp[Dv] = bad ? NAN : mx, pp[Dv + 1] = lsum;
-    }
-    if (S == 1) return;
 
-    /* the last block of this KV head to finish merges the segments */
+    /* partials: o [n_split][R][DvP], then (m, l) [n_split][R] */
+    const int DvP = (Dv + 3) / 4 * 4;
+    float *po = a.part, *pml = a.part + S * R * DvP;
+    if (pg < G && kg == 0) {
+        const float mh = Mh[pg], lh = Lh[pg];
+        if (n_act == 1) {
+            const float inv = lh > 0.0f ? 1.0f / lh : 0.0f;
+            float *o = a.out + (row0 + pg) * Dv;
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                if (pw * 8 + e < Dv) o[pw * 8 + e] = mh != mh ? NAN : acc[e] * inv;
+        } else {
+            float *o = po + (sg * R + row0 + pg) * DvP;
+#pragma unroll
+            for (int e = 0; e < 8; e += 4)
+                if (pw * 8 + e < DvP) *reinterpret_cast<float4 *>(o + pw * 8 + e) = make_float4(acc[e], acc[e + 1], acc[e + 2], acc[e + 3]);
+            if (pw == 0) *reinterpret_cast<float2 *>(pml + 2 * (sg * R + row0 + pg)) = make_float2(mh, lh);
+        }
+    }
+    if (n_act == 1) return;
+
+    /* the last active block of this KV head merges the segments */
     __shared__ bool last;
     __threadfence();
     __syncthreads();
-    if (threadIdx.x == 0) {
+    if (tid == 0) {
         unsigned done = atomicAdd(&a.count[blockIdx.y], 1u);
-        last = done == (unsigned)S - 1;
+        last = done == (unsigned)n_act - 1;
+        if (last) a.count[blockIdx.y] = 0; /* every other block has counted: ready for the next launch */
     }
     __syncthreads();
     if (!last) return;
     __threadfence();
-    /* one pass per output element, rescaling as the max grows: every segment's loads of a
-     * step of 8 are in flight together */
-    for (int64_t t = threadIdx.x; t < G * Dv; t += blockDim.x) {
-        int64_t r = t / Dv, d = t % Dv, orow = b * a.Hq + kvh * G + r;
-        float mx = -INFINITY, lsum = 0.0f, o = 0.0f;
+    /* 8 columns of one head over every SG-th segment, the loads of 4 segments in flight
+     * together (rescaling as the max grows), the SG segment groups (adjacent lanes)
+     * combined by shuffles */
+    const int nq = DvP / 4, n8 = (nq + 1) / 2, SG = lanes_for(G * n8), ntask = G * n8 * SG;
+    for (int t0 = 0; t0 < ntask; t0 += DN_T) {
+        const int t = t0 + tid, sgi = t % SG, q8 = (t / SG) % n8, g = t / (SG * n8);
+        const bool on = t < ntask, two = 2 * q8 + 1 < nq;
+        const int64_t rowg = row0 + g;
+        float mx = -INFINITY, ls = 0.0f, o[8];
+#pragma unroll
+        for (int e = 0; e < 8; e++) o[e] = 0.0f;
         bool bad = false;
-#pragma unroll 8
-        for (int64_t k = 0; k < S; k++) {
-            const float *pp = part + (k * R + orow) * (Dv + 2);
-            float mk = __ldcg(pp + Dv), lk = __ldcg(pp + Dv + 1), ok = __ldcg(pp + d);
-            if (mk != mk) bad = true;
-            if (!(mk > -INFINITY)) continue; /* NaN or a segment without keys */
-            float mn = fmaxf(mx, mk), fo = exp2f(mx - mn), fk = exp2f(mk - mn);
-            lsum = lsum * fo + lk * fk, o = o * fo + ok * fk, mx = mn;
+        for (int k0 = klo + sgi; on && k0 <= khi; k0 += 4 * SG) {
+            float2 ml[4];
+            float4 oa[4], ob[4];
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                const int k = k0 + r * SG;
+                const int64_t pr = (int64_t)k * R + rowg;
+                ml[r] = make_float2(-INFINITY, 0.0f), oa[r] = ob[r] = make_float4(0, 0, 0, 0);
+                if (k <= khi) {
+                    ml[r] = __ldcg(reinterpret_cast<const float2 *>(pml + 2 * pr));
+                    oa[r] = __ldcg(reinterpret_cast<const float4 *>(po + pr * DvP + 8 * q8));
+                    if (two) ob[r] = __ldcg(reinterpret_cast<const float4 *>(po + pr * DvP + 8 * q8 + 4));
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                const float mk = ml[r].x;
+                bad = bad || mk != mk;
+                if (!(mk > -INFINITY)) continue; /* NaN, no key with a finite score, or past khi */
+                const float mn = fmaxf(mx, mk), fo = exp2f(mx - mn), fk = exp2f(mk - mn);
+                const float x[8] = {oa[r].x, oa[r].y, oa[r].z, oa[r].w, ob[r].x, ob[r].y, ob[r].z, ob[r].w};
+                ls = ls * fo + ml[r].y * fk, mx = mn;
+#pragma unroll
+                for (int e = 0; e < 8; e++) o[e] = o[e] * fo + x[e] * fk;
+            }
         }
-        a.out[orow * Dv + d] = bad ? NAN : (lsum > 0 ? o / lsum : 0.0f);
+        for (int sh = 1; sh < SG; sh *= 2) {
+            const float mo = __shfl_xor_sync(0xffffffffu, mx, sh), lo = __shfl_xor_sync(0xffffffffu, ls, sh);
+            bad = __shfl_xor_sync(0xffffffffu, (int)bad, sh) || bad;
+            const float mn = fmaxf(mx, mo);
+            const float fa = mx == -INFINITY ? 0.0f : exp2f(mx - mn), fb = mo == -INFINITY ? 0.0f : exp2f(mo - mn);
+            ls = ls * fa + lo * fb, mx = mn;
+#pragma unroll
+            for (int e = 0; e < 8; e++) o[e] = o[e] * fa + __shfl_xor_sync(0xffffffffu, o[e], sh) * fb;
+        }
+        if (on && sgi == 0) {
+            const float inv = ls > 0.0f ? 1.0f / ls : 0.0f;
+            float *out = a.out + rowg * Dv + 8 * q8;
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                if (8 * q8 + e < Dv) out[e] = bad ? NAN : o[e] * inv;
+        }
     }
-    if (threadIdx.x == 0) a.count[blockIdx.y] = 0; /* ready for a replay without the host's zeroing too */
 }
 
-template <int GM, int VC, typename T> cudaError_t dc_launch(const nn_sdpa *a, cudaStream_t s)
+template <typename T, int KC> cudaError_t dn_launch(const nn_sdpa *a, cudaStream_t s)
 {
-    size_t sm = dc_smem<GM, VC, T>(a->D);
+    const int64_t G = a->Hq / a->Hkv, seg = (a->Tk + a->n_split - 1) / a->n_split;
+    const int nbuf = seg > KC ? 2 : 1;
+    const size_t sm = dn_layout<T>(a->D, a->Dv, G, nbuf).bytes;
     if (sm > 48 * 1024) {
-        /* once, for the largest D this instance may see (256) */
-        static const cudaError_t once = cudaFuncSetAttribute(sdpa_dec_kernel<GM, VC, T>,
-                                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                             (int)dc_smem<GM, VC, T>(256));
+        /* once, for the largest shape this instance may see */
+        static const cudaError_t once =
+            cudaFuncSetAttribute(sdpa_dec<T, KC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)dn_layout<T>(256, 256, DN_GMAX, 2).bytes);
         if (once != cudaSuccess) return once;
     }
-    size_t e = sizeof(T);
-    bool vec = (uintptr_t)a->k % 16 == 0 && (uintptr_t)a->v % 16 == 0;
-    for (int i = 0; i < 3; i++) vec = vec && (a->ks[i] * e) % 16 == 0 && (a->vs[i] * e) % 16 == 0;
+    const size_t e = sizeof(T);
+    bool veck = (uintptr_t)a->k % 16 == 0 && (a->D * e) % 16 == 0, vecv = (uintptr_t)a->v % 16 == 0 && (a->Dv * e) % 16 == 0;
+    for (int i = 0; i < 3; i++) veck = veck && (a->ks[i] * e) % 16 == 0, vecv = vecv && (a->vs[i] * e) % 16 == 0;
     dim3 grid((unsigned)a->n_split, (unsigned)(a->B * a->Hkv));
-    sdpa_dec_kernel<GM, VC, T><<<grid, DC_WARPS * 32, sm, s>>>(*a, vec);
+    sdpa_dec<T, KC><<<grid, DN_T, sm, s>>>(*a, veck, vecv, nbuf);
     return cudaGetLastError();
 }
 
-template <typename T> cudaError_t dc_dispatch(const nn_sdpa *a, cudaStream_t s)
+template <typename T> cudaError_t dn_dispatch(const nn_sdpa *a, cudaStream_t s)
 {
-    int64_t G = a->Hq / a->Hkv, Dv = a->Dv;
-    if (G <= 4) return Dv <= 64 ? dc_launch<4, 2, T>(a, s) : Dv <= 128 ? dc_launch<4, 4, T>(a, s) : dc_launch<4, 8, T>(a, s);
-    if (G <= 8) return Dv <= 64 ? dc_launch<8, 2, T>(a, s) : Dv <= 128 ? dc_launch<8, 4, T>(a, s) : dc_launch<8, 8, T>(a, s);
-    return Dv <= 64 ? dc_launch<16, 2, T>(a, s) : dc_launch<16, 4, T>(a, s);
+    return dn_launch<T, dn_kc(0, 0)>(a, s);
 }
 
 } // namespace
 
 extern "C" int nn_sdpa_dec_ok(int64_t Hq, int64_t Hkv, int64_t Tq, int64_t D, int64_t Dv)
 {
+    /* a P V thread per 8-element column of each head's output */
     int64_t G = Hkv > 0 ? Hq / Hkv : 0;
-    return Tq == 1 && G >= 1 && D <= 256 && Dv <= 256 && (G <= 8 || (G <= 16 && Dv <= 128));
+    return Tq == 1 && G >= 1 && G <= DN_GMAX && D >= 1 && D <= 256 && Dv >= 1 && Dv <= 256 &&
+           G * ((Dv + 7) / 8) <= DN_T;
 }
 
-extern "C" int nn_sdpa_dec_splits(int64_t B, int64_t Hkv, int64_t Tk, int sm_count)
+extern "C" int nn_sdpa_dec_splits(int64_t B, int64_t Hkv, int64_t Tk, int64_t D, int64_t Dv, int64_t G, int sm_count)
 {
-    /* one block per DC_KPB keys, at most ~2 blocks per SM (longer segments past that) */
-    int64_t n = (Tk + DC_KPB - 1) / DC_KPB, cap = 2 * (int64_t)sm_count / (B * Hkv > 0 ? B * Hkv : 1);
+    /* Segments of 64 keys (two chunks) where the heads of a KV head carry much output (G Dv
+     * > 256 at D <= 128: TinyLlama), else of one chunk (SmolLM2: few heads; Gemma 3: D 256,
+     * each chunk costs more), at most 64 of them (the merge) and ~2 blocks per SM. From the
+     * split sweep of bench/cuda_nn_dec.c on an H100 (us per launch, cold, this plan's
+     * choice against the previous one's): TinyLlama 640/600 10.4 vs 10.9, 2048/600 10.7 vs
+     * 12.5, 2048/2000 12.1 vs 13.0, 4096/4000 the same 15.7; Gemma 3 2048/600 11.1 vs 13.9,
+     * 4096/4000 19.0 vs 23.8; SmolLM2 unchanged up to 2048. */
+    const int64_t ks = D > 128 || Dv > 128 || G * Dv <= 256 ? dn_kc(D, Dv) : 2 * dn_kc(D, Dv);
+    const int64_t heads = B * Hkv > 0 ? B * Hkv : 1;
+    int64_t n = (Tk + ks - 1) / ks, cap = 2 * (int64_t)sm_count / heads;
     if (n > cap) n = cap;
-    if (n > NN_SDPA_MAX_SPLIT) n = NN_SDPA_MAX_SPLIT;
+    if (n > 64) n = 64;
+    if (n > NN_SDPA_DEC_MAX_SPLIT) n = NN_SDPA_DEC_MAX_SPLIT;
     return n < 1 ? 1 : (int)n;
 }
 
 extern "C" cudaError_t nn_sdpa_dec_run(const nn_sdpa *a, cudaStream_t s)
 {
     if (!nn_sdpa_dec_ok(a->Hq, a->Hkv, a->Tq, a->D, a->Dv) || a->kdt != a->vdt || a->n_split < 1 ||
-        (a->n_split > 1 && (!a->part || !a->count)) || a->B * a->Hkv > 65535)
+        a->n_split > NN_SDPA_DEC_MAX_SPLIT || (a->n_split > 1 && (!a->part || !a->count)) || a->B * a->Hkv > 65535 ||
+        a->Tk > INT32_MAX / 2)
         return cudaErrorInvalidValue;
-    return a->kdt == CT_F16 ? dc_dispatch<__half>(a, s) : dc_dispatch<float>(a, s);
+    return a->kdt == CT_F16 ? dn_dispatch<__half>(a, s) : dn_dispatch<float>(a, s);
 }

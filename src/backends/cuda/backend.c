@@ -157,6 +157,7 @@ static void dev_free(cuda_devx *x)
     if (d->stream) cudaStreamSynchronize(d->stream);
     if (d->blas) cublasDestroy(d->blas);
     if (x->blas_ws) cudaFree(x->blas_ws);
+    if (d->sdpa_count) cudaFree(d->sdpa_count);
     for (int i = 0; i < x->n_ev_pool; i++) cudaEventDestroy(x->ev_pool[i]);
     cuda_alloc_destroy(&x->alloc);
     if (d->stream) cudaStreamDestroy(d->stream);
@@ -182,6 +183,12 @@ static ct_status cu_device_init(ct_device *dev, int index)
     if (s == CT_OK) s = cuda_status(cudaStreamCreateWithFlags(&x->d.stream, cudaStreamNonBlocking), dev, "stream");
     if (s == CT_OK) s = cuda_status(cudaMemGetInfo(&free_b, &total_b), dev, "cudaMemGetInfo");
     if (s == CT_OK) s = cuda_status(cudaMalloc(&x->blas_ws, CUDA_BLAS_WS), dev, "cuBLAS workspace");
+    if (s == CT_OK)
+        s = cuda_status(cudaMalloc((void **)&x->d.sdpa_count, sizeof(unsigned) * CUDA_SDPA_COUNTERS), dev,
+                        "attention merge counters");
+    if (s == CT_OK)
+        s = cuda_status(cudaMemset(x->d.sdpa_count, 0, sizeof(unsigned) * CUDA_SDPA_COUNTERS), dev,
+                        "zeroing the attention merge counters");
     if (s == CT_OK) s = cuda_blas_status(cublasCreate(&x->d.blas), dev, "cublasCreate");
     if (s == CT_OK) s = cuda_blas_status(cublasSetStream(x->d.blas, x->d.stream), dev, "cublasSetStream");
     if (s == CT_OK)

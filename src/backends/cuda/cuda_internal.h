@@ -29,8 +29,12 @@ typedef struct cuda_dev {
     size_t smem_optin;     /* largest dynamic shared memory a block may opt into */
     bool allow_tf32;       /* CTORCH_CUDA_TF32=1: f32 GEMMs may use TF32 */
     bool capturing;        /* inside step_capture: no cudaMalloc, no host sync */
+    unsigned *sdpa_count;  /* CUDA_SDPA_COUNTERS merge counters of the decode attention, zeroed once:
+                            * the kernel leaves them zero, so no memset (graph node) per launch */
     void *alloc;           /* the caching allocator (backend.c) */
 } cuda_dev;
+
+#define CUDA_SDPA_COUNTERS 4096
 
 static inline cuda_dev *cuda_of(const ct_device *d) { return (cuda_dev *)d->priv; }
 

@@ -237,16 +237,17 @@ static ct_status run_sdpa(ct_device *dev, const ct_op *op)
     a.n_split = nn_sdpa_plan(&a, cd->sm_count);
     size_t part_bytes = 0;
     if (a.n_split > 1) {
-        /* the partials, then one merge counter per KV head (zeroed here, in stream order) */
-        size_t floats = (size_t)a.n_split * (size_t)(a.B * a.Hq * a.Tq) * (size_t)(a.Dv + 2);
-        size_t counters = (size_t)(a.B * a.Hkv);
+        /* the partials, then (when the device's own zeroed counters are too few) one merge
+         * counter per KV head, zeroed here in stream order */
+        size_t floats = (size_t)a.n_split * (size_t)(a.B * a.Hq * a.Tq) * (size_t)((a.Dv + 3) / 4 * 4 + 2);
+        size_t counters = a.B * a.Hkv <= CUDA_SDPA_COUNTERS ? 0 : (size_t)(a.B * a.Hkv);
         part_bytes = sizeof(float) * floats + sizeof(unsigned) * counters;
         void *p;
         ct_status s = cuda_tmp_alloc(dev, part_bytes, &p);
         if (s != CT_OK) return s;
         a.part = p;
-        a.count = (unsigned *)(a.part + floats);
-        cudaError_t e = cudaMemsetAsync(a.count, 0, sizeof(unsigned) * counters, cd->stream);
+        a.count = counters ? (unsigned *)(a.part + floats) : cd->sdpa_count;
+        cudaError_t e = counters ? cudaMemsetAsync(a.count, 0, sizeof(unsigned) * counters, cd->stream) : cudaSuccess;
         if (e != cudaSuccess) {
             cuda_tmp_free(dev, p, part_bytes);
             return cuda_status(e, dev, "sdpa: zeroing the merge counters");

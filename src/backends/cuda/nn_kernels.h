@@ -104,8 +104,10 @@ typedef struct nn_sdpa {
     const float *mask;        /* f32 [B, Hq, Tq, Tk] (strides ms) or NULL */
     const void *len;          /* [1] i32/i64 attended length or NULL */
     float *out;               /* dense [B, Hq, Tq, Dv] */
-    float *part;              /* n_split > 1: [n_split][B*Hq*Tq][Dv + 2] partials */
-    unsigned *count;          /* n_split > 1: B*Hkv counters, zero before the launch, or NULL */
+    float *part;              /* n_split > 1: n_split * B*Hq*Tq * (Dv rounded up to 4, + 2) floats
+                               * of partials, laid out by each kernel */
+    unsigned *count;          /* n_split > 1: B*Hkv counters, zero before the launch (the decode
+                               * kernel leaves them zero again), or NULL */
     int64_t qs[4], ks[4], vs[4], ms[4];
     ct_dtype kdt, vdt, ldt;
     int64_t B, Hq, Hkv, Tq, Tk, D, Dv;
@@ -115,6 +117,7 @@ typedef struct nn_sdpa {
     int n_split;              /* key segments (each block one), merged by the last block or a second kernel */
 } nn_sdpa;
 #define NN_SDPA_MAX_SPLIT 64
+#define NN_SDPA_DEC_MAX_SPLIT 256 /* the decode kernel's segments (attention_dec.cu) */
 #define NN_SDPA_TC_MIN_TQ 32 /* prefill on tensor cores from this many query positions */
 /* nn_sdpa_run picks, in order: prefill on tensor cores (attention_tc.cu) when
  * nn_sdpa_tc_ok (f16 operands, n_split ignored); decode (attention_dec.cu) when
@@ -126,7 +129,7 @@ int nn_sdpa_dec_ok(int64_t Hq, int64_t Hkv, int64_t Tq, int64_t D, int64_t Dv);
 int nn_sdpa_plan(const nn_sdpa *a, int sm_count);
 cudaError_t nn_sdpa_tc_run(const nn_sdpa *a, cudaStream_t s);
 cudaError_t nn_sdpa_dec_run(const nn_sdpa *a, cudaStream_t s);
-int nn_sdpa_dec_splits(int64_t B, int64_t Hkv, int64_t Tk, int sm_count);
+int nn_sdpa_dec_splits(int64_t B, int64_t Hkv, int64_t Tk, int64_t D, int64_t Dv, int64_t G, int sm_count);
 /* Shared memory one attention block needs for head dims D, Dv (bytes). */
 size_t nn_sdpa_smem(int64_t D, int64_t Dv);
 /* How many key segments to use for this shape on a device with sm_count SMs. */

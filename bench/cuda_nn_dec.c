@@ -1,0 +1,245 @@
+/* `ctorch-bench-cuda-nn dec [rounds [case]]`: the decode attention kernel alone, without the
+ * eager path's per-op cost: nn_sdpa_dec_run launched 22 times (one per layer of a
+ * TinyLlama-sized model, each layer with a cache of its own) captured in one CUDA graph,
+ * timed with events around the graph's replay; us per launch. "hot" replays the graph back
+ * to back (the caches stay in L2 where they fit), "cold" writes a 256 MiB buffer before each
+ * replay (in a decode step the weights stream through L2 between two layers' attention).
+ * Next to it: the kernel of main 71ea924 (cuda_dec_old.cu) on the same data, an empty
+ * kernel of the same grid (cuda_dec_floor.cu: the launch cost in a graph), and the largest
+ * difference between the old and new outputs relative to the largest output (a sanity
+ * check: both are f32 throughout, so ~1e-7). Shapes: TinyLlama (32 query heads, 4 KV heads,
+ * D 64), SmolLM2 135M (9, 3, 64), Gemma 3 270M (4, 1, 256; its local layers have a window of
+ * 512); f16 caches of Tk slots attended to L (the length in a device tensor). Then the new
+ * kernel at other split counts than nn_sdpa_plan's, for the planner.
+ * Measured on an H100 (2026-11-24, us per launch, cold; old -> new, empty kernel 1.0-1.2):
+ *   TinyLlama 512 (64) 14.7 -> 9.6, 512 (128) 15.3 -> 7.7, 640 (600) 19.1 -> 10.9,
+ *     2048 (600) 16.2 -> 12.5, 2048 (2000) 18.2 -> 13.0, 4096 (4000) 23.9 -> 15.7
+ *   SmolLM2 640 (600) 12.1 -> 7.7, 2048 (600) 10.6 -> 8.8, 4096 (4000) 15.1 -> 13.3
+ *   Gemma global 640 (600) 34.8 -> 10.8, 2048 (600) 28.4 -> 13.9, 4096 (4000) 43.4 -> 23.8
+ * with one 32-key chunk per segment; the split sweep of the same run led to the planner's
+ * 64-key segments for TinyLlama and at most 64 segments (nn_sdpa_dec_splits). */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cuda/nn_kernels.h"
+
+cudaError_t nn_sdpa_dec_run_old(const nn_sdpa *a, cudaStream_t s);
+int nn_sdpa_dec_splits_old(int64_t B, int64_t Hkv, int64_t Tk, int sm_count);
+cudaError_t nn_sdpa_dec_floor(const nn_sdpa *a, cudaStream_t s);
+
+enum { N_LAYERS = 22 };
+
+#define CK(x)                                                                                                         \
+    do {                                                                                                              \
+        cudaError_t e_ = (x);                                                                                         \
+        if (e_ != cudaSuccess) {                                                                                      \
+            fprintf(stderr, "bench dec: %s: %s\n", #x, cudaGetErrorString(e_));                                      \
+            exit(1);                                                                                                  \
+        }                                                                                                             \
+    } while (0)
+
+/* f32 -> f16 bits (round to nearest; the values here are normal and small) */
+static uint16_t f2h(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u, e = (x >> 23) & 0xffu, m = x & 0x7fffffu;
+    if (e < 103) return (uint16_t)sign;
+    if (e < 113) { /* subnormal half */
+        m |= 0x800000u;
+        return (uint16_t)(sign | (m >> (126 - e)));
+    }
+    uint32_t h = sign | ((e - 112) << 10) | (m >> 13);
+    if (m & 0x1000u) h++;
+    return (uint16_t)h;
+}
+
+static uint64_t g_rng = 88172645463325252ull;
+static float urand(void)
+{
+    g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
+    return (float)((g_rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+typedef struct dshape {
+    const char *name;
+    int64_t Hq, Hkv, D;
+    int64_t window;
+} dshape;
+
+typedef struct dcase {
+    float *q;
+    void *k[N_LAYERS], *v[N_LAYERS];
+    float *out[N_LAYERS], *part;
+    unsigned *count;
+    int32_t *len;
+    void *flush;
+    size_t flush_bytes;
+    cudaStream_t s;
+} dcase;
+
+typedef cudaError_t (*run_fn)(const nn_sdpa *, cudaStream_t);
+
+/* us per launch: best of `rounds` replays of a graph of N_LAYERS launches */
+static double time_graph(dcase *c, const nn_sdpa *base, run_fn run, int rounds, int cold)
+{
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal));
+    for (int l = 0; l < N_LAYERS; l++) {
+        nn_sdpa a = *base;
+        a.k = c->k[l], a.v = c->v[l], a.out = c->out[l];
+        if (run(&a, c->s) != cudaSuccess) {
+            fprintf(stderr, "bench dec: launch refused\n");
+            exit(1);
+        }
+    }
+    CK(cudaStreamEndCapture(c->s, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    CK(cudaGraphLaunch(ge, c->s)); /* warm-up */
+    float best = 1e30f;
+    for (int r = 0; r < rounds; r++) {
+        if (cold) CK(cudaMemsetAsync(c->flush, r & 0xff, c->flush_bytes, c->s));
+        CK(cudaEventRecord(e0, c->s));
+        int reps = cold ? 1 : 10;
+        for (int i = 0; i < reps; i++) CK(cudaGraphLaunch(ge, c->s));
+        CK(cudaEventRecord(e1, c->s));
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        ms /= (float)reps;
+        if (ms < best) best = ms;
+    }
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    CK(cudaGraphExecDestroy(ge));
+    CK(cudaGraphDestroy(g));
+    return 1e3 * best / N_LAYERS;
+}
+
+static void setup(dcase *c, const dshape *sh, int64_t Tk)
+{
+    size_t kn = (size_t)(sh->Hkv * Tk * sh->D), qn = (size_t)(sh->Hq * sh->D);
+    uint16_t *h = malloc(sizeof(uint16_t) * kn);
+    float *qh = malloc(sizeof(float) * qn);
+    if (!h || !qh) exit(1);
+    CK(cudaMalloc((void **)&c->q, sizeof(float) * qn));
+    for (size_t i = 0; i < qn; i++) qh[i] = urand();
+    CK(cudaMemcpy(c->q, qh, sizeof(float) * qn, cudaMemcpyHostToDevice));
+    for (int l = 0; l < N_LAYERS; l++) {
+        for (int kv = 0; kv < 2; kv++) {
+            void **p = kv ? &c->v[l] : &c->k[l];
+            if (l < 2) /* two layers of distinct values; the rest repeat them at addresses of their own */
+                for (size_t i = 0; i < kn; i++) h[i] = f2h(urand());
+            CK(cudaMalloc(p, sizeof(uint16_t) * kn));
+            CK(cudaMemcpy(*p, h, sizeof(uint16_t) * kn, cudaMemcpyHostToDevice));
+        }
+        CK(cudaMalloc((void **)&c->out[l], sizeof(float) * (size_t)(sh->Hq * sh->D)));
+    }
+    CK(cudaMalloc((void **)&c->part, sizeof(float) * NN_SDPA_DEC_MAX_SPLIT * (size_t)(sh->Hq * ((sh->D + 3) / 4 * 4 + 2))));
+    CK(cudaMalloc((void **)&c->count, sizeof(unsigned) * 64));
+    CK(cudaMemset(c->count, 0, sizeof(unsigned) * 64));
+    CK(cudaMalloc((void **)&c->len, sizeof(int32_t)));
+    free(h);
+    free(qh);
+}
+
+static void teardown(dcase *c)
+{
+    cudaFree(c->q);
+    for (int l = 0; l < N_LAYERS; l++) cudaFree(c->k[l]), cudaFree(c->v[l]), cudaFree(c->out[l]);
+    cudaFree(c->part);
+    cudaFree(c->count);
+    cudaFree(c->len);
+}
+
+/* max |new - old| / max |old| over layer 0's output */
+static double out_diff(const dcase *c, const nn_sdpa *a, int sm)
+{
+    size_t n = (size_t)(a->Hq * a->Dv);
+    float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
+    nn_sdpa o = *a;
+    o.k = c->k[0], o.v = c->v[0], o.out = c->out[0];
+    CK(nn_sdpa_dec_run(&o, c->s));
+    CK(cudaMemcpyAsync(x, o.out, sizeof(float) * n, cudaMemcpyDeviceToHost, c->s));
+    o.n_split = nn_sdpa_dec_splits_old(1, a->Hkv, a->Tk, sm);
+    CK(nn_sdpa_dec_run_old(&o, c->s));
+    CK(cudaMemcpyAsync(y, o.out, sizeof(float) * n, cudaMemcpyDeviceToHost, c->s));
+    CK(cudaStreamSynchronize(c->s));
+    double md = 0, mo = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)x[i] - y[i]);
+        if (!(d <= md)) md = d; /* NaN sticks */
+        if (fabs(y[i]) > mo) mo = fabs(y[i]);
+    }
+    free(x), free(y);
+    return mo > 0 ? md / mo : md;
+}
+
+/* only: -1, or one case (shape index * 100 + length index), for a profiler */
+int bench_dec(int rounds, int only)
+{
+    int sm = 0;
+    CK(cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, 0));
+    static const dshape shapes[] = {{"tinyllama", 32, 4, 64, 0},
+                                    {"smollm2-135m", 9, 3, 64, 0},
+                                    {"gemma3-270m global", 4, 1, 256, 0},
+                                    {"gemma3-270m local", 4, 1, 256, 512}};
+    static const int64_t lens[][2] = {{512, 64}, {512, 128}, {640, 600}, {2048, 600}, {2048, 2000}, {4096, 4000}};
+    dcase c = {0};
+    CK(cudaStreamCreateWithFlags(&c.s, cudaStreamNonBlocking));
+    c.flush_bytes = (size_t)256 << 20;
+    CK(cudaMalloc(&c.flush, c.flush_bytes));
+    printf("| decode attention, f16 cache, %d launches per graph | Tk (attended) | old: splits, us hot / cold | new: "
+           "splits, us hot / cold | empty kernel, same grid: us hot | new vs old, max rel diff |\n"
+           "|---|---|---|---|---|---|\n",
+           N_LAYERS);
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const dshape *sh = &shapes[si];
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            if (only >= 0 && only != (int)(si * 100 + li)) continue;
+            int64_t Tk = lens[li][0];
+            int32_t L = (int32_t)lens[li][1];
+            setup(&c, sh, Tk);
+            CK(cudaMemcpy(c.len, &L, sizeof L, cudaMemcpyHostToDevice));
+            nn_sdpa a = {.q = c.q, .len = c.len, .part = c.part, .count = c.count, .kdt = CT_F16, .vdt = CT_F16,
+                         .ldt = CT_I32, .B = 1, .Hq = sh->Hq, .Hkv = sh->Hkv, .Tq = 1, .Tk = Tk, .D = sh->D,
+                         .Dv = sh->D, .scale = (float)(1.0 / sqrt((double)sh->D)), .causal = 1, .window = sh->window};
+            a.qs[0] = sh->Hq * sh->D, a.qs[1] = sh->D, a.qs[2] = sh->D, a.qs[3] = 1;
+            a.ks[0] = sh->Hkv * Tk * sh->D, a.ks[1] = Tk * sh->D, a.ks[2] = sh->D, a.ks[3] = 1;
+            memcpy(a.vs, a.ks, sizeof a.ks);
+            nn_sdpa o = a;
+            o.n_split = nn_sdpa_dec_splits_old(1, sh->Hkv, Tk, sm);
+            double oh = time_graph(&c, &o, nn_sdpa_dec_run_old, rounds, 0);
+            double oc = time_graph(&c, &o, nn_sdpa_dec_run_old, rounds, 1);
+            a.n_split = nn_sdpa_plan(&a, sm);
+            double nh = time_graph(&c, &a, nn_sdpa_dec_run, rounds, 0);
+            double nc = time_graph(&c, &a, nn_sdpa_dec_run, rounds, 1);
+            double fh = time_graph(&c, &a, nn_sdpa_dec_floor, rounds, 0);
+            printf("| %s | %lld (%d) | %d: %.2f / %.2f | %d: %.2f / %.2f | %.2f | %.1e |\n", sh->name, (long long)Tk, L,
+                   o.n_split, oh, oc, a.n_split, nh, nc, fh, out_diff(&c, &a, sm));
+            fflush(stdout);
+            if (li >= 2) { /* the planner's choice against halving and doubling the segments */
+                int alt[2] = {a.n_split * 2, (a.n_split + 1) / 2};
+                for (int i = 0; i < 2; i++) {
+                    if (alt[i] < 1 || alt[i] > NN_SDPA_DEC_MAX_SPLIT || alt[i] == a.n_split) continue;
+                    nn_sdpa b = a;
+                    b.n_split = alt[i];
+                    printf("|  (new at %d splits) | | | %d: %.2f / %.2f | | |\n", alt[i], alt[i],
+                           time_graph(&c, &b, nn_sdpa_dec_run, rounds, 0), time_graph(&c, &b, nn_sdpa_dec_run, rounds, 1));
+                }
+            }
+            teardown(&c);
+        }
+    }
+    cudaFree(c.flush);
+    cudaStreamDestroy(c.s);
+    return 0;
+}
