@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "backends/cuda/fuse_kernels.h"
+#include "backends/cuda/pdl.cuh"
 
 static __device__ __forceinline__ void st_any(void *p, int64_t i, ct_dtype dt, float v)
 {
@@ -56,21 +57,10 @@ static __device__ void rope_item(const fusek_prologue &p, int r, int64_t h, int6
     }
 }
 
-/* Programmatic dependent launch (sm_90; no-ops elsewhere and when launched without it):
- * the next kernel may start at once, and this one waits for its predecessor only once its
- * own setup (the frequencies, a double pow each) is done. */
-static __device__ __forceinline__ void pdl_launch_next()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-static __device__ __forceinline__ void pdl_wait()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
+/* PDL (pdl.cuh): this kernel's setup (the frequencies, a double pow each) runs before it
+ * waits for the q/k/v job that precedes it. */
+using cupdl::pdl_launch_next;
+using cupdl::pdl_wait;
 
 /* base^(-j / half) of pair j: theta = pos * freq_scale * this, in the nn group's rope
  * kernel's order of roundings. */
@@ -123,20 +113,6 @@ __global__ void rope_rows_kernel(fusek_prologue p)
     }
 }
 
-/* PDL where the device has it (sm_90+) and CTORCH_CUDA_PDL is not 0, read once. */
-static bool pdl_ok()
-{
-    static int ok = -1;
-    if (ok < 0) {
-        int dev = 0, major = 0;
-        cudaGetDevice(&dev);
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-        const char *e = getenv("CTORCH_CUDA_PDL");
-        ok = major >= 9 && !(e && e[0] == '0');
-    }
-    return ok != 0;
-}
-
 extern "C" cudaError_t fusek_rope_rows(const fusek_prologue *p, cudaStream_t s)
 {
     int64_t total = 0, per = (p->D + 1) / 2;
@@ -145,15 +121,6 @@ extern "C" cudaError_t fusek_rope_rows(const fusek_prologue *p, cudaStream_t s)
         if (p->rows[w].from_rope < 0) total += p->rows[w].n * p->rows[w].cols;
     if (total == 0) return cudaSuccess;
     int64_t blocks = (total + 255) / 256;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)(blocks < 1024 ? blocks : 1024));
-    cfg.blockDim = dim3(256);
-    cfg.stream = s;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = pdl_ok() ? 1 : 0;
-    cudaError_t e = cudaLaunchKernelEx(&cfg, rope_rows_kernel, *p);
+    cudaError_t e = cupdl::launch_pdl(rope_rows_kernel, (unsigned)(blocks < 1024 ? blocks : 1024), 256, s, *p);
     return e != cudaSuccess ? e : cudaGetLastError();
 }

@@ -10,6 +10,7 @@
 
 #include <type_traits>
 
+#include "backends/cuda/pdl.cuh"
 #include "backends/cuda/quant_deq.cuh"
 #include "backends/cuda/quant_fused_seg.cuh"
 #include "backends/cuda/quant_kernels.h"
@@ -18,24 +19,13 @@ namespace cufu {
 
 constexpr int FU_THREADS = 256, FU_WARPS = FU_THREADS / 32;
 
-/* Programmatic dependent launch (sm_90): every kernel here lets the next kernel of the
- * stream start at once (launch_dependents), and waits for its own predecessor only where
- * it first reads what that one wrote (wait: the predecessor has completed and its writes
- * are visible). A job kernel prefetches its weights into L2 before it waits, so the weight
- * stream overlaps the norm, the previous job or the launch latency. No-ops where the
- * kernel was launched without the attribute. */
-__device__ __forceinline__ void pdl_launch_next()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_wait()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
+/* Every kernel here lets the next one start at once and waits for its predecessor only
+ * where it first reads what that one wrote (pdl.cuh); a job kernel prefetches its weights
+ * into L2 before it waits, so the weight stream overlaps the norm, the previous job or the
+ * launch latency. */
+using cupdl::launch_pdl;
+using cupdl::pdl_launch_next;
+using cupdl::pdl_wait;
 
 /* Device facts read once: whether to launch with PDL (sm_90+, not CTORCH_CUDA_PDL=0) and
  * the L2 size (jobs up to half of it prefetch their weights). */
@@ -54,8 +44,7 @@ inline const DevFacts &dev_facts()
         cudaGetDevice(&dev);
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
         cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev);
-        const char *e = getenv("CTORCH_CUDA_PDL");
-        f.pdl = major >= 9 && !(e && e[0] == '0');
+        f.pdl = cupdl::pdl_enabled();
         f.l2 = l2 > 0 ? (size_t)l2 : 0;
         const char *pf = getenv("CTORCH_CUDA_PREFETCH");
         if (pf && pf[0] == '0') f.l2 = 0;
@@ -66,22 +55,6 @@ inline const DevFacts &dev_facts()
         done = true;
     }
     return f;
-}
-
-/* Launches kern<<<grid, threads>>>(args...) on st, with PDL where the device has it. */
-template <typename... KArgs, typename... Args>
-inline void launch_pdl(void (*kern)(KArgs...), unsigned grid, unsigned threads, cudaStream_t st, Args... args)
-{
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(grid);
-    cfg.blockDim = dim3(threads);
-    cfg.stream = st;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = dev_facts().pdl ? 1 : 0;
-    (void)cudaLaunchKernelEx(&cfg, kern, args...); /* an error stays for cuda_check_launch */
 }
 
 struct FuPart {
