@@ -260,25 +260,7 @@ static void time_matvec(ct_dtype t, int64_t N, int64_t K, int64_t M, int sm, cud
     /* enough copies for 4x a 50 MiB L2 (H100) / 60 MiB (H200), at least 2 */
     int copies = (int)(((size_t)256 << 20) / wbytes) + 2;
     if (copies > 64) copies = 64;
-    float *hf = malloc(sizeof(float) * (size_t)K);
-    char *hq = malloc(wbytes);
-    unsigned seed = 12345;
-    /* 64 distinct quantized rows, tiled: the values do not change the speed, and the
-     * reference quantizers are slow on 10^8 elements */
-    for (int64_t n = 0; n < N; n++) {
-        if (n >= 64) {
-            memcpy(hq + (size_t)n * rb, hq + (size_t)(n % 64) * rb, rb);
-            continue;
-        }
-        for (int64_t k = 0; k < K; k++) {
-            seed = seed * 1664525u + 1013904223u;
-            hf[k] = (float)((int)(seed >> 9) - (1 << 22)) / (float)(1 << 22);
-        }
-        if (quant_quantize_row(t, hf, hq + (size_t)n * rb, K) != CT_OK) {
-            fprintf(stderr, "quantize %s failed\n", ct_dtype_name(t));
-            exit(1);
-        }
-    }
+    char *hq = host_weight(t, N, K, rb);
     void **w = malloc(sizeof(void *) * (size_t)copies);
     for (int c = 0; c < copies; c++) {
         CHECK_CUDA(cudaMalloc(&w[c], wbytes));
@@ -328,7 +310,6 @@ static void time_matvec(ct_dtype t, int64_t N, int64_t K, int64_t M, int sm, cud
     CHECK_CUDA(cudaFree(out));
     CHECK_CUDA(cudaFree(tmp));
     free(w);
-    free(hf);
     free(hq);
 }
 

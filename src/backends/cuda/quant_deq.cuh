@@ -320,6 +320,21 @@ __device__ __forceinline__ void deq_chunk(const uint8_t *row, int c, float *v, i
     for (int i = 0; i < 16; i++) v[i] = fmaf(a, byte_f<F::SIGNED>(q, i), b);
 }
 
+/* s + the 8 products of v with x[0..8) (16-byte aligned, read through the read-only
+ * cache), fused in order: the dequantized run of a chunk against f32 x. */
+__device__ __forceinline__ float dot8(const float *__restrict__ x, const float *v, float s)
+{
+    float4 a = __ldg((const float4 *)x), b = __ldg((const float4 *)x + 1);
+    s = fmaf(v[0], a.x, s);
+    s = fmaf(v[1], a.y, s);
+    s = fmaf(v[2], a.z, s);
+    s = fmaf(v[3], a.w, s);
+    s = fmaf(v[4], b.x, s);
+    s = fmaf(v[5], b.y, s);
+    s = fmaf(v[6], b.z, s);
+    return fmaf(v[7], b.w, s);
+}
+
 } // namespace cuq
 
 /* Calls BODY with F bound to the format struct of ct_dtype t; `fallback` otherwise. */

@@ -139,18 +139,7 @@ __device__ __forceinline__ void dot_q(const uint8_t *__restrict__ row, int u0, i
     }
 }
 
-__device__ __forceinline__ float dot8(const float *__restrict__ x, const float *v, float s)
-{
-    float4 a = __ldg((const float4 *)x), b = __ldg((const float4 *)x + 1);
-    s = fmaf(v[0], a.x, s);
-    s = fmaf(v[1], a.y, s);
-    s = fmaf(v[2], a.z, s);
-    s = fmaf(v[3], a.w, s);
-    s = fmaf(v[4], b.x, s);
-    s = fmaf(v[5], b.y, s);
-    s = fmaf(v[6], b.z, s);
-    return fmaf(v[7], b.w, s);
-}
+using cuq::dot8;
 
 /* acc[m] += this lane's chunks of a quantized row, dequantized, times x in f32 (one row of
  * x and a small weight: no launch to quantize x, and x exact). */

@@ -41,18 +41,6 @@ template <typename Kern> int64_t resident_warps(Kern k, int sm_count, int &cache
     return (int64_t)sm_count * cache * MV_WARPS;
 }
 
-__device__ __forceinline__ float dot8(const float *__restrict__ x, const float *v)
-{
-    float4 a = __ldg((const float4 *)x), b = __ldg((const float4 *)x + 1);
-    float s = v[0] * a.x;
-    s = fmaf(v[1], a.y, s);
-    s = fmaf(v[2], a.z, s);
-    s = fmaf(v[3], a.w, s);
-    s = fmaf(v[4], b.x, s);
-    s = fmaf(v[5], b.y, s);
-    s = fmaf(v[6], b.z, s);
-    return fmaf(v[7], b.w, s);
-}
 
 template <class F, int M>
 __global__ void __launch_bounds__(MV_THREADS) mv_kernel(const uint8_t *__restrict__ w, size_t w_row,
@@ -75,7 +63,8 @@ __global__ void __launch_bounds__(MV_THREADS) mv_kernel(const uint8_t *__restric
             int ea, eb;
             cuq::deq_chunk<F>(row, c, v, ea, eb);
 #pragma unroll
-            for (int m = 0; m < M; m++) acc[m] += dot8(x + m * x_row + ea, v) + dot8(x + m * x_row + eb, v + 8);
+            for (int m = 0; m < M; m++)
+                acc[m] += cuq::dot8(x + m * x_row + ea, v, 0.0f) + cuq::dot8(x + m * x_row + eb, v + 8, 0.0f);
         }
     }
 #pragma unroll
