@@ -1,17 +1,12 @@
 /* The KV cache: per layer one key and one value tensor laid out
  * [n_head_kv, n_ctx, head_dim], so the first n positions are a narrow along
  * dim 1 that ct_sdpa reads directly as [Hkv, Tk, D]. */
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "core/backend.h"
 #include "core/tensor.h"
 #include "llm/model.h"
 
-/* A layer's cache lives where the layer's key projection was placed (llm_model_place), so
- * attention runs beside its weights and --gpu-layers needs no model code naming a device.
- * A cache that does not fit there (an oversized context) stays on the host: that layer's
- * attention then runs on the CPU, like llama.cpp's partial offload, instead of failing. */
 /* A host-resident cache needs the CPU: with a chain like "cuda" alone, its attention and
  * row writes would have no device that can reach it. */
 static bool chain_has_cpu(void)
@@ -24,6 +19,11 @@ static bool chain_has_cpu(void)
     return false;
 }
 
+/* A layer's cache lives where the layer's key projection was placed (llm_model_place), so
+ * attention runs beside its weights and --gpu-layers needs no model code naming a device.
+ * A cache that does not fit there (an oversized context) stays on the host: that layer's
+ * attention then runs on the CPU, like llama.cpp's partial offload, instead of failing
+ * (when the chain has a CPU). */
 static ct_status place_like(const ct_tensor *k, const ct_tensor *v, const ct_tensor *wk, int layer)
 {
     const ct_device_info *home = wk && wk->st->home ? &wk->st->home->info : NULL;
@@ -32,14 +32,12 @@ static ct_status place_like(const ct_tensor *k, const ct_tensor *v, const ct_ten
     if (s == CT_OK) s = ct_tensor_place(v, home->name);
     if (s != CT_ERR_DEVICE_OOM && s != CT_ERR_OOM) return s;
     double mib = (double)(ct_tensor_nbytes(k) + ct_tensor_nbytes(v)) / (1 << 20);
-    char why[256]; /* core_err writes the buffer ct_last_error reads */
-    snprintf(why, sizeof why, "%s", ct_last_error());
     if (!chain_has_cpu())
         return core_err(s, "KV cache of layer %d (%.1f MiB) does not fit on %s (%s), and the device chain has no CPU "
                            "to keep it on the host: use a smaller context (-c) or add cpu to the chain (-d %s,cpu)",
-                        layer, mib, home->name, why, home->name);
+                        layer, mib, home->name, ct_last_error(), home->name);
     core_log(CT_LOG_WARN, "KV cache of layer %d (%.1f MiB) does not fit on %s (%s): kept on the host", layer, mib,
-             home->name, why);
+             home->name, ct_last_error());
     ct_status r = ct_tensor_place(k, "cpu");
     return r == CT_OK ? ct_tensor_place(v, "cpu") : r;
 }
