@@ -208,12 +208,30 @@ static bool rows_of(const ct_tensor *src, const ct_tensor *rdst)
            (src->shape[0] <= 1 || src->stride[0] == rdst->shape[2]);
 }
 
+/* A per-head RMS norm a rope may take in the group: x [1, H, D] f32 with unit stride along D,
+ * its weight a dense vector of D. */
+static bool norm_head(const ct_op *op)
+{
+    const ct_tensor *x = op->src[0], *w = op->n_src > 1 ? op->src[1] : NULL;
+    if (!norm_plain(op) || !w || x->ndim != 3 || x->shape[0] != 1 || (x->shape[2] > 1 && x->stride[2] != 1))
+        return false;
+    return w->ndim == 1 && w->shape[0] == x->shape[2] && (w->shape[0] <= 1 || w->stride[0] == 1) &&
+           (w->dtype == CT_F32 || w->dtype == CT_F16 || w->dtype == CT_BF16);
+}
+
 static bool rope_safe(const ct_op *ops, const fuse_group *g)
 {
     io_set s = {0};
     for (int r = 0; r < g->n_rope; r++) {
         const ct_op *op = &ops[g->rope[r]];
-        add_in(&s, op->src[0]);
+        if (g->rope_norm[r] >= 0) { /* the rope reads the norm's dst exactly as the group writes it */
+            const ct_op *nm = &ops[g->rope_norm[r]];
+            add_in(&s, nm->src[0]);
+            add_in(&s, nm->src[1]);
+            add_out(&s, nm->dst);
+        } else {
+            add_in(&s, op->src[0]);
+        }
         add_in(&s, op->src[1]);
         add_out(&s, op->dst);
     }
@@ -226,14 +244,35 @@ static bool rope_safe(const ct_op *ops, const fuse_group *g)
     return io_safe(&s);
 }
 
+/* Each leading norm is the one rope whose x is exactly its dst; false when a norm feeds
+ * no rope (it would then run out of order). */
+static bool match_rope_norms(const ct_op *ops, int first, fuse_group *g)
+{
+    for (int r = 0; r < g->n_rope; r++) {
+        g->rope_norm[r] = -1;
+        for (int k = 0; k < g->n_norm; k++)
+            if (fuse_same_view(ops[g->rope[r]].src[0], ops[first + k].dst)) g->rope_norm[r] = first + k;
+    }
+    for (int k = 0; k < g->n_norm; k++) {
+        bool used = false;
+        for (int r = 0; r < g->n_rope; r++) used |= g->rope_norm[r] == first + k;
+        if (!used) return false;
+    }
+    return true;
+}
+
 static bool try_rope(const ct_op *ops, int n, int i, const fuse_caps *caps, fuse_group *out)
 {
-    if (!caps || !caps->rope_ok || !rope_plain(&ops[i])) return false;
+    if (!caps || !caps->rope_ok) return false;
     fuse_group g = {.kind = FUSE_ROPE, .first = i, .norm = -1, .glu = -1, .add = -1};
     int j = i;
+    while (j < n && g.n_norm < FUSE_MAX_ROPE && norm_head(&ops[j])) g.n_norm++, j++;
+    if (j >= n || !rope_plain(&ops[j])) return false;
+    int r0 = j;
     while (j < n && g.n_rope < FUSE_MAX_ROPE && rope_plain(&ops[j]) &&
-           fuse_same_view(ops[j].src[1], ops[i].src[1]) && rope_params_equal(&ops[j].p.rope, &ops[i].p.rope))
+           fuse_same_view(ops[j].src[1], ops[r0].src[1]) && rope_params_equal(&ops[j].p.rope, &ops[r0].p.rope))
         g.rope[g.n_rope++] = j++;
+    if (!match_rope_norms(ops, i, &g)) return false;
     while (j < n && g.n_rows < FUSE_MAX_ROWS && rows_plain(&ops[j])) {
         int from = -1;
         for (int r = 0; r < g.n_rope; r++)
@@ -243,7 +282,7 @@ static bool try_rope(const ct_op *ops, int n, int i, const fuse_caps *caps, fuse
     }
     /* largest first: drop trailing row writes until the rest is safe and runnable */
     for (;;) {
-        g.n = g.n_rope + g.n_rows;
+        g.n = g.n_norm + g.n_rope + g.n_rows;
         if (g.n >= 2 && rope_safe(ops, &g) && caps->rope_ok(caps->ctx, ops, &g)) {
             *out = g;
             return true;
@@ -253,12 +292,37 @@ static bool try_rope(const ct_op *ops, int n, int i, const fuse_caps *caps, fuse
     }
 }
 
+/* ---- FUSE_NORM_ADD ---- */
+
+static bool try_norm_add(const ct_op *ops, int n, int i, const fuse_caps *caps, fuse_group *out)
+{
+    if (!caps || !caps->norm_add_ok || i + 1 >= n || !norm_plain(&ops[i]) || !f32_dense(ops[i].src[0])) return false;
+    const ct_op *nm = &ops[i], *a = &ops[i + 1];
+    if (a->kind != CT_OP_ADD || a->n_src != 2 || !f32_dense(a->dst) || !same_shape(a->dst, nm->dst)) return false;
+    for (int s = 0; s < 2; s++) {
+        const ct_tensor *r = a->src[1 - s];
+        if (!fuse_same_view(a->src[s], nm->dst) || !f32_dense(r) || !same_shape(r, nm->dst)) continue;
+        fuse_group g = {.kind = FUSE_NORM_ADD, .first = i, .n = 2, .norm = i, .glu = -1, .add = i + 1,
+                        .add_lin = -1, .add_res = 1 - s};
+        io_set io = {0};
+        add_in(&io, nm->src[0]);
+        add_in(&io, nm->src[1]);
+        add_in(&io, r);
+        add_out(&io, nm->dst);
+        add_out(&io, a->dst);
+        if (!io_safe(&io) || !caps->norm_add_ok(caps->ctx, ops, &g)) return false;
+        *out = g;
+        return true;
+    }
+    return false;
+}
+
 int fuse_plan(const ct_op *ops, int n, const fuse_caps *caps, fuse_group *out)
 {
     int ng = 0;
     for (int i = 0; i < n;) {
         fuse_group g;
-        if (!try_mv(ops, n, i, caps, &g) && !try_rope(ops, n, i, caps, &g))
+        if (!try_mv(ops, n, i, caps, &g) && !try_rope(ops, n, i, caps, &g) && !try_norm_add(ops, n, i, caps, &g))
             g = (fuse_group){.kind = FUSE_NONE, .first = i, .n = 1, .norm = -1, .glu = -1, .add = -1};
         out[ng++] = g;
         i += g.n;
@@ -276,7 +340,11 @@ const char *fuse_describe(const ct_op *ops, const fuse_group *g, char *buf, size
                  g->first, last);
         break;
     case FUSE_ROPE:
-        snprintf(buf, len, "rope x%d+set_rows x%d (ops %d..%d)", g->n_rope, g->n_rows, g->first, last);
+        snprintf(buf, len, "%srope x%d+set_rows x%d (ops %d..%d)", g->n_norm ? "rms_norm+" : "", g->n_rope,
+                 g->n_rows, g->first, last);
+        break;
+    case FUSE_NORM_ADD:
+        snprintf(buf, len, "rms_norm+add (ops %d..%d)", g->first, last);
         break;
     default:
         snprintf(buf, len, "%s (op %d)", op_kind_name(ops[g->first].kind), g->first);

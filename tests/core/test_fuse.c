@@ -137,7 +137,17 @@ static bool caps_rope(void *ctx, const ct_op *ops, const fuse_group *g)
     return !(g_refuse_rows && g->n_rows > 0);
 }
 
-static const fuse_caps g_caps = {NULL, caps_mv, caps_rope};
+static int g_refuse_norm_add;
+
+static bool caps_norm_add(void *ctx, const ct_op *ops, const fuse_group *g)
+{
+    (void)ctx;
+    g_calls++;
+    CHECK(ops[g->norm].kind == CT_OP_RMS_NORM && ops[g->add].kind == CT_OP_ADD);
+    return !g_refuse_norm_add;
+}
+
+static const fuse_caps g_caps = {NULL, caps_mv, caps_rope, caps_norm_add};
 
 /* Plans ops and checks that the groups tile [0, n) in order; returns the count. */
 static int plan(const ct_op *ops, int n, const fuse_caps *caps, fuse_group *out)
@@ -169,6 +179,7 @@ static void expect(const fuse_group *got, int ng, const want *w, int nw)
 
 #define MV(n) {FUSE_MV, n}
 #define RO(n) {FUSE_ROPE, n}
+#define NA(n) {FUSE_NORM_ADD, n}
 #define NO {FUSE_NONE, 1}
 #define EXPECT(got, ng, ...)                                            \
     do {                                                                \
@@ -368,6 +379,130 @@ static void test_mid_pattern(void)
     pool_free();
 }
 
+/* ---- a Gemma 3 decode layer: per-head q/k norms before the ropes, post-norms before the
+ * residual adds (n_embd 256, 4 q heads / 1 kv head of 64, n_ff 512) ---- */
+
+enum { G_NORM1, G_LQ, G_LK, G_LV, G_QN, G_KN, G_ROPEQ, G_ROPEK, G_ROWSK, G_ROWSV, G_SDPA, G_LO, G_PN, G_ADD1,
+       G_NORM2, G_LG, G_LU, G_GLU, G_LD, G_FN, G_ADD2, G_N_OPS };
+
+static ct_op norm_op(const ct_tensor *x, const ct_tensor *w, ct_tensor *y)
+{
+    ct_op o = op2(CT_OP_RMS_NORM, x, w, y);
+    o.p.norm.eps = 1e-6, o.p.norm.norm_ndim = 1;
+    return o;
+}
+
+static void build_gemma(ct_op *o)
+{
+    ct_tensor *wn = shell(1, S(256), CT_F32), *wqn = shell(1, S(64), CT_F32), *wkn = shell(1, S(64), CT_F16);
+    ct_tensor *wq = shell(2, S(256, 256), CT_F16), *wk = shell(2, S(64, 256), CT_F16), *wv = shell(2, S(64, 256), CT_F16),
+              *wo = shell(2, S(256, 256), CT_F16), *wg = shell(2, S(512, 256), CT_F16),
+              *wu = shell(2, S(512, 256), CT_F16), *wd = shell(2, S(256, 512), CT_F16);
+    ct_tensor *x = shell(2, S(1, 256), CT_F32), *h = shell(2, S(1, 256), CT_F32), *q = shell(2, S(1, 256), CT_F32),
+              *k = shell(2, S(1, 64), CT_F32), *v = shell(2, S(1, 64), CT_F32);
+    ct_tensor *qn = shell(3, S(1, 4, 64), CT_F32), *kn = shell(3, S(1, 1, 64), CT_F32);
+    ct_tensor *qr = shell(3, S(1, 4, 64), CT_F32), *kr = shell(3, S(1, 1, 64), CT_F32);
+    ct_tensor *kc = shell(2, S(4096, 64), CT_F16), *vc = shell(2, S(4096, 64), CT_F16);
+    ct_tensor *slot = shell(1, S(1), CT_I32), *pos = shell(1, S(1), CT_I32), *att = shell(4, S(1, 4, 1, 64), CT_F32);
+    ct_tensor *ao = shell(2, S(1, 256), CT_F32), *aon = shell(2, S(1, 256), CT_F32), *x1 = shell(2, S(1, 256), CT_F32),
+              *h2 = shell(2, S(1, 256), CT_F32), *g = shell(2, S(1, 512), CT_F32), *u = shell(2, S(1, 512), CT_F32),
+              *gu = shell(2, S(1, 512), CT_F32), *f = shell(2, S(1, 256), CT_F32), *fn = shell(2, S(1, 256), CT_F32),
+              *y = shell(2, S(1, 256), CT_F32);
+    ct_tensor *q3 = view(q, 3, S(1, 4, 64), S(256, 64, 1), 0), *k3 = view(k, 3, S(1, 1, 64), S(64, 64, 1), 0);
+    ct_tensor *kr2 = view(kr, 2, S(1, 64), S(64, 1), 0), *vr2 = view(v, 2, S(1, 64), S(64, 1), 0);
+    ct_tensor *att2 = view(att, 2, S(1, 256), S(256, 1), 0);
+    ct_rope_params rp = {.n_dims = 64, .freq_base = 10000, .freq_scale = 1, .mode = CT_ROPE_NEOX};
+    o[G_NORM1] = norm_op(x, wn, h);
+    o[G_LQ] = op2(CT_OP_LINEAR, h, wq, q);
+    o[G_LK] = op2(CT_OP_LINEAR, h, wk, k);
+    o[G_LV] = op2(CT_OP_LINEAR, h, wv, v);
+    o[G_QN] = norm_op(q3, wqn, qn);
+    o[G_KN] = norm_op(k3, wkn, kn);
+    o[G_ROPEQ] = op2(CT_OP_ROPE, qn, pos, qr);
+    o[G_ROPEQ].p.rope = rp;
+    o[G_ROPEK] = op2(CT_OP_ROPE, kn, pos, kr);
+    o[G_ROPEK].p.rope = rp;
+    o[G_ROWSK] = op2(CT_OP_SET_ROWS, kr2, slot, kc);
+    o[G_ROWSV] = op2(CT_OP_SET_ROWS, vr2, slot, vc);
+    o[G_SDPA] = (ct_op){.kind = CT_OP_SDPA, .n_src = 3, .src = {qr, kc, vc}, .dst = att};
+    o[G_LO] = op2(CT_OP_LINEAR, att2, wo, ao);
+    o[G_PN] = norm_op(ao, wn, aon);
+    o[G_ADD1] = op2(CT_OP_ADD, x, aon, x1);
+    o[G_NORM2] = norm_op(x1, wn, h2);
+    o[G_LG] = op2(CT_OP_LINEAR, h2, wg, g);
+    o[G_LU] = op2(CT_OP_LINEAR, h2, wu, u);
+    o[G_GLU] = op2(CT_OP_GEGLU, g, u, gu);
+    o[G_LD] = op2(CT_OP_LINEAR, gu, wd, f);
+    o[G_FN] = norm_op(f, wn, fn);
+    o[G_ADD2] = op2(CT_OP_ADD, fn, x1, y); /* the norm's output first: either order matches */
+}
+
+static void test_gemma_layer(void)
+{
+    ct_op o[G_N_OPS];
+    memset(o, 0, sizeof o);
+    build_gemma(o);
+    int ng = plan(o, G_N_OPS, &g_caps, g_out);
+    EXPECT(g_out, ng, MV(4), RO(6), NO, NO, NA(2), MV(4), NO, NA(2));
+    const fuse_group *r = &g_out[1], *p1 = &g_out[4], *p2 = &g_out[7];
+    CHECK(r->n_norm == 2 && r->n_rope == 2 && r->rope_norm[0] == G_QN && r->rope_norm[1] == G_KN && r->n_rows == 2);
+    CHECK(r->rows_rope[0] == 1 && r->rows_rope[1] == -1);
+    CHECK(p1->norm == G_PN && p1->add == G_ADD1 && p1->add_res == 0);
+    CHECK(p2->norm == G_FN && p2->add == G_ADD2 && p2->add_res == 1);
+    char buf[128];
+    CHECK(strstr(fuse_describe(o, r, buf, sizeof buf), "rms_norm+rope x2") != NULL);
+    CHECK(strstr(fuse_describe(o, p1, buf, sizeof buf), "rms_norm+add") != NULL);
+    /* the backend turning the post-norm groups down: those ops alone, the rest as before */
+    g_refuse_norm_add = 1;
+    ng = plan(o, G_N_OPS, &g_caps, g_out);
+    g_refuse_norm_add = 0;
+    EXPECT(g_out, ng, MV(4), RO(6), NO, NO, NO, NO, MV(4), NO, NO, NO);
+    pool_free();
+}
+
+/* Near misses of the two Gemma patterns. */
+static void test_gemma_misses(void)
+{
+    ct_op o[G_N_OPS];
+    /* a q norm whose output no rope reads: it runs alone (before the group that would
+     * otherwise hold it), the k norm still joins the ropes */
+    memset(o, 0, sizeof o);
+    build_gemma(o);
+    o[G_ROPEQ].src[0] = o[G_QN].src[0];
+    int ng = plan(o + G_QN, 6, &g_caps, g_out);
+    EXPECT(g_out, ng, NO, RO(5));
+    CHECK(g_out[1].n_norm == 1 && g_out[1].rope_norm[0] == -1 && g_out[1].rope_norm[1] == G_KN - G_QN);
+    pool_free();
+    /* a norm over two dims (not per head), or a head norm with a weight of the wrong length */
+    memset(o, 0, sizeof o);
+    build_gemma(o);
+    o[G_QN].p.norm.norm_ndim = 2;
+    ng = plan(o + G_QN, 6, &g_caps, g_out);
+    EXPECT(g_out, ng, NO, RO(5));
+    o[G_QN].p.norm.norm_ndim = 1;
+    o[G_KN].src[1] = shell(1, S(32), CT_F32);
+    ng = plan(o + G_QN, 6, &g_caps, g_out);
+    EXPECT(g_out, ng, NO, NO, RO(4));
+    pool_free();
+    /* an add that broadcasts the norm's output, or whose output is the norm's input */
+    memset(o, 0, sizeof o);
+    build_gemma(o);
+    o[G_ADD1].src[0] = shell(2, S(4, 256), CT_F32);
+    o[G_ADD1].dst = shell(2, S(4, 256), CT_F32);
+    ng = plan(o + G_PN, 2, &g_caps, g_out);
+    EXPECT(g_out, ng, NO, NO);
+    o[G_ADD1].src[0] = o[G_PN].src[0];
+    o[G_ADD1].dst = (ct_tensor *)o[G_PN].src[0];
+    ng = plan(o + G_PN, 2, &g_caps, g_out);
+    EXPECT(g_out, ng, NO, NO);
+    /* a norm + add with nothing but those two: still a group (2 ops) */
+    memset(o, 0, sizeof o);
+    build_gemma(o);
+    ng = plan(o + G_FN, 2, &g_caps, g_out);
+    EXPECT(g_out, ng, NA(2));
+    pool_free();
+}
+
 static void test_views(void)
 {
     ct_tensor *a = shell(2, S(4, 8), CT_F32);
@@ -393,5 +528,7 @@ int main(int argc, char **argv)
     RUN(test_rope_misses);
     RUN(test_backend_refuses);
     RUN(test_mid_pattern);
+    RUN(test_gemma_layer);
+    RUN(test_gemma_misses);
     return th_finish();
 }

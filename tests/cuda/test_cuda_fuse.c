@@ -13,11 +13,14 @@
  *     and is still 50x below what a wrong row or a missed write gives (a dropped op, a
  *     stale cache row: NMSE ~1).
  *   - the trace shows the groups fused, per layer on the GPU: norm+q/k/v, rope+rows, o+add,
- *     norm+gate/up+swiglu (norm+gate/up where swiglu is the CPU's), down+add. */
+ *     norm+gate/up+swiglu (norm+gate/up where swiglu is the CPU's), down+add.
+ * And Gemma 3's extra groups on random tensors (no Gemma model in refdata): per-head q/k
+ * norms fused into the rope prologue, post-norm + residual add. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -295,6 +298,134 @@ static void test_prologue(void)
     check_prologue(1, CT_I64);
 }
 
+/* ---- Gemma 3's prologue: per-head q/k norms fused into the ropes, and post-norm + add ---- */
+
+/* Both f32 tensors hold the same values within rel * max|b| (a NaN anywhere fails). */
+static void close_to(const ct_tensor *a, const ct_tensor *b, double rel, const char *what)
+{
+    int64_t n = ct_tensor_numel(b);
+    float *x = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
+    bool ok = x && y && ct_tensor_numel(a) == n && ct_tensor_to_host(a, x, sizeof(float) * (size_t)n) == CT_OK &&
+              ct_tensor_to_host(b, y, sizeof(float) * (size_t)n) == CT_OK;
+    double worst = 0, scale = 0;
+    for (int64_t i = 0; ok && i < n; i++) {
+        double d = fabs((double)x[i] - (double)y[i]);
+        if (!(d <= worst)) worst = d; /* NaN sticks */
+        if (fabs((double)y[i]) > scale) scale = fabs((double)y[i]);
+    }
+    CHECK_MSG(ok && worst <= rel * scale, "%s: replayed (fused) vs eager differ by %.3g (max |eager| %.3g)", what,
+              worst, scale);
+    free(x);
+    free(y);
+}
+
+typedef struct gemma_out {
+    ct_tensor *qn, *kn, *qr, *kr, *aon, *x1;
+} gemma_out;
+
+static void gemma_out_free(gemma_out *o)
+{
+    ct_tensor *all[] = {o->qn, o->kn, o->qr, o->kr, o->aon, o->x1};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ct_tensor_free(all[i]);
+    memset(o, 0, sizeof *o);
+}
+
+/* forward.c's order for a Gemma layer's decode: q/k norms, ropes, the two row writes; then
+ * (as after the o projection) the post-attention norm and the residual add. */
+static void run_gemma(const ct_tensor *const in[8], const ct_tensor *pos, const ct_tensor *slot, ct_tensor *kc,
+                      ct_tensor *vc, gemma_out *o)
+{
+    const ct_tensor *q = in[0], *k = in[1], *v = in[2], *wq = in[3], *wk = in[4], *ao = in[5], *wp = in[6], *x = in[7];
+    ct_rope_params rp = {.n_dims = 256, .freq_base = 1e6, .freq_scale = 1, .mode = CT_ROPE_NEOX};
+    ct_tensor *kr2 = NULL, *vr2 = NULL;
+    CHECK_OK(ct_rms_norm(q, wq, 1e-6, &o->qn));
+    CHECK_OK(ct_rms_norm(k, wk, 1e-6, &o->kn));
+    CHECK_OK(ct_rope(o->qn, pos, &rp, &o->qr));
+    CHECK_OK(ct_rope(o->kn, pos, &rp, &o->kr));
+    CHECK_OK(ct_view(o->kr, 2, (int64_t[]){1, 256}, &kr2));
+    CHECK_OK(ct_view(v, 2, (int64_t[]){1, 256}, &vr2));
+    CHECK_OK(ct_set_rows(kc, kr2, slot));
+    CHECK_OK(ct_set_rows(vc, vr2, slot));
+    CHECK_OK(ct_rms_norm(ao, wp, 1e-6, &o->aon));
+    CHECK_OK(ct_add(x, o->aon, &o->x1));
+    ct_tensor_free(kr2);
+    ct_tensor_free(vr2);
+}
+
+/* The recorded step (groups "rms_norm+rope x2+set_rows x2" and "rms_norm+add") replayed at
+ * new positions and slots against the same ops run eagerly: every output, the norms' own
+ * included, within 1e-5 of the largest value. The fused norms sum their squares in another
+ * order than the per-op kernel (a few ulps in the scale); a missing weight, a head's scale
+ * applied to another head, or an unwritten output (poisoned: NaN) is off by O(1). */
+static void test_gemma_prologue(void)
+{
+    if (!devcheck_device("cuda", g_dev, sizeof g_dev)) return;
+    th_rng r = {11};
+    const ct_tensor *in[8] = {
+        th_random(&r, 3, (int64_t[]){1, 4, 256}, CT_F32, -3, 3), th_random(&r, 3, (int64_t[]){1, 1, 256}, CT_F32, -3, 3),
+        th_random(&r, 3, (int64_t[]){1, 1, 256}, CT_F32, -2, 2), th_random(&r, 1, (int64_t[]){256}, CT_F32, 0.5, 1.5),
+        th_random(&r, 1, (int64_t[]){256}, CT_F16, 0.5, 1.5),    th_random(&r, 2, (int64_t[]){1, 640}, CT_F32, -4, 4),
+        th_random(&r, 1, (int64_t[]){640}, CT_BF16, -1, 1),      th_random(&r, 2, (int64_t[]){1, 640}, CT_F32, -1, 1)};
+    ct_tensor *kc[2] = {0}, *vc[2] = {0};
+    for (int i = 0; i < 2; i++) {
+        CHECK_OK(ct_zeros(2, (int64_t[]){64, 256}, CT_F16, &kc[i]));
+        CHECK_OK(ct_zeros(2, (int64_t[]){64, 256}, CT_F16, &vc[i]));
+    }
+    ct_tensor *pos = filled(CT_I32, 1), *slot = filled(CT_I32, 1);
+    set_idx(pos, (int32_t[]){3}, 1);
+    set_idx(slot, (int32_t[]){3}, 1);
+    CHECK_OK(ct_exec_force_device(g_dev));
+    gemma_out rec = {0}, eag = {0};
+    ct_step *st = NULL;
+    FILE *trace = tmpfile();
+    int saved = dup(2);
+    fflush(stderr);
+    if (trace) dup2(fileno(trace), 2);
+    CHECK_OK(ct_exec_set_trace("1"));
+    CHECK_OK(ct_step_begin());
+    run_gemma(in, pos, slot, kc[0], vc[0], &rec);
+    CHECK_OK(ct_step_end(&st));
+    CHECK_OK(ct_exec_set_trace("0"));
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    if (trace) {
+        CHECK_MSG(count_lines(trace, "fused rms_norm+rope x2+set_rows x2") == 1, "the norms + ropes were not fused");
+        CHECK_MSG(count_lines(trace, "fused rms_norm+add") == 1, "the post-norm + add was not fused");
+        fclose(trace);
+    }
+    run_gemma(in, pos, slot, kc[1], vc[1], &eag); /* the recording's rows in the eager caches too */
+    gemma_out_free(&eag);
+    static const int32_t P[3] = {41, 1000, 123456}, SL[3] = {17, 63, 0};
+    for (int round = 0; round < 3 && st; round++) {
+        set_idx(pos, &P[round], 1);
+        set_idx(slot, &SL[round], 1);
+        CHECK_OK(ct_step_run(st));
+        run_gemma(in, pos, slot, kc[1], vc[1], &eag);
+        close_to(rec.qn, eag.qn, 1e-5, "q norm");
+        close_to(rec.kn, eag.kn, 1e-5, "k norm");
+        close_to(rec.qr, eag.qr, 1e-5, "rope q");
+        close_to(rec.kr, eag.kr, 1e-5, "rope k");
+        close_to(rec.aon, eag.aon, 1e-5, "post norm");
+        close_to(rec.x1, eag.x1, 1e-5, "residual add");
+        gemma_out_free(&eag);
+    }
+    /* the caches as f32: the rows written at each round's slot */
+    ct_tensor *kf[2] = {0}, *vf[2] = {0};
+    for (int i = 0; i < 2; i++) {
+        CHECK_OK(ct_cast(kc[i], CT_F32, &kf[i]));
+        CHECK_OK(ct_cast(vc[i], CT_F32, &vf[i]));
+    }
+    close_to(kf[0], kf[1], 1e-3, "k cache (f16)");
+    close_to(vf[0], vf[1], 0, "v cache (f16)");
+    CHECK_OK(ct_exec_force_device(NULL));
+    ct_step_free(st);
+    gemma_out_free(&rec);
+    ct_tensor *all[] = {kc[0], kc[1], vc[0], vc[1], kf[0], kf[1], vf[0], vf[1], pos, slot};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ct_tensor_free(all[i]);
+    for (int i = 0; i < 8; i++) ct_tensor_free((ct_tensor *)in[i]);
+}
+
 static void test_q4_k_m(void)
 {
     if (!ready()) return;
@@ -315,6 +446,7 @@ int main(int argc, char **argv)
     setenv("CTORCH_CUDA_POISON", "1", 0); /* unwritten outputs read as NaN */
     th_args(argc, argv);
     RUN(test_prologue);
+    RUN(test_gemma_prologue);
     RUN(test_q4_k_m);
     RUN(test_f16);
     return th_finish();

@@ -19,6 +19,18 @@
 
 /* ---- rope + row writes (fuse_kernels.cu) ---- */
 
+/* The per-head norm before rope R (core/fuse.c checked its shapes and weight). */
+static bool rope_norm(const ct_device *dev, const ct_op *nm, fusek_rope *R)
+{
+    const ct_tensor *w = nm->src[1];
+    if (R->H > FUSEK_MAX_NORM_HEADS) return false;
+    R->ny = op_data(nm->dst, dev);
+    R->nw = op_data(w, dev);
+    R->nwdt = w->dtype;
+    R->eps = nm->p.norm.eps;
+    return R->ny && R->nw;
+}
+
 static bool rope_job(const ct_device *dev, const ct_op *ops, const fuse_group *g, fusek_prologue *p)
 {
     memset(p, 0, sizeof *p);
@@ -40,11 +52,13 @@ static bool rope_job(const ct_device *dev, const ct_op *ops, const fuse_group *g
         const ct_tensor *x = op->src[0];
         fusek_rope *R = &p->rope[r];
         if (x->shape[2] != p->D) return false;
+        R->H = x->shape[1];
+        R->y = op_data(op->dst, dev);
+        if (g->rope_norm[r] >= 0 && !rope_norm(dev, &ops[g->rope_norm[r]], R)) return false;
+        if (R->ny) x = ops[g->rope_norm[r]].src[0]; /* the norm's input, normalized on the way */
         R->x = op_data(x, dev);
         R->xh = x->stride[1];
-        R->y = op_data(op->dst, dev);
-        R->H = x->shape[1];
-        if (!R->x || !R->y) return false;
+        if (!R->x || !R->y || x->shape[2] != p->D || x->shape[1] != R->H) return false;
     }
     p->n_rows = g->n_rows;
     for (int w = 0; w < g->n_rows; w++) {
@@ -84,6 +98,44 @@ static ct_status run_rope(ct_device *dev, const ct_op *ops, const fuse_group *g,
     cudaError_t e = fusek_rope_rows(&p, cuda_of(dev)->stream);
     if (e != cudaSuccess) return cuda_status(e, dev, "fused rope + set_rows");
     return cuda_check_launch(dev, "fused rope + set_rows");
+}
+
+/* ---- post-norm + residual add (fuse_kernels.cu) ---- */
+
+static bool norm_add_job(const ct_device *dev, const ct_op *ops, const fuse_group *g, fusek_norm_add *p)
+{
+    memset(p, 0, sizeof *p);
+    const ct_op *nm = &ops[g->norm], *a = &ops[g->add];
+    const ct_tensor *x = nm->src[0], *w = nm->n_src > 1 ? nm->src[1] : NULL;
+    p->K = x->shape[x->ndim - 1];
+    p->M = shape_numel(x->ndim - 1, x->shape);
+    if (w && (w->ndim != 1 || w->shape[0] != p->K || (p->K > 1 && w->stride[0] != 1) ||
+              (w->dtype != CT_F32 && w->dtype != CT_F16 && w->dtype != CT_BF16)))
+        return false;
+    p->x = op_data(x, dev);
+    p->w = w ? op_data(w, dev) : NULL;
+    p->wdt = w ? w->dtype : CT_F32;
+    p->eps = nm->p.norm.eps;
+    p->y = op_data(nm->dst, dev);
+    p->r = op_data(a->src[g->add_res], dev);
+    p->z = op_data(a->dst, dev);
+    return p->M > 0 && p->M <= 65535 && p->x && (!w || p->w) && p->y && p->r && p->z;
+}
+
+static bool caps_norm_add(void *ctx, const ct_op *ops, const fuse_group *g)
+{
+    fusek_norm_add p;
+    return norm_add_job(ctx, ops, g, &p);
+}
+
+static ct_status run_norm_add(ct_device *dev, const ct_op *ops, const fuse_group *g, int *done)
+{
+    fusek_norm_add p;
+    if (!norm_add_job(dev, ops, g, &p)) return CT_OK;
+    *done = g->n;
+    cudaError_t e = fusek_norm_add_rows(&p, cuda_of(dev)->stream);
+    if (e != cudaSuccess) return cuda_status(e, dev, "fused rms_norm + add");
+    return cuda_check_launch(dev, "fused rms_norm + add");
 }
 
 /* ---- norm + linears + epilogue (quant_kernels.h: the fused decode contract) ---- */
@@ -204,6 +256,7 @@ static ct_status run_fused(ct_device *dev, const ct_op *ops, const fuse_group *g
     switch (g->kind) {
     case FUSE_MV: return run_mv(dev, ops, g, done);
     case FUSE_ROPE: return run_rope(dev, ops, g, done);
+    case FUSE_NORM_ADD: return run_norm_add(dev, ops, g, done);
     default: return CT_OK;
     }
 }
@@ -216,6 +269,7 @@ ct_status cuda_fuse_run(ct_device *dev, const ct_op *ops, int n, cuda_run_fn run
     if (config_current()->fuse) { /* CTORCH_FUSE=0: every op alone */
         caps.mv_ok = caps_mv;
         caps.rope_ok = caps_rope;
+        caps.norm_add_ok = caps_norm_add;
     }
     int ng = fuse_plan(ops, n, &caps, plan);
     ct_status s = CT_OK;

@@ -15,6 +15,27 @@ static __device__ __forceinline__ void st_any(void *p, int64_t i, ct_dtype dt, f
     }
 }
 
+static __device__ __forceinline__ float ld_w(const void *p, int64_t i, ct_dtype dt)
+{
+    switch (dt) {
+    case CT_F16: return __half2float(((const __half *)p)[i]);
+    case CT_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    default: return ((const float *)p)[i];
+    }
+}
+
+/* 1 / sqrt(mean of squares + eps) as the nn group's rms_norm rounds it. */
+static __device__ __forceinline__ float rms_scale(float ss, int64_t n, double eps)
+{
+    return (float)(1.0 / sqrt((double)ss / (double)n + eps));
+}
+
+static __device__ __forceinline__ float warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
 static __device__ __forceinline__ int64_t ld_idx(const void *p, int64_t i, ct_dtype dt)
 {
     return dt == CT_I32 ? (int64_t)((const int32_t *)p)[i] : ((const int64_t *)p)[i];
@@ -23,8 +44,21 @@ static __device__ __forceinline__ int64_t ld_idx(const void *p, int64_t i, ct_dt
 /* Pair j of head h of rope r: y written, and the cache rows of the writes that take it. The
  * rotation is the nn group's (double theta, the same f32 roundings), so a replayed step
  * keeps the eager step's keys bit for bit. */
+/* Element i of head h of rope r's input: x, or the norm's output when the rope has one
+ * (then also written where the norm op would write it). */
+static __device__ __forceinline__ float rope_in(const fusek_rope &R, const float *x, int64_t h, int64_t i, int64_t D,
+                                                float sc)
+{
+    float v = x[i];
+    if (!R.ny) return v;
+    v = v * sc;
+    if (R.nw) v = v * ld_w(R.nw, i, R.nwdt);
+    R.ny[h * D + i] = v;
+    return v;
+}
+
 static __device__ void rope_item(const fusek_prologue &p, int r, int64_t h, int64_t j, double pos, double freq,
-                                 const bool *ok)
+                                 const bool *ok, float sc)
 {
     const fusek_rope &R = p.rope[r];
     const float *x = R.x + h * R.xh;
@@ -38,15 +72,15 @@ static __device__ void rope_item(const fusek_prologue &p, int r, int64_t h, int6
         float co = (float)cd, si = (float)sd;
         i[0] = p.neox ? j : 2 * j;
         i[1] = p.neox ? j + half : 2 * j + 1;
-        float x0 = x[i[0]], x1 = x[i[1]];
+        float x0 = rope_in(R, x, h, i[0], p.D, sc), x1 = rope_in(R, x, h, i[1], p.D, sc);
         v[0] = __fsub_rn(__fmul_rn(x0, co), __fmul_rn(x1, si));
         v[1] = __fadd_rn(__fmul_rn(x0, si), __fmul_rn(x1, co));
     } else { /* the dims past n_dims pass through, two per item */
         i[0] = 2 * half + 2 * (j - half);
         i[1] = i[0] + 1;
         cnt = i[1] < p.D ? 2 : 1;
-        v[0] = x[i[0]];
-        v[1] = cnt > 1 ? x[i[1]] : 0.0f;
+        v[0] = rope_in(R, x, h, i[0], p.D, sc);
+        v[1] = cnt > 1 ? rope_in(R, x, h, i[1], p.D, sc) : 0.0f;
     }
     for (int c = 0; c < cnt; c++) y[i[c]] = v[c];
     for (int w = 0; w < p.n_rows; w++) {
@@ -70,8 +104,28 @@ static __device__ __forceinline__ double pair_freq(const fusek_prologue &p, int6
     return j < half ? pow(p.freq_base, -(double)j / (double)half) : 0.0;
 }
 
+/* The norms' scales of every head (each block computes all of them: a few heads of a few
+ * hundred elements), a warp per head. */
+static __device__ void norm_scales(const fusek_prologue &p, float (*sc)[FUSEK_MAX_NORM_HEADS])
+{
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
+    for (int r = 0; r < p.n_rope; r++) {
+        const fusek_rope &R = p.rope[r];
+        if (!R.ny) continue;
+        for (int64_t h = warp; h < R.H; h += nw) {
+            const float *x = R.x + h * R.xh;
+            float ss = 0.0f;
+            for (int64_t i = lane; i < p.D; i += 32) ss += x[i] * x[i];
+            ss = warp_sum(ss);
+            if (lane == 0) sc[r][h] = rms_scale(ss, p.D, R.eps);
+        }
+    }
+    __syncthreads();
+}
+
 __global__ void rope_rows_kernel(fusek_prologue p)
 {
+    __shared__ float nsc[FUSEK_MAX_ROPE][FUSEK_MAX_NORM_HEADS];
     pdl_launch_next();
     /* each thread's first item's frequency before the wait (items past the first, rare:
      * more items than threads, compute theirs in the loop) */
@@ -90,6 +144,7 @@ __global__ void rope_rows_kernel(fusek_prologue p)
         }
         ok[w] = !__syncthreads_or(bad);
     }
+    norm_scales(p, nsc);
     int64_t n_rope[FUSEK_MAX_ROPE] = {0, 0}, n_plain[FUSEK_MAX_ROWS] = {0, 0}, total = 0;
     for (int r = 0; r < p.n_rope; r++) total += n_rope[r] = p.rope[r].H * per;
     for (int w = 0; w < p.n_rows; w++)
@@ -101,7 +156,8 @@ __global__ void rope_rows_kernel(fusek_prologue p)
         while (r < p.n_rope && e >= n_rope[r]) e -= n_rope[r++];
         if (r < p.n_rope) {
             /* a rope's items are [H][per], so g0 % per is this item's pair when g == g0 */
-            rope_item(p, r, e / per, e % per, pos, g == g0 ? f0 : pair_freq(p, e % per), ok);
+            int64_t h = e / per;
+            rope_item(p, r, h, e % per, pos, g == g0 ? f0 : pair_freq(p, e % per), ok, p.rope[r].ny ? nsc[r][h] : 1.0f);
             continue;
         }
         int w = 0;
@@ -122,5 +178,45 @@ extern "C" cudaError_t fusek_rope_rows(const fusek_prologue *p, cudaStream_t s)
     if (total == 0) return cudaSuccess;
     int64_t blocks = (total + 255) / 256;
     cudaError_t e = cupdl::launch_pdl(rope_rows_kernel, (unsigned)(blocks < 1024 ? blocks : 1024), 256, s, *p);
+    return e != cudaSuccess ? e : cudaGetLastError();
+}
+
+/* ---- post-norm + residual add ---- */
+
+#define NA_THREADS 256
+
+/* A block per row: the sum of squares (warp sums, then the block's), then each element's
+ * norm output and its sum with the residual. */
+__global__ void __launch_bounds__(NA_THREADS) norm_add_kernel(fusek_norm_add p)
+{
+    __shared__ float red[NA_THREADS / 32];
+    cupdl::pdl_launch_next();
+    cupdl::pdl_wait();
+    const float *x = p.x + blockIdx.x * p.K, *r = p.r + blockIdx.x * p.K;
+    float *y = p.y + blockIdx.x * p.K, *z = p.z + blockIdx.x * p.K;
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < p.K; i += NA_THREADS) ss += x[i] * x[i];
+    ss = warp_sum(ss);
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = ss;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float t = threadIdx.x < NA_THREADS / 32 ? red[threadIdx.x] : 0.0f;
+        t = warp_sum(t);
+        if (threadIdx.x == 0) red[0] = t;
+    }
+    __syncthreads();
+    float sc = rms_scale(red[0], p.K, p.eps);
+    for (int64_t i = threadIdx.x; i < p.K; i += NA_THREADS) {
+        float v = x[i] * sc;
+        if (p.w) v = v * ld_w(p.w, i, p.wdt);
+        y[i] = v;
+        z[i] = r[i] + v;
+    }
+}
+
+extern "C" cudaError_t fusek_norm_add_rows(const fusek_norm_add *p, cudaStream_t s)
+{
+    if (p->M <= 0 || p->K <= 0) return cudaSuccess;
+    cudaError_t e = cupdl::launch_pdl(norm_add_kernel, (unsigned)p->M, NA_THREADS, s, *p);
     return e != cudaSuccess ? e : cudaGetLastError();
 }

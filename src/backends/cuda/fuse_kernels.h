@@ -15,8 +15,11 @@ extern "C" {
 
 #define FUSEK_MAX_ROPE 2
 #define FUSEK_MAX_ROWS 2
+#define FUSEK_MAX_NORM_HEADS 128 /* heads of a rope with a norm (their scales sit in shared memory) */
 
-/* The attention prologue of one decode token (T = 1): ropes of q and k, and row writes
+/* The attention prologue of one decode token (T = 1): ropes of q and k, each optionally
+ * after a per-head RMS norm (then x is the norm's input, and the norm's output ny is
+ * written too, as the rms_norm op would: x * scale * weight in f32), and row writes
  * into the KV cache, either of a rope's output (from_rope >= 0: row h of the write is
  * head h of that rope's y, taken from registers) or of a plain f32 source. Each rope is
  * computed as the nn group's rope kernel computes it (the same rounding), and each row
@@ -27,6 +30,10 @@ typedef struct fusek_rope {
     int64_t xh;
     float *y;       /* [H, D] dense */
     int64_t H;
+    float *ny;      /* the norm's output [H, D] dense; NULL: no norm */
+    const void *nw; /* its weight [D] (f32 f16 bf16, dense) or NULL */
+    ct_dtype nwdt;
+    double eps;
 } fusek_rope;
 
 typedef struct fusek_rows {
@@ -55,6 +62,19 @@ typedef struct fusek_prologue {
 
 /* One launch for the whole prologue. */
 cudaError_t fusek_rope_rows(const fusek_prologue *p, cudaStream_t s);
+
+/* A post-norm and the residual add of its output: y = rms_norm(x) * w, z = y + r, for M
+ * rows of K elements, all dense f32 but w (f32 f16 bf16 dense, or NULL); no output
+ * overlaps another tensor (the planner's alias rule). */
+typedef struct fusek_norm_add {
+    const float *x, *r;
+    float *y, *z;
+    const void *w;
+    ct_dtype wdt;
+    double eps;
+    int64_t M, K;
+} fusek_norm_add;
+cudaError_t fusek_norm_add_rows(const fusek_norm_add *p, cudaStream_t s);
 
 #ifdef __cplusplus
 }
