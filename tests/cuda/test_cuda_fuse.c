@@ -219,6 +219,37 @@ static void run_prologue(const ct_tensor *q, const ct_tensor *k, const ct_tensor
     ct_tensor_free(vr2);
 }
 
+/* Records what body does as a step, its trace lines (fused groups included) into trace. */
+static ct_step *record_traced(void (*body)(void *ctx), void *ctx, FILE *trace)
+{
+    ct_step *st = NULL;
+    int saved = dup(2);
+    fflush(stderr);
+    if (trace) dup2(fileno(trace), 2);
+    CHECK_OK(ct_exec_set_trace("1"));
+    CHECK_OK(ct_step_begin());
+    body(ctx);
+    CHECK_OK(ct_step_end(&st));
+    CHECK_OK(ct_exec_set_trace("0"));
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    return st;
+}
+
+typedef struct prologue_args {
+    const ct_tensor *q, *k, *v, *pos, *slot;
+    ct_tensor *kc, *vc;
+    int neox;
+    prologue *out;
+} prologue_args;
+
+static void prologue_body(void *ctx)
+{
+    prologue_args *a = ctx;
+    run_prologue(a->q, a->k, a->v, a->pos, a->slot, a->kc, a->vc, a->neox, a->out);
+}
+
 static bool same_bytes(const ct_tensor *a, const ct_tensor *b, const char *what)
 {
     size_t n = ct_tensor_nbytes(a);
@@ -250,19 +281,9 @@ static void check_prologue(int neox, ct_dtype idt)
     set_idx(slot, (int32_t[]){3, 19, 35, 51}, 4);
     CHECK_OK(ct_exec_force_device(g_dev));
     prologue rec = {0}, eag = {0};
-    ct_step *st = NULL;
     FILE *trace = tmpfile();
-    int saved = dup(2);
-    fflush(stderr);
-    if (trace) dup2(fileno(trace), 2);
-    CHECK_OK(ct_exec_set_trace("1"));
-    CHECK_OK(ct_step_begin());
-    run_prologue(q, k, v, pos, slot, kc[0], vc[0], neox, &rec);
-    CHECK_OK(ct_step_end(&st));
-    CHECK_OK(ct_exec_set_trace("0"));
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
+    prologue_args a = {q, k, v, pos, slot, kc[0], vc[0], neox, &rec};
+    ct_step *st = record_traced(prologue_body, &a, trace);
     if (trace) {
         CHECK_MSG(count_lines(trace, "fused rope x2+set_rows x2") == 1, "the prologue was not fused");
         fclose(trace);
@@ -352,6 +373,19 @@ static void run_gemma(const ct_tensor *const in[8], const ct_tensor *pos, const 
     ct_tensor_free(vr2);
 }
 
+typedef struct gemma_args {
+    const ct_tensor *const *in;
+    const ct_tensor *pos, *slot;
+    ct_tensor *kc, *vc;
+    gemma_out *out;
+} gemma_args;
+
+static void gemma_body(void *ctx)
+{
+    gemma_args *a = ctx;
+    run_gemma(a->in, a->pos, a->slot, a->kc, a->vc, a->out);
+}
+
 /* The recorded step (groups "rms_norm+rope x2+set_rows x2" and "rms_norm+add") replayed at
  * new positions and slots against the same ops run eagerly: every output, the norms' own
  * included, within 1e-5 of the largest value. The fused norms sum their squares in another
@@ -376,19 +410,9 @@ static void test_gemma_prologue(void)
     set_idx(slot, (int32_t[]){3}, 1);
     CHECK_OK(ct_exec_force_device(g_dev));
     gemma_out rec = {0}, eag = {0};
-    ct_step *st = NULL;
     FILE *trace = tmpfile();
-    int saved = dup(2);
-    fflush(stderr);
-    if (trace) dup2(fileno(trace), 2);
-    CHECK_OK(ct_exec_set_trace("1"));
-    CHECK_OK(ct_step_begin());
-    run_gemma(in, pos, slot, kc[0], vc[0], &rec);
-    CHECK_OK(ct_step_end(&st));
-    CHECK_OK(ct_exec_set_trace("0"));
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
+    gemma_args a = {in, pos, slot, kc[0], vc[0], &rec};
+    ct_step *st = record_traced(gemma_body, &a, trace);
     if (trace) {
         CHECK_MSG(count_lines(trace, "fused rms_norm+rope x2+set_rows x2") == 1, "the norms + ropes were not fused");
         CHECK_MSG(count_lines(trace, "fused rms_norm+add") == 1, "the post-norm + add was not fused");
