@@ -95,8 +95,6 @@ void llm_session_truncate(llm_session *s, int n)
     }
 }
 
-/* Non-finite logits would otherwise sample as all -inf (token 0, often empty
- * text): report them, and name the first stage whose output went bad. */
 /* Whether any of the n floats is NaN or infinite: all exponent bits set. Branch-free, so
  * the compiler vectorizes it; the row is scanned in detail only when this finds one. */
 bool llm_any_nonfinite(const float *v, int n)
@@ -110,6 +108,8 @@ bool llm_any_nonfinite(const float *v, int n)
     return bad != 0;
 }
 
+/* Non-finite logits would otherwise sample as all -inf (token 0, often empty
+ * text): report them, and name the first stage whose output went bad. */
 static ct_status check_logits(llm_session *s, const int32_t *toks, int n, int at)
 {
     const int V = s->m->hp.n_vocab;

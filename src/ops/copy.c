@@ -147,7 +147,6 @@ ct_status ct_tensor_to_host(const ct_tensor *t, void *dst, size_t bytes)
     if (bytes < need)
         return core_err(CT_ERR_RANGE, "ct_tensor_to_host: buffer of %zu bytes, %s %s needs %zu", bytes,
                         ct_dtype_name(t->dtype), SHAPE_STR(t), need);
-    if (!need) return CT_OK;
     size_t lo, hi;
     tensor_byte_range(t, &lo, &hi);
     if (tensor_is_contiguous(t) && hi - lo == need) {
@@ -157,7 +156,7 @@ ct_status ct_tensor_to_host(const ct_tensor *t, void *dst, size_t bytes)
         ct_status s = storage_read_direct(t->st, lo, dst, need, &done);
         if (s != CT_OK || done) return s;
         const void *p;
-        if ((s = ct_tensor_data(t, &p)) == CT_OK) memcpy(dst, p, need);
+        if ((s = ct_tensor_data(t, &p)) == CT_OK && need) memcpy(dst, p, need);
         return s;
     }
     ct_tensor *c;
@@ -165,7 +164,7 @@ ct_status ct_tensor_to_host(const ct_tensor *t, void *dst, size_t bytes)
     if (s != CT_OK) return s;
     const void *p;
     s = ct_tensor_data(c, &p);
-    if (s == CT_OK) memcpy(dst, p, need);
+    if (s == CT_OK && need) memcpy(dst, p, need);
     ct_tensor_free(c);
     return s;
 }
