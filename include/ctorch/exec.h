@@ -74,6 +74,23 @@ CT_API ct_status ct_device_sync(const char *device);
 /* Free and total memory of a device, as its backend reports them. When an allocation
  * there fails, the executor first evicts copies that are valid elsewhere. */
 CT_API ct_status ct_device_memory(const char *device, uint64_t *free_bytes, uint64_t *total_bytes);
+/* Page-locks ("pins") host memory the caller owns, so devices copy to and from it at full
+ * speed and without a staging copy (PyTorch's pin_memory; CUDA: cudaHostRegister). Worth
+ * it for a buffer that is read back or uploaded often (an LLM's logits row); pinning is
+ * slow itself and takes memory from the OS's pageable pool, so pin a few long-lived
+ * buffers, not every tensor. CT_OK and nothing else when no device benefits (CPU only,
+ * backends without pinning): the range is still recorded, so the rules below hold on every
+ * machine. bytes 0: CT_OK, nothing recorded. NULL with bytes > 0, or a range overlapping
+ * one pinned already: CT_ERR_INVALID_ARG. A device's refusal (too much memory pinned) is
+ * returned with its message and leaves nothing pinned: the memory works as before, only
+ * transfers are slower, so callers may log it and go on. Devices found later (ct_exec_reinit)
+ * do not pin ranges recorded earlier; a device released or lost meanwhile is handled.
+ * Call ct_host_unpin(ptr) with the same ptr BEFORE freeing the memory (freeing pinned
+ * memory leaves the driver's mapping of it behind). */
+CT_API ct_status ct_host_pin(void *ptr, size_t bytes);
+/* Undoes ct_host_pin(ptr); a pointer not pinned (NULL, unpinned already) is ignored. Safe
+ * after ct_exec_shutdown. */
+CT_API void ct_host_unpin(void *ptr);
 /* Replace the chain ("cuda:0,cpu"); it overrides CTORCH_DEVICES until NULL restores the
  * chain of the settings in force (CTORCH_DEVICES as last read, else the platform default).
  * On an error the chain in force stays. */

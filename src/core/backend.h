@@ -157,6 +157,16 @@ typedef struct ct_backend_ops {
      * dev for it (nor at placement). CT_OK having kept nothing when the raw bytes serve. */
     ct_status (*import)(ct_device *dev, const ct_tensor *t);
 
+    /* Optional (NULL: this backend reads and writes pageable memory as fast): page-lock the
+     * host range [ptr, ptr + bytes) so this backend's transfers to and from it run at full
+     * speed (CUDA: cudaHostRegister, portable, so one call covers every device of the
+     * backend), and undo it. The executor's pin table (exec/pin.c) calls host_pin once per
+     * backend, through one of its devices, and host_unpin through the same device before the
+     * user frees the memory or the device is released. host_unpin must not fail on a lost
+     * device. A host_pin failure is reported, never fatal: the memory stays usable. */
+    ct_status (*host_pin)(ct_device *dev, void *ptr, size_t bytes);
+    void (*host_unpin)(ct_device *dev, void *ptr);
+
     /* ---- Queues and events ----
      * Each device has one in-order queue. run, upload, download, copy_peer and release
      * are submitted to it and may return before the work is done; an error they return

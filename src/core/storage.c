@@ -641,6 +641,30 @@ bool storage_layout_serves(const ct_tensor *t, const ct_device *dev, int op, int
     return false;
 }
 
+ct_status storage_read_direct(ct_storage *st, size_t off, void *dst, size_t bytes, bool *done)
+{
+    *done = false;
+    const ct_storage_copy *h = &st->copies[0];
+    /* a host copy that holds the bytes, or part of them, stays the source (today's path) */
+    if (!bytes || off > st->nbytes || bytes > st->nbytes - off || healthy(h)) return CT_OK;
+    ct_storage_copy *c = NULL;
+    for (int i = 1; i < st->n_copies && !c; i++)
+        if (usable(&st->copies[i])) c = &st->copies[i];
+    if (!c) return CT_OK; /* lost or never written: the usual path says which */
+    ct_status s = event_order(c->dev, c->writer); /* its own queue's writes are in order already */
+    if (s == CT_OK) s = c->dev->ops->download(c->dev, &c->buf, off, dst, bytes);
+    ct_event *ev = NULL;
+    if (s == CT_OK) s = event_record(c->dev, &ev);
+    /* the caller reads dst next: the host waits for the download (a late error marks the
+     * device lost: CT_ERR_DEVICE_LOST, as a read through the host copy reports it) */
+    if (s == CT_OK) s = event_order(NULL, ev);
+    event_release(ev);
+    if (s != CT_OK) return s;
+    transferred(c->dev, NULL, bytes, CT_TRANSFER_DEVICE_TO_HOST);
+    *done = true;
+    return CT_OK;
+}
+
 ct_status storage_host(ct_storage *st, void **ptr)
 {
     ct_status s = storage_make_valid(st, NULL, NULL);

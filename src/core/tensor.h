@@ -183,6 +183,12 @@ uint64_t storage_layout_bytes(const struct ct_device *dev);
  * the host copy, before the caller writes it. */
 ct_status storage_host(ct_storage *st, void **ptr);
 ct_status storage_host_mut(ct_storage *st, void **ptr);
+/* Reads bytes [off, off + bytes) of the storage into dst straight from the device that
+ * holds them when the host copy holds none of them (one download, after the copy's last
+ * write; the host waits for it; no host copy is made). *done false and CT_OK when that
+ * does not apply (a valid or partly valid host copy, no complete device copy, nothing to
+ * read): the caller reads through storage_host then. */
+ct_status storage_read_direct(ct_storage *st, size_t off, void *dst, size_t bytes, bool *done);
 /* Observer of every transfer (the executor's statistics). src/dst NULL = host;
  * method is a ct_transfer_method. */
 typedef void (*storage_transfer_fn)(const struct ct_device *src, const struct ct_device *dst, uint64_t bytes, int method);

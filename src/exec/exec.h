@@ -78,6 +78,21 @@ ct_status exec_register_backend(const ct_backend_ops *ops);
 void exec_hide_builtin_accelerators(bool hide);
 void exec_unregister_backend(const ct_backend_ops *ops);
 
+/* ---- the pin table (pin.c); callers hold the registry's lock ---- */
+/* Records [ptr, ptr + bytes) as pinned, page-locking it through one device of each backend
+ * among devs that has host_pin (none: recorded only). CT_ERR_INVALID_ARG when it overlaps
+ * a recorded range; a backend's failure is returned with nothing left pinned or recorded. */
+ct_status pin_add(void *ptr, size_t bytes, ct_device *const *devs, int n_devs);
+/* Unpins and forgets the range starting at ptr; false when none does. */
+bool pin_remove(void *ptr);
+/* dev is being released: what it pinned is unpinned now (the ranges stay recorded until
+ * ct_host_unpin, so that call stays harmless). */
+void pin_forget_device(ct_device *dev);
+/* Ranges recorded and their total bytes (tests). */
+int pin_count(size_t *bytes);
+/* The same, taking the registry's lock (tests). */
+int exec_pinned(size_t *bytes);
+
 /* Initializes the executor if needed; the settings' error (a bad CTORCH_* value)
  * until they are fixed, else CT_OK. */
 ct_status exec_ready(void);

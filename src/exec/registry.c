@@ -1,6 +1,7 @@
 /* Executor state: the backends compiled in, the devices they report, the chain
  * and the settings read from the environment. */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@ static void release_devices(exec_state *s)
 {
     for (int i = 0; i < s->n_devs; i++) {
         ct_device *d = s->devs[i];
+        pin_forget_device(d);
         if (d->ops->device_release) d->ops->device_release(d);
         free(d);
         s->devs[i] = NULL;
@@ -99,6 +101,7 @@ static void discover(exec_state *s)
     /* devices that vanished: tensors must not live on them any more (documented) */
     for (int i = 0; i < n_old; i++) {
         if (!old[i]) continue;
+        pin_forget_device(old[i]);
         if (old[i]->ops->device_release) old[i]->ops->device_release(old[i]);
         free(old[i]);
     }
@@ -373,4 +376,34 @@ ct_status ct_exec_set_trace(const char *spec)
 {
     exec_state_get();
     return trace_configure(spec);
+}
+
+ct_status ct_host_pin(void *ptr, size_t bytes)
+{
+    if (!bytes) return CT_OK; /* nothing to lock */
+    if (!ptr) return core_err(CT_ERR_INVALID_ARG, "ct_host_pin: ptr is NULL for %zu bytes", bytes);
+    if ((uintptr_t)ptr + bytes < (uintptr_t)ptr)
+        return core_err(CT_ERR_RANGE, "ct_host_pin: [%p, +%zu bytes) wraps around the address space", ptr, bytes);
+    exec_state *s = exec_state_get();
+    pthread_mutex_lock(&g_lock);
+    ct_status st = pin_add(ptr, bytes, s->devs, s->n_devs);
+    pthread_mutex_unlock(&g_lock);
+    return st;
+}
+
+void ct_host_unpin(void *ptr)
+{
+    if (!ptr) return;
+    pthread_mutex_lock(&g_lock); /* never starts the executor: this may run after ct_exec_shutdown */
+    bool known = pin_remove(ptr);
+    pthread_mutex_unlock(&g_lock);
+    if (!known) core_log(CT_LOG_DEBUG, "ct_host_unpin: %p was not pinned (ignored)", ptr);
+}
+
+int exec_pinned(size_t *bytes)
+{
+    pthread_mutex_lock(&g_lock);
+    int n = pin_count(bytes);
+    pthread_mutex_unlock(&g_lock);
+    return n;
 }

@@ -157,13 +157,9 @@ ct_status llm_decoder_eval(llm_session *s, int32_t tok)
     }
     if ((st = write_params(d, &s->kv, tok)) != CT_OK) return st;
     st = d->step ? replay(d, m, &s->kv) : record(d, m, &s->kv);
-    /* the step's output is a contiguous f32 row: read in place (ct_tensor_to_host would make a handle) */
-    const void *lg = NULL;
-    size_t bytes = (size_t)m->hp.n_vocab * sizeof(float);
-    if (ct_tensor_dtype(d->logits) != CT_F32 || !ct_tensor_is_contiguous(d->logits))
-        st = st == CT_OK ? ct_tensor_to_host(d->logits, s->logits, bytes) : st;
-    else if (st == CT_OK && (st = ct_tensor_data(d->logits, &lg)) == CT_OK)
-        memcpy(s->logits, lg, bytes);
+    /* the step's output, a contiguous f32 row, comes straight from the device that computed
+     * it into the session's (pinned) buffer: no host mirror in between */
+    if (st == CT_OK) st = ct_tensor_to_host(d->logits, s->logits, (size_t)m->hp.n_vocab * sizeof(float));
     if (st != CT_OK) return st;
     s->kv.n_past++;
     return CT_OK;

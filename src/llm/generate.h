@@ -19,6 +19,7 @@ typedef struct llm_session {
     llm_sampler *smp;
     int32_t *hist;     /* [n_ctx] the tokens in the cache, in order */
     float *logits;     /* [n_vocab] logits after the last evaluated token */
+    bool logits_pinned; /* page-locked (ct_host_pin): devices write it at full speed */
     bool have_logits;
     llm_detok detok;
     bool ignore_eog;   /* end-of-generation tokens are never sampled (llama.cpp's --ignore-eos) */
@@ -35,6 +36,10 @@ typedef struct llm_gen_stats {
 
 /* Called with each piece of generated text (complete UTF-8); return false to stop. */
 typedef bool (*llm_piece_fn)(const char *text, int len, void *ctx);
+
+/* Whether any of v[0..n) is NaN or infinite (a branch-free scan the compiler vectorizes:
+ * every logits row is checked with it before sampling). */
+bool llm_any_nonfinite(const float *v, int n);
 
 ct_status llm_session_init(llm_session *s, const llm_model *m, int n_ctx, ct_dtype kv_dtype,
                            const llm_sampler_params *sp);

@@ -147,6 +147,18 @@ ct_status ct_tensor_to_host(const ct_tensor *t, void *dst, size_t bytes)
     if (bytes < need)
         return core_err(CT_ERR_RANGE, "ct_tensor_to_host: buffer of %zu bytes, %s %s needs %zu", bytes,
                         ct_dtype_name(t->dtype), SHAPE_STR(t), need);
+    size_t lo, hi;
+    tensor_byte_range(t, &lo, &hi);
+    if (tensor_is_contiguous(t) && hi - lo == need) {
+        /* one download from the device that holds it into dst: no host copy made and copied
+         * again, no handle allocated (a decode step reads its logits so every token) */
+        bool done;
+        ct_status s = storage_read_direct(t->st, lo, dst, need, &done);
+        if (s != CT_OK || done) return s;
+        const void *p;
+        if ((s = ct_tensor_data(t, &p)) == CT_OK && need) memcpy(dst, p, need);
+        return s;
+    }
     ct_tensor *c;
     ct_status s = ct_contiguous(t, &c);
     if (s != CT_OK) return s;

@@ -160,8 +160,37 @@ static void test_nan_during_generation(void)
     llm_model_free(m);
 }
 
+/* The quick scan that runs on every logits row: each non-finite kind (NaN of either sign,
+ * quiet or signalling, +-infinity) at every position of a row whose length is no multiple
+ * of a vector width, against isfinite; the largest finite values and subnormals pass. */
+static void test_fast_scan(void)
+{
+    enum { N = 1037 };
+    float *row = malloc(N * sizeof *row);
+    const uint32_t bad_bits[] = {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0xff800123u, 0x7f800000u, 0xff800000u};
+    const uint32_t ok_bits[] = {0x7f7fffffu, 0xff7fffffu, 0x00000001u, 0x80000001u, 0x00000000u, 0x80000000u};
+    int wrong = 0;
+    for (size_t k = 0; k < sizeof bad_bits / sizeof bad_bits[0]; k++)
+        for (int at = 0; at < N; at++) {
+            for (int i = 0; i < N; i++) row[i] = (float)th_uniform(&g_rng, -30, 30);
+            memcpy(&row[at], &bad_bits[k], sizeof(float));
+            memcpy(&row[(at + 1) % N], &ok_bits[k], sizeof(float));
+            int n_bad = 0; /* the reference: exactly the planted value */
+            for (int i = 0; i < N; i++) n_bad += !isfinite(row[i]);
+            CHECK(n_bad == 1);
+            wrong += !llm_any_nonfinite(row, N);
+            wrong += llm_any_nonfinite(row, at); /* the finite part before it */
+        }
+    CHECK_MSG(wrong == 0, "%d rows judged wrong", wrong);
+    for (size_t k = 0; k < sizeof ok_bits / sizeof ok_bits[0]; k++) memcpy(&row[k], &ok_bits[k], sizeof(float));
+    CHECK(!llm_any_nonfinite(row, 6));
+    CHECK(!llm_any_nonfinite(row, 0));
+    free(row);
+}
+
 int main(void)
 {
+    RUN(test_fast_scan);
     RUN(test_clean_model_runs);
     RUN(test_nan_in_a_layer);
     RUN(test_nan_in_the_output);

@@ -29,6 +29,9 @@ static uint64_t g_capacity[TB_MAX];  /* bytes the device has (0: 1 GiB) */
 static uint64_t g_used[TB_MAX];      /* bytes allocated and not released (as the host sees it) */
 static int g_imports[TB_MAX];        /* weights imported into the device's layout */
 static bool g_import;                /* import placed f32 weights (off after install) */
+static int g_pinned[TB_MAX];         /* host ranges pinned through device i and not unpinned */
+static int g_pin_calls[TB_MAX];      /* host_pin calls through device i since install */
+static int g_fail_pins;              /* host_pin calls left to refuse */
 static struct {
     int kind, after, n; /* kind -1: none */
     ct_status err;
@@ -481,6 +484,26 @@ static ct_status tb_import(ct_device *dev, const ct_tensor *t)
     return CT_OK;
 }
 
+/* Pinning changes nothing for memory the simulated devices copy with memcpy: counted, so
+ * the executor's pin table is checked (one call per backend, undone on unpin and release). */
+static ct_status tb_host_pin(ct_device *dev, void *ptr, size_t bytes)
+{
+    int i = dev->info.index;
+    g_pin_calls[i]++;
+    if (g_fail_pins > 0) {
+        g_fail_pins--;
+        return core_err(CT_ERR_DEVICE_OOM, "%s: simulated refusal to pin %zu bytes at %p", dev->info.name, bytes, ptr);
+    }
+    g_pinned[i]++;
+    return CT_OK;
+}
+
+static void tb_host_unpin(ct_device *dev, void *ptr)
+{
+    (void)ptr;
+    g_pinned[dev->info.index]--;
+}
+
 /* A stand-in for a CUDA graph: the captured list is kept and submitted as a whole. */
 static bool g_capture;
 static int g_launches[TB_MAX];
@@ -594,6 +617,7 @@ static const ct_backend_ops test_backend_ops = {
     .upload = tb_upload, .download = tb_download, .copy_peer = tb_copy_peer, .run = tb_run, .sync = tb_sync,
     .event_record = tb_event_record, .event_wait = tb_event_wait, .event_sync = tb_event_sync,
     .event_release = tb_event_release, .mem_info = tb_mem_info, .import = tb_import,
+    .host_pin = tb_host_pin, .host_unpin = tb_host_unpin,
     .step_capture = tb_step_capture, .step_launch = tb_step_launch, .step_release = tb_step_release,
 };
 
@@ -617,6 +641,8 @@ static ct_status install(int n, const char *ops, bool async)
     memset(g_capacity, 0, sizeof g_capacity);
     memset(g_imports, 0, sizeof g_imports);
     g_import = false;
+    memset(g_pin_calls, 0, sizeof g_pin_calls);
+    g_fail_pins = 0; /* g_pinned is not reset: the old devices' release brought it to 0 */
     for (int i = 0; i < TB_MAX; i++) g_fail_late[i] = -1;
     for (int i = 0; i < TB_MAX; i++) g_refuse[i].kind = -1;
     g_n_log = 0;
@@ -687,3 +713,7 @@ int test_backend_log(test_backend_log_entry *out, int cap)
     pthread_mutex_unlock(&g_log_mu);
     return n;
 }
+
+int test_backend_pinned(int dev) { return g_pinned[dev]; }
+int test_backend_pin_calls(int dev) { return g_pin_calls[dev]; }
+void test_backend_fail_pins(int n) { g_fail_pins = n; }

@@ -41,6 +41,13 @@ void test_backend_set_capture(bool enabled);
 /* Captured steps launched on device i since install. */
 int test_backend_launches(int dev);
 
+/* Host ranges pinned through device i (ct_host_pin) and not yet unpinned, and the pin
+ * calls made through it since install. */
+int test_backend_pinned(int dev);
+int test_backend_pin_calls(int dev);
+/* The next n pin calls fail with CT_ERR_DEVICE_OOM. */
+void test_backend_fail_pins(int n);
+
 /* The same devices, asynchronous: each has a queue run by a worker thread, honours
  * events, poisons fresh and released buffers with NaN (so an early or late read
  * shows), and can fail late. */

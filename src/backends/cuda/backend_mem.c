@@ -248,3 +248,27 @@ static ct_status download(ct_device *dev, const ct_buffer *buf, size_t off, void
     const char *d = (const char *)buf->ptr + off;
     return cuda_status(cudaMemcpyAsync(host, d, bytes, cudaMemcpyDeviceToHost, x->d.stream), dev, "download");
 }
+
+/* ---- page-locked host memory (ct_host_pin) ----
+ * Portable: one registration serves every CUDA device of the process. A download into
+ * registered memory is a real asynchronous DMA (55 GB/s on the H100 host against 8-15 from
+ * pageable memory); the storage layer's events already order the host after it. */
+
+ct_status cuda_mem_host_pin(ct_device *dev, void *ptr, size_t bytes)
+{
+    ct_status s = cuda_enter(dev);
+    if (s != CT_OK) return s;
+    cudaError_t e = cudaHostRegister(ptr, bytes, cudaHostRegisterPortable);
+    if (e == cudaSuccess) return CT_OK;
+    cudaGetLastError(); /* not sticky: the device stays usable, the memory pageable */
+    return core_err(e == cudaErrorMemoryAllocation ? CT_ERR_DEVICE_OOM : CT_ERR_DEVICE_FAULT,
+                    "%s: cudaHostRegister of %zu bytes at %p failed: %s (%s); the memory stays pageable",
+                    dev->info.name, bytes, ptr, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+void cuda_mem_host_unpin(ct_device *dev, void *ptr)
+{
+    /* a lost device's context may refuse: the registration then goes with the process */
+    if (cuda_enter(dev) != CT_OK) return;
+    if (cudaHostUnregister(ptr) != cudaSuccess) cudaGetLastError();
+}

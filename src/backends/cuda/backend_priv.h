@@ -85,6 +85,8 @@ void cuda_mem_release(ct_device *dev, ct_buffer *buf);
 ct_status cuda_mem_upload(ct_device *dev, ct_buffer *buf, size_t off, const void *host, size_t bytes);
 ct_status cuda_mem_download(ct_device *dev, const ct_buffer *buf, size_t off, void *host, size_t bytes);
 ct_status cuda_mem_info(ct_device *dev, uint64_t *free_bytes, uint64_t *total_bytes);
+ct_status cuda_mem_host_pin(ct_device *dev, void *ptr, size_t bytes);
+void cuda_mem_host_unpin(ct_device *dev, void *ptr);
 
 /* ---- backend.c: the simulated late fault ---- */
 /* CT_ERR_DEVICE_FAULT (with the message) once the device broke, else CT_OK. */
