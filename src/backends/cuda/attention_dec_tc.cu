@@ -16,18 +16,12 @@
  * columns. The score fragment is P V's A fragment as it stands (flash-attention's layout),
  * the online softmax works in base 2 with quad shuffles only.
  *
- * The grid is (n_split, B * Hkv) blocks; the slots are cut evenly, so the launch depends on
- * Tk only and a recorded graph replays at every position. Warps and blocks without a
- * visible key do nothing (warps go straight to the block's barrier). A block folds its
- * warps' partials in shared memory. Where DT_CL blocks of DT_WC warps hold the cache (2,048
- * slots at D 64, sm_90), a KV head's blocks form a cluster and rank 0 folds the active
- * blocks' partials out of their shared memory: two cluster barriers, no global round trip.
- * Else (longer caches, or no clusters) blocks of DT_W warps each write one partial to
- * global memory and the last to finish (a counter per KV head, zero between launches: that
- * block resets it) merges them in the same launch. Measured on an H100 (bench/cuda_nn_dec.c,
- * TinyLlama 2048 slots / 600 attended, us per launch in a graph, hot): 6.3 with the global
- * merge (16 blocks of 4 warps), against 1.1 for an empty kernel; 3.6 with a single active
- * block (no merge at all).
+ * The grid is (n_split, B * Hkv) blocks of DT_W warps; the slots are cut evenly, so the
+ * launch depends on Tk only and a recorded graph replays at every position. Warps and
+ * blocks without a visible key do nothing (blocks exit before any barrier, warps go straight
+ * to it). A block folds its warps' partials in shared memory; with several active blocks
+ * each writes one partial and the last to finish (a counter per KV head, zero between
+ * launches: that block resets it) merges them in the same launch.
  *
  * Semantics are attention_dec.cu's: keys [L - window, L - 1], the mask added, a NaN score
  * makes the row NaN, no visible key gives zeros, a length outside [0, Tk] gives NaN. Slots
@@ -35,7 +29,6 @@
  * scores replaced, never multiplied). Limit: |q * scale * log2 e| must fit in f16 (65504),
  * checked by nothing on the device; q past that range is not a decode input seen in models
  * (the SIMT kernel takes f32 caches and any range). */
-#include <cooperative_groups.h>
 #include <cuda_fp16.h>
 #include <math.h>
 #include <stdint.h>
@@ -44,9 +37,7 @@
 
 namespace {
 
-constexpr int DT_W = 4;  /* warps per block, merged through global memory */
-constexpr int DT_WC = 8; /* warps per block in a cluster */
-constexpr int DT_CL = 8; /* blocks per cluster at most (the portable size) */
+constexpr int DT_W = 4; /* warps per block */
 constexpr float DT_LOG2E = 1.4426950408889634f;
 constexpr float DT_LO = 2048.0f, DT_ILO = 1.0f / 2048.0f; /* the residual rows' scale */
 
@@ -88,60 +79,10 @@ __device__ __forceinline__ int dt_attended(const nn_sdpa &a)
     return L < 0 || L > a.Tk ? -1 : (int)L;
 }
 
-template <int D, int W> struct dt_smem {
-    float o[W][8][D];
-    float m[W][8], l[W][8];
-    float bo[8][D], bm[8], bl[8]; /* the block's partial, read by the cluster's merger */
+template <int D> struct dt_smem {
+    float o[DT_W][8][D];
+    float m[DT_W][8], l[DT_W][8];
 };
-
-/* Rank 0 of the cluster folds the partials of blocks klo .. khi (the active ones) out of their
- * shared memory; the two barriers order the writes before the reads and the reads before any
- * block exits. */
-template <int D, int W>
-__device__ __forceinline__ void dt_cluster_merge(dt_smem<D, W> &sm, const nn_sdpa &a, int64_t row0, int G, int klo, int khi)
-{
-#if __CUDA_ARCH__ >= 900
-    namespace cg = cooperative_groups;
-    cg::cluster_group cl = cg::this_cluster();
-    cl.sync();
-    if (cl.block_rank() == 0) {
-        for (int i = threadIdx.x; i < G * D / 4; i += 32 * W) {
-            const int hg = i / (D / 4), d = 4 * (i % (D / 4));
-            float2 ml[DT_CL];
-            float4 x[DT_CL];
-#pragma unroll
-            for (int r = 0; r < DT_CL; r++) {
-                ml[r] = make_float2(-INFINITY, 0.0f), x[r] = make_float4(0, 0, 0, 0);
-                if (klo + r <= khi) {
-                    const dt_smem<D, W> *p = cl.map_shared_rank(&sm, (unsigned)(klo + r));
-                    ml[r] = make_float2(p->bm[hg], p->bl[hg]);
-                    x[r] = *reinterpret_cast<const float4 *>(&p->bo[hg][d]);
-                }
-            }
-            float mx = -INFINITY, ls = 0.0f;
-            float4 acc = make_float4(0, 0, 0, 0);
-            bool nan = false;
-#pragma unroll
-            for (int r = 0; r < DT_CL; r++) {
-                const float mk = ml[r].x;
-                nan = nan || mk != mk;
-                if (!(mk > -INFINITY)) continue;
-                const float mn = fmaxf(mx, mk), fo = exp2f(mx - mn), fk = exp2f(mk - mn);
-                ls = ls * fo + ml[r].y * fk, mx = mn;
-                acc.x = acc.x * fo + x[r].x * fk, acc.y = acc.y * fo + x[r].y * fk;
-                acc.z = acc.z * fo + x[r].z * fk, acc.w = acc.w * fo + x[r].w * fk;
-            }
-            const float inv = ls > 0.0f ? 1.0f / ls : 0.0f;
-            float *out = a.out + (row0 + hg) * D + d;
-            if (nan) out[0] = out[1] = out[2] = out[3] = NAN;
-            else out[0] = acc.x * inv, out[1] = acc.y * inv, out[2] = acc.z * inv, out[3] = acc.w * inv;
-        }
-    }
-    cl.sync();
-#else
-    (void)sm, (void)a, (void)row0, (void)G, (void)klo, (void)khi; /* launched with clusters on sm_90 only */
-#endif
-}
 
 /* Lane (g, t) of a warp: K and V rows g of each 8-key group, 16-byte words 32 u + 8 t. */
 template <int D>
@@ -162,16 +103,16 @@ __device__ __forceinline__ void load_chunk(uint4 (*kr)[D / 32], uint4 (*vr)[D / 
     }
 }
 
-template <int D, int W, bool CL> __global__ void __launch_bounds__(32 * W) sdpa_dec_tc(nn_sdpa a, int wseg)
+template <int D> __global__ void __launch_bounds__(32 * DT_W) sdpa_dec_tc(nn_sdpa a, int wseg)
 {
     constexpr int NU = D / 32, NK = dt_nk(D), NG = NK / 8, KS = D / 16;
-    __shared__ dt_smem<D, W> sm;
+    __shared__ dt_smem<D> sm;
     __shared__ bool last;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int G = (int)(a.Hq / a.Hkv), Hkv = (int)a.Hkv, Tk = (int)a.Tk;
     const int kvh = (int)blockIdx.y % Hkv, b = (int)blockIdx.y / Hkv;
     const int64_t R = a.B * a.Hq, row0 = (int64_t)b * a.Hq + (int64_t)kvh * G;
-    const int bseg = wseg * W, bs0 = (int)blockIdx.x * bseg;
+    const int bseg = wseg * DT_W, bs0 = (int)blockIdx.x * bseg;
     const int w0 = bs0 + warp * wseg, w1 = min(w0 + wseg, Tk); /* this warp's slots [w0, w1) */
     const __half *kb = (const __half *)a.k + b * a.ks[0] + kvh * a.ks[1];
     const __half *vb = (const __half *)a.v + b * a.vs[0] + kvh * a.vs[1];
@@ -204,15 +145,12 @@ template <int D, int W, bool CL> __global__ void __launch_bounds__(32 * W) sdpa_
     const int L = dt_attended(a);
     if (L <= 0) { /* no visible key: zeros; a bad length: NaN (the first block writes) */
         if (blockIdx.x == 0)
-            for (int i = threadIdx.x; i < G * D; i += 32 * W) a.out[(row0 + i / D) * D + i % D] = L == 0 ? 0.0f : NAN;
+            for (int i = threadIdx.x; i < G * D; i += 32 * DT_W) a.out[(row0 + i / D) * D + i % D] = L == 0 ? 0.0f : NAN;
         return;
     }
     const int vlo = a.window > 0 && L > a.window ? L - (int)a.window : 0, vhi = L - 1;
     const int klo = vlo / bseg, khi = vhi / bseg, n_act = khi - klo + 1;
-    if ((int)blockIdx.x < klo || (int)blockIdx.x > khi) { /* the whole block */
-        if (CL && n_act > 1) dt_cluster_merge<D, W>(sm, a, row0, G, klo, khi); /* its barriers */
-        return;
-    }
+    if ((int)blockIdx.x < klo || (int)blockIdx.x > khi) return; /* the whole block: before any barrier */
 
     const int jlo = max(w0, vlo), jhi = min(w1 - 1, vhi); /* this warp's visible keys */
     float o[NU][4][4];
@@ -317,12 +255,12 @@ template <int D, int W, bool CL> __global__ void __launch_bounds__(32 * W) sdpa_
     /* the block's warps folded: thread per (head, 4 columns) */
     const int DvP = D; /* D is a multiple of 4: the partials' row */
     float *po = a.part, *pml = a.part + (int64_t)a.n_split * R * DvP;
-    for (int i = threadIdx.x; i < G * D / 4; i += 32 * W) {
+    for (int i = threadIdx.x; i < G * D / 4; i += 32 * DT_W) {
         const int hg = i / (D / 4), d = 4 * (i % (D / 4));
         float mx = -INFINITY;
         bool nan = false;
 #pragma unroll
-        for (int w = 0; w < W; w++) {
+        for (int w = 0; w < DT_W; w++) {
             const float mw = sm.m[w][hg];
             nan = nan || mw != mw;
             mx = fmaxf(mx, mw);
@@ -330,7 +268,7 @@ template <int D, int W, bool CL> __global__ void __launch_bounds__(32 * W) sdpa_
         float ls = 0.0f;
         float4 acc = make_float4(0, 0, 0, 0);
 #pragma unroll
-        for (int w = 0; w < W; w++) {
+        for (int w = 0; w < DT_W; w++) {
             const float mw = sm.m[w][hg];
             if (!(mw > -INFINITY)) continue;
             const float f = exp2f(mw - mx);
@@ -343,9 +281,6 @@ template <int D, int W, bool CL> __global__ void __launch_bounds__(32 * W) sdpa_
             float4 r = nan ? make_float4(NAN, NAN, NAN, NAN) : make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
             float *out = a.out + (row0 + hg) * D + d;
             out[0] = r.x, out[1] = r.y, out[2] = r.z, out[3] = r.w;
-        } else if (CL) {
-            *reinterpret_cast<float4 *>(&sm.bo[hg][d]) = acc;
-            if (d == 0) sm.bm[hg] = nan ? NAN : mx, sm.bl[hg] = ls;
         } else {
             const int64_t pr = (int64_t)blockIdx.x * R + row0 + hg;
             __stcg(reinterpret_cast<float4 *>(po + pr * DvP + d), acc);
@@ -353,10 +288,6 @@ template <int D, int W, bool CL> __global__ void __launch_bounds__(32 * W) sdpa_
         }
     }
     if (n_act == 1) return;
-    if (CL) {
-        dt_cluster_merge<D, W>(sm, a, row0, G, klo, khi);
-        return;
-    }
 
     /* the last active block of this KV head merges the blocks' partials */
     __threadfence();
@@ -369,7 +300,7 @@ template <int D, int W, bool CL> __global__ void __launch_bounds__(32 * W) sdpa_
     __syncthreads();
     if (!last) return;
     __threadfence();
-    for (int i = threadIdx.x; i < G * D / 4; i += 32 * W) {
+    for (int i = threadIdx.x; i < G * D / 4; i += 32 * DT_W) {
         const int hg = i / (D / 4), d = 4 * (i % (D / 4));
         float mx = -INFINITY, ls = 0.0f;
         float4 acc = make_float4(0, 0, 0, 0);
@@ -404,37 +335,13 @@ template <int D, int W, bool CL> __global__ void __launch_bounds__(32 * W) sdpa_
     }
 }
 
-/* clusters (sm_90): the current device's */
-bool dt_clusters()
-{
-    int dev = 0, major = 0;
-    return cudaGetDevice(&dev) == cudaSuccess &&
-           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
-}
-
-template <int D, int W, bool CL> cudaError_t dt_launch(const nn_sdpa *a, cudaStream_t s)
+template <int D> cudaError_t dt_launch(const nn_sdpa *a, cudaStream_t s)
 {
     const int64_t bseg = (a->Tk + a->n_split - 1) / a->n_split, nk = dt_nk((int)D);
-    const int wseg = (int)(((bseg + W - 1) / W + nk - 1) / nk * nk);
+    const int wseg = (int)(((bseg + DT_W - 1) / DT_W + nk - 1) / nk * nk);
     dim3 grid((unsigned)a->n_split, (unsigned)(a->B * a->Hkv));
-    if constexpr (!CL) {
-        sdpa_dec_tc<D, W, false><<<grid, 32 * W, 0, s>>>(*a, wseg);
-        return cudaGetLastError();
-    } else {
-        cudaLaunchConfig_t cfg = {};
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = (unsigned)a->n_split, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-        cfg.gridDim = grid, cfg.blockDim = dim3(32 * W), cfg.dynamicSmemBytes = 0, cfg.stream = s;
-        cfg.attrs = at, cfg.numAttrs = 1;
-        return cudaLaunchKernelEx(&cfg, sdpa_dec_tc<D, W, true>, *a, wseg);
-    }
-}
-
-/* one cluster per KV head where DT_CL blocks of DT_WC warps hold the cache */
-bool dt_cluster_fits(int64_t Tk, int64_t D, int n_split)
-{
-    return n_split > 1 && n_split <= DT_CL && Tk <= (int64_t)n_split * DT_WC * dt_nk((int)D) && dt_clusters();
+    sdpa_dec_tc<D><<<grid, 32 * DT_W, 0, s>>>(*a, wseg);
+    return cudaGetLastError();
 }
 
 } // namespace
@@ -453,13 +360,8 @@ extern "C" int nn_sdpa_dec_tc_ok(const nn_sdpa *a)
 
 extern "C" int nn_sdpa_dec_tc_splits(const nn_sdpa *a, int sm_count)
 {
-    /* A cluster per KV head (blocks of DT_WC warps, a chunk of keys each: 32 at D 64) where
-     * DT_CL blocks hold the cache: the merge goes through distributed shared memory. Else a
-     * warp a chunk and DT_W warps a block, up to 64 blocks per KV head (the merge reads one
-     * partial per active block from global memory), and no more than ~4 blocks per SM. */
-    const int64_t pc = (int64_t)DT_WC * dt_nk((int)a->D), nc = (a->Tk + pc - 1) / pc;
-    if (nc <= 1) return 1;
-    if (nc <= DT_CL && dt_cluster_fits(a->Tk, a->D, (int)nc)) return (int)nc;
+    /* A warp a chunk of keys (32 at D 64) and DT_W warps a block up to 64 blocks per KV head
+     * (the merge reads one partial per active block), and no more than ~4 blocks per SM. */
     const int64_t per = (int64_t)DT_W * dt_nk((int)a->D), heads = a->B * a->Hkv > 0 ? a->B * a->Hkv : 1;
     int64_t n = (a->Tk + per - 1) / per, cap = 4 * (int64_t)sm_count / heads;
     if (n > cap) n = cap;
@@ -472,9 +374,5 @@ extern "C" cudaError_t nn_sdpa_dec_tc_run(const nn_sdpa *a, cudaStream_t s)
     if (!nn_sdpa_dec_tc_ok(a) || a->n_split < 1 || a->n_split > NN_SDPA_DEC_MAX_SPLIT ||
         (a->n_split > 1 && (!a->part || !a->count)))
         return cudaErrorInvalidValue;
-    if (a->n_split == 1) /* one block: no merge */
-        return a->D == 64 ? dt_launch<64, DT_WC, false>(a, s) : dt_launch<128, DT_WC, false>(a, s);
-    if (dt_cluster_fits(a->Tk, a->D, a->n_split))
-        return a->D == 64 ? dt_launch<64, DT_WC, true>(a, s) : dt_launch<128, DT_WC, true>(a, s);
-    return a->D == 64 ? dt_launch<64, DT_W, false>(a, s) : dt_launch<128, DT_W, false>(a, s);
+    return a->D == 64 ? dt_launch<64>(a, s) : dt_launch<128>(a, s);
 }
