@@ -4,20 +4,27 @@
  * timed with events around the graph's replay; us per launch. "hot" replays the graph back
  * to back (the caches stay in L2 where they fit), "cold" writes a 256 MiB buffer before each
  * replay (in a decode step the weights stream through L2 between two layers' attention).
- * Next to it: the kernel of main 71ea924 (cuda_dec_old.cu) on the same data, an empty
- * kernel of the same grid (cuda_dec_floor.cu: the launch cost in a graph), and the largest
- * difference between the old and new outputs relative to the largest output (a sanity
- * check: both are f32 throughout, so ~1e-7). Shapes: TinyLlama (32 query heads, 4 KV heads,
- * D 64), SmolLM2 135M (9, 3, 64), Gemma 3 270M (4, 1, 256; its local layers have a window of
- * 512); f16 caches of Tk slots attended to L (the length in a device tensor). Then the new
- * kernel at other split counts than nn_sdpa_plan's, for the planner.
- * Measured on an H100 (2026-11-24, us per launch, cold; old -> new, empty kernel 1.0-1.2):
- *   TinyLlama 512 (64) 14.7 -> 9.6, 512 (128) 15.3 -> 7.7, 640 (600) 19.1 -> 10.9,
- *     2048 (600) 16.2 -> 12.5, 2048 (2000) 18.2 -> 13.0, 4096 (4000) 23.9 -> 15.7
- *   SmolLM2 640 (600) 12.1 -> 7.7, 2048 (600) 10.6 -> 8.8, 4096 (4000) 15.1 -> 13.3
- *   Gemma global 640 (600) 34.8 -> 10.8, 2048 (600) 28.4 -> 13.9, 4096 (4000) 43.4 -> 23.8
- * with one 32-key chunk per segment; the split sweep of the same run led to the planner's
- * 64-key segments for TinyLlama and at most 64 segments (nn_sdpa_dec_splits). */
+ * "old" is the SIMT kernel (attention_dec.cu, main 72d5c48's kernel, still the library's for
+ * the shapes the tensor-core one leaves) at its own split count, "new" is nn_sdpa_dec_run at
+ * nn_sdpa_plan's (attention_dec_tc.cu for f16 caches with D 64 / 128 and G <= 8: TinyLlama
+ * and SmolLM2 here; Gemma 3's D 256 stays on the SIMT kernel, so its two columns agree).
+ * Beside them: an empty kernel of the same grid (cuda_dec_floor.cu: the launch cost in a
+ * graph) and the largest difference between the old and new outputs relative to the largest
+ * output (a sanity check: both are f32-accurate, so ~1e-7). Shapes: TinyLlama (32 query
+ * heads, 4 KV heads, D 64), SmolLM2 135M (9, 3, 64), Gemma 3 270M (4, 1, 256; its local
+ * layers have a window of 512); f16 caches of Tk slots attended to L (the length in a device
+ * tensor). Then the new kernel at other split counts than nn_sdpa_plan's, for the planner.
+ * Measured on an H100 (2026-11-24, us per launch, hot / cold; old -> new; empty kernel 1.0-1.2):
+ *   TinyLlama 512 (64) 7.2/7.4 -> 3.6/4.2, 512 (128) 11.5/11.7 -> 3.7/4.2,
+ *     640 (600) 10.0/10.3 -> 5.7/6.3, 2048 (600) 10.0/10.5 -> 6.3/6.9,
+ *     2048 (2000) 11.6/11.8 -> 7.4/7.9, 4096 (4000) 15.3/15.3 -> 9.9/10.3
+ *   SmolLM2 512 (64) 8.4/8.7 -> 3.5/4.0, 640 (600) 7.2/7.5 -> 5.8/6.4,
+ *     2048 (600) 8.1/8.5 -> 6.1/6.8, 2048 (2000) 9.7/10.1 -> 7.1/7.8, 4096 (4000) 11.8/12.0 -> 9.5/10.2
+ *   Gemma 3 (SIMT both): global 2048 (600) 10.6/11.1, 4096 (4000) 18.6/18.8; local 4096 (4000)
+ *     15.1/15.4 (at 128 splits 10.6/11.1, at 2048 (600) 13.0/13.4 against 11.9/12.3: the
+ *     SIMT planner's cap of 64 is left as it is)
+ * The split sweep: for the tensor-core kernel the planner's 4 warps x 32 keys a block is at
+ * or near the best (2048 (600): 6.3 against 6.4 at twice the blocks, 7.5 at half). */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdint.h>
@@ -25,10 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/cuda/nn_kernels.h"
+#include "backends/cuda/attention_dec.h"
 
-cudaError_t nn_sdpa_dec_run_old(const nn_sdpa *a, cudaStream_t s);
-int nn_sdpa_dec_splits_old(int64_t B, int64_t Hkv, int64_t Tk, int sm_count);
 cudaError_t nn_sdpa_dec_floor(const nn_sdpa *a, cudaStream_t s);
 
 enum { N_LAYERS = 22 };
@@ -160,6 +165,13 @@ static void teardown(dcase *c)
     cudaFree(c->len);
 }
 
+/* the SIMT kernel (main 72d5c48's, still the library's kernel for the shapes the tensor-core
+ * one leaves) at its own split count */
+static int old_splits(const nn_sdpa *a, int sm)
+{
+    return nn_sdpa_dec_simt_splits(a->B, a->Hkv, a->Tk, a->D, a->Dv, a->Hq / a->Hkv, sm);
+}
+
 /* max |new - old| / max |old| over layer 0's output */
 static double out_diff(const dcase *c, const nn_sdpa *a, int sm)
 {
@@ -169,8 +181,8 @@ static double out_diff(const dcase *c, const nn_sdpa *a, int sm)
     o.k = c->k[0], o.v = c->v[0], o.out = c->out[0];
     CK(nn_sdpa_dec_run(&o, c->s));
     CK(cudaMemcpyAsync(x, o.out, sizeof(float) * n, cudaMemcpyDeviceToHost, c->s));
-    o.n_split = nn_sdpa_dec_splits_old(1, a->Hkv, a->Tk, sm);
-    CK(nn_sdpa_dec_run_old(&o, c->s));
+    o.n_split = old_splits(a, sm);
+    CK(nn_sdpa_dec_simt_run(&o, c->s));
     CK(cudaMemcpyAsync(y, o.out, sizeof(float) * n, cudaMemcpyDeviceToHost, c->s));
     CK(cudaStreamSynchronize(c->s));
     double md = 0, mo = 0;
@@ -216,9 +228,9 @@ int bench_dec(int rounds, int only)
             a.ks[0] = sh->Hkv * Tk * sh->D, a.ks[1] = Tk * sh->D, a.ks[2] = sh->D, a.ks[3] = 1;
             memcpy(a.vs, a.ks, sizeof a.ks);
             nn_sdpa o = a;
-            o.n_split = nn_sdpa_dec_splits_old(1, sh->Hkv, Tk, sm);
-            double oh = time_graph(&c, &o, nn_sdpa_dec_run_old, rounds, 0);
-            double oc = time_graph(&c, &o, nn_sdpa_dec_run_old, rounds, 1);
+            o.n_split = old_splits(&a, sm);
+            double oh = time_graph(&c, &o, nn_sdpa_dec_simt_run, rounds, 0);
+            double oc = time_graph(&c, &o, nn_sdpa_dec_simt_run, rounds, 1);
             a.n_split = nn_sdpa_plan(&a, sm);
             double nh = time_graph(&c, &a, nn_sdpa_dec_run, rounds, 0);
             double nc = time_graph(&c, &a, nn_sdpa_dec_run, rounds, 1);

@@ -18,7 +18,8 @@
  *   attention on tensor cores (prefill from NN_SDPA_TC_MIN_TQ = 32 query positions, head
  *     dims 64 and 128): Q * scale, K, V and the probabilities P are rounded to f16 (relative
  *     2^-11 each), products and sums in f32: the output's relative error is a few 2^-11,
- *     NMSE ~1e-7 on these inputs; 1e-5 leaves two decades (the decode path stays f32: 1e-10).
+ *     NMSE ~1e-7 on these inputs; 1e-5 leaves two decades (the decode path stays f32: 1e-10; its
+ *     tensor-core kernel carries Q and P as f16 plus the rounding residual, ~f32 too).
  * Without a CUDA device (CI builds CUDA but has no GPU) every test skips. */
 #include <stdlib.h>
 #include <string.h>
@@ -630,7 +631,10 @@ static void test_sdpa_decode(void)
  * at an even chunk of a segment, past the chunk staged before the length is read), and the
  * real models'
  * shapes: TinyLlama (32/4 heads, D 64), SmolLM2 135M (9/3, D 64), Gemma 3 270M (4/1, D 256,
- * window 512 on its local layers). */
+ * window 512 on its local layers). The f16 caches with D 64 / 128 and G <= 8 take the
+ * tensor-core kernel instead (attention_dec_tc.cu: warps of 32 keys at D 64, 16 at 128,
+ * blocks of 4 warps, a merge across blocks): the same lengths cross its warp and block
+ * boundaries, the 20,000-slot cache gives each warp three chunks. */
 static void test_sdpa_decode_segments(void)
 {
     if (!dev()) return;
@@ -668,6 +672,13 @@ static void test_sdpa_decode_segments(void)
                  (att_ctx){.p = {.causal = true}, .L = 250, .mask = 1}, 2150);
         att_case("decode segments, 8 heads, D 256", kv, 1, 8, 1, 1, 100, 256, 256,
                  (att_ctx){.p = {.causal = true}, .L = 97}, 2151);
+        /* shapes of the tensor-core kernel (f16, D 64 / 128, G <= 8) the cases above leave: a
+         * mask, D 128 with a window across blocks, one query head per KV head */
+        att_case("decode segments, G 4, mask", kv, 1, 8, 2, 1, 700, 64, 64,
+                 (att_ctx){.p = {.causal = true}, .L = 650, .mask = 1}, 2160);
+        att_case("decode segments, G 6, D 128, window, mask", kv, 2, 6, 1, 1, 1000, 128, 128,
+                 (att_ctx){.p = {.causal = true, .window = 300}, .L = 999, .mask = 1}, 2161);
+        att_case("decode segments, G 1", kv, 1, 4, 4, 1, 300, 64, 64, (att_ctx){.p = {.causal = true}, .L = 200}, 2162);
     }
 }
 

@@ -262,7 +262,7 @@ static bool dec_path(const nn_sdpa *a)
 extern "C" int nn_sdpa_plan(const nn_sdpa *a, int sm_count)
 {
     if (nn_sdpa_tc_ok(a->Tq, a->D, a->Dv)) return 1;
-    if (dec_path(a)) return nn_sdpa_dec_splits(a->B, a->Hkv, a->Tk, a->D, a->Dv, a->Hq / a->Hkv, sm_count);
+    if (dec_path(a)) return nn_sdpa_dec_splits(a, sm_count);
     return nn_sdpa_splits(a->B, a->Hq, a->Hkv, a->Tq, a->Tk, sm_count);
 }
 

@@ -1,5 +1,7 @@
 /* Decode attention (Tq = 1): the G = Hq / Hkv query heads of a KV head share every K/V row
- * the block reads.
+ * the block reads. This SIMT kernel takes the shapes attention_dec_tc.cu (tensor cores: f16
+ * caches, D = Dv = 64 or 128, G <= 8) leaves: f32 caches, other head dims (Gemma 3's 256), G
+ * up to 16; nn_sdpa_dec_run and nn_sdpa_dec_splits at the end pick between the two.
  *
  * The Tk slots of the cache are cut into n_split segments (nn_sdpa_dec_splits: one or two
  * chunks of 32 keys each, more where the grid or the merge would grow too big), one block
@@ -35,7 +37,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "backends/cuda/nn_kernels.h"
+#include "backends/cuda/attention_dec.h"
 
 #ifndef DN_SPEC
 #define DN_SPEC 1 /* stage the first chunk before the length is known (0: after; the same time on an H100) */
@@ -503,7 +505,7 @@ extern "C" int nn_sdpa_dec_ok(int64_t Hq, int64_t Hkv, int64_t Tq, int64_t D, in
            G * ((Dv + 7) / 8) <= DN_T;
 }
 
-extern "C" int nn_sdpa_dec_splits(int64_t B, int64_t Hkv, int64_t Tk, int64_t D, int64_t Dv, int64_t G, int sm_count)
+extern "C" int nn_sdpa_dec_simt_splits(int64_t B, int64_t Hkv, int64_t Tk, int64_t D, int64_t Dv, int64_t G, int sm_count)
 {
     /* Segments of 64 keys (two chunks) where the heads of a KV head carry much output (G Dv
      * > 256 at D <= 128: TinyLlama), else of one chunk (SmolLM2: few heads; Gemma 3: D 256,
@@ -521,11 +523,22 @@ extern "C" int nn_sdpa_dec_splits(int64_t B, int64_t Hkv, int64_t Tk, int64_t D,
     return n < 1 ? 1 : (int)n;
 }
 
-extern "C" cudaError_t nn_sdpa_dec_run(const nn_sdpa *a, cudaStream_t s)
+extern "C" cudaError_t nn_sdpa_dec_simt_run(const nn_sdpa *a, cudaStream_t s)
 {
     if (!nn_sdpa_dec_ok(a->Hq, a->Hkv, a->Tq, a->D, a->Dv) || a->kdt != a->vdt || a->n_split < 1 ||
         a->n_split > NN_SDPA_DEC_MAX_SPLIT || (a->n_split > 1 && (!a->part || !a->count)) || a->B * a->Hkv > 65535 ||
         a->Tk > INT32_MAX / 2)
         return cudaErrorInvalidValue;
     return a->kdt == CT_F16 ? dn_dispatch<__half>(a, s) : dn_dispatch<float>(a, s);
+}
+
+extern "C" int nn_sdpa_dec_splits(const nn_sdpa *a, int sm_count)
+{
+    if (nn_sdpa_dec_tc_ok(a)) return nn_sdpa_dec_tc_splits(a, sm_count);
+    return nn_sdpa_dec_simt_splits(a->B, a->Hkv, a->Tk, a->D, a->Dv, a->Hq / a->Hkv, sm_count);
+}
+
+extern "C" cudaError_t nn_sdpa_dec_run(const nn_sdpa *a, cudaStream_t s)
+{
+    return nn_sdpa_dec_tc_ok(a) ? nn_sdpa_dec_tc_run(a, s) : nn_sdpa_dec_simt_run(a, s);
 }

@@ -129,7 +129,8 @@ int nn_sdpa_dec_ok(int64_t Hq, int64_t Hkv, int64_t Tq, int64_t D, int64_t Dv);
 int nn_sdpa_plan(const nn_sdpa *a, int sm_count);
 cudaError_t nn_sdpa_tc_run(const nn_sdpa *a, cudaStream_t s);
 cudaError_t nn_sdpa_dec_run(const nn_sdpa *a, cudaStream_t s);
-int nn_sdpa_dec_splits(int64_t B, int64_t Hkv, int64_t Tk, int64_t D, int64_t Dv, int64_t G, int sm_count);
+/* The decode kernels' split count for a (attention_dec.h: tensor cores where they apply): Tk's only. */
+int nn_sdpa_dec_splits(const nn_sdpa *a, int sm_count);
 /* Shared memory one attention block needs for head dims D, Dv (bytes). */
 size_t nn_sdpa_smem(int64_t D, int64_t Dv);
 /* How many key segments to use for this shape on a device with sm_count SMs. */
