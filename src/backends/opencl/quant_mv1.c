@@ -18,7 +18,8 @@
 #include "core/config.h"
 #include "backends/opencl/quant_internal.h"
 
-#define MV1_LS 64 /* MV1_LS in quant.cl */
+#define MV1_LS 64   /* MV1_LS in quant.cl */
+#define MV1_MAX_R 8 /* the most rows per work-group of mv1x_r* */
 
 /* ---- eligibility ---- */
 
@@ -29,7 +30,7 @@ bool ocl_mv1_ok(const ct_device *dev, const ct_op *op)
     const ct_tensor *x = op->src[0], *w = op->src[1];
     const ocl_dev_info *info = ocl_info(dev);
     if (ocl_q_matvec_rows(info) || (w->dtype != CT_Q4_K && w->dtype != CT_Q6_K)) return false;
-    if (info->max_wg < MV1_LS || info->local_mem < 16 * (MV1_LS + 1) * sizeof(float)) return false;
+    if (info->max_wg < MV1_LS || info->local_mem < (2 * MV1_MAX_R + 1) * (MV1_LS + 1) * sizeof(float)) return false;
     int64_t N = w->shape[0], K = w->shape[1];
     cl_long rs, cs, wrow = 0;
     cl_ulong xoff = 0, woff = 0;
@@ -44,11 +45,12 @@ bool ocl_mv1_ok(const ct_device *dev, const ct_op *op)
 }
 
 /* Rows per work-group: 4 (x reused from registers) when that still gives every compute
- * unit a few groups, else 1. */
+ * unit a few groups, else 1. CTORCH_OPENCL_MV1_ROWS (a tuning switch) forces 1, 2, 4 or 8
+ * everywhere (0: these kernels off). */
 static int mv1_rows(const ct_device *dev, int64_t N)
 {
     const char *e = getenv("CTORCH_OPENCL_MV1_ROWS");
-    if (e && (!strcmp(e, "1") || !strcmp(e, "4"))) return e[0] - '0';
+    if (e && e[0] && !e[1] && strchr("1248", e[0])) return e[0] - '0';
     return N >= 8 * (int64_t)ocl_info(dev)->compute_units ? 4 : 1;
 }
 
@@ -103,6 +105,21 @@ static ct_status stage_x(ct_device *dev, const mv1_plan *p, cl_mem xm, cl_ulong 
     return s;
 }
 
+/* The launch's name in the device profile (CTORCH_OPENCL_PROFILE=1), which sums device
+ * time per name: the kernel, the form and the weights' shapes, so that each matvec of a
+ * decode step gets a row of its own, e.g. "mv1x_r4 norm gate+up q4k 5632x2048". */
+static void mv1_label(const mv1_plan *p, int R, char *buf, size_t n)
+{
+    int len = snprintf(buf, n, "mv1x_r%d%s%s", R, p->norm ? " norm" : "",
+                       p->gated ? " gate+up" : p->tail ? " +add" : p->nseg > 1 ? " multi" : "");
+    for (int i = 0; i < p->nseg && len > 0 && (size_t)len < n; i++) {
+        const ct_tensor *w = p->lin[i]->src[1];
+        if (p->gated && i > 0) break;
+        len += snprintf(buf + len, n - (size_t)len, "%s%s %lldx%lld", i ? "," : "", w->dtype == CT_Q4_K ? " q4k" : " q6k",
+                        (long long)w->shape[0], (long long)w->shape[1]);
+    }
+}
+
 static ct_status mv1_launch(ct_device *dev, const mv1_plan *p)
 {
     const ct_tensor *x = p->norm ? p->norm->src[0] : p->lin[0]->src[0];
@@ -149,8 +166,9 @@ static ct_status mv1_launch(ct_device *dev, const mv1_plan *p)
     if (!epi && !p->gated) r.m = z.m = xm, r.lo = z.lo = 0;
     if (p->gated && !p->tail) return core_err(CT_ERR_INVALID_ARG, "mv1: gated without its swiglu");
     if (p->gated) r.m = xm, r.lo = 0;
-    char name[16];
+    char name[16], label[64]; /* mv1x_r1, _r2, _r4, _r8 */
     snprintf(name, sizeof name, "mv1x_r%d", R);
+    mv1_label(p, R, label, sizeof label);
     cl_kernel k;
     ct_status s = ocl_kernel(dev, OCL_Q_PROGRAM, name, &k);
     size_t ls = MV1_LS, global = groups * ls, local = sizeof(float) * (size_t)(2 * R + 1) * (MV1_LS + 1);
@@ -163,7 +181,7 @@ static ct_status mv1_launch(ct_device *dev, const mv1_plan *p)
                          OCL_ARG(sg[2].wo), OCL_ARG(sg[2].wr), OCL_ARG(sg[2].f), OCL_ARG(sg[2].N), OCL_ARG(sg[2].o),
                          OCL_ARG(sg[2].oo), OCL_ARG(bm), OCL_ARG(bo), OCL_ARG(bk), OCL_ARG(bstride), OCL_ARG(epi),
                          OCL_ARG(r.m), OCL_ARG(r.lo), OCL_ARG(z.m), OCL_ARG(z.lo), OCL_LOCAL(local));
-    return s != CT_OK ? s : ocl_launch(dev, k, name, 1, &global, &ls);
+    return s != CT_OK ? s : ocl_launch(dev, k, label, 1, &global, &ls);
 }
 
 ct_status ocl_mv1_linear(ct_device *dev, const ct_op *op)
