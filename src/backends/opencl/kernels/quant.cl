@@ -504,19 +504,30 @@ inline float q6_k_dot(q6k_w w, const mv1_x *x)
     return w.d * dot(convert_float4(w.sc), t);
 }
 
-/* Sums of R rows' partials over the work-group; work-item r < R gets row r's. */
-inline float mv1_reduce(local float *red, float *acc, int R)
+/* Statements repeated for r = 0 .. R-1 by the preprocessor (M(r, R)), so that every
+ * per-row array is indexed by constants and stays in registers whatever the compiler's
+ * unrolling limits (an array indexed at run time lives in slow private memory). */
+#define MV1_REP1(M, A) M(0, A)
+#define MV1_REP2(M, A) M(0, A) M(1, A)
+#define MV1_REP4(M, A) MV1_REP2(M, A) M(2, A) M(3, A)
+#define MV1_REP8(M, A) MV1_REP4(M, A) M(4, A) M(5, A) M(6, A) M(7, A)
+
+/* Row r's partials (and the gated up row's, A + r) into the reduction's local memory. */
+#define MV1_RED(r, A) red[(r) * MV1_LS + lid] = acc[r], red[((A) + (r)) * MV1_LS + lid] = acc[(A) + (r)];
+
+/* Sums of n rows' partials, already in red[row * MV1_LS + lid], over the work-group;
+ * work-item r < n gets row r's. */
+inline float mv1_reduce(local float *red, int n)
 {
     int lid = get_local_id(0);
-    for (int r = 0; r < R; r++) red[r * MV1_LS + lid] = acc[r];
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int t = lid; t < R * 16; t += MV1_LS) { /* each sums 4 and writes over its own first */
+    for (int t = lid; t < n * 16; t += MV1_LS) { /* each sums 4 and writes over its own first */
         local float *q = red + (t / 16) * MV1_LS + t % 16;
         q[0] = (q[0] + q[16]) + (q[32] + q[48]);
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     float s = 0.0f;
-    if (lid < R)
+    if (lid < n)
         for (int i = 0; i < 16; i++) s += red[lid * MV1_LS + i];
     return s;
 }
@@ -555,6 +566,23 @@ inline void mv1_load_x(int f, global const float *x, global const float *gam, lo
     }
 }
 
+/* Per row r of the R (A): its weight rows' addresses (rows past N repeat the last), then
+ * per chunk the loads of every row (and of the up rows when gated) and the dots. */
+#define MV1_ROW(r, A)                                                                                       \
+    {                                                                                                       \
+        long rr = min((long)(r), (long)nr - 1);                                                             \
+        rows[r] = w + wo + (n0 + rr) * wr;                                                                  \
+        rows[(A) + (r)] = wu + w1o + (n0 + rr) * w1r;                                                       \
+    }
+#define MV1_LD4(r, A) wv4[r] = q4_k_load(rows[r] + bo, c);
+#define MV1_LD4U(r, A) wv4[(A) + (r)] = q4_k_load(rows[(A) + (r)] + bo, c);
+#define MV1_DOT4(r, A) acc[r] += q4_k_dot(wv4[r], c, &xs);
+#define MV1_DOT4U(r, A) acc[(A) + (r)] += q4_k_dot(wv4[(A) + (r)], c, &xs);
+#define MV1_LD6(r, A) wv6[r] = q6_k_load(rows[r] + bo, c);
+#define MV1_LD6U(r, A) wv6[(A) + (r)] = q6_k_load(rows[(A) + (r)] + bo, c);
+#define MV1_DOT6(r, A) acc[r] += q6_k_dot(wv6[r], &xs);
+#define MV1_DOT6U(r, A) acc[(A) + (r)] += q6_k_dot(wv6[(A) + (r)], &xs);
+
 /* One launch for what the step planner (capture.c) fused, or a plain one-row linear.
  * Work-groups take R rows of weight 0, then of weight 1, then of weight 2 (nseg of them,
  * each with its format f, rows N, output o; several linears of one x); gated: weights
@@ -562,8 +590,7 @@ inline void mv1_load_x(int f, global const float *x, global const float *gam, lo
  * the input of an RMS norm (weight gam when has_gam) whose output xn work-group 0 writes;
  * the linears read xn, computed as scale * (W . (x * gam)) with the scale from the sum of
  * squares that the row reduction carries along. epi 1: z = o0 + r (an ADD after the
- * linear). bias: weight 0's, for a single linear. Rows past N repeat the last (static
- * indices, no branch) and are not written. */
+ * linear). bias: weight 0's, for a single linear. */
 #define MV1X_KERNEL(R)                                                                                      \
     kernel void mv1x_r##R(global const uchar *xb, ulong xoff, long K, int norm, global const uchar *gmb,       \
                           ulong gmoff, int has_gam, float eps, global uchar *xnb, ulong xnoff, int gated, int nseg, \
@@ -593,43 +620,36 @@ inline void mv1_load_x(int f, global const float *x, global const float *gam, lo
         global const float *x = (global const float *)(xb + xoff);                                         \
         global const float *gam = norm && has_gam ? (global const float *)(gmb + gmoff) : 0;               \
         global const uchar *rows[2 * R];                                                                    \
-        for (int r = 0; r < R; r++) {                                                                       \
-            long rr = min(r, nr - 1);                                                                       \
-            rows[r] = w + wo + (n0 + rr) * wr;                                                              \
-            rows[R + r] = wu + w1o + (n0 + rr) * w1r;                                                       \
-        }                                                                                                   \
-        float acc[2 * R + 1], ss = 0.0f;                                                                    \
-        for (int r = 0; r < 2 * R + 1; r++) acc[r] = 0.0f;                                                  \
+        MV1_REP##R(MV1_ROW, R)                                                                              \
+        float acc[2 * R], ss = 0.0f;                                                                        \
+        for (int r = 0; r < 2 * R; r++) acc[r] = 0.0f;                                                      \
         long nch = K / 32;                                                                                  \
         if (f == 0) {                                                                                       \
             for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
-                long bo = (ch / 8) * 144;                                                                 \
-                q4k_w wv[2 * R];                                                                            \
-                for (int r = 0; r < R; r++) wv[r] = q4_k_load(rows[r] + bo, c);                           \
-                if (gated)                                                                                  \
-                    for (int r = 0; r < R; r++) wv[R + r] = q4_k_load(rows[R + r] + bo, c);               \
+                long bo = (ch / 8) * 144;                                                                   \
+                q4k_w wv4[2 * R];                                                                           \
+                MV1_REP##R(MV1_LD4, R)                                                                      \
+                if (gated) { MV1_REP##R(MV1_LD4U, R) }                                                      \
                 mv1_x xs;                                                                                   \
                 mv1_load_x(0, x, gam, ch / 8, c, &xs, norm ? &ss : 0);                                      \
-                for (int r = 0; r < R; r++) acc[r] += q4_k_dot(wv[r], c, &xs);                              \
-                if (gated)                                                                                  \
-                    for (int r = 0; r < R; r++) acc[R + r] += q4_k_dot(wv[R + r], c, &xs);                  \
+                MV1_REP##R(MV1_DOT4, R)                                                                     \
+                if (gated) { MV1_REP##R(MV1_DOT4U, R) }                                                     \
             }                                                                                               \
         } else {                                                                                            \
             for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
-                long bo = (ch / 8) * 210;                                                                 \
-                q6k_w wv[2 * R];                                                                            \
-                for (int r = 0; r < R; r++) wv[r] = q6_k_load(rows[r] + bo, c);                           \
-                if (gated)                                                                                  \
-                    for (int r = 0; r < R; r++) wv[R + r] = q6_k_load(rows[R + r] + bo, c);               \
+                long bo = (ch / 8) * 210;                                                                   \
+                q6k_w wv6[2 * R];                                                                           \
+                MV1_REP##R(MV1_LD6, R)                                                                      \
+                if (gated) { MV1_REP##R(MV1_LD6U, R) }                                                      \
                 mv1_x xs;                                                                                   \
                 mv1_load_x(1, x, gam, ch / 8, c, &xs, norm ? &ss : 0);                                      \
-                for (int r = 0; r < R; r++) acc[r] += q6_k_dot(wv[r], &xs);                                 \
-                if (gated)                                                                                  \
-                    for (int r = 0; r < R; r++) acc[R + r] += q6_k_dot(wv[R + r], &xs);                     \
+                MV1_REP##R(MV1_DOT6, R)                                                                     \
+                if (gated) { MV1_REP##R(MV1_DOT6U, R) }                                                     \
             }                                                                                               \
         }                                                                                                   \
-        acc[2 * R] = ss;                                                                                    \
-        float s = mv1_reduce(red, acc, 2 * R + 1);                                                          \
+        MV1_REP##R(MV1_RED, R)                                                                              \
+        red[2 * R * MV1_LS + lid] = ss;                                                                     \
+        float s = mv1_reduce(red, 2 * R + 1);                                                               \
         local float *fin = red + (2 * R + 1) * MV1_LS;                                                      \
         if (lid < 2 * R + 1) fin[lid] = s;                                                                  \
         barrier(CLK_LOCAL_MEM_FENCE);                                                                       \
