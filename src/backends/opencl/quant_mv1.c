@@ -70,6 +70,7 @@ static bool span_of(const ct_tensor *t, const ct_device *dev, q_span *sp)
 }
 
 static bool overlap(const q_span *a, const q_span *b) { return a->m == b->m && a->lo < b->hi && b->lo < a->hi; }
+static bool covers(const q_span *a, const q_span *b) { return a->m == b->m && a->lo <= b->lo && b->hi <= a->hi; }
 static bool same(const q_span *a, const q_span *b) { return a->m == b->m && a->lo == b->lo && a->hi == b->hi; }
 
 typedef struct mv1_plan {
@@ -80,6 +81,7 @@ typedef struct mv1_plan {
     const ct_op *tail;   /* the SWIGLU (gated) or ADD after the linears, or NULL */
     q_span r, z;         /* ADD: the residual and the sum; SWIGLU: z the product */
     bool stage;          /* an output overlaps the x read: stage x (or its norm) first */
+    bool drop_xn;        /* the tail's output covers the norm's: xn is dead, not written */
 } mv1_plan;
 
 #define MV1_STAGE_LS 256 /* mv1_stage_x's work-group; it holds up to 32 values of x per work-item */
@@ -132,7 +134,7 @@ static ct_status mv1_launch(ct_device *dev, const mv1_plan *p)
     if (gamma) gm = ocl_mem(gamma, dev, &go);
     if (p->norm) xnm = ocl_mem(p->norm->dst, dev, &xno);
     if (b) bm = ocl_mem(b, dev, &bo);
-    cl_int norm = p->norm != NULL, has_gam = gamma != NULL, gated = p->gated, nseg = p->nseg, bk = ocl_q_bias_kind(b);
+    cl_int norm = p->norm ? (p->drop_xn ? 2 : 1) : 0, has_gam = gamma != NULL, gated = p->gated, nseg = p->nseg, bk = ocl_q_bias_kind(b);
     if (p->stage) {
         ct_status s = stage_x(dev, p, xm, xo, K, gm, go, xnm, xno, &xm);
         if (s != CT_OK) return s;
@@ -236,6 +238,18 @@ static int gather_linears(const ct_device *dev, const ct_op *ops, int n, const q
     return k;
 }
 
+/* The tail's output (swiglu's or add's) against what the launch reads. Over the norm's
+ * input, or over x without a norm: x must be staged. Over the whole of the norm's output
+ * (never read by the launch, which normalizes x itself): the arena gave those bytes to the
+ * tail once the linears, xn's last readers, were done, so xn is dead and goes unwritten
+ * (op by op, the tail would overwrite it anyway); over a part of it: staged. In decode
+ * steps swiglu's output takes the bytes of the gate/up norm this way, every layer. */
+static void tail_hazard(mv1_plan *p, const q_span *out, const q_span *x, const q_span *xin)
+{
+    if ((xin && overlap(out, xin)) || (overlap(out, x) && !(p->norm && covers(out, x)))) p->stage = true;
+    else if (overlap(out, x)) p->drop_xn = true;
+}
+
 /* gate = lin[0], up = lin[1] (or swapped), SWIGLU(gate, up) into a tensor of its own. */
 static bool gated_tail(const ct_device *dev, const ct_op *glu, mv1_plan *p, const q_span *x, const q_span *xin)
 {
@@ -255,7 +269,7 @@ static bool gated_tail(const ct_device *dev, const ct_op *glu, mv1_plan *p, cons
         return false;
     }
     if (ct_tensor_numel(glu->dst) != l0->src[1]->shape[0] || overlap(&h, &g) || overlap(&h, &u)) return false;
-    p->stage |= overlap(&h, x) || (xin && overlap(&h, xin));
+    tail_hazard(p, &h, x, xin);
     p->nseg = 2, p->gated = true, p->tail = glu, p->z = h;
     return true;
 }
@@ -273,7 +287,7 @@ static bool add_tail(const ct_device *dev, const ct_op *add, mv1_plan *p, const 
     const q_span *r = same(&a, &y) ? &b : same(&b, &y) ? &a : NULL;
     if (!r || overlap(r, &y) || overlap(&z, &y) || (overlap(&z, r) && !same(&z, r))) return false;
     /* r is read by other work-groups only through x, which staging protects */
-    p->stage |= overlap(&z, x) || (xin && overlap(&z, xin));
+    tail_hazard(p, &z, x, xin);
     p->tail = add, p->r = *r, p->z = z;
     return true;
 }

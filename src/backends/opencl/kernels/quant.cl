@@ -504,6 +504,26 @@ inline float q6_k_dot(q6k_w w, const mv1_x *x)
     return w.d * dot(convert_float4(w.sc), t);
 }
 
+/* The norm's output xn = x * scale * gam by work-group 0 (norm 2: xn is dead, the host
+ * found it overwritten by the launch's own tail). Eight float4 of x and of gam in flight
+ * per work-item, not one float: this is the tail of the launch. */
+inline void mv1_write_xn(global const float *x, global const float *gam, long K, float scale, global float *xn)
+{
+    int lid = get_local_id(0);
+    long K4 = K / 4; /* K % 256 == 0 */
+    for (long base = 0; base < K4; base += 8 * MV1_LS) {
+        float4 v[8];
+        for (int j = 0; j < 8; j++) {
+            long i = base + j * MV1_LS + lid;
+            v[j] = i < K4 ? vload4(i, x) * (gam ? vload4(i, gam) : (float4)(1.0f)) : (float4)(0.0f);
+        }
+        for (int j = 0; j < 8; j++) {
+            long i = base + j * MV1_LS + lid;
+            if (i < K4) vstore4(v[j] * scale, i, xn);
+        }
+    }
+}
+
 /* Statements repeated for r = 0 .. R-1 by the preprocessor (M(r, R)), so that every
  * per-row array is indexed by constants and stays in registers whatever the compiler's
  * unrolling limits (an array indexed at run time lives in slow private memory). */
@@ -667,10 +687,7 @@ inline void mv1_load_x(int f, global const float *x, global const float *gam, lo
                 ((global float *)(zb + zoff))[n] = y + ((global const float *)(rb + roff))[n];              \
             }                                                                                               \
         }                                                                                                   \
-        if (norm && get_group_id(0) == 0) {                                                                 \
-            global float *xn = (global float *)(xnb + xnoff);                                               \
-            for (long i = lid; i < K; i += MV1_LS) xn[i] = x[i] * scale * (gam ? gam[i] : 1.0f);            \
-        }                                                                                                   \
+        if (norm == 1 && get_group_id(0) == 0) mv1_write_xn(x, gam, K, scale, (global float *)(xnb + xnoff)); \
     }
 
 MV1X_KERNEL(1)
