@@ -586,6 +586,17 @@ inline void mv1_load_x(int f, global const float *x, global const float *gam, lo
     }
 }
 
+/* mv1x_r*'s scalars in one argument (mv1_args in quant_mv1.c, the same layout: 8-byte
+ * fields, then 4-byte ones): NVIDIA's enqueue costs more with every argument, and a
+ * decode step enqueues ~90 of these launches a token. */
+typedef struct {
+    ulong xoff, gmoff, xnoff, boff, roff, zoff; /* byte offsets of x, gam, xn, bias, r, z */
+    ulong wo[3], oo[3];                         /* of each weight and output */
+    long K, bstride, wr[3], N[3];               /* row bytes and rows of each weight */
+    int norm, has_gam, gated, nseg, bias_kind, epi, f[3];
+    float eps;
+} mv1_args;
+
 /* Per row r of the R (A): its weight rows' addresses (rows past N repeat the last), then
  * per chunk the loads of every row (and of the up rows when gated) and the dots. */
 #define MV1_ROW(r, A)                                                                                       \
@@ -610,16 +621,23 @@ inline void mv1_load_x(int f, global const float *x, global const float *gam, lo
  * the input of an RMS norm (weight gam when has_gam) whose output xn work-group 0 writes;
  * the linears read xn, computed as scale * (W . (x * gam)) with the scale from the sum of
  * squares that the row reduction carries along. epi 1: z = o0 + r (an ADD after the
- * linear). bias: weight 0's, for a single linear. */
+ * linear). bias: weight 0's, for a single linear. x, gam, the weights and the bias are
+ * never written while the launch runs (the planner stages x where an output would overlap
+ * it), hence restrict: the read-only cache path for them; r may be z. */
 #define MV1X_KERNEL(R)                                                                                      \
-    kernel void mv1x_r##R(global const uchar *xb, ulong xoff, long K, int norm, global const uchar *gmb,       \
-                          ulong gmoff, int has_gam, float eps, global uchar *xnb, ulong xnoff, int gated, int nseg, \
-                          global const uchar *w0, ulong w0o, long w0r, int f0, long N0, global uchar *o0, ulong o0o, \
-                          global const uchar *w1, ulong w1o, long w1r, int f1, long N1, global uchar *o1, ulong o1o, \
-                          global const uchar *w2, ulong w2o, long w2r, int f2, long N2, global uchar *o2, ulong o2o, \
-                          global const uchar *bb, ulong boff, int bias_kind, long bstride, int epi,            \
-                          global const uchar *rb, ulong roff, global uchar *zb, ulong zoff, local float *red)   \
+    kernel void mv1x_r##R(global const uchar *restrict xb, global const uchar *restrict gmb, global uchar *xnb,    \
+                          global const uchar *restrict w0, global uchar *o0, global const uchar *restrict w1,   \
+                          global uchar *o1, global const uchar *restrict w2, global uchar *o2,                  \
+                          global const uchar *restrict bb, global const uchar *rb, global uchar *zb,           \
+                          mv1_args a, local float *red)                                                        \
     {                                                                                                       \
+        ulong xoff = a.xoff, gmoff = a.gmoff, xnoff = a.xnoff, boff = a.boff, roff = a.roff, zoff = a.zoff;     \
+        ulong w0o = a.wo[0], w1o = a.wo[1], w2o = a.wo[2], o0o = a.oo[0], o1o = a.oo[1], o2o = a.oo[2];         \
+        long K = a.K, bstride = a.bstride, w0r = a.wr[0], w1r = a.wr[1], w2r = a.wr[2];                        \
+        long N0 = a.N[0], N1 = a.N[1], N2 = a.N[2];                                                         \
+        int norm = a.norm, has_gam = a.has_gam, gated = a.gated, nseg = a.nseg, bias_kind = a.bias_kind;     \
+        int epi = a.epi, f0 = a.f[0], f1 = a.f[1], f2 = a.f[2];                                              \
+        float eps = a.eps;                                                                                  \
         int lid = get_local_id(0), c = lid % 8;                                                             \
         long grp = get_group_id(0), G0 = (N0 + R - 1) / R, G1 = (N1 + R - 1) / R;                           \
         global const uchar *w = w0, *wu = w1;                                                               \
