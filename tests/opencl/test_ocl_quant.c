@@ -361,6 +361,52 @@ static void test_linear_shapes(void)
     free(wd), free(wcols);
 }
 
+/* The one-row kernels read the half scales from registers (quant.cl's h16f), not through
+ * vload_half: subnormal scales (weights of ~1e-4 in Q4_K, ~1e-3 in Q6_K) and NaN ones
+ * (a row's d or dmin patched to 0x7E00: NaN outputs on both sides, where they must
+ * agree) against the CPU. */
+static void patch_half(ct_tensor *w, size_t byte, uint16_t h)
+{
+    void *p = NULL;
+    CHECK_OK(ct_tensor_data_mut(w, &p));
+    if (p) memcpy((char *)p + byte, &h, sizeof h);
+}
+
+static void test_linear_scales(void)
+{
+    if (!have_device()) return;
+    th_rng r = {0x5ca1e};
+    struct { ct_dtype t; double mag; size_t d_at, dmin_at; } cases[] = {
+        {CT_Q4_K, 1e-4, 0, 2}, {CT_Q6_K, 1e-3, 208, 0}};
+    const int64_t N = 9, K = 512;
+    int64_t sx[2] = {1, K};
+    ct_tensor *x = th_random(&r, 2, sx, CT_F32, -1, 1);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        size_t rb = ct_dtype_row_bytes(cases[c].t, K), bb = rb / (size_t)(K / 256);
+        float *f = malloc(sizeof(float) * (size_t)(N * K));
+        char *q = malloc(rb * (size_t)N);
+        for (int64_t i = 0; i < N * K; i++) f[i] = (float)(cases[c].mag * th_uniform(&r, -1, 1));
+        for (int64_t n = 0; n < N; n++) CHECK_OK(quant_quantize_row(cases[c].t, f + n * K, q + rb * (size_t)n, K));
+        ct_tensor *w = NULL;
+        CHECK_OK(ct_tensor_from_data(2, (int64_t[]){N, K}, cases[c].t, q, &w));
+        char what[96];
+        for (int pass = 0; pass < 2 && w; pass++) {
+            if (pass == 1) { /* NaN scales: row 2's d in its second block, row 5's dmin (Q4_K) */
+                patch_half(w, 2 * rb + bb + cases[c].d_at, 0x7E00);
+                if (cases[c].t == CT_Q4_K) patch_half(w, 5 * rb + cases[c].dmin_at, 0x7E00);
+            }
+            ocl_quant_test_matvec(OCL_Q_MATVEC_GROUPS);
+            snprintf(what, sizeof what, "linear %s, weights ~%g%s", ct_dtype_name(cases[c].t), cases[c].mag,
+                     pass ? ", NaN scales" : "");
+            devcheck_op(g_dev, what, do_linear, (ct_tensor *[]){x, w}, 2, NULL, 1e-4);
+            ocl_quant_test_matvec(OCL_Q_MATVEC_AUTO);
+        }
+        ct_tensor_free(w);
+        free(f), free(q);
+    }
+    ct_tensor_free(x);
+}
+
 /* ct_matmul(w, v) with a quantized w and a vector is a LINEAR of v by w. */
 static ct_status do_matvec(ct_tensor *const *in, int n, ct_tensor **out, void *ctx)
 {
@@ -581,6 +627,7 @@ int main(int argc, char **argv)
     RUN(test_embedding_bad_id);
     RUN(test_linear);
     RUN(test_linear_shapes);
+    RUN(test_linear_scales);
     RUN(test_matmul_vector);
     RUN(test_fused_step);
     RUN(test_fused_odd);

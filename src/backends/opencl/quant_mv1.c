@@ -44,20 +44,20 @@ bool ocl_mv1_ok(const ct_device *dev, const ct_op *op)
     return xoff % 16 == 0 && woff % align == 0 && (cl_ulong)wrow % align == 0;
 }
 
-/* Rows per work-group. Measured on an H100 through NVIDIA's OpenCL (ocl7, device time
- * per launch, TinyLlama Q4_K_M decode, 1 / 2 / 4 / 8 rows): norm + gate/up 5632x2048
+/* Rows per work-group. Measured on an H100 through NVIDIA's OpenCL (ocl7, TinyLlama Q4_K_M
+ * decode), device time per launch with 1 / 2 / 4 / 8 rows: norm + gate/up 5632x2048
  * 18.4 / 16.3 / 17.4 / 24.7 us, o + add 2048x2048 9.4 / 8.0 / 8.2 / 15.8, down 2048x5632
  * 15.1 / 11.7 / 13.7 / 14.2 (Q4_K) and 14.3 / 12.4 / 15.3 / 16.4 (Q6_K), the 32000-row
- * output 55.6 / 45.4 / 43.4 / 52.5: 2 rows, 4 for the large output (x read from the cache
- * once per 4 rows, registers still enough), 1 where that leaves compute units idle.
+ * output 55.6 / 45.4 / 43.4 / 52.5 (44.2 at both 2 and 4 in a second run); tg128 441 / 500
+ * / 478 t/s with 1 / 2 / 4 everywhere. So 2 (x read from the cache once per 2 rows, few
+ * enough registers for a full machine), and 1 where that would leave compute units idle.
  * CTORCH_OPENCL_MV1_ROWS (a tuning switch) forces 1, 2, 4 or 8 everywhere (0: these
  * kernels off). */
 static int mv1_rows(const ct_device *dev, int64_t N)
 {
     const char *e = getenv("CTORCH_OPENCL_MV1_ROWS");
     if (e && e[0] && !e[1] && strchr("1248", e[0])) return e[0] - '0';
-    int64_t cu = (int64_t)ocl_info(dev)->compute_units;
-    return N >= 64 * cu ? 4 : N >= 4 * cu ? 2 : 1;
+    return N >= 4 * (int64_t)ocl_info(dev)->compute_units ? 2 : 1;
 }
 
 /* ---- a launch ---- */

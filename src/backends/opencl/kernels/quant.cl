@@ -372,8 +372,13 @@ inline float hsum4(float4 v) { return (v.s0 + v.s1) + (v.s2 + v.s3); }
 
 /* The half in the low 16 bits of h as a float, from registers (vload_half needs memory):
  * the bits moved into f32's fields and the exponent bias fixed by a multiply, which
- * handles zero and subnormals too (Inf and NaN scales come out as large finite values). */
-inline float h16f(uint h) { return as_float(((h & 0x8000u) << 16) | ((h & 0x7FFFu) << 13)) * 0x1p112f; }
+ * handles zero and subnormals too; Inf and NaN (exponent 31) get f32's all-ones exponent,
+ * so a broken scale poisons the row as vload_half would. */
+inline float h16f(uint h)
+{
+    uint s = (h & 0x8000u) << 16, m = (h & 0x7FFFu) << 13;
+    return (h & 0x7C00u) == 0x7C00u ? as_float(s | 0x7F800000u | m) : as_float(s | m) * 0x1p112f;
+}
 
 /* u shifted left by s (right by -s), s a compile-time constant after inlining. */
 inline uint shl(uint u, int s) { return s >= 0 ? u << s : u >> -s; }
