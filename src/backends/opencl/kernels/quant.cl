@@ -351,13 +351,13 @@ QUANT_KERNELS(q6_k, blk_q6_k, 16)
  * bytes of Q6_K), loads the matching 32 values of x once with float4 loads and applies them
  * to the R rows, so x is read once per R rows from the cache. MV1_LS is a multiple of the
  * 8 chunks of a block, so a work-item's chunk position c in the block (and with it the
- * scales it needs) is fixed. quant.c checks the alignments the vector loads need.
+ * scales it needs) is fixed. quant_mv1.c checks the alignments the vector loads need.
  *
  * Decode streams every weight byte once, so the kernel is built around the memory system:
  * each work-item issues the loads of all its rows (of both weights when gated) before any
  * arithmetic, so a work-group has R x 32 bytes per work-item in flight rather than one
- * row's, and the arithmetic avoids int-to-float conversions (a quarter-rate instruction on
- * NVIDIA GPUs, one per weight otherwise): a weight q of b bits becomes the float 1 + q / 2^b
+ * row's, and the arithmetic avoids int-to-float conversions (issued at a fraction of the
+ * FMA rate on NVIDIA GPUs, one per weight otherwise): a weight q of b bits becomes 1 + q / 2^b
  * by OR-ing it into the mantissa of 1.0 (one shift and one mask per value), and the dot
  * product of a group is recovered as 2^b (sum (1 + q/2^b) x - sum x), with sum x computed
  * once per chunk for all rows. The subtraction cancels at most the b bits that q adds to
