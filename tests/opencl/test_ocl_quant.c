@@ -32,6 +32,9 @@ static const ct_dtype FORMATS[] = {CT_Q4_0, CT_Q4_1, CT_Q5_0, CT_Q5_1, CT_Q8_0,
                                    CT_Q2_K, CT_Q3_K, CT_Q4_K, CT_Q5_K, CT_Q6_K};
 #define N_FORMATS (int)(sizeof FORMATS / sizeof FORMATS[0])
 
+/* CTORCH_OPENCL_MV1_ROWS: the one-row decode kernels' rows per work-group (quant_mv1.c) */
+static const char *const MV1_ROWS[] = {"1", "2", "4", "8"};
+
 static char g_dev[32];
 static double g_worst_cpu; /* the largest linear NMSE against the CPU, reported per format */
 
@@ -302,16 +305,25 @@ static void test_linear_shapes(void)
         /* the one-row Q4_K/Q6_K decode kernels: a row per work-group and 4 (a partial last
          * group), fewer 32-chunks than work-items and more */
         {CT_Q4_K, 5, 768, 1}, {CT_Q6_K, 3, 512, 1}, {CT_Q4_K, 70, 1280, 1}, {CT_Q6_K, 33, 2304, 1},
+        /* TinyLlama's row lengths (one 32-chunk per work-item per row; 2.75), N no multiple of 8 */
+        {CT_Q4_K, 37, 2048, 1}, {CT_Q6_K, 19, 2048, 1}, {CT_Q4_K, 11, 5632, 1}, {CT_Q6_K, 37, 5632, 1},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         double *wd = NULL;
         ct_tensor *w = qweight(&r, cases[c].t, cases[c].N, cases[c].K, &wd);
         int64_t sx[2] = {cases[c].M, cases[c].K};
         ct_tensor *x = th_random(&r, 2, sx, CT_F32, -1, 1);
-        char what[96];
-        snprintf(what, sizeof what, "linear %s N %lld K %lld M %lld", ct_dtype_name(cases[c].t), (long long)cases[c].N,
-                 (long long)cases[c].K, (long long)cases[c].M);
-        check_linear(what, x, w, wd, NULL, cases[c].M);
+        bool mv1 = cases[c].M == 1 && (cases[c].t == CT_Q4_K || cases[c].t == CT_Q6_K);
+        for (int ri = 0; ri < (mv1 ? 5 : 1); ri++) { /* the one-row kernels at each rows-per-group */
+            const char *rows = ri ? MV1_ROWS[ri - 1] : NULL;
+            if (rows) setenv("CTORCH_OPENCL_MV1_ROWS", rows, 1);
+            char what[96];
+            snprintf(what, sizeof what, "linear %s N %lld K %lld M %lld%s%s", ct_dtype_name(cases[c].t),
+                     (long long)cases[c].N, (long long)cases[c].K, (long long)cases[c].M, rows ? ", rows/group " : "",
+                     rows ? rows : "");
+            check_linear(what, x, w, wd, NULL, cases[c].M);
+            unsetenv("CTORCH_OPENCL_MV1_ROWS");
+        }
         ct_tensor_free(x), ct_tensor_free(w);
         free(wd);
     }
@@ -347,6 +359,52 @@ static void test_linear_shapes(void)
     }
     ct_tensor_free(cols), ct_tensor_free(big);
     free(wd), free(wcols);
+}
+
+/* The one-row kernels read the half scales from registers (quant.cl's h16f), not through
+ * vload_half: subnormal scales (weights of ~1e-4 in Q4_K, ~1e-3 in Q6_K) and NaN ones
+ * (a row's d or dmin patched to 0x7E00: NaN outputs on both sides, where they must
+ * agree) against the CPU. */
+static void patch_half(ct_tensor *w, size_t byte, uint16_t h)
+{
+    void *p = NULL;
+    CHECK_OK(ct_tensor_data_mut(w, &p));
+    if (p) memcpy((char *)p + byte, &h, sizeof h);
+}
+
+static void test_linear_scales(void)
+{
+    if (!have_device()) return;
+    th_rng r = {0x5ca1e};
+    struct { ct_dtype t; double mag; size_t d_at, dmin_at; } cases[] = {
+        {CT_Q4_K, 1e-4, 0, 2}, {CT_Q6_K, 1e-3, 208, 0}};
+    const int64_t N = 9, K = 512;
+    int64_t sx[2] = {1, K};
+    ct_tensor *x = th_random(&r, 2, sx, CT_F32, -1, 1);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        size_t rb = ct_dtype_row_bytes(cases[c].t, K), bb = rb / (size_t)(K / 256);
+        float *f = malloc(sizeof(float) * (size_t)(N * K));
+        char *q = malloc(rb * (size_t)N);
+        for (int64_t i = 0; i < N * K; i++) f[i] = (float)(cases[c].mag * th_uniform(&r, -1, 1));
+        for (int64_t n = 0; n < N; n++) CHECK_OK(quant_quantize_row(cases[c].t, f + n * K, q + rb * (size_t)n, K));
+        ct_tensor *w = NULL;
+        CHECK_OK(ct_tensor_from_data(2, (int64_t[]){N, K}, cases[c].t, q, &w));
+        char what[96];
+        for (int pass = 0; pass < 2 && w; pass++) {
+            if (pass == 1) { /* NaN scales: row 2's d in its second block, row 5's dmin (Q4_K) */
+                patch_half(w, 2 * rb + bb + cases[c].d_at, 0x7E00);
+                if (cases[c].t == CT_Q4_K) patch_half(w, 5 * rb + cases[c].dmin_at, 0x7E00);
+            }
+            ocl_quant_test_matvec(OCL_Q_MATVEC_GROUPS);
+            snprintf(what, sizeof what, "linear %s, weights ~%g%s", ct_dtype_name(cases[c].t), cases[c].mag,
+                     pass ? ", NaN scales" : "");
+            devcheck_op(g_dev, what, do_linear, (ct_tensor *[]){x, w}, 2, NULL, 1e-4);
+            ocl_quant_test_matvec(OCL_Q_MATVEC_AUTO);
+        }
+        ct_tensor_free(w);
+        free(f), free(q);
+    }
+    ct_tensor_free(x);
 }
 
 /* ct_matmul(w, v) with a quantized w and a vector is a LINEAR of v by w. */
@@ -414,9 +472,9 @@ static double *mlp_on(const char *dev, const ct_tensor *x, const mlp_w *w)
     return v;
 }
 
-static void test_fused_step(void)
+static void fused_step_rows(const char *rows)
 {
-    if (!have_device()) return;
+    if (rows) setenv("CTORCH_OPENCL_MV1_ROWS", rows, 1);
     th_rng r = {0xf05ed};
     const int64_t D = 256, F = 512; /* 4 rows per work-group on a small device, a partial last one */
     int64_t sg[1] = {D};
@@ -453,10 +511,111 @@ static void test_fused_step(void)
     }
     CHECK_MSG(ocl_quant_fused_total() - fused0 == 12, "%d ops fused, expected 12", ocl_quant_fused_total() - fused0);
     ocl_quant_test_matvec(OCL_Q_MATVEC_AUTO);
+    unsetenv("CTORCH_OPENCL_MV1_ROWS");
     ct_step_free(st);
     ct_tensor_free(out), ct_tensor_free(x);
     ct_tensor *all[] = {w.g1, w.g2, w.wq, w.wk, w.wv, w.wg, w.wu, w.wd, w.wo};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ct_tensor_free(all[i]);
+}
+
+static void test_fused_step(void)
+{
+    if (!have_device()) return;
+    fused_step_rows(NULL); /* the device's own choice */
+    for (size_t i = 0; i < sizeof MV1_ROWS / sizeof MV1_ROWS[0]; i++) fused_step_rows(MV1_ROWS[i]);
+}
+
+/* Each fused form alone with row counts that leave the last work-group partial at every
+ * rows-per-group (37, 5, 11), the weights of one launch in both formats:
+ *   rms_norm + 3 linears (37 Q4_K, 5 Q6_K, 11 Q4_K rows)        a, b, c
+ *   rms_norm + gate/up (37 rows, Q6_K) + swiglu                  h
+ *   linear (37 Q4_K) + add of h                                  z
+ * Every output of the recorded step against the CPU and against eager runs on the device. */
+typedef struct odd_w {
+    ct_tensor *g, *wa, *wb, *wc, *wg, *wu, *wy;
+} odd_w;
+
+static ct_status odd_ops(const ct_tensor *x, const odd_w *w, ct_tensor **o)
+{
+    ct_tensor *n1 = NULL, *n2 = NULL, *g = NULL, *u = NULL, *y = NULL;
+    ct_status s = ct_rms_norm(x, w->g, 1e-5, &n1);
+    if (s == CT_OK) s = ct_linear(n1, w->wa, NULL, &o[0]);
+    if (s == CT_OK) s = ct_linear(n1, w->wb, NULL, &o[1]);
+    if (s == CT_OK) s = ct_linear(n1, w->wc, NULL, &o[2]);
+    if (s == CT_OK) s = ct_rms_norm(x, NULL, 1e-5, &n2);
+    if (s == CT_OK) s = ct_linear(n2, w->wg, NULL, &g);
+    if (s == CT_OK) s = ct_linear(n2, w->wu, NULL, &u);
+    if (s == CT_OK) s = ct_swiglu(g, u, &o[3]);
+    if (s == CT_OK) s = ct_linear(x, w->wy, NULL, &y);
+    if (s == CT_OK) s = ct_add(y, o[3], &o[4]);
+    ct_tensor_free(n1), ct_tensor_free(n2), ct_tensor_free(g), ct_tensor_free(u), ct_tensor_free(y);
+    return s;
+}
+
+static void odd_on(const char *dev, const ct_tensor *x, const odd_w *w, double **v)
+{
+    ct_tensor *o[5] = {0};
+    CHECK_OK(ct_exec_force_device(dev));
+    CHECK_OK(odd_ops(x, w, o));
+    ct_exec_force_device(NULL);
+    for (int i = 0; i < 5; i++) v[i] = o[i] ? th_values(o[i]) : NULL, ct_tensor_free(o[i]);
+}
+
+static void fused_odd_rows(const char *rows)
+{
+    if (rows) setenv("CTORCH_OPENCL_MV1_ROWS", rows, 1);
+    th_rng r = {0x0dd5};
+    const int64_t K = 512, n[5] = {37, 5, 11, 37, 37};
+    int64_t sg[1] = {K}, sx[2] = {1, K};
+    odd_w w = {th_random(&r, 1, sg, CT_F32, 0.5, 1.5), qweight(&r, CT_Q4_K, 37, K, NULL), qweight(&r, CT_Q6_K, 5, K, NULL),
+               qweight(&r, CT_Q4_K, 11, K, NULL),      qweight(&r, CT_Q6_K, 37, K, NULL), qweight(&r, CT_Q6_K, 37, K, NULL),
+               qweight(&r, CT_Q4_K, 37, K, NULL)};
+    ct_tensor *x = th_random(&r, 2, sx, CT_F32, -1, 1), *o[5] = {0};
+    ocl_quant_test_matvec(OCL_Q_MATVEC_GROUPS);
+    ct_step *st = NULL;
+    int fused0 = ocl_quant_fused_total();
+    CHECK_OK(ct_exec_force_device(g_dev));
+    CHECK_OK(ct_step_begin());
+    CHECK_OK(odd_ops(x, &w, o));
+    CHECK_OK(ct_step_end(&st));
+    ct_exec_force_device(NULL);
+    CHECK_MSG(ocl_quant_fused_total() - fused0 == 10, "rows %s: %d ops fused, expected 10", rows ? rows : "auto",
+              ocl_quant_fused_total() - fused0);
+    for (int k = 0; st && k < 2; k++) {
+        void *p;
+        CHECK_OK(ct_tensor_data_mut(x, &p));
+        for (int64_t i = 0; i < K; i++) ((float *)p)[i] = (float)th_uniform(&r, -1, 1);
+        CHECK_OK(ct_step_run(st));
+        double *eager[5], *cpu[5];
+        odd_on(g_dev, x, &w, eager);
+        odd_on("cpu", x, &w, cpu);
+        for (int i = 0; i < 5; i++) {
+            double *got = o[i] ? th_values(o[i]) : NULL;
+            int nf1 = 0, nf2 = 0;
+            double e1 = got && eager[i] ? devcheck_nmse(got, eager[i], n[i], &nf1) : 1;
+            double e2 = got && cpu[i] ? devcheck_nmse(got, cpu[i], n[i], &nf2) : 1;
+            /* bounds as in fused_step_rows: the same arithmetic as eager; the CPU's 8-bit x */
+            CHECK_MSG(!nf1 && e1 <= 1e-10, "rows %s, output %d: NMSE %.3g vs eager (non-finite %d)", rows ? rows : "auto",
+                      i, e1, nf1);
+            CHECK_MSG(!nf2 && e2 <= 2e-3, "rows %s, output %d: NMSE %.3g vs the cpu (non-finite %d)", rows ? rows : "auto",
+                      i, e2, nf2);
+            free(got), free(eager[i]), free(cpu[i]);
+        }
+    }
+    ocl_quant_test_matvec(OCL_Q_MATVEC_AUTO);
+    unsetenv("CTORCH_OPENCL_MV1_ROWS");
+    ct_step_free(st);
+    for (int i = 0; i < 5; i++) ct_tensor_free(o[i]);
+    ct_tensor_free(x);
+    ct_tensor *all[] = {w.g, w.wa, w.wb, w.wc, w.wg, w.wu, w.wy};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ct_tensor_free(all[i]);
+}
+
+static void test_fused_odd(void)
+{
+    if (!have_device()) return;
+    fused_odd_rows(NULL);
+    for (size_t i = 0; i < sizeof MV1_ROWS / sizeof MV1_ROWS[0]; i++) fused_odd_rows(MV1_ROWS[i]);
 }
 
 int main(int argc, char **argv)
@@ -468,7 +627,9 @@ int main(int argc, char **argv)
     RUN(test_embedding_bad_id);
     RUN(test_linear);
     RUN(test_linear_shapes);
+    RUN(test_linear_scales);
     RUN(test_matmul_vector);
     RUN(test_fused_step);
+    RUN(test_fused_odd);
     return th_finish();
 }

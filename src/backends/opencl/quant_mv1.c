@@ -18,7 +18,8 @@
 #include "core/config.h"
 #include "backends/opencl/quant_internal.h"
 
-#define MV1_LS 64 /* MV1_LS in quant.cl */
+#define MV1_LS 64   /* MV1_LS in quant.cl */
+#define MV1_MAX_R 8 /* the most rows per work-group of mv1x_r* */
 
 /* ---- eligibility ---- */
 
@@ -29,7 +30,7 @@ bool ocl_mv1_ok(const ct_device *dev, const ct_op *op)
     const ct_tensor *x = op->src[0], *w = op->src[1];
     const ocl_dev_info *info = ocl_info(dev);
     if (ocl_q_matvec_rows(info) || (w->dtype != CT_Q4_K && w->dtype != CT_Q6_K)) return false;
-    if (info->max_wg < MV1_LS || info->local_mem < 16 * (MV1_LS + 1) * sizeof(float)) return false;
+    if (info->max_wg < MV1_LS || info->local_mem < (2 * MV1_MAX_R + 1) * (MV1_LS + 1) * sizeof(float)) return false;
     int64_t N = w->shape[0], K = w->shape[1];
     cl_long rs, cs, wrow = 0;
     cl_ulong xoff = 0, woff = 0;
@@ -43,16 +44,33 @@ bool ocl_mv1_ok(const ct_device *dev, const ct_op *op)
     return xoff % 16 == 0 && woff % align == 0 && (cl_ulong)wrow % align == 0;
 }
 
-/* Rows per work-group: 4 (x reused from registers) when that still gives every compute
- * unit a few groups, else 1. */
+/* Rows per work-group. Measured on an H100 through NVIDIA's OpenCL (ocl7, TinyLlama Q4_K_M
+ * decode), device time per launch with 1 / 2 / 4 / 8 rows: norm + gate/up 5632x2048
+ * 18.4 / 16.3 / 17.4 / 24.7 us, o + add 2048x2048 9.4 / 8.0 / 8.2 / 15.8, down 2048x5632
+ * 15.1 / 11.7 / 13.7 / 14.2 (Q4_K) and 14.3 / 12.4 / 15.3 / 16.4 (Q6_K), the 32000-row
+ * output 55.6 / 45.4 / 43.4 / 52.5 (44.2 at both 2 and 4 in a second run); tg128 441 / 500
+ * / 478 t/s with 1 / 2 / 4 everywhere. So 2 (x read from the cache once per 2 rows, few
+ * enough registers for a full machine), and 1 where that would leave compute units idle.
+ * CTORCH_OPENCL_MV1_ROWS (a tuning switch) forces 1, 2, 4 or 8 everywhere (0: these
+ * kernels off). */
 static int mv1_rows(const ct_device *dev, int64_t N)
 {
     const char *e = getenv("CTORCH_OPENCL_MV1_ROWS");
-    if (e && (!strcmp(e, "1") || !strcmp(e, "4"))) return e[0] - '0';
-    return N >= 8 * (int64_t)ocl_info(dev)->compute_units ? 4 : 1;
+    if (e && e[0] && !e[1] && strchr("1248", e[0])) return e[0] - '0';
+    return N >= 4 * (int64_t)ocl_info(dev)->compute_units ? 2 : 1;
 }
 
 /* ---- a launch ---- */
+
+/* mv1x_r*'s scalars, one kernel argument (mv1_args in quant.cl: the same fields in the
+ * same order, 8-byte ones first, so both sides lay it out alike). */
+typedef struct mv1_args {
+    cl_ulong xoff, gmoff, xnoff, boff, roff, zoff, wo[3], oo[3];
+    cl_long K, bstride, wr[3], N[3];
+    cl_int norm, has_gam, gated, nseg, bias_kind, epi, f[3];
+    cl_float eps;
+} mv1_args;
+_Static_assert(sizeof(mv1_args) == 200, "mv1_args: the kernel's layout has 200 bytes");
 
 typedef struct q_span { /* a tensor's device bytes [lo, hi), for overlap tests */
     cl_mem m;
@@ -68,6 +86,7 @@ static bool span_of(const ct_tensor *t, const ct_device *dev, q_span *sp)
 }
 
 static bool overlap(const q_span *a, const q_span *b) { return a->m == b->m && a->lo < b->hi && b->lo < a->hi; }
+static bool covers(const q_span *a, const q_span *b) { return a->m == b->m && a->lo <= b->lo && b->hi <= a->hi; }
 static bool same(const q_span *a, const q_span *b) { return a->m == b->m && a->lo == b->lo && a->hi == b->hi; }
 
 typedef struct mv1_plan {
@@ -78,6 +97,7 @@ typedef struct mv1_plan {
     const ct_op *tail;   /* the SWIGLU (gated) or ADD after the linears, or NULL */
     q_span r, z;         /* ADD: the residual and the sum; SWIGLU: z the product */
     bool stage;          /* an output overlaps the x read: stage x (or its norm) first */
+    bool drop_xn;        /* the tail's output covers the norm's: xn is dead, not written */
 } mv1_plan;
 
 #define MV1_STAGE_LS 256 /* mv1_stage_x's work-group; it holds up to 32 values of x per work-item */
@@ -103,6 +123,21 @@ static ct_status stage_x(ct_device *dev, const mv1_plan *p, cl_mem xm, cl_ulong 
     return s;
 }
 
+/* The launch's name in the device profile (CTORCH_OPENCL_PROFILE=1), which sums device
+ * time per name: the kernel, the form and the weights' shapes, so that each matvec of a
+ * decode step gets a row of its own, e.g. "mv1x_r4 norm gate+up q4k 5632x2048". */
+static void mv1_label(const mv1_plan *p, int R, char *buf, size_t n)
+{
+    int len = snprintf(buf, n, "mv1x_r%d%s%s", R, p->norm ? " norm" : "",
+                       p->gated ? " gate+up" : p->tail ? " +add" : p->nseg > 1 ? " multi" : "");
+    for (int i = 0; i < p->nseg && len > 0 && (size_t)len < n; i++) {
+        const ct_tensor *w = p->lin[i]->src[1];
+        if (p->gated && i > 0) break;
+        len += snprintf(buf + len, n - (size_t)len, "%s%s %lldx%lld", i ? "," : "", w->dtype == CT_Q4_K ? " q4k" : " q6k",
+                        (long long)w->shape[0], (long long)w->shape[1]);
+    }
+}
+
 static ct_status mv1_launch(ct_device *dev, const mv1_plan *p)
 {
     const ct_tensor *x = p->norm ? p->norm->src[0] : p->lin[0]->src[0];
@@ -115,7 +150,8 @@ static ct_status mv1_launch(ct_device *dev, const mv1_plan *p)
     if (gamma) gm = ocl_mem(gamma, dev, &go);
     if (p->norm) xnm = ocl_mem(p->norm->dst, dev, &xno);
     if (b) bm = ocl_mem(b, dev, &bo);
-    cl_int norm = p->norm != NULL, has_gam = gamma != NULL, gated = p->gated, nseg = p->nseg, bk = ocl_q_bias_kind(b);
+    cl_int norm = p->norm ? (p->drop_xn ? 2 : 1) : 0; /* 2: the norm's output goes unwritten */
+    cl_int has_gam = gamma != NULL, gated = p->gated, nseg = p->nseg, bk = ocl_q_bias_kind(b);
     if (p->stage) {
         ct_status s = stage_x(dev, p, xm, xo, K, gm, go, xnm, xno, &xm);
         if (s != CT_OK) return s;
@@ -123,47 +159,41 @@ static ct_status mv1_launch(ct_device *dev, const mv1_plan *p)
     }
     cl_int epi = p->tail && !p->gated;
     cl_float eps = p->norm ? (cl_float)p->norm->p.norm.eps : 0.0f;
-    struct {
-        cl_mem w, o;
-        cl_ulong wo, oo;
-        cl_long wr, N;
-        cl_int f;
-    } sg[3];
+    cl_mem wm[3], om[3];
+    mv1_args a = {.xoff = xo, .gmoff = go, .xnoff = xno, .boff = bo, .K = K, .bstride = bstride, .norm = norm,
+                  .has_gam = has_gam, .gated = gated, .nseg = nseg, .bias_kind = bk, .epi = epi, .eps = eps};
     for (int i = 0; i < 3; i++) {
         const ct_op *op = p->lin[i < p->nseg ? i : 0];
         const ct_tensor *w = op->src[1];
-        sg[i].w = ocl_mem(w, dev, &sg[i].wo);
-        sg[i].o = ocl_mem(op->dst, dev, &sg[i].oo);
-        sg[i].N = w->shape[0];
-        sg[i].wr = 0;
-        if (sg[i].N > 1) ocl_q_byte_stride(w, 0, &sg[i].wr);
-        sg[i].f = w->dtype == CT_Q6_K;
-        if (!sg[i].w || !sg[i].o || !xm || !gm || !xnm || !bm)
+        wm[i] = ocl_mem(w, dev, &a.wo[i]);
+        om[i] = ocl_mem(op->dst, dev, &a.oo[i]);
+        a.N[i] = w->shape[0];
+        a.wr[i] = 0;
+        if (a.N[i] > 1) ocl_q_byte_stride(w, 0, &a.wr[i]);
+        a.f[i] = w->dtype == CT_Q6_K;
+        if (!wm[i] || !om[i] || !xm || !gm || !xnm || !bm)
             return core_err(CT_ERR_DEVICE_FAULT, "%s: linear operands without a copy here", dev->info.name);
     }
-    for (int i = 0; i < p->nseg; i++) total += sg[i].N;
-    int R = mv1_rows(dev, p->gated ? sg[0].N : total);
+    for (int i = 0; i < p->nseg; i++) total += a.N[i];
+    int R = mv1_rows(dev, p->gated ? a.N[0] : total);
     size_t groups = 0;
-    for (int i = 0; i < (p->gated ? 1 : p->nseg); i++) groups += (size_t)((sg[i].N + R - 1) / R);
+    for (int i = 0; i < (p->gated ? 1 : p->nseg); i++) groups += (size_t)((a.N[i] + R - 1) / R);
     q_span r = p->r, z = p->z;
     if (!epi && !p->gated) r.m = z.m = xm, r.lo = z.lo = 0;
     if (p->gated && !p->tail) return core_err(CT_ERR_INVALID_ARG, "mv1: gated without its swiglu");
     if (p->gated) r.m = xm, r.lo = 0;
-    char name[16];
+    a.roff = r.lo, a.zoff = z.lo;
+    char name[16], label[64]; /* mv1x_r1, _r2, _r4, _r8 */
     snprintf(name, sizeof name, "mv1x_r%d", R);
+    mv1_label(p, R, label, sizeof label);
     cl_kernel k;
     ct_status s = ocl_kernel(dev, OCL_Q_PROGRAM, name, &k);
     size_t ls = MV1_LS, global = groups * ls, local = sizeof(float) * (size_t)(2 * R + 1) * (MV1_LS + 1);
     if (s == CT_OK)
-        s = OCL_SET_ARGS(dev, k, name, OCL_ARG(xm), OCL_ARG(xo), OCL_ARG(K), OCL_ARG(norm), OCL_ARG(gm), OCL_ARG(go),
-                         OCL_ARG(has_gam), OCL_ARG(eps), OCL_ARG(xnm), OCL_ARG(xno), OCL_ARG(gated), OCL_ARG(nseg),
-                         OCL_ARG(sg[0].w), OCL_ARG(sg[0].wo), OCL_ARG(sg[0].wr), OCL_ARG(sg[0].f), OCL_ARG(sg[0].N),
-                         OCL_ARG(sg[0].o), OCL_ARG(sg[0].oo), OCL_ARG(sg[1].w), OCL_ARG(sg[1].wo), OCL_ARG(sg[1].wr),
-                         OCL_ARG(sg[1].f), OCL_ARG(sg[1].N), OCL_ARG(sg[1].o), OCL_ARG(sg[1].oo), OCL_ARG(sg[2].w),
-                         OCL_ARG(sg[2].wo), OCL_ARG(sg[2].wr), OCL_ARG(sg[2].f), OCL_ARG(sg[2].N), OCL_ARG(sg[2].o),
-                         OCL_ARG(sg[2].oo), OCL_ARG(bm), OCL_ARG(bo), OCL_ARG(bk), OCL_ARG(bstride), OCL_ARG(epi),
-                         OCL_ARG(r.m), OCL_ARG(r.lo), OCL_ARG(z.m), OCL_ARG(z.lo), OCL_LOCAL(local));
-    return s != CT_OK ? s : ocl_launch(dev, k, name, 1, &global, &ls);
+        s = OCL_SET_ARGS(dev, k, name, OCL_ARG(xm), OCL_ARG(gm), OCL_ARG(xnm), OCL_ARG(wm[0]), OCL_ARG(om[0]),
+                         OCL_ARG(wm[1]), OCL_ARG(om[1]), OCL_ARG(wm[2]), OCL_ARG(om[2]), OCL_ARG(bm), OCL_ARG(r.m),
+                         OCL_ARG(z.m), OCL_ARG(a), OCL_LOCAL(local));
+    return s != CT_OK ? s : ocl_launch(dev, k, label, 1, &global, &ls);
 }
 
 ct_status ocl_mv1_linear(ct_device *dev, const ct_op *op)
@@ -218,6 +248,18 @@ static int gather_linears(const ct_device *dev, const ct_op *ops, int n, const q
     return k;
 }
 
+/* The tail's output (swiglu's or add's) against what the launch reads. Over the norm's
+ * input, or over x without a norm: x must be staged. Over the whole of the norm's output
+ * (never read by the launch, which normalizes x itself): the arena gave those bytes to the
+ * tail once the linears, xn's last readers, were done, so xn is dead and goes unwritten
+ * (op by op, the tail would overwrite it anyway); over a part of it: staged. In decode
+ * steps swiglu's output takes the bytes of the gate/up norm this way, every layer. */
+static void tail_hazard(mv1_plan *p, const q_span *out, const q_span *x, const q_span *xin)
+{
+    if ((xin && overlap(out, xin)) || (overlap(out, x) && !(p->norm && covers(out, x)))) p->stage = true;
+    else if (overlap(out, x)) p->drop_xn = true;
+}
+
 /* gate = lin[0], up = lin[1] (or swapped), SWIGLU(gate, up) into a tensor of its own. */
 static bool gated_tail(const ct_device *dev, const ct_op *glu, mv1_plan *p, const q_span *x, const q_span *xin)
 {
@@ -237,7 +279,7 @@ static bool gated_tail(const ct_device *dev, const ct_op *glu, mv1_plan *p, cons
         return false;
     }
     if (ct_tensor_numel(glu->dst) != l0->src[1]->shape[0] || overlap(&h, &g) || overlap(&h, &u)) return false;
-    p->stage |= overlap(&h, x) || (xin && overlap(&h, xin));
+    tail_hazard(p, &h, x, xin);
     p->nseg = 2, p->gated = true, p->tail = glu, p->z = h;
     return true;
 }
@@ -255,7 +297,7 @@ static bool add_tail(const ct_device *dev, const ct_op *add, mv1_plan *p, const 
     const q_span *r = same(&a, &y) ? &b : same(&b, &y) ? &a : NULL;
     if (!r || overlap(r, &y) || overlap(&z, &y) || (overlap(&z, r) && !same(&z, r))) return false;
     /* r is read by other work-groups only through x, which staging protects */
-    p->stage |= overlap(&z, x) || (xin && overlap(&z, xin));
+    tail_hazard(p, &z, x, xin);
     p->tail = add, p->r = *r, p->z = z;
     return true;
 }

@@ -349,46 +349,71 @@ QUANT_KERNELS(q6_k, blk_q6_k, 16)
  * A work-group of MV1_LS work-items serves R consecutive weight rows. Work-item t takes the
  * 32-element chunks t, t + MV1_LS, ... of the row (16 bytes of Q4_K nibbles, or 3 x 8
  * bytes of Q6_K), loads the matching 32 values of x once with float4 loads and applies them
- * to the R rows, so x is read once per R rows from the cache and the weights with wide
- * loads; the partial sums meet in local memory (two barriers). MV1_LS is a multiple of
- * the 8 chunks of a block, so a work-item's chunk position c in the block (and with it the
- * scales it needs) is fixed. quant.c checks the alignments the vector loads need.
+ * to the R rows, so x is read once per R rows from the cache. MV1_LS is a multiple of the
+ * 8 chunks of a block, so a work-item's chunk position c in the block (and with it the
+ * scales it needs) is fixed. quant_mv1.c checks the alignments the vector loads need.
+ *
+ * Decode streams every weight byte once, so the kernel is built around the memory system:
+ * each work-item issues the loads of all its rows (of both weights when gated) before any
+ * arithmetic, so a work-group has R x 32 bytes per work-item in flight rather than one
+ * row's, and the arithmetic avoids int-to-float conversions (issued at a fraction of the
+ * FMA rate on NVIDIA GPUs, one per weight otherwise): a weight q of b bits becomes 1 + q / 2^b
+ * by OR-ing it into the mantissa of 1.0 (one shift and one mask per value), and the dot
+ * product of a group is recovered as 2^b (sum (1 + q/2^b) x - sum x), with sum x computed
+ * once per chunk for all rows. The subtraction cancels at most the b bits that q adds to
+ * the float, so the sums keep ~19 of f32's 24 bits (the tests' f64 bound is 1e-9 NMSE).
  *
  * mv1x_r* (below) also serves the step planner's groups (quant_mv1.c): an RMS norm in
  * front, several weights of one x, and add or SWIGLU epilogues. */
 #define MV1_LS 64
-
-inline float nib4(uint u, int sh, float4 x)
-{
-    return (float)((u >> sh) & 0xF) * x.s0 + (float)((u >> (8 + sh)) & 0xF) * x.s1 +
-           (float)((u >> (16 + sh)) & 0xF) * x.s2 + (float)((u >> (24 + sh)) & 0xF) * x.s3;
-}
+#define MV1_ONE 0x3F800000u /* 1.0f: the weights go into its mantissa */
 
 inline float hsum4(float4 v) { return (v.s0 + v.s1) + (v.s2 + v.s3); }
 
-/* Scale and min of 32-group j from the 12 packed bytes (3 little-endian words). */
-inline void q4k_sm(uint3 s, int j, float *sc, float *m)
+/* The half in the low 16 bits of h as a float, from registers (vload_half needs memory):
+ * the bits moved into f32's fields and the exponent bias fixed by a multiply, which
+ * handles zero and subnormals too; Inf and NaN (exponent 31) get f32's all-ones exponent,
+ * so a broken scale poisons the row as vload_half would. */
+inline float h16f(uint h)
 {
-    uchar b[12];
-    for (int i = 0; i < 4; i++) {
-        b[i] = (uchar)(s.x >> (8 * i));
-        b[4 + i] = (uchar)(s.y >> (8 * i));
-        b[8 + i] = (uchar)(s.z >> (8 * i));
-    }
+    uint s = (h & 0x8000u) << 16, m = (h & 0x7FFFu) << 13;
+    return (h & 0x7C00u) == 0x7C00u ? as_float(s | 0x7F800000u | m) : as_float(s | m) * 0x1p112f;
+}
+
+/* u shifted left by s (right by -s), s a compile-time constant after inlining. */
+inline uint shl(uint u, int s) { return s >= 0 ? u << s : u >> -s; }
+
+/* sum over the 4 bytes k of u of (1 + n_k / 16) x_k, n_k the nibble at bit 8k + sh. */
+inline float nib4f(uint u, int sh, float4 x)
+{
+    float4 f;
+    f.s0 = as_float((shl(u, 19 - sh) & 0x00780000u) | MV1_ONE);
+    f.s1 = as_float((shl(u, 11 - sh) & 0x00780000u) | MV1_ONE);
+    f.s2 = as_float((shl(u, 3 - sh) & 0x00780000u) | MV1_ONE);
+    f.s3 = as_float((shl(u, -5 - sh) & 0x00780000u) | MV1_ONE);
+    return dot(f, x);
+}
+
+/* Scale and min of 32-group j of a Q4_K block from its packed words s (bytes 4 .. 15). */
+inline void q4k_sm(uint sx, uint sy, uint sz, int j, float *sc, float *m)
+{
+    int sh = 8 * (j & 3);
+    uint a = sx >> sh, b = sy >> sh, c = sz >> sh;
     if (j < 4) {
-        *sc = (float)(b[j] & 63);
-        *m = (float)(b[j + 4] & 63);
+        *sc = (float)(a & 63);
+        *m = (float)(b & 63);
     } else {
-        *sc = (float)((b[j + 4] & 0xF) | ((b[j - 4] >> 6) << 4));
-        *m = (float)((b[j + 4] >> 4) | ((b[j] >> 6) << 4));
+        *sc = (float)((c & 0xF) | ((a >> 2) & 0x30));
+        *m = (float)(((c >> 4) & 0xF) | ((b >> 2) & 0x30));
     }
 }
 
 /* x of chunk c of block b: 8 float4 (Q4_K: the low-nibble 16 then the high-nibble 16;
- * Q6_K: 8 values of each of the 4 sets) and, for Q4_K's mins, the two halves' sums. */
+ * Q6_K: 8 values of each of the 4 sets) and the sums each group's scale multiplies
+ * (Q4_K: the two halves' in s.s0, s.s1; Q6_K: each set's). */
 typedef struct {
     float4 v[8];
-    float s0, s1;
+    float4 s;
 } mv1_x;
 
 inline void q4_k_x(global const float *x, long b, int c, mv1_x *o)
@@ -396,77 +421,138 @@ inline void q4_k_x(global const float *x, long b, int c, mv1_x *o)
     int j = 2 * (c / 2), l0 = 16 * (c % 2);
     global const float4 *p = (global const float4 *)(x + b * 256 + 32 * j + l0);
     for (int i = 0; i < 4; i++) o->v[i] = p[i], o->v[4 + i] = p[8 + i];
-    o->s0 = hsum4((o->v[0] + o->v[1]) + (o->v[2] + o->v[3]));
-    o->s1 = hsum4((o->v[4] + o->v[5]) + (o->v[6] + o->v[7]));
 }
 
-inline float q4_k_dot(global const uchar *blk, int c, const mv1_x *x)
-{
-    int j = 2 * (c / 2);
-    uint4 q = *(global const uint4 *)(blk + 16 + 16 * c);
-    uint3 s = vload3(0, (global const uint *)(blk + 4));
-    float2 dm = vload_half2(0, (global const half *)blk);
-    float sc0, m0, sc1, m1;
-    q4k_sm(s, j, &sc0, &m0);
-    q4k_sm(s, j + 1, &sc1, &m1);
-    float dl = nib4(q.x, 0, x->v[0]) + nib4(q.y, 0, x->v[1]) + nib4(q.z, 0, x->v[2]) + nib4(q.w, 0, x->v[3]);
-    float dh = nib4(q.x, 4, x->v[4]) + nib4(q.y, 4, x->v[5]) + nib4(q.z, 4, x->v[6]) + nib4(q.w, 4, x->v[7]);
-    return dm.x * (sc0 * dl + sc1 * dh) - dm.y * (m0 * x->s0 + m1 * x->s1);
-}
-
-/* 4 Q6_K values (low 4 bits from l at lsh, high 2 from h at hsh) dotted with x. */
-inline float q6_4(uint l, uint h, int lsh, int hsh, float4 x)
-{
-    float4 q;
-    q.s0 = (float)((int)(((l >> lsh) & 0xF) | (((h >> hsh) & 3) << 4)) - 32);
-    q.s1 = (float)((int)(((l >> (8 + lsh)) & 0xF) | (((h >> (8 + hsh)) & 3) << 4)) - 32);
-    q.s2 = (float)((int)(((l >> (16 + lsh)) & 0xF) | (((h >> (16 + hsh)) & 3) << 4)) - 32);
-    q.s3 = (float)((int)(((l >> (24 + lsh)) & 0xF) | (((h >> (24 + hsh)) & 3) << 4)) - 32);
-    return dot(q, x);
-}
-
-/* Q6_K chunk c = (h, l0): ql bytes 64h + l0 .. +7 (low nibbles: set 0, high: set 2) and
- * 64h + 32 + l0 .. +7 (sets 1 and 3), qh bytes 32h + l0 .. +7 (2 bits per set); set s is
- * elements 128h + 32s + l0 .. +7. Blocks are 210 bytes, so only 2-byte loads are aligned. */
 inline void q6_k_x(global const float *x, long b, int c, mv1_x *o)
 {
     int h = c / 4, l0 = 8 * (c % 4);
     global const float4 *p = (global const float4 *)(x + b * 256 + 128 * h + l0);
     for (int s = 0; s < 4; s++) o->v[2 * s] = p[8 * s], o->v[2 * s + 1] = p[8 * s + 1];
-    o->s0 = o->s1 = 0.0f;
 }
 
-inline float q6_k_dot(global const uchar *blk, int c, const mv1_x *x)
+/* A Q4_K chunk's bytes: the block's head (d, dmin, 12 bytes of scales: one 16-byte load)
+ * and 16 bytes of nibbles. */
+typedef struct {
+    uint4 hd, q;
+} q4k_w;
+
+inline q4k_w q4_k_load(global const uchar *blk, int c)
+{
+    q4k_w w;
+    w.hd = *(global const uint4 *)blk;
+    w.q = *(global const uint4 *)(blk + 16 + 16 * c);
+    return w;
+}
+
+inline float q4_k_dot(q4k_w w, int c, const mv1_x *x)
+{
+    int j = 2 * (c / 2);
+    float sc0, m0, sc1, m1;
+    q4k_sm(w.hd.y, w.hd.z, w.hd.w, j, &sc0, &m0);
+    q4k_sm(w.hd.y, w.hd.z, w.hd.w, j + 1, &sc1, &m1);
+    float d = h16f(w.hd.x), dmin = h16f(w.hd.x >> 16);
+    float fl = (nib4f(w.q.x, 0, x->v[0]) + nib4f(w.q.y, 0, x->v[1])) + (nib4f(w.q.z, 0, x->v[2]) + nib4f(w.q.w, 0, x->v[3]));
+    float fh = (nib4f(w.q.x, 4, x->v[4]) + nib4f(w.q.y, 4, x->v[5])) + (nib4f(w.q.z, 4, x->v[6]) + nib4f(w.q.w, 4, x->v[7]));
+    float dl = 16.0f * (fl - x->s.s0), dh = 16.0f * (fh - x->s.s1); /* sum q x of each half */
+    return d * (sc0 * dl + sc1 * dh) - dmin * (m0 * x->s.s0 + m1 * x->s.s1);
+}
+
+/* A Q6_K chunk c = (h, l0): ql bytes 64h + l0 .. +7 (low nibbles: set 0, high: set 2) and
+ * 64h + 32 + l0 .. +7 (sets 1 and 3), qh bytes 32h + l0 .. +7 (2 bits per set), the 4
+ * sets' scales and d; set s is elements 128h + 32s + l0 .. +7. Blocks are 210 bytes, so
+ * only 2-byte loads are aligned. */
+typedef struct {
+    uint la0, la1, lb0, lb1, h0, h1;
+    char4 sc;
+    float d;
+} q6k_w;
+
+inline uint u2(ushort2 v) { return (uint)v.x | ((uint)v.y << 16); }
+
+inline q6k_w q6_k_load(global const uchar *blk, int c)
 {
     int h = c / 4, l0 = 8 * (c % 4), g0 = 8 * h + l0 / 16;
-    ushort4 la = vload4(0, (global const ushort *)(blk + 64 * h + l0));
-    ushort4 lb = vload4(0, (global const ushort *)(blk + 64 * h + 32 + l0));
-    ushort4 hh = vload4(0, (global const ushort *)(blk + 128 + 32 * h + l0));
-    uint la0 = la.x | ((uint)la.y << 16), la1 = la.z | ((uint)la.w << 16);
-    uint lb0 = lb.x | ((uint)lb.y << 16), lb1 = lb.z | ((uint)lb.w << 16);
-    uint h0 = hh.x | ((uint)hh.y << 16), h1 = hh.z | ((uint)hh.w << 16);
-    global const char *sc = (global const char *)(blk + 192);
-    float d = vload_half(0, (global const half *)(blk + 208));
-    float s0 = q6_4(la0, h0, 0, 0, x->v[0]) + q6_4(la1, h1, 0, 0, x->v[1]);
-    float s1 = q6_4(lb0, h0, 0, 2, x->v[2]) + q6_4(lb1, h1, 0, 2, x->v[3]);
-    float s2 = q6_4(la0, h0, 4, 4, x->v[4]) + q6_4(la1, h1, 4, 4, x->v[5]);
-    float s3 = q6_4(lb0, h0, 4, 6, x->v[6]) + q6_4(lb1, h1, 4, 6, x->v[7]);
-    return d * ((float)sc[g0] * s0 + (float)sc[g0 + 2] * s1 + (float)sc[g0 + 4] * s2 + (float)sc[g0 + 6] * s3);
+    global const ushort *la = (global const ushort *)(blk + 64 * h + l0);
+    global const ushort *lb = (global const ushort *)(blk + 64 * h + 32 + l0);
+    global const ushort *hh = (global const ushort *)(blk + 128 + 32 * h + l0);
+    global const char *sc = (global const char *)(blk + 192 + g0);
+    q6k_w w;
+    w.la0 = u2(vload2(0, la)), w.la1 = u2(vload2(1, la));
+    w.lb0 = u2(vload2(0, lb)), w.lb1 = u2(vload2(1, lb));
+    w.h0 = u2(vload2(0, hh)), w.h1 = u2(vload2(1, hh));
+    w.sc = (char4)(sc[0], sc[2], sc[4], sc[6]);
+    w.d = vload_half(0, (global const half *)(blk + 208));
+    return w;
 }
 
-/* Sums of R rows' partials over the work-group; work-item r < R gets row r's. */
-inline float mv1_reduce(local float *red, float *acc, int R)
+/* sum over the 4 bytes of (1 + q / 64) x, q the 6-bit values: 4 bits of l at lsh, 2 of h at hsh. */
+inline float q6_4f(uint l, uint h, int lsh, int hsh, float4 x)
+{
+    uint q = ((l >> lsh) & 0x0F0F0F0Fu) | (((h >> hsh) & 0x03030303u) << 4); /* 4 values, one a byte */
+    float4 f;
+    f.s0 = as_float(((q << 17) & 0x007E0000u) | MV1_ONE);
+    f.s1 = as_float(((q << 9) & 0x007E0000u) | MV1_ONE);
+    f.s2 = as_float(((q << 1) & 0x007E0000u) | MV1_ONE);
+    f.s3 = as_float(((q >> 7) & 0x007E0000u) | MV1_ONE);
+    return dot(f, x);
+}
+
+inline float q6_k_dot(q6k_w w, const mv1_x *x)
+{
+    /* sum (q - 32) x = 64 (sum (1 + q/64) x - sum x) - 32 sum x */
+    float f0 = q6_4f(w.la0, w.h0, 0, 0, x->v[0]) + q6_4f(w.la1, w.h1, 0, 0, x->v[1]);
+    float f1 = q6_4f(w.lb0, w.h0, 0, 2, x->v[2]) + q6_4f(w.lb1, w.h1, 0, 2, x->v[3]);
+    float f2 = q6_4f(w.la0, w.h0, 4, 4, x->v[4]) + q6_4f(w.la1, w.h1, 4, 4, x->v[5]);
+    float f3 = q6_4f(w.lb0, w.h0, 4, 6, x->v[6]) + q6_4f(w.lb1, w.h1, 4, 6, x->v[7]);
+    float4 f = (float4)(f0, f1, f2, f3);
+    float4 t = 64.0f * f - 96.0f * x->s;
+    return w.d * dot(convert_float4(w.sc), t);
+}
+
+/* The norm's output xn = x * scale * gam by work-group 0 (norm 2: xn is dead, the host
+ * found it overwritten by the launch's own tail). Eight float4 of x and of gam in flight
+ * per work-item, not one float: this is the tail of the launch. */
+inline void mv1_write_xn(global const float *x, global const float *gam, long K, float scale, global float *xn)
 {
     int lid = get_local_id(0);
-    for (int r = 0; r < R; r++) red[r * MV1_LS + lid] = acc[r];
+    long K4 = K / 4; /* K % 256 == 0 */
+    for (long base = 0; base < K4; base += 8 * MV1_LS) {
+        float4 v[8];
+        for (int j = 0; j < 8; j++) {
+            long i = base + j * MV1_LS + lid;
+            v[j] = i < K4 ? vload4(i, x) * (gam ? vload4(i, gam) : (float4)(1.0f)) : (float4)(0.0f);
+        }
+        for (int j = 0; j < 8; j++) {
+            long i = base + j * MV1_LS + lid;
+            if (i < K4) vstore4(v[j] * scale, i, xn);
+        }
+    }
+}
+
+/* Statements repeated for r = 0 .. R-1 by the preprocessor (M(r, R)), so that every
+ * per-row array is indexed by constants and stays in registers whatever the compiler's
+ * unrolling limits (an array indexed at run time lives in slow private memory). */
+#define MV1_REP1(M, A) M(0, A)
+#define MV1_REP2(M, A) M(0, A) M(1, A)
+#define MV1_REP4(M, A) MV1_REP2(M, A) M(2, A) M(3, A)
+#define MV1_REP8(M, A) MV1_REP4(M, A) M(4, A) M(5, A) M(6, A) M(7, A)
+
+/* Row r's partials (and the gated up row's, A + r) into the reduction's local memory. */
+#define MV1_RED(r, A) red[(r) * MV1_LS + lid] = acc[r], red[((A) + (r)) * MV1_LS + lid] = acc[(A) + (r)];
+
+/* Sums of n rows' partials, already in red[row * MV1_LS + lid], over the work-group;
+ * work-item r < n gets row r's. */
+inline float mv1_reduce(local float *red, int n)
+{
+    int lid = get_local_id(0);
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int t = lid; t < R * 16; t += MV1_LS) { /* each sums 4 and writes over its own first */
+    for (int t = lid; t < n * 16; t += MV1_LS) { /* each sums 4 and writes over its own first */
         local float *q = red + (t / 16) * MV1_LS + t % 16;
         q[0] = (q[0] + q[16]) + (q[32] + q[48]);
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     float s = 0.0f;
-    if (lid < R)
+    if (lid < n)
         for (int i = 0; i < 16; i++) s += red[lid * MV1_LS + i];
     return s;
 }
@@ -476,8 +562,10 @@ inline float silu_f(float x)
     float e = exp(-fabs(x)), s = 1.0f / (1.0f + e); /* ew.cl's sigmoid_f */
     return x * (x < 0.0f ? e * s : s);
 }
-/* x of a chunk for format f (0 Q4_K, 1 Q6_K), times the norm's weight when gam is set;
- * *ss gathers the squares of the raw x (each element of x is in exactly one chunk). */
+
+/* x of a chunk for format f (0 Q4_K, 1 Q6_K), times the norm's weight when gam is set,
+ * with its group sums; *ss gathers the squares of the raw x (each element of x is in
+ * exactly one chunk). */
 inline void mv1_load_x(int f, global const float *x, global const float *gam, long b, int c, mv1_x *o, float *ss)
 {
     if (f == 0) q4_k_x(x, b, c, o);
@@ -492,17 +580,44 @@ inline void mv1_load_x(int f, global const float *x, global const float *gam, lo
         if (f == 0) q4_k_x(gam, b, c, &g);
         else q6_k_x(gam, b, c, &g);
         for (int i = 0; i < 8; i++) o->v[i] *= g.v[i];
-        if (f == 0) {
-            o->s0 = hsum4((o->v[0] + o->v[1]) + (o->v[2] + o->v[3]));
-            o->s1 = hsum4((o->v[4] + o->v[5]) + (o->v[6] + o->v[7]));
-        }
+    }
+    if (f == 0) {
+        o->s.s0 = hsum4((o->v[0] + o->v[1]) + (o->v[2] + o->v[3]));
+        o->s.s1 = hsum4((o->v[4] + o->v[5]) + (o->v[6] + o->v[7]));
+        o->s.s2 = o->s.s3 = 0.0f;
+    } else {
+        o->s = (float4)(hsum4(o->v[0] + o->v[1]), hsum4(o->v[2] + o->v[3]), hsum4(o->v[4] + o->v[5]),
+                        hsum4(o->v[6] + o->v[7]));
     }
 }
 
-inline float mv1_dot(int f, global const uchar *blk, int c, const mv1_x *x)
-{
-    return f == 0 ? q4_k_dot(blk, c, x) : q6_k_dot(blk, c, x);
-}
+/* mv1x_r*'s scalars in one argument (mv1_args in quant_mv1.c, the same layout: 8-byte
+ * fields, then 4-byte ones): NVIDIA's enqueue costs more with every argument, and a
+ * decode step enqueues ~90 of these launches a token. */
+typedef struct {
+    ulong xoff, gmoff, xnoff, boff, roff, zoff; /* byte offsets of x, gam, xn, bias, r, z */
+    ulong wo[3], oo[3];                         /* of each weight and output */
+    long K, bstride, wr[3], N[3];               /* row bytes and rows of each weight */
+    int norm, has_gam, gated, nseg, bias_kind, epi, f[3];
+    float eps;
+} mv1_args;
+
+/* Per row r of the R (A): its weight rows' addresses (rows past N repeat the last), then
+ * per chunk the loads of every row (and of the up rows when gated) and the dots. */
+#define MV1_ROW(r, A)                                                                                       \
+    {                                                                                                       \
+        long rr = min((long)(r), (long)nr - 1);                                                             \
+        rows[r] = w + wo + (n0 + rr) * wr;                                                                  \
+        rows[(A) + (r)] = wu + w1o + (n0 + rr) * w1r;                                                       \
+    }
+#define MV1_LD4(r, A) wv4[r] = q4_k_load(rows[r] + bo, c);
+#define MV1_LD4U(r, A) wv4[(A) + (r)] = q4_k_load(rows[(A) + (r)] + bo, c);
+#define MV1_DOT4(r, A) acc[r] += q4_k_dot(wv4[r], c, &xs);
+#define MV1_DOT4U(r, A) acc[(A) + (r)] += q4_k_dot(wv4[(A) + (r)], c, &xs);
+#define MV1_LD6(r, A) wv6[r] = q6_k_load(rows[r] + bo, c);
+#define MV1_LD6U(r, A) wv6[(A) + (r)] = q6_k_load(rows[(A) + (r)] + bo, c);
+#define MV1_DOT6(r, A) acc[r] += q6_k_dot(wv6[r], &xs);
+#define MV1_DOT6U(r, A) acc[(A) + (r)] += q6_k_dot(wv6[(A) + (r)], &xs);
 
 /* One launch for what the step planner (capture.c) fused, or a plain one-row linear.
  * Work-groups take R rows of weight 0, then of weight 1, then of weight 2 (nseg of them,
@@ -511,16 +626,23 @@ inline float mv1_dot(int f, global const uchar *blk, int c, const mv1_x *x)
  * the input of an RMS norm (weight gam when has_gam) whose output xn work-group 0 writes;
  * the linears read xn, computed as scale * (W . (x * gam)) with the scale from the sum of
  * squares that the row reduction carries along. epi 1: z = o0 + r (an ADD after the
- * linear). bias: weight 0's, for a single linear. */
+ * linear). bias: weight 0's, for a single linear. x, gam, the weights and the bias are
+ * never written while the launch runs (the planner stages x where an output would overlap
+ * it), hence restrict: the read-only cache path for them; r may be z. */
 #define MV1X_KERNEL(R)                                                                                      \
-    kernel void mv1x_r##R(global const uchar *xb, ulong xoff, long K, int norm, global const uchar *gmb,       \
-                          ulong gmoff, int has_gam, float eps, global uchar *xnb, ulong xnoff, int gated, int nseg, \
-                          global const uchar *w0, ulong w0o, long w0r, int f0, long N0, global uchar *o0, ulong o0o, \
-                          global const uchar *w1, ulong w1o, long w1r, int f1, long N1, global uchar *o1, ulong o1o, \
-                          global const uchar *w2, ulong w2o, long w2r, int f2, long N2, global uchar *o2, ulong o2o, \
-                          global const uchar *bb, ulong boff, int bias_kind, long bstride, int epi,            \
-                          global const uchar *rb, ulong roff, global uchar *zb, ulong zoff, local float *red)   \
+    kernel void mv1x_r##R(global const uchar *restrict xb, global const uchar *restrict gmb, global uchar *xnb,    \
+                          global const uchar *restrict w0, global uchar *o0, global const uchar *restrict w1,   \
+                          global uchar *o1, global const uchar *restrict w2, global uchar *o2,                  \
+                          global const uchar *restrict bb, global const uchar *rb, global uchar *zb,           \
+                          mv1_args a, local float *red)                                                        \
     {                                                                                                       \
+        ulong xoff = a.xoff, gmoff = a.gmoff, xnoff = a.xnoff, boff = a.boff, roff = a.roff, zoff = a.zoff;     \
+        ulong w0o = a.wo[0], w1o = a.wo[1], w2o = a.wo[2], o0o = a.oo[0], o1o = a.oo[1], o2o = a.oo[2];         \
+        long K = a.K, bstride = a.bstride, w0r = a.wr[0], w1r = a.wr[1], w2r = a.wr[2];                        \
+        long N0 = a.N[0], N1 = a.N[1], N2 = a.N[2];                                                         \
+        int norm = a.norm, has_gam = a.has_gam, gated = a.gated, nseg = a.nseg, bias_kind = a.bias_kind;     \
+        int epi = a.epi, f0 = a.f[0], f1 = a.f[1], f2 = a.f[2];                                              \
+        float eps = a.eps;                                                                                  \
         int lid = get_local_id(0), c = lid % 8;                                                             \
         long grp = get_group_id(0), G0 = (N0 + R - 1) / R, G1 = (N1 + R - 1) / R;                           \
         global const uchar *w = w0, *wu = w1;                                                               \
@@ -540,21 +662,37 @@ inline float mv1_dot(int f, global const uchar *blk, int c, const mv1_x *x)
         int nr = (int)min((long)R, N - n0);                                                                 \
         global const float *x = (global const float *)(xb + xoff);                                         \
         global const float *gam = norm && has_gam ? (global const float *)(gmb + gmoff) : 0;               \
-        global const uchar *wa = w + wo + n0 * wr, *wb = wu + w1o + n0 * w1r;                               \
-        float acc[2 * R + 1], ss = 0.0f;                                                                    \
-        for (int r = 0; r < 2 * R + 1; r++) acc[r] = 0.0f;                                                  \
-        for (long ch = lid; ch < K / 32; ch += MV1_LS) {                                                    \
-            long b = ch / 8;                                                                                \
-            mv1_x xs;                                                                                       \
-            mv1_load_x(f, x, gam, b, c, &xs, norm ? &ss : 0);                                              \
-            for (int r = 0; r < R; r++) { /* rows past N repeat the last: static indices, no branch */     \
-                long rr = min(r, nr - 1);                                                                   \
-                acc[r] += mv1_dot(f, wa + rr * wr + b * (f == 0 ? 144 : 210), c, &xs);                      \
-                if (gated) acc[R + r] += mv1_dot(f, wb + rr * w1r + b * (f == 0 ? 144 : 210), c, &xs);      \
+        global const uchar *rows[2 * R];                                                                    \
+        MV1_REP##R(MV1_ROW, R)                                                                              \
+        float acc[2 * R], ss = 0.0f;                                                                        \
+        for (int r = 0; r < 2 * R; r++) acc[r] = 0.0f;                                                      \
+        long nch = K / 32;                                                                                  \
+        if (f == 0) {                                                                                       \
+            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
+                long bo = (ch / 8) * 144;                                                                   \
+                q4k_w wv4[2 * R];                                                                           \
+                MV1_REP##R(MV1_LD4, R)                                                                      \
+                if (gated) { MV1_REP##R(MV1_LD4U, R) }                                                      \
+                mv1_x xs;                                                                                   \
+                mv1_load_x(0, x, gam, ch / 8, c, &xs, norm ? &ss : 0);                                      \
+                MV1_REP##R(MV1_DOT4, R)                                                                     \
+                if (gated) { MV1_REP##R(MV1_DOT4U, R) }                                                     \
+            }                                                                                               \
+        } else {                                                                                            \
+            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
+                long bo = (ch / 8) * 210;                                                                   \
+                q6k_w wv6[2 * R];                                                                           \
+                MV1_REP##R(MV1_LD6, R)                                                                      \
+                if (gated) { MV1_REP##R(MV1_LD6U, R) }                                                      \
+                mv1_x xs;                                                                                   \
+                mv1_load_x(1, x, gam, ch / 8, c, &xs, norm ? &ss : 0);                                      \
+                MV1_REP##R(MV1_DOT6, R)                                                                     \
+                if (gated) { MV1_REP##R(MV1_DOT6U, R) }                                                     \
             }                                                                                               \
         }                                                                                                   \
-        acc[2 * R] = ss;                                                                                    \
-        float s = mv1_reduce(red, acc, 2 * R + 1);                                                          \
+        MV1_REP##R(MV1_RED, R)                                                                              \
+        red[2 * R * MV1_LS + lid] = ss;                                                                     \
+        float s = mv1_reduce(red, 2 * R + 1);                                                               \
         local float *fin = red + (2 * R + 1) * MV1_LS;                                                      \
         if (lid < 2 * R + 1) fin[lid] = s;                                                                  \
         barrier(CLK_LOCAL_MEM_FENCE);                                                                       \
@@ -572,14 +710,13 @@ inline float mv1_dot(int f, global const uchar *blk, int c, const mv1_x *x)
                 ((global float *)(zb + zoff))[n] = y + ((global const float *)(rb + roff))[n];              \
             }                                                                                               \
         }                                                                                                   \
-        if (norm && get_group_id(0) == 0) {                                                                 \
-            global float *xn = (global float *)(xnb + xnoff);                                               \
-            for (long i = lid; i < K; i += MV1_LS) xn[i] = x[i] * scale * (gam ? gam[i] : 1.0f);            \
-        }                                                                                                   \
+        if (norm == 1 && get_group_id(0) == 0) mv1_write_xn(x, gam, K, scale, (global float *)(xnb + xnoff)); \
     }
 
 MV1X_KERNEL(1)
+MV1X_KERNEL(2)
 MV1X_KERNEL(4)
+MV1X_KERNEL(8)
 
 /* Before a fused launch whose outputs overlap its x (the step's arena reuses the bytes of
  * a tensor once its last reader ran, and a fused launch still reads x while it writes):
