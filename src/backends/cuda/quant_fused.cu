@@ -33,7 +33,8 @@
  * on the H100 (TinyLlama-shaped, `ctorch bench -p 512 -n 128 -r 3`, one binary, one run):
  * Q4_K_M tg128 770 t/s with the separate kernels, 713 with every norm job staged, 673 with
  * every job staged (decode graph 201 -> 156 -> 134 nodes); F16 598 (main) -> 616 with the
- * norm staged for its float weights. Fewer launches are not faster here: with the separate
+ * norm staged for its float weights (179 -> 134 nodes; another run: main 620, separate
+ * kernels 637 +- 30, staged 643 +- 24: a gain within that run's noise). Fewer launches are not faster here: with the separate
  * kernels the job kernel, launched early, streams its weights into L2 while the one-block
  * norm runs, whereas a staging block cannot start its weights' loads before its prologue
  * (the x loads queue behind the prefetches, then a block-wide reduction). Jobs (--jobs,
