@@ -12,8 +12,9 @@
  * GemmEx with TF32 tensor cores, at M = 512 on 4096 x 4096, in TFLOP/s.
  *
  * Before those: the fused decode jobs (bench_fused), every format alone and the decode
- * step's jobs (qkv, gated gate/up, down, o, the output projection; Q4_K_M's and f16's),
- * GB/s of weight bytes.
+ * step's jobs (qkv, gated gate/up, down, o, the output projection; Q4_K_M's and f16's;
+ * with the job's own norm, and x quantized by the run: x staged by the job kernel, or with
+ * CTORCH_CUDA_MVSTAGE=0 the separate norm / quantize kernels first), GB/s of weight bytes.
  *
  * usage: [CTORCH_BENCH_JOB=SUBSTR] ctorch-bench-cuda-quant [--quick] [--fused | --jobs]
  * (--fused: the fused kernel only; --jobs: its decode-step jobs only; CTORCH_BENCH_JOB:
@@ -119,6 +120,7 @@ typedef struct job_shape {
     int64_t N[CUQ_MV_MAX_PARTS];
     int glu;
     int f32_x; /* no q8 form given: the run quantizes x itself or (small, M = 1) dequantizes */
+    int norm;  /* the job's own RMS norm of x first (f32 weight; implies f32_x) */
 } job_shape;
 
 static void time_job(const job_shape *js, int sm, cudaStream_t s, int quick, double *us, double *gbs)
@@ -147,8 +149,18 @@ static void time_job(const job_shape *js, int sm, cudaStream_t s, int quick, dou
     CHECK_CUDA(cudaMalloc((void **)&outs, sizeof(float) * (size_t)(M * 65536) * 6));
     cuq_q8 q = cuq_q8_at(qmem, M, K);
     if (!cuq_quantize_q8(x, K, M, K, &q, s)) exit(1);
-    cuq_mv_job job = {.M = M, .K = K, .x = x, .x_row = K, .xq = js->f32_x ? NULL : &q, .n_parts = js->n, .glu = js->glu,
-                      .glu_out = js->glu ? outs + 5 * M * 65536 : NULL};
+    cuq_mv_job job = {.M = M, .K = K, .x = x, .x_row = K, .xq = js->f32_x || js->norm ? NULL : &q, .n_parts = js->n,
+                      .glu = js->glu, .glu_out = js->glu ? outs + 5 * M * 65536 : NULL};
+    float *nw = NULL, *ny = NULL;
+    if (js->norm) {
+        float *ones = malloc(sizeof(float) * (size_t)K);
+        for (int64_t k = 0; k < K; k++) ones[k] = 1.f;
+        CHECK_CUDA(cudaMalloc((void **)&nw, sizeof(float) * (size_t)K));
+        CHECK_CUDA(cudaMalloc((void **)&ny, sizeof(float) * (size_t)(M * K)));
+        CHECK_CUDA(cudaMemcpy(nw, ones, sizeof(float) * (size_t)K, cudaMemcpyHostToDevice));
+        free(ones);
+        job.norm = (cuq_mv_norm){.on = true, .w = nw, .wdt = CT_F32, .eps = 1e-5f, .y = ny};
+    }
     for (int i = 0; i < js->n; i++)
         job.part[i] = (cuq_mv_part){.wt = js->t[i], .w_row = rb[i], .N = js->N[i], .out = outs + i * M * 65536};
     int reps = quick ? copies : 4 * copies;
@@ -195,6 +207,8 @@ static void time_job(const job_shape *js, int sm, cudaStream_t s, int quick, dou
     CHECK_CUDA(cudaFree(qmem));
     CHECK_CUDA(cudaFree(outs));
     if (tmp) CHECK_CUDA(cudaFree(tmp));
+    if (nw) CHECK_CUDA(cudaFree(nw));
+    if (ny) CHECK_CUDA(cudaFree(ny));
 }
 
 /* The fused jobs: every format alone on TinyLlama's shapes, then the decode step's jobs. */
@@ -212,7 +226,7 @@ static void bench_fused_formats(int sm, cudaStream_t s, int quick, double bw)
     for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
         printf("%-6s", ct_dtype_name(fmts[f]));
         for (int j = 0; j < ns; j++) {
-            job_shape js = {shapes[j].name, 1, shapes[j].K, 1, {fmts[f]}, {shapes[j].N}, 0, 0};
+            job_shape js = {shapes[j].name, 1, shapes[j].K, 1, {fmts[f]}, {shapes[j].N}, 0, 0, 0};
             double us, gbs;
             time_job(&js, sm, s, quick, &us, &gbs);
             printf(" | %7.2f %6.0f %4.0f%%", us, gbs, 100.0 * gbs / bw);
@@ -226,20 +240,25 @@ static void bench_fused(int sm, cudaStream_t s, int quick, int jobs_only, double
 {
     if (!jobs_only) bench_fused_formats(sm, s, quick, bw);
     static const job_shape jobs[] = {
-        {"tl qkv Q4_K 2048+256 + Q6_K 256, M=1", 1, 2048, 3, {CT_Q4_K, CT_Q4_K, CT_Q6_K}, {2048, 256, 256}, 0, 0},
-        {"tl gate/up Q4_K 2x5632 SWIGLU, M=1", 1, 2048, 2, {CT_Q4_K, CT_Q4_K}, {5632, 5632}, 1, 0},
-        {"tl down Q6_K 2048x5632, M=1", 1, 5632, 1, {CT_Q6_K}, {2048}, 0, 0},
-        {"tl down Q4_K 2048x5632, M=1", 1, 5632, 1, {CT_Q4_K}, {2048}, 0, 0},
-        {"tl output Q6_K 32000x2048, M=1", 1, 2048, 1, {CT_Q6_K}, {32000}, 0, 0},
-        {"tl o Q4_K 2048x2048, M=1", 1, 2048, 1, {CT_Q4_K}, {2048}, 0, 0},
-        {"tl gate/up Q4_K 2x5632 SWIGLU, M=8", 8, 2048, 2, {CT_Q4_K, CT_Q4_K}, {5632, 5632}, 1, 0},
-        {"tl qkv F16 2048+256+256, M=1", 1, 2048, 3, {CT_F16, CT_F16, CT_F16}, {2048, 256, 256}, 0, 0},
-        {"tl gate/up F16 2x5632 SWIGLU, M=1", 1, 2048, 2, {CT_F16, CT_F16}, {5632, 5632}, 1, 0},
-        {"tl down F16 2048x5632, M=1", 1, 5632, 1, {CT_F16}, {2048}, 0, 0},
-        {"eager k/v Q4_K 256x2048 f32 x (dequantizing)", 1, 2048, 1, {CT_Q4_K}, {256}, 0, 1},
-        {"eager q/o Q4_K 2048x2048 f32 x (dequantizing)", 1, 2048, 1, {CT_Q4_K}, {2048}, 0, 1},
-        {"eager up Q4_K 5632x2048 f32 x (quantize + dots)", 1, 2048, 1, {CT_Q4_K}, {5632}, 0, 1},
-        {"eager down Q6_K 2048x5632 f32 x (quantize + dots)", 1, 5632, 1, {CT_Q6_K}, {2048}, 0, 1},
+        {"tl qkv Q4_K 2048+256 + Q6_K 256, M=1", 1, 2048, 3, {CT_Q4_K, CT_Q4_K, CT_Q6_K}, {2048, 256, 256}, 0, 0, 0},
+        {"tl gate/up Q4_K 2x5632 SWIGLU, M=1", 1, 2048, 2, {CT_Q4_K, CT_Q4_K}, {5632, 5632}, 1, 0, 0},
+        {"tl down Q6_K 2048x5632, M=1", 1, 5632, 1, {CT_Q6_K}, {2048}, 0, 0, 0},
+        {"tl down Q4_K 2048x5632, M=1", 1, 5632, 1, {CT_Q4_K}, {2048}, 0, 0, 0},
+        {"tl output Q6_K 32000x2048, M=1", 1, 2048, 1, {CT_Q6_K}, {32000}, 0, 0, 0},
+        {"tl o Q4_K 2048x2048, M=1", 1, 2048, 1, {CT_Q4_K}, {2048}, 0, 0, 0},
+        {"tl gate/up Q4_K 2x5632 SWIGLU, M=8", 8, 2048, 2, {CT_Q4_K, CT_Q4_K}, {5632, 5632}, 1, 0, 0},
+        {"tl qkv F16 2048+256+256, M=1", 1, 2048, 3, {CT_F16, CT_F16, CT_F16}, {2048, 256, 256}, 0, 0, 0},
+        {"tl gate/up F16 2x5632 SWIGLU, M=1", 1, 2048, 2, {CT_F16, CT_F16}, {5632, 5632}, 1, 0, 0},
+        {"tl down F16 2048x5632, M=1", 1, 5632, 1, {CT_F16}, {2048}, 0, 0, 0},
+        {"tl norm+qkv Q4_K/Q6_K, M=1", 1, 2048, 3, {CT_Q4_K, CT_Q4_K, CT_Q6_K}, {2048, 256, 256}, 0, 1, 1},
+        {"tl norm+gate/up Q4_K SWIGLU, M=1", 1, 2048, 2, {CT_Q4_K, CT_Q4_K}, {5632, 5632}, 1, 1, 1},
+        {"tl norm+qkv F16, M=1", 1, 2048, 3, {CT_F16, CT_F16, CT_F16}, {2048, 256, 256}, 0, 1, 1},
+        {"tl norm+gate/up F16 SWIGLU, M=1", 1, 2048, 2, {CT_F16, CT_F16}, {5632, 5632}, 1, 1, 1},
+        {"tl norm+gate/up Q4_K SWIGLU, M=8", 8, 2048, 2, {CT_Q4_K, CT_Q4_K}, {5632, 5632}, 1, 1, 1},
+        {"eager k/v Q4_K 256x2048 f32 x (dequantizing)", 1, 2048, 1, {CT_Q4_K}, {256}, 0, 1, 0},
+        {"eager q/o Q4_K 2048x2048 f32 x (dequantizing)", 1, 2048, 1, {CT_Q4_K}, {2048}, 0, 1, 0},
+        {"up Q4_K 5632x2048 f32 x (run quantizes x)", 1, 2048, 1, {CT_Q4_K}, {5632}, 0, 1, 0},
+        {"down Q6_K 2048x5632 f32 x (run quantizes x)", 1, 5632, 1, {CT_Q6_K}, {2048}, 0, 1, 0},
     };
     printf("\nfused decode jobs: us per launch, GB/s of weights, %% of copy\n");
     const char *only = getenv("CTORCH_BENCH_JOB"); /* the jobs whose name holds it (one to profile) */

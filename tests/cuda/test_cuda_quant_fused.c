@@ -9,8 +9,11 @@
  * - cuq_mv_run: every weight format (ten block formats, f16, bf16, f32), M = 1..8, K = 576
  *   and 640 (legacy and float formats), 768, 2048, 5632, strided x, one to four parts with different
  *   formats in one job, the add epilogue, the gated epilogue (SWIGLU, GEGLU), x's q8 form
- *   given by the caller or made by the run, or (one row of x, a small weight, no q8 form
- *   given) the quantized weight dequantized and multiplied with f32 x. Outputs start NaN-poisoned with a poisoned
+ *   given by the caller or made by the run (staged in the kernel's shared memory, or by a
+ *   quantize kernel first where it does not fit), or (one row of x, a small weight, no q8 form
+ *   given) the quantized weight dequantized and multiplied with f32 x; the job's own RMS
+ *   norm of x (weight f32 / f16 / bf16 / none), its y against double (NMSE <= 1e-11, as
+ *   above) and the products against references on the host's normed x. Outputs start NaN-poisoned with a poisoned
  *   guard after them: an element left unwritten fails, and so does one written past the end.
  *
  * Tolerances (normalized MSE, sum (gpu - ref)^2 / sum ref^2):
@@ -339,12 +342,16 @@ typedef struct job_spec {
     int glu;
     int64_t M, K;
     bool strided_x, caller_q8;
+    int norm; /* the job's own RMS norm of x: 0 none, else its weight: 1 f32, 2 f16, 3 bf16, 4 none */
+    bool no_y; /* norm without y (the run keeps the normed rows to itself) */
 } job_spec;
 
 static void job_name(const job_spec *s, char *buf, size_t len)
 {
-    int o = snprintf(buf, len, "M %lld K %lld%s%s glu %d:", (long long)s->M, (long long)s->K,
-                     s->strided_x ? " strided" : "", s->caller_q8 ? " q8-given" : "", s->glu);
+    static const char *nn[] = {"", " norm(f32)", " norm(f16)", " norm(bf16)", " norm(no weight)"};
+    int o = snprintf(buf, len, "M %lld K %lld%s%s%s%s glu %d:", (long long)s->M, (long long)s->K,
+                     s->strided_x ? " strided" : "", s->caller_q8 ? " q8-given" : "", nn[s->norm],
+                     s->norm && s->no_y ? " no-y" : "", s->glu);
     for (int i = 0; i < s->n_parts && o > 0 && (size_t)o < len; i++)
         o += snprintf(buf + o, len - (size_t)o, " %s[%lld]%s", ct_dtype_name(s->t[i]), (long long)s->N[i],
                       s->add[i] ? "+add" : "");
@@ -356,6 +363,93 @@ static void check_nmse(const float *got, const double *ref, int64_t n, double to
     CHECK_MSG(e <= tol, "%s: %s nmse %g > %g", name, what, e, tol);
 }
 
+static const ct_dtype norm_dt[] = {CT_F32, CT_F32, CT_F16, CT_BF16, CT_F32};
+
+/* The job's norm on the host: xn (rows xr apart) = x * s * w in f32, the CPU's order, s =
+ * 1 / sqrt(mean(x^2) + eps) (double sum here, f32 on the GPU: xn may differ in the last
+ * bit, which the tolerances cover); ref [M, K] the same in double, for y. The weight goes
+ * to the device in *dw. */
+static float *host_norm(const job_spec *s, th_rng *r, const float *x, int64_t xr, float eps, void **dw, double *ref)
+{
+    int64_t M = s->M, K = s->K;
+    float *xn = malloc(sizeof(float) * (size_t)(M * xr)), *wv = NULL;
+    *dw = NULL;
+    if (s->norm != 4) {
+        float *w = random_f(r, K, 0.5, 1.5);
+        void *hw;
+        weight_as(w, K, norm_dt[s->norm], &hw);
+        wv = malloc(sizeof(float) * (size_t)K); /* the weight as the kernel sees it */
+        CHECK_OK(quant_dequantize_row(norm_dt[s->norm], hw, wv, K));
+        *dw = dev_copy(hw, ct_dtype_block_bytes(norm_dt[s->norm]) * (size_t)K);
+        free(w);
+        free(hw);
+    }
+    for (int64_t m = 0; m < M; m++) {
+        double ss = 0;
+        for (int64_t k = 0; k < K; k++) ss += (double)x[m * xr + k] * x[m * xr + k];
+        double sd = 1.0 / sqrt(ss / (double)K + eps);
+        float sf = (float)sd;
+        for (int64_t k = 0; k < K; k++) {
+            float v = x[m * xr + k] * sf;
+            xn[m * xr + k] = wv ? v * wv[k] : v;
+            ref[m * K + k] = x[m * xr + k] * sd * (wv ? wv[k] : 1.0);
+        }
+    }
+    free(wv);
+    return xn;
+}
+
+/* A job with its own norm gives bit for bit what the separate kernels give: the norm's y
+ * and q8 form by cuq_rms_norm_q8, then the same job reading them (the prologue keeps that
+ * kernel's order of sums and rounding; the dots read the same values). */
+static void same_as_separate(const cuq_mv_job *job, const char *name)
+{
+    int64_t M = job->M, K = job->K;
+    float *y = dev_poisoned(sizeof(float) * (size_t)(M * K));
+    void *qmem = dev_poisoned(cuq_q8_bytes(M, K));
+    cuq_q8 q = cuq_q8_at(qmem, M, K);
+    CHECK(cuq_rms_norm_q8(job->x, job->x_row, M, K, job->norm.w, job->norm.wdt, job->norm.eps, y, &q, 0));
+    cuq_mv_job sep = *job;
+    memset(&sep.norm, 0, sizeof sep.norm);
+    sep.x = y;
+    sep.x_row = K;
+    sep.xq = &q;
+    float *outs[CUQ_MV_MAX_PARTS] = {0}, *glu = NULL;
+    for (int i = 0; i < job->n_parts; i++) {
+        sep.part[i].out = outs[i] = dev_poisoned(sizeof(float) * (size_t)(M * job->part[i].N));
+        if (job->part[i].add) sep.part[i].out2 = dev_poisoned(sizeof(float) * (size_t)(M * job->part[i].N));
+    }
+    if (job->glu) sep.glu_out = glu = dev_poisoned(sizeof(float) * (size_t)(M * job->part[0].N));
+    CHECK_MSG(cuq_mv_run(&sep, NULL, sm_count(), 0), "%s: separate kernels not run", name);
+    CHECK_CUDA(cudaDeviceSynchronize());
+    bool g1, g2;
+    if (job->norm.y) {
+        float *a = fetch(job->norm.y, M * K, &g1), *b = fetch(y, M * K, &g2);
+        CHECK_MSG(memcmp(a, b, sizeof(float) * (size_t)(M * K)) == 0, "%s: y differs from cuq_rms_norm_q8's", name);
+        free(a);
+        free(b);
+    }
+    for (int i = 0; i < job->n_parts; i++) {
+        int64_t n = M * job->part[i].N;
+        float *a = fetch(job->part[i].out, n, &g1), *b = fetch(outs[i], n, &g2);
+        CHECK_MSG(memcmp(a, b, sizeof(float) * (size_t)n) == 0, "%s: part %d differs from the separate kernels'", name, i);
+        free(a);
+        free(b);
+        cudaFree(outs[i]);
+        cudaFree(sep.part[i].out2);
+    }
+    if (glu) {
+        int64_t n = M * job->part[0].N;
+        float *a = fetch(job->glu_out, n, &g1), *b = fetch(glu, n, &g2);
+        CHECK_MSG(memcmp(a, b, sizeof(float) * (size_t)n) == 0, "%s: gated output differs from the separate kernels'", name);
+        free(a);
+        free(b);
+        cudaFree(glu);
+    }
+    cudaFree(y);
+    cudaFree(qmem);
+}
+
 static void run_job(const job_spec *s, th_rng *r)
 {
     char name[256];
@@ -363,6 +457,18 @@ static void run_job(const job_spec *s, th_rng *r)
     int64_t M = s->M, K = s->K, xr = s->strided_x ? K + 12 : K;
     float *x = random_f(r, M * xr, -1, 1);
     float *dx = dev_copy(x, sizeof(float) * (size_t)(M * xr));
+    void *dnw = NULL;
+    float *dy = NULL;
+    double *yref = NULL;
+    if (s->norm) { /* x given raw; the references read the normed rows */
+        for (int64_t i = 0; i < M * xr; i++) x[i] *= 3.f; /* not unit scale already */
+        CHECK_CUDA(cudaMemcpy(dx, x, sizeof(float) * (size_t)(M * xr), cudaMemcpyHostToDevice));
+        yref = malloc(sizeof(double) * (size_t)(M * K));
+        float *xn = host_norm(s, r, x, xr, 1e-5f, &dnw, yref);
+        free(x);
+        x = xn;
+        if (!s->no_y) dy = dev_poisoned(sizeof(float) * (size_t)(M * K));
+    }
     weight w[CUQ_MV_MAX_PARTS];
     float *dadd[CUQ_MV_MAX_PARTS] = {0}, *hadd[CUQ_MV_MAX_PARTS] = {0};
     cuq_mv_job job = {.M = M, .K = K, .x = dx, .x_row = xr, .n_parts = s->n_parts, .glu = s->glu};
@@ -390,6 +496,8 @@ static void run_job(const job_spec *s, th_rng *r)
         CHECK(cuq_quantize_q8(dx, xr, M, K, &q, 0));
         job.xq = &q;
     }
+    if (s->norm)
+        job.norm = (cuq_mv_norm){.on = true, .w = dnw, .wdt = norm_dt[s->norm], .eps = 1e-5f, .y = dy};
     CHECK_MSG(cuq_mv_ok(&job), "%s: refused", name);
     size_t tb = cuq_mv_tmp_bytes(&job);
     void *tmp = tb ? dev_poisoned(tb) : NULL;
@@ -399,8 +507,16 @@ static void run_job(const job_spec *s, th_rng *r)
     /* one row of x, no q8 form, a small job: the dequantizing path, x exact (quant_fused.cu's FU_FMA_MAX_ELEMS) */
     int64_t rows = 0;
     for (int i = 0; i < s->n_parts; i++) rows += s->N[i];
-    bool exact_x = M == 1 && !s->caller_q8 && rows * K <= ((int64_t)1 << 22);
+    bool exact_x = M == 1 && !s->caller_q8 && !s->norm && rows * K <= ((int64_t)1 << 22);
+    if (dy) { /* the norm's rows, written once and whole */
+        bool guard;
+        float *y = fetch(dy, M * K, &guard);
+        CHECK_MSG(guard, "%s: wrote past y", name);
+        check_nmse(y, yref, M * K, 1e-11, "norm's y vs double", name);
+        free(y);
+    }
     float *outs[CUQ_MV_MAX_PARTS] = {0};
+    if (s->norm) same_as_separate(&job, name);
     for (int i = 0; i < s->n_parts; i++) {
         int64_t n = M * s->N[i];
         double *exact = malloc(sizeof(double) * (size_t)n), *cpu = malloc(sizeof(double) * (size_t)n);
@@ -459,7 +575,10 @@ static void run_job(const job_spec *s, th_rng *r)
         weight_free(&w[i]);
     }
     free(x);
+    free(yref);
     cudaFree(dx);
+    cudaFree(dnw);
+    cudaFree(dy);
     cudaFree(tmp);
     cudaFree(qmem);
 }
@@ -485,6 +604,12 @@ static void test_single_parts(void)
                                   .strided_x = (M & 1) != 0, .caller_q8 = M == 3 || given};
                     run_job(&s, &r);
                 }
+                /* and with the job's own norm, its weight's dtype in turn (x staged in
+                 * shared memory, or at M 8 K 5632 and float weights at M 8 too large:
+                 * the separate norm kernel first) */
+                job_spec n = {.n_parts = 1, .t = {all_formats[f]}, .N = {ik == 4 ? 40 : 67}, .M = M, .K = Ks[ik],
+                              .strided_x = (M & 1) != 0, .norm = 1 + (int)((f + M + ik) % 4), .no_y = M == 2};
+                run_job(&n, &r);
             }
         }
 }
@@ -507,6 +632,12 @@ static void test_mixed_parts(void)
     /* many rows: the grid spans several waves */
     job_spec e = {.n_parts = 2, .t = {CT_Q4_K, CT_Q6_K}, .N = {4096, 1000}, .add = {false, true}, .M = 1, .K = 2048};
     run_job(&e, &r);
+    /* the decode step's norm + qkv, quantized and float weights in one staged x */
+    job_spec f = {.n_parts = 3, .t = {CT_Q4_K, CT_Q4_K, CT_Q6_K}, .N = {2048, 256, 256}, .M = 1, .K = 2048, .norm = 1};
+    run_job(&f, &r);
+    job_spec g = {.n_parts = 3, .t = {CT_F16, CT_Q8_0, CT_BF16}, .N = {300, 64, 64}, .add = {true, false, false},
+                  .M = 2, .K = 2048, .strided_x = true, .norm = 3};
+    run_job(&g, &r);
 }
 
 /* gate and up through the gated epilogue, SWIGLU and GEGLU. */
@@ -526,6 +657,14 @@ static void test_gated(void)
         job_spec d = {.n_parts = 2, .t = {CT_Q6_K, CT_Q6_K}, .N = {130, 130}, .glu = glu, .M = glu, .K = 5632,
                       .caller_q8 = true};
         run_job(&d, &r);
+        /* the decode step's norm + gate/up; the down job's x (no norm) staged, segments */
+        job_spec e = {.n_parts = 2, .t = {CT_Q4_K, CT_Q4_K}, .N = {700, 700}, .glu = glu, .M = 1, .K = 2048,
+                      .norm = 1 + glu};
+        run_job(&e, &r);
+        job_spec f = {.n_parts = 2, .t = {CT_Q6_K, CT_Q6_K}, .N = {130, 130}, .glu = glu, .M = glu, .K = 5632};
+        run_job(&f, &r);
+        job_spec h = {.n_parts = 2, .t = {CT_F16, CT_F16}, .N = {500, 500}, .glu = glu, .M = 1, .K = 2048, .norm = 1};
+        run_job(&h, &r);
     }
 }
 
@@ -573,6 +712,14 @@ static void test_refused(void)
     j.x = (float *)x + 1; /* x misaligned */
     CHECK(!cuq_mv_ok(&j));
     CHECK(!cuq_rms_norm_q8(x, 2048, 1, 2048, w, CT_F64, 1e-6f, o, NULL, 0));
+    j = ok;
+    j.norm = (cuq_mv_norm){.on = true, .w = w, .wdt = CT_F64, .eps = 1e-6f}; /* a norm weight of no float dtype */
+    CHECK(!cuq_mv_ok(&j) && !cuq_mv_run(&j, NULL, 1, 0));
+    j.norm.wdt = CT_F16;
+    CHECK(cuq_mv_ok(&j));
+    cuq_q8 q = cuq_q8_at(o, 1, 2048);
+    j.xq = &q; /* a norm and a given q8 form */
+    CHECK(!cuq_mv_ok(&j));
     cudaFree(w);
     cudaFree(x);
     cudaFree(o);
@@ -581,6 +728,9 @@ static void test_refused(void)
 int main(int argc, char **argv)
 {
     th_args(argc, argv);
+    /* every job that can stage x does (the default stages only some): the staged paths
+     * here, the default ones in the LLM tests; a setting given outside wins */
+    setenv("CTORCH_CUDA_MVSTAGE", "all", 0);
     RUN(test_quantize_q8);
     RUN(test_rms_norm_q8);
     RUN(test_single_parts);

@@ -1,13 +1,15 @@
 /* The CUDA step planner: what core/fuse.c matched in a captured segment, launched as
  * fused kernels: norm + linears + epilogue through the quant group's fused decode contract
- * (quant_kernels.h: cuq_rms_norm_q8, then one cuq_mv_run for every weight reading the
- * norm's output), the attention prologue through fuse_kernels.cu. A group the kernels turn
+ * (quant_kernels.h: one cuq_mv_run, whose kernel normalizes x and quantizes it itself, for
+ * every weight reading the norm's output), the attention prologue through fuse_kernels.cu. A group the kernels turn
  * down (a launcher declining, found only here) runs op by op, as does everything the
  * planner left alone; the eager path (`run`) never comes here.
  * Measured on an H100 (TinyLlama-shaped Q4_K_M, 22 layers, `ctorch bench -d cuda -p 512 -n 128
  * -r 3`, CTORCH_FUSE=0 vs 1 in one binary): the decode step's 377 ops go from 466 graph nodes
  * to 223 (per layer: norm+q/k/v, rope+rows, sdpa, o+add, norm+gate/up+swiglu, down+add), tg128
- * from 386 to 431 t/s; what is left is in the kernels themselves (attention, the matvecs). */
+ * from 386 to 431 t/s; what is left is in the kernels themselves (attention, the matvecs).
+ * Whether the job kernel also makes the norm (one launch a group) is cuq_mv_run's choice,
+ * by measurement (quant_fused.cu). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -142,11 +144,6 @@ static ct_status run_norm_add(ct_device *dev, const ct_op *ops, const fuse_group
 
 typedef struct mv_plan {
     cuq_mv_job job;
-    bool norm; /* cuq_rms_norm_q8 first, its y being job.x */
-    const float *nx;
-    const void *nw;
-    ct_dtype nwdt;
-    float eps;
 } mv_plan;
 
 static bool plain_float(ct_dtype t) { return t == CT_F32 || t == CT_F16 || t == CT_BF16; }
@@ -156,12 +153,15 @@ static bool mv_norm(const ct_device *dev, const ct_op *op, int64_t M, int64_t K,
     const ct_tensor *x = op->src[0], *w = op->src[1];
     if (!w || w->ndim != 1 || w->shape[0] != K || (K > 1 && w->stride[0] != 1) || !plain_float(w->dtype)) return false;
     if (!tensor_is_contiguous(x) || x->shape[x->ndim - 1] != K || shape_numel(x->ndim, x->shape) != M * K) return false;
-    p->norm = true;
-    p->nx = op_data(x, dev);
-    p->nw = op_data(w, dev);
-    p->nwdt = w->dtype;
-    p->eps = (float)op->p.norm.eps;
-    return p->nx && p->nw;
+    /* the job normalizes x itself; the norm's output (p->job.x until now) is still written */
+    cuq_mv_norm *n = &p->job.norm;
+    n->on = true;
+    n->w = op_data(w, dev);
+    n->wdt = w->dtype;
+    n->eps = (float)op->p.norm.eps;
+    n->y = (float *)p->job.x;
+    p->job.x = op_data(x, dev);
+    return p->job.x && n->w;
 }
 
 static bool mv_part(const ct_device *dev, const ct_op *op, int64_t K, cuq_mv_part *part)
@@ -222,27 +222,17 @@ static ct_status run_mv(ct_device *dev, const ct_op *ops, const fuse_group *g, i
     if (!mv_job(dev, ops, g, &p)) return CT_OK;
     cuda_dev *cd = cuda_of(dev);
     cuq_mv_job *j = &p.job;
-    void *qmem = NULL, *tmp = NULL;
-    size_t qbytes = p.norm ? cuq_q8_bytes(j->M, j->K) : 0, tbytes = 0;
-    cuq_q8 q;
+    void *tmp = NULL;
+    size_t tbytes = cuq_mv_tmp_bytes(j);
     ct_status s = CT_OK;
-    if (p.norm) { /* the norm's y and its q8 form, which the products then read */
-        s = cuda_tmp_alloc(dev, qbytes, &qmem);
-        if (s != CT_OK) return s;
-        q = cuq_q8_at(qmem, j->M, j->K);
-        if (!cuq_rms_norm_q8(p.nx, j->K, j->M, j->K, p.nw, p.nwdt, p.eps, (float *)j->x, &q, cd->stream)) goto out;
-        if ((s = cuda_check_launch(dev, "fused rms_norm + q8")) != CT_OK) goto out;
-        *done = 1;
-        j->xq = &q;
+    if (tbytes && (s = cuda_tmp_alloc(dev, tbytes, &tmp)) != CT_OK) return s;
+    /* a run that launched nothing declines the group; one that launched a norm or quantize
+     * kernel and then failed leaves a launch error for the check */
+    if (cuq_mv_run(j, tmp, cd->sm_count, cd->stream)) {
+        if ((s = cuda_check_launch(dev, "fused norm + matvecs")) == CT_OK) *done = g->n;
     }
-    tbytes = cuq_mv_tmp_bytes(j);
-    if (tbytes && (s = cuda_tmp_alloc(dev, tbytes, &tmp)) != CT_OK) goto out;
-    if (!cuq_mv_run(j, tmp, cd->sm_count, cd->stream)) goto out;
-    if ((s = cuda_check_launch(dev, "fused matvecs")) == CT_OK) *done = g->n;
-out:
-    /* stream order (and, in a capture, the graph) keeps them until the kernels are done */
+    /* stream order (and, in a capture, the graph) keeps it until the kernels are done */
     if (tmp) cuda_tmp_free(dev, tmp, tbytes);
-    if (qmem) cuda_tmp_free(dev, qmem, qbytes);
     return s;
 }
 

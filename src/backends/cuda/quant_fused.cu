@@ -23,7 +23,26 @@
  * theoretical occupancy (64 registers), 66% of issue cycles with no eligible warp, long
  * scoreboard stalls on L1TEX: latency-bound, not issue-bound. Loading Q4_K / Q6_K segments
  * straight from global memory in the lanes' order was slower (32 sectors per instruction,
- * each sector read several times), and so was shared-memory staging for Q4_K. */
+ * each sector read several times), and so was shared-memory staging for Q4_K.
+ *
+ * x staged by the job kernel (FuArgs::stage, CTORCH_CUDA_MVSTAGE): each block makes the
+ * norm and x's q8 form itself, in shared memory, after the PDL wait (one launch a group
+ * instead of rms_q8 + job, or quantize_q8 + job), bit for bit what the separate kernels
+ * make (the norm's sums in rms_q8_kernel's order: in another order mini-a Q4_K_M's greedy
+ * tokens on the GPU parted from the CPU's on all three prompts of test_cuda_quant). Measured
+ * on the H100 (TinyLlama-shaped, `ctorch bench -p 512 -n 128 -r 3`, one binary, one run):
+ * Q4_K_M tg128 770 t/s with the separate kernels, 713 with every norm job staged, 673 with
+ * every job staged (decode graph 201 -> 156 -> 134 nodes); F16 598 (main) -> 616 with the
+ * norm staged for its float weights (179 -> 134 nodes; another run: main 620, separate
+ * kernels 637 +- 30, staged 643 +- 24: a gain within that run's noise). Fewer launches are not faster here: with the separate
+ * kernels the job kernel, launched early, streams its weights into L2 while the one-block
+ * norm runs, whereas a staging block cannot start its weights' loads before its prologue
+ * (the x loads queue behind the prefetches, then a block-wide reduction). Jobs (--jobs,
+ * staged vs separate): norm + qkv Q4_K 8.07 vs 7.91 us, norm + gate/up Q4_K 12.20 vs 12.57,
+ * down Q6_K with x quantized 12.99 vs 9.27 (its kernel needs 80 registers staged: one
+ * block less per SM, and a coarser split). So by default only a norm whose output only float
+ * weights read is staged (no q8 form: the f32 copy); CTORCH_CUDA_MVSTAGE=norm / all stage
+ * more, =0 nothing. */
 #include "backends/cuda/quant_fused.cuh"
 
 namespace cufu {
@@ -33,8 +52,6 @@ CUFU_JOBS(CUFU_EXTERN)
 namespace {
 
 using namespace cufu;
-
-size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
 
 bool float_weight(ct_dtype t) { return t == CT_F16 || t == CT_BF16 || t == CT_F32; }
 
@@ -152,7 +169,7 @@ size_t part_bytes(const cuq_mv_part *p, int64_t K) { return ct_dtype_row_bytes(p
 
 bool use_fma(const cuq_mv_job *job)
 {
-    if (job->xq || job->M != 1) return false;
+    if (job->xq || job->norm.on || job->M != 1) return false;
     int64_t n = 0;
     for (int i = 0; i < job->n_parts; i++) n += job->part[i].N;
     return n * job->K <= FU_FMA_MAX_ELEMS;
@@ -170,20 +187,58 @@ bool part_ok(const cuq_mv_part *p, int64_t K)
     return ((uintptr_t)p->w % al) == 0 && (p->N == 1 || p->w_row % al == 0) && p->w_row >= part_bytes(p, K);
 }
 
+bool has_float(const cuq_mv_job *job)
+{
+    for (int i = 0; i < job->n_parts; i++)
+        if (float_weight(job->part[i].wt)) return true;
+    return false;
+}
+
+bool x_vec_ok(const cuq_mv_job *job)
+{
+    return job->x && ((uintptr_t)job->x & 15) == 0 && job->x_row >= job->K && job->x_row % 4 == 0;
+}
+
+/* How a run gets x: staged by the job kernel in shared memory (stage_q8 / stage_f, smem
+ * bytes), or else through the separate kernels into tmp (the norm's y when the caller
+ * gives none and float weights read it, x's q8 form). */
+struct XPlan {
+    bool stage, stage_q8, stage_f;
+    unsigned smem;
+    bool tmp_q8, tmp_y;
+};
+
+XPlan x_plan(const cuq_mv_job *job)
+{
+    XPlan p = {};
+    bool q8 = job_needs_q8(job) && !job->xq && !use_fma(job), fl = has_float(job);
+    if (!job->norm.on && !q8) return p; /* x read as given */
+    /* with a staged x every dot reads shared memory: float weights an f32 copy */
+    size_t bytes = (q8 ? q8_size(job->M, job->K) : 0) + (fl ? sizeof(float) * (size_t)(job->M * job->K) : 0);
+    int mode = dev_facts().stage;
+    bool on = mode == 3 || (job->norm.on && (mode == 2 || (mode == 1 && !q8)));
+    if (on && x_vec_ok(job) && bytes <= FU_STAGE_MAX) {
+        p.stage = true;
+        p.stage_q8 = q8;
+        p.stage_f = fl;
+        p.smem = (unsigned)bytes;
+        return p;
+    }
+    p.tmp_q8 = q8;
+    p.tmp_y = job->norm.on && !job->norm.y;
+    return p;
+}
+
 } // namespace
 
-extern "C" size_t cuq_q8_bytes(int64_t M, int64_t K)
-{
-    return round16((size_t)(M * K)) + round16(sizeof(float) * (size_t)(M * K / 32)) +
-           sizeof(float) * (size_t)(M * K / 8);
-}
+extern "C" size_t cuq_q8_bytes(int64_t M, int64_t K) { return q8_size(M, K); }
 
 extern "C" cuq_q8 cuq_q8_at(void *mem, int64_t M, int64_t K)
 {
     cuq_q8 r;
     r.q = (int8_t *)mem;
-    r.d = (float *)((char *)mem + round16((size_t)(M * K)));
-    r.s8 = (float *)((char *)r.d + round16(sizeof(float) * (size_t)(M * K / 32)));
+    r.d = (float *)((char *)mem + q8_d_off(M, K));
+    r.s8 = (float *)((char *)mem + q8_s8_off(M, K));
     r.M = M;
     r.K = K;
     return r;
@@ -225,7 +280,7 @@ extern "C" bool cuq_mv_ok(const cuq_mv_job *job)
         return false;
     if (job->n_parts < 1 || job->n_parts > CUQ_MV_MAX_PARTS) return false;
     /* f32 x is read by float weights, and quantized here when the caller has no q8 form */
-    bool need_x = !job->xq;
+    bool need_x = !job->xq && !job->norm.on;
     for (int i = 0; i < job->n_parts; i++) {
         if (!part_ok(&job->part[i], job->K)) return false;
         if (float_weight(job->part[i].wt)) need_x = true;
@@ -233,6 +288,11 @@ extern "C" bool cuq_mv_ok(const cuq_mv_job *job)
     if (need_x && (!job->x || ((uintptr_t)job->x & 15) != 0 || job->x_row < job->K || job->x_row % 4 != 0))
         return false;
     if (job->xq && (job->xq->M != job->M || job->xq->K != job->K || !job->xq->q)) return false;
+    if (job->norm.on) {
+        const cuq_mv_norm *n = &job->norm;
+        if (job->xq || !job->x || job->x_row < job->K) return false;
+        if (n->w && n->wdt != CT_F32 && n->wdt != CT_F16 && n->wdt != CT_BF16) return false;
+    }
     if (job->glu) {
         if ((job->glu != 1 && job->glu != 2) || job->n_parts != 2 || !job->glu_out) return false;
         if (job->part[0].N != job->part[1].N || job->part[0].add || job->part[1].add) return false;
@@ -242,24 +302,49 @@ extern "C" bool cuq_mv_ok(const cuq_mv_job *job)
 
 extern "C" size_t cuq_mv_tmp_bytes(const cuq_mv_job *job)
 {
-    return job->xq || !job_needs_q8(job) || use_fma(job) ? 0 : cuq_q8_bytes(job->M, job->K);
+    XPlan p = x_plan(job);
+    return (p.tmp_q8 ? q8_size(job->M, job->K) : 0) + (p.tmp_y ? sizeof(float) * (size_t)(job->M * job->K) : 0);
 }
 
 extern "C" bool cuq_mv_run(const cuq_mv_job *job, void *tmp, int sm_count, cudaStream_t stream)
 {
     if (!cuq_mv_ok(job)) return false;
+    XPlan xp = x_plan(job);
     cuq_q8 own;
     const cuq_q8 *xq = job->xq;
-    if (!xq && job_needs_q8(job) && !use_fma(job)) {
-        if (!tmp) return false;
-        own = cuq_q8_at(tmp, job->M, job->K);
-        if (!cuq_quantize_q8(job->x, job->x_row, job->M, job->K, &own, stream)) return false;
-        xq = &own;
+    const float *x = job->x;
+    int64_t x_row = job->x_row;
+    if (job->norm.on ? !xp.stage : xp.tmp_q8) { /* the separate kernels first */
+        if (!tmp && (xp.tmp_q8 || xp.tmp_y)) return false;
+        if (xp.tmp_q8) own = cuq_q8_at(tmp, job->M, job->K);
+        if (job->norm.on) {
+            const cuq_mv_norm *nm = &job->norm;
+            float *y = xp.tmp_y ? (float *)((char *)tmp + (xp.tmp_q8 ? q8_size(job->M, job->K) : 0)) : nm->y;
+            if (!cuq_rms_norm_q8(x, x_row, job->M, job->K, nm->w, nm->wdt, nm->eps, y, xp.tmp_q8 ? &own : NULL,
+                                 stream))
+                return false;
+            x = y;
+            x_row = job->K;
+        } else if (!cuq_quantize_q8(x, x_row, job->M, job->K, &own, stream)) {
+            return false;
+        }
+        if (xp.tmp_q8) xq = &own;
     }
     FuArgs a = {};
     a.K = job->K;
-    a.x = job->x;
-    a.x_row = job->x_row;
+    a.x = x;
+    a.x_row = x_row;
+    a.stage = xp.stage;
+    a.stage_q8 = xp.stage_q8;
+    a.stage_f = xp.stage_f;
+    a.smem = xp.smem;
+    if (xp.stage && job->norm.on) {
+        a.norm = true;
+        a.nw = job->norm.w;
+        a.nwdt = job->norm.wdt;
+        a.eps = job->norm.eps;
+        a.y = job->norm.y;
+    }
     if (xq) {
         a.xq = xq->q;
         a.xd = xq->d;
@@ -289,7 +374,7 @@ extern "C" bool cuq_mv_run(const cuq_mv_job *job, void *tmp, int sm_count, cudaS
     a.glu_out = job->glu_out;
     /* only where every weight takes it: a Q4_K part beside a Q6_K one keeps the chunk path
      * and its split (the qkv job measured 15% slower with the v part's segments) */
-    a.seg = xq && dev_facts().seg && job->M <= SEG_MAX_M;
+    a.seg = (xq || a.stage_q8) && dev_facts().seg && job->M <= SEG_MAX_M;
     for (int i = 0; i < job->n_parts; i++) a.seg = a.seg && seg_format(job->part[i].wt);
     return job->glu ? launch_m<true>(a, job->M, rows, sm_count, stream)
                     : launch_m<false>(a, job->M, rows, sm_count, stream);

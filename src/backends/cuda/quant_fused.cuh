@@ -34,6 +34,10 @@ struct DevFacts {
     size_t l2;
     bool seg;  /* Q6_K jobs through seg_dot (CTORCH_CUDA_MVSEG=0: the chunk path) */
     bool wave; /* grid capped at one wave, blocks looping (CTORCH_CUDA_MVGRID=wave) */
+    /* Which jobs make x (its norm, its q8 form) in the job kernel (CTORCH_CUDA_MVSTAGE): 0
+     * none (separate kernels), 1 (float, the default) a norm read by float weights only, 2
+     * (norm) every job with a norm, 3 (all) also x's q8 form of a job without one. */
+    int stage;
 };
 inline const DevFacts &dev_facts()
 {
@@ -52,6 +56,8 @@ inline const DevFacts &dev_facts()
         f.seg = !(sg && sg[0] == '0');
         const char *gw = getenv("CTORCH_CUDA_MVGRID");
         f.wave = gw && gw[0] == 'w';
+        const char *st = getenv("CTORCH_CUDA_MVSTAGE");
+        f.stage = !st || st[0] == 'f' ? 1 : st[0] == '0' ? 0 : st[0] == 'n' ? 2 : 3;
         done = true;
     }
     return f;
@@ -83,6 +89,24 @@ struct FuArgs {
     int S;
     bool prefetch;
     bool seg; /* every weight's rows through seg_dot (launch_job picks the kernel with its buffers) */
+    /* Staging (the XS kernels): each block makes x's q8 form (stage_q8) and / or an f32 copy
+     * (stage_f) in its dynamic shared memory (smem bytes) from x, RMS-normed first where
+     * norm (weight nw of dtype nwdt or none, eps; block 0 also writes the normed rows to y
+     * when y is set); the dots then read x from there. */
+    bool stage, stage_q8, stage_f, norm;
+    const void *nw;
+    ct_dtype nwdt;
+    float eps;
+    float *y;
+    unsigned smem;
+};
+
+/* Where the dots read x: its q8 form (q, d, s8) and f32 rows (f, f_row apart). */
+struct XIn {
+    const int8_t *q;
+    const float *d, *s8;
+    const float *f;
+    int64_t f_row;
 };
 
 /* Where a chunk's two runs of 8 lie in its 32-element unit (chunks 2u and 2u + 1 cover
@@ -113,7 +137,7 @@ __device__ __forceinline__ float chunk_dot(const uint32_t *q, float a, float b, 
 /* acc[m] += the products of x's q8 form with this lane's 32-element units of a quantized
  * row: two chunks per unit share the block's header loads and x's scale, and x's quants
  * and sums come in 16-byte loads (q8 rows are 16-byte aligned, cuq_q8_at). */
-template <class F, int M>
+template <class F, int M, bool SH>
 __device__ __forceinline__ void dot_q(const uint8_t *__restrict__ row, int u0, int step, int64_t K,
                                       const int8_t *__restrict__ xq, const float *__restrict__ xd,
                                       const float *__restrict__ xs8, float *acc)
@@ -129,9 +153,9 @@ __device__ __forceinline__ void dot_q(const uint8_t *__restrict__ row, int u0, i
 #pragma unroll
         for (int m = 0; m < M; m++) {
             const int4 *xp = (const int4 *)(xq + m * K + 32 * (int64_t)u);
-            int4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
-            float4 s4 = __ldg((const float4 *)(xs8 + m * (K / 8) + 4 * (int64_t)u));
-            float dx = __ldg(xd + m * (K / 32) + u);
+            int4 x0 = ldx<SH>(xp), x1 = ldx<SH>(xp + 1);
+            float4 s4 = ldx<SH>((const float4 *)(xs8 + m * (K / 8) + 4 * (int64_t)u));
+            float dx = ldx<SH>(xd + m * (K / 32) + u);
             int X[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
             float S[4] = {s4.x, s4.y, s4.z, s4.w};
             acc[m] = chunk_dot<F, 1>(q1, a1, b1, X, S, dx, chunk_dot<F, 0>(q0, a0, b0, X, S, dx, acc[m]));
@@ -140,6 +164,21 @@ __device__ __forceinline__ void dot_q(const uint8_t *__restrict__ row, int u0, i
 }
 
 using cuq::dot8;
+
+/* dot8 reading x from shared memory (SH) or through the read-only path. */
+template <bool SH> __device__ __forceinline__ float dot8x(const float *__restrict__ x, const float *v, float s)
+{
+    if constexpr (!SH) return dot8(x, v, s);
+    float4 a = *(const float4 *)x, b = *((const float4 *)x + 1);
+    s = fmaf(v[0], a.x, s);
+    s = fmaf(v[1], a.y, s);
+    s = fmaf(v[2], a.z, s);
+    s = fmaf(v[3], a.w, s);
+    s = fmaf(v[4], b.x, s);
+    s = fmaf(v[5], b.y, s);
+    s = fmaf(v[6], b.z, s);
+    return fmaf(v[7], b.w, s);
+}
 
 /* acc[m] += this lane's chunks of a quantized row, dequantized, times x in f32 (one row of
  * x and a small weight: no launch to quantize x, and x exact). */
@@ -198,7 +237,7 @@ template <> __device__ __forceinline__ void load8<__nv_bfloat16>(const uint8_t *
 /* acc[m] += this lane's runs of 8 elements of a 16-bit float row times x (f32): 4 runs'
  * 16-byte loads issued before the math on them, bypassing L1 (bytes in flight per warp;
  * measured on the H100: f16 gate/up 65 -> 80% of copy, down 74 -> 80%). */
-template <typename W, int M>
+template <typename W, int M, bool SH>
 __device__ __forceinline__ void dot_h(const uint8_t *__restrict__ row, int u0, int step, int64_t K,
                                       const float *__restrict__ x, int64_t x_row, float *acc)
 {
@@ -215,13 +254,13 @@ __device__ __forceinline__ void dot_h(const uint8_t *__restrict__ row, int u0, i
             float v[8];
             cvt8<W>(raw[i], v);
 #pragma unroll
-            for (int m = 0; m < M; m++) acc[m] = dot8(x + m * x_row + (int64_t)(u + i * step) * 8, v, acc[m]);
+            for (int m = 0; m < M; m++) acc[m] = dot8x<SH>(x + m * x_row + (int64_t)(u + i * step) * 8, v, acc[m]);
         }
     }
 }
 
 /* acc[m] += this lane's runs of 8 elements of a float row times x (f32). */
-template <typename W, int M>
+template <typename W, int M, bool SH>
 __device__ __forceinline__ void dot_f(const uint8_t *__restrict__ row, int u0, int step, int64_t K,
                                       const float *__restrict__ x, int64_t x_row, float *acc)
 {
@@ -231,7 +270,7 @@ __device__ __forceinline__ void dot_f(const uint8_t *__restrict__ row, int u0, i
         float v[8];
         load8<W>(row + (size_t)u * 8 * sizeof(W), v);
 #pragma unroll
-        for (int m = 0; m < M; m++) acc[m] = dot8(x + m * x_row + (int64_t)u * 8, v, acc[m]);
+        for (int m = 0; m < M; m++) acc[m] = dot8x<SH>(x + m * x_row + (int64_t)u * 8, v, acc[m]);
     }
 }
 
@@ -240,25 +279,26 @@ __device__ __forceinline__ void dot_f(const uint8_t *__restrict__ row, int u0, i
 constexpr int SEG_MAX_M = 2;
 
 /* acc = row n of part p times x, over this warp's share (slice s of S) of the row. */
-template <int M>
-__device__ __forceinline__ void row_dot(const FuPart &p, const FuArgs &a, int64_t n, int s, int lane, float *acc)
+template <int M, bool SH>
+__device__ __forceinline__ void row_dot(const FuPart &p, const FuArgs &a, const XIn &x, int64_t n, int s, int lane,
+                                        float *acc)
 {
     const uint8_t *row = p.w + (size_t)n * p.w_row;
     int u0 = s * 32 + lane, step = 32 * a.S;
     switch (p.wt) {
-    case CT_F32: dot_f<float, M>(row, u0, step, a.K, a.x, a.x_row, acc); return;
+    case CT_F32: dot_f<float, M, SH>(row, u0, step, a.K, x.f, x.f_row, acc); return;
     case CT_F16:
-        if (M <= SEG_MAX_M) dot_h<__half, M>(row, u0, step, a.K, a.x, a.x_row, acc);
-        else dot_f<__half, M>(row, u0, step, a.K, a.x, a.x_row, acc);
+        if (M <= SEG_MAX_M) dot_h<__half, M, SH>(row, u0, step, a.K, x.f, x.f_row, acc);
+        else dot_f<__half, M, SH>(row, u0, step, a.K, x.f, x.f_row, acc);
         return;
     case CT_BF16:
-        if (M <= SEG_MAX_M) dot_h<__nv_bfloat16, M>(row, u0, step, a.K, a.x, a.x_row, acc);
-        else dot_f<__nv_bfloat16, M>(row, u0, step, a.K, a.x, a.x_row, acc);
+        if (M <= SEG_MAX_M) dot_h<__nv_bfloat16, M, SH>(row, u0, step, a.K, x.f, x.f_row, acc);
+        else dot_f<__nv_bfloat16, M, SH>(row, u0, step, a.K, x.f, x.f_row, acc);
         return;
     default: break;
     }
-    if (a.xq) {
-#define FU_DOT_Q dot_q<F, M>(row, u0, step, a.K, a.xq, a.xd, a.xs8, acc)
+    if (SH || a.xq) {
+#define FU_DOT_Q dot_q<F, M, SH>(row, u0, step, a.K, x.q, x.d, x.s8, acc)
         CUQ_DISPATCH(p.wt, FU_DOT_Q, return);
 #undef FU_DOT_Q
     } else {
@@ -270,15 +310,15 @@ __device__ __forceinline__ void row_dot(const FuPart &p, const FuArgs &a, int64_
 
 /* The segment path (quant_fused_seg.cuh): row n of part p (and of the gated job's up weight,
  * both rows' loads first) over this warp's share; false where it does not apply. */
-template <int M, bool GLU, bool SEG>
-__device__ __forceinline__ bool seg_rows(const FuPart &p, const FuArgs &a, int64_t n, int s, int lane, uint8_t *buf,
-                                         float *acc)
+template <int M, bool GLU, bool SEG, bool SH>
+__device__ __forceinline__ bool seg_rows(const FuPart &p, const FuArgs &a, const XIn &x, int64_t n, int s, int lane,
+                                         uint8_t *buf, float *acc)
 {
     if (!SEG || M > SEG_MAX_M || (GLU && a.up.wt != p.wt)) return false;
     const uint8_t *rows[2] = {p.w + (size_t)n * p.w_row, GLU ? a.up.w + (size_t)n * a.up.w_row : nullptr};
     constexpr int NR = GLU ? 2 : 1;
     switch (p.wt) {
-    case CT_Q6_K: seg_dot<SegQ6K, M, NR>(rows, buf, s, a.S, lane, a.K, a.xq, a.xd, a.xs8, acc); return true;
+    case CT_Q6_K: seg_dot<SegQ6K, M, NR, SH>(rows, buf, s, a.S, lane, a.K, x.q, x.d, x.s8, acc); return true;
     default: return false;
     }
 }
@@ -328,6 +368,150 @@ __device__ __forceinline__ void reduce_row(float *acc, float (*red)[2 * CUQ_MV_M
         }
 }
 
+/* The layout of x's q8 form (cuq_q8_at's, in global or shared memory): quants, scales, sums. */
+__host__ __device__ constexpr size_t q8_r16(size_t n) { return (n + 15) & ~(size_t)15; }
+__host__ __device__ constexpr size_t q8_d_off(int64_t M, int64_t K) { return q8_r16((size_t)(M * K)); }
+__host__ __device__ constexpr size_t q8_s8_off(int64_t M, int64_t K)
+{
+    return q8_d_off(M, K) + q8_r16(sizeof(float) * (size_t)(M * K / 32));
+}
+__host__ __device__ constexpr size_t q8_size(int64_t M, int64_t K)
+{
+    return q8_s8_off(M, K) + sizeof(float) * (size_t)(M * K / 8);
+}
+
+/* Dynamic shared memory up to which a job stages x (the default limit, no opt-in; beyond
+ * it the norm and the q8 form are separate kernels, quant_fused.cu). */
+constexpr unsigned FU_STAGE_MAX = 48u << 10;
+
+__device__ __forceinline__ float norm_w(const void *w, ct_dtype t, int i)
+{
+    switch (t) {
+    case CT_F16: return __half2float(((const __half *)w)[i]);
+    case CT_BF16: return __bfloat162float(((const __nv_bfloat16 *)w)[i]);
+    default: return ((const float *)w)[i];
+    }
+}
+
+/* Each row's RMS scale bit for bit as rms_q8_kernel (quant_fused.cu) computes it: its 512
+ * threads' strided sums of squares (thread t here plays its threads t and t + 256), its
+ * warps' trees, its 16 partial sums in order, 1 / sqrt(mean + eps) in double. Every block
+ * thus holds the same x, and the separate kernel's results are kept. Loads go 4 at a time
+ * (zeros past K add exactly nothing). */
+constexpr int RMS_VT = 512;
+template <int M>
+__device__ __forceinline__ void rms_scales(const FuArgs &a, float (*red)[2 * CUQ_MV_MAX_ROWS], float *sc)
+{
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, K = (int)a.K;
+#pragma unroll
+    for (int m = 0; m < M; m++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const float *xr = a.x + m * a.x_row;
+            float ss = 0.f;
+            for (int i = tid + FU_THREADS * h; i < K; i += 4 * RMS_VT) {
+                float t[4];
+#pragma unroll
+                for (int j = 0; j < 4; j++) t[j] = i + RMS_VT * j < K ? xr[i + RMS_VT * j] : 0.f;
+#pragma unroll
+                for (int j = 0; j < 4; j++) ss = fmaf(t[j], t[j], ss);
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+            if (lane == 0) red[warp][CUQ_MV_MAX_ROWS * h + m] = ss;
+        }
+    __syncthreads();
+#pragma unroll
+    for (int m = 0; m < M; m++) {
+        float t = 0.f;
+        for (int h = 0; h < 2; h++)
+            for (int w = 0; w < FU_WARPS; w++) t += red[w][CUQ_MV_MAX_ROWS * h + m];
+        sc[m] = (float)(1.0 / sqrt((double)t / (double)K + (double)a.eps));
+    }
+    __syncthreads(); /* red is free again */
+}
+
+/* One float4 of x (row m, elements i..i+3) normed where the job has a norm. */
+template <int M>
+__device__ __forceinline__ void x_load(const FuArgs &a, int m, int i, const float *sc, float *v)
+{
+    float4 xv = *(const float4 *)(a.x + m * a.x_row + i);
+    v[0] = xv.x, v[1] = xv.y, v[2] = xv.z, v[3] = xv.w;
+    if (!a.norm) return;
+    float s = sc[0];
+#pragma unroll
+    for (int r = 1; r < M; r++)
+        if (r == m) s = sc[r];
+    float w[4] = {1.f, 1.f, 1.f, 1.f};
+    if (a.nw)
+#pragma unroll
+        for (int k = 0; k < 4; k++) w[k] = norm_w(a.nw, a.nwdt, i + k);
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        v[k] *= s;
+        if (a.nw) v[k] *= w[k];
+    }
+}
+
+/* The block's copy of x in shared memory (FuArgs::stage): 4 elements a thread, so 8 lanes
+ * hold one 32-element block of the q8 form (quantize_q8's rounding: d = amax / 127,
+ * q = round(v / d), sums of 8); the norm first where there is one (x * s * w, the CPU's
+ * order), its rows written to y by block 0 alone. A thread loads FU_XB float4s before it
+ * works on them (the loads' latency paid once per batch, not per float4). */
+constexpr int FU_XB = 4;
+template <int M>
+__device__ __forceinline__ void stage_x(const FuArgs &a, uint8_t *sm, float (*red)[2 * CUQ_MV_MAX_ROWS])
+{
+    float sc[M];
+    if (a.norm) rms_scales<M>(a, red, sc);
+    int K = (int)a.K, kq = K / 4, nf = M * kq, lane = threadIdx.x & 31;
+    int8_t *q = (int8_t *)sm;
+    float *d = (float *)(sm + q8_d_off(M, K)), *s8 = (float *)(sm + q8_s8_off(M, K));
+    float *f = (float *)(sm + (a.stage_q8 ? q8_size(M, K) : 0));
+    bool ywrite = a.y && blockIdx.x == 0;
+    for (int f0 = 0; f0 < nf; f0 += FU_XB * FU_THREADS) {
+        float v[FU_XB][4];
+#pragma unroll
+        for (int b = 0; b < FU_XB; b++) {
+            int fi = f0 + b * FU_THREADS + (int)threadIdx.x;
+            v[b][0] = v[b][1] = v[b][2] = v[b][3] = 0.f;
+            if (fi < nf) {
+                int m = fi / kq;
+                x_load<M>(a, m, (fi - m * kq) * 4, sc, v[b]);
+            }
+        }
+#pragma unroll
+        for (int b = 0; b < FU_XB; b++) {
+            if (f0 + b * FU_THREADS >= nf) break; /* uniform: the whole block is past the end */
+            int fi = f0 + b * FU_THREADS + (int)threadIdx.x; /* nf is a multiple of 8: a block's 8 lanes are all in or all out */
+            bool on = fi < nf;
+            int m = on ? fi / kq : 0, i = on ? (fi - m * kq) * 4 : 0;
+            const float *vb = v[b];
+            if (on && a.stage_f) *(float4 *)(f + m * K + i) = make_float4(vb[0], vb[1], vb[2], vb[3]);
+            if (on && ywrite)
+#pragma unroll
+                for (int k = 0; k < 4; k++) a.y[m * K + i + k] = vb[k];
+            if (!a.stage_q8) continue;
+            float amax = fmaxf(fmaxf(fabsf(vb[0]), fabsf(vb[1])), fmaxf(fabsf(vb[2]), fabsf(vb[3])));
+#pragma unroll
+            for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+            float dd = amax / 127.f, id = dd != 0.f ? 1.f / dd : 0.f;
+            int qi[4], sum = 0;
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                qi[k] = max(-127, min(127, __float2int_rn(vb[k] * id)));
+                sum += qi[k];
+            }
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            if (!on) continue;
+            *(uint32_t *)(q + m * K + i) = (uint32_t)(qi[0] & 0xFF) | (uint32_t)(qi[1] & 0xFF) << 8 |
+                                           (uint32_t)(qi[2] & 0xFF) << 16 | (uint32_t)(qi[3] & 0xFF) << 24;
+            if ((lane & 7) == 0) d[fi / 8] = dd;
+            if ((lane & 1) == 0) s8[fi / 2] = dd * (float)sum;
+        }
+    }
+}
+
 /* Unit u (R rows of one part) to its part and this warp's row. */
 __device__ __forceinline__ int unit_part(const FuArgs &a, unsigned u)
 {
@@ -339,9 +523,10 @@ __device__ __forceinline__ int unit_part(const FuArgs &a, unsigned u)
 /* Blocks take units of R rows (a block per unit, or with CTORCH_CUDA_MVGRID=wave a grid of at
  * most one wave looping over them): first every warp asks L2 for all its rows (the
  * prefetch, before waiting on the predecessor), then computes them. */
-template <int M, bool GLU, bool SEG>
+template <int M, bool GLU, bool SEG, bool XS>
 __global__ void __launch_bounds__(FU_THREADS) job_kernel(const FuArgs a)
 {
+    extern __shared__ __align__(16) uint8_t fu_stage[];
     __shared__ float red[FU_WARPS][2 * CUQ_MV_MAX_ROWS];
     /* the segment path's staging, a buffer per warp and row (none where it cannot run) */
     constexpr int SEG_BYTES = SEG ? (GLU ? 2 : 1) * SEG_BUF : 16;
@@ -359,6 +544,22 @@ __global__ void __launch_bounds__(FU_THREADS) job_kernel(const FuArgs a)
             if (GLU) prefetch_row(a.up, n, s, S, lane);
         }
     pdl_wait();
+    XIn x;
+    if constexpr (XS) {
+        stage_x<M>(a, fu_stage, red);
+        __syncthreads();
+        x.q = (const int8_t *)fu_stage;
+        x.d = (const float *)(fu_stage + q8_d_off(M, a.K));
+        x.s8 = (const float *)(fu_stage + q8_s8_off(M, a.K));
+        x.f = (const float *)(fu_stage + (a.stage_q8 ? q8_size(M, a.K) : 0));
+        x.f_row = a.K;
+    } else {
+        x.q = a.xq;
+        x.d = a.xd;
+        x.s8 = a.xs8;
+        x.f = a.x;
+        x.f_row = a.x_row;
+    }
     for (unsigned u = blockIdx.x; u < units; u += gridDim.x) {
         int pi = unit_part(a, u);
         const FuPart &p = a.p[pi];
@@ -367,9 +568,9 @@ __global__ void __launch_bounds__(FU_THREADS) job_kernel(const FuArgs a)
         float acc[NA];
 #pragma unroll
         for (int m = 0; m < NA; m++) acc[m] = 0.f;
-        if (n < p.N && !seg_rows<M, GLU, SEG>(p, a, n, s, lane, seg_buf[warp], acc)) {
-            row_dot<M>(p, a, n, s, lane, acc);
-            if (GLU) row_dot<M>(a.up, a, n, s, lane, acc + M);
+        if (n < p.N && !seg_rows<M, GLU, SEG, XS>(p, a, x, n, s, lane, seg_buf[warp], acc)) {
+            row_dot<M, XS>(p, a, x, n, s, lane, acc);
+            if (GLU) row_dot<M, XS>(a.up, a, x, n, s, lane, acc + M);
         }
         reduce_row<NA>(acc, red, warp, s, S, lane);
         if (s != 0 || n >= p.N) continue;
@@ -398,15 +599,38 @@ inline int split_for(int64_t rows, int64_t K, int64_t resident)
     return S;
 }
 
-template <int M, bool GLU, bool SEG> void launch_kern(FuArgs &a, int64_t rows, int sm_count, cudaStream_t st)
+/* launch_pdl with dynamic shared memory. */
+template <typename Kern> inline void launch_smem(Kern kern, unsigned grid, unsigned smem, cudaStream_t st, const FuArgs &a)
+{
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(FU_THREADS);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = cupdl::pdl_enabled() ? 1 : 0;
+    cudaLaunchKernelEx(&cfg, kern, a);
+}
+
+template <int M, bool GLU, bool SEG, bool XS> void launch_kern(FuArgs &a, int64_t rows, int sm_count, cudaStream_t st)
 {
     static int occ;
-    if (occ == 0) {
+    static unsigned occ_smem;
+    unsigned smem = XS ? a.smem : 0;
+    if (occ == 0 || occ_smem != smem) { /* the staging's shared memory may cost blocks per SM */
+        if (XS && occ == 0) /* beside the static buffers: the default cap is 48 KB for both */
+            cudaFuncSetAttribute(job_kernel<M, GLU, SEG, XS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)FU_STAGE_MAX);
         int nb = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, job_kernel<M, GLU, SEG>, FU_THREADS, 0) != cudaSuccess ||
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, job_kernel<M, GLU, SEG, XS>, FU_THREADS, smem) !=
+                cudaSuccess ||
             nb < 1)
             nb = 1;
         occ = nb;
+        occ_smem = smem;
     }
     int64_t resident_blocks = (int64_t)sm_count * occ;
     a.S = split_for(rows, a.K, resident_blocks * FU_WARPS);
@@ -421,8 +645,9 @@ template <int M, bool GLU, bool SEG> void launch_kern(FuArgs &a, int64_t rows, i
     a.first_unit[a.n_parts] = u;
     /* every unit its block: the hardware hands out the units as blocks finish (a one-wave
      * grid looping over them ends with a tail of blocks that take one more unit) */
-    unsigned grid = (int64_t)u < resident_blocks || !dev_facts().wave ? u : (unsigned)resident_blocks;
-    launch_pdl(job_kernel<M, GLU, SEG>, grid, FU_THREADS, st, a);
+    /* a staging block pays its prologue once: at most one wave of them */
+    unsigned grid = (int64_t)u < resident_blocks || !(XS || dev_facts().wave) ? u : (unsigned)resident_blocks;
+    launch_smem(job_kernel<M, GLU, SEG, XS>, grid, smem, st, a);
 }
 
 /* The segment path gets its own kernel: its staging buffers would cost every other job
@@ -431,11 +656,13 @@ template <int M, bool GLU> void launch_job(FuArgs &a, int64_t rows, int sm_count
 {
     if constexpr (M <= SEG_MAX_M)
         if (a.seg) {
-            launch_kern<M, GLU, true>(a, rows, sm_count, st);
+            if (a.stage) launch_kern<M, GLU, true, true>(a, rows, sm_count, st);
+            else launch_kern<M, GLU, true, false>(a, rows, sm_count, st);
             return;
         }
     a.seg = false;
-    launch_kern<M, GLU, false>(a, rows, sm_count, st);
+    if (a.stage) launch_kern<M, GLU, false, true>(a, rows, sm_count, st);
+    else launch_kern<M, GLU, false, false>(a, rows, sm_count, st);
 }
 
 /* Explicit instantiations live in quant_fused_job*.cu. */

@@ -32,6 +32,14 @@ __device__ __forceinline__ uint4 ldw128(const void *p)
 
 __device__ __forceinline__ uint32_t lds32(const uint8_t *p) { return *(const uint32_t *)p; }
 
+/* A load of x's q8 form or f32 copy: from shared memory where the job kernel staged them
+ * (SH), else from global memory through the read-only path. */
+template <bool SH, class T> __device__ __forceinline__ T ldx(const T *p)
+{
+    if constexpr (SH) return *p;
+    else return __ldg(p);
+}
+
 /* The n words of bytes [p, p + 4n) of shared memory where p is 2-byte aligned: n + 1
  * aligned words when p is not 4-byte aligned (inside the staged span). */
 template <int n> struct Words {
@@ -72,7 +80,7 @@ struct SegQ6K {
         load_words<2>(p + 192 + 8 * hh, mis, r.s);
         r.d = (uint32_t)*(const unsigned short *)(p + 208) | (mis ? 0x10000u : 0u);
     }
-    template <int M>
+    template <int M, bool SH>
     __device__ static __forceinline__ void dot(const Raw &r, int g, int64_t K, const int8_t *__restrict__ xq,
                                                const float *__restrict__ xd, const float *__restrict__ xs8, float *acc)
     {
@@ -103,13 +111,13 @@ struct SegQ6K {
         int64_t e = 256 * (int64_t)(g >> 2) + 128 * ((g >> 1) & 1) + 16 * (g & 1);
 #pragma unroll
         for (int m = 0; m < M; m++) {
-            float4 dx = __ldg((const float4 *)(xd + m * (K / 32) + (e >> 5)));
+            float4 dx = ldx<SH>((const float4 *)(xd + m * (K / 32) + (e >> 5)));
             float dxs[4] = {dx.x, dx.y, dx.z, dx.w};
             float t = acc[m];
 #pragma unroll
             for (int k = 0; k < 4; k++) {
-                int4 X = __ldg((const int4 *)(xq + m * K + e + 32 * k));
-                float2 s2 = __ldg((const float2 *)(xs8 + m * (K / 8) + ((e + 32 * k) >> 3)));
+                int4 X = ldx<SH>((const int4 *)(xq + m * K + e + 32 * k));
+                float2 s2 = ldx<SH>((const float2 *)(xs8 + m * (K / 8) + ((e + 32 * k) >> 3)));
                 int si = __dp4a((int)q[k][0], X.x, 0);
                 si = __dp4a((int)q[k][1], X.y, si);
                 si = __dp4a((int)q[k][2], X.z, si);
@@ -131,7 +139,7 @@ constexpr int SEG_BUF = (SEG_ROUND * SegQ6K::BYTES + 15 + 15) / 16 * 16;
  * shared memory, this warp's own) and then decoded, segment g = 4 * block + lane % 4 by
  * lane g. Granules of 16 bytes that hold a byte of the round lie in the weight's
  * allocation (allocations are 256-byte aligned), so the staging reads only those. */
-template <class SF, int M, int NR>
+template <class SF, int M, int NR, bool SH>
 __device__ __forceinline__ void seg_dot(const uint8_t *const *rows, uint8_t *buf, int s, int S, int lane, int64_t K,
                                         const int8_t *__restrict__ xq, const float *__restrict__ xd,
                                         const float *__restrict__ xs8, float *acc)
@@ -163,7 +171,7 @@ __device__ __forceinline__ void seg_dot(const uint8_t *const *rows, uint8_t *buf
 #pragma unroll
             for (int r = 0; r < NR; r++) SF::load(buf + r * SEG_BUF + off[r], lane, raw[r]);
 #pragma unroll
-            for (int r = 0; r < NR; r++) SF::template dot<M>(raw[r], 4 * b0 + lane, K, xq, xd, xs8, acc + r * M);
+            for (int r = 0; r < NR; r++) SF::template dot<M, SH>(raw[r], 4 * b0 + lane, K, xq, xd, xs8, acc + r * M);
         }
         __syncwarp(); /* the buffer is free for the next round */
     }

@@ -94,7 +94,19 @@ bool cuq_quantize_q8(const float *x, int64_t x_row, int64_t M, int64_t K, const 
 bool cuq_rms_norm_q8(const float *x, int64_t x_row, int64_t M, int64_t K, const void *w, ct_dtype wdt, float eps,
                      float *y, const cuq_q8 *q, cudaStream_t stream);
 
-/* Several weights that read one x [M, K] (M <= CUQ_MV_MAX_ROWS), in one launch. */
+/* The RMS norm a job applies to each row of x before the products (as cuq_rms_norm_q8). */
+typedef struct cuq_mv_norm {
+    bool on;
+    const void *w; /* NULL: no weight; else K elements of wdt (f32 f16 bf16), unit stride */
+    ct_dtype wdt;
+    float eps;
+    float *y; /* optional [M, K] contiguous f32: the normed rows, written once */
+} cuq_mv_norm;
+
+/* Several weights that read one x [M, K] (M <= CUQ_MV_MAX_ROWS), in one launch. With a norm,
+ * or no q8 form given, each block of the kernel may make x's norm and q8 form itself in
+ * shared memory (up to 48 KB, and where measured faster: quant_fused.cu); otherwise a
+ * norm / quantize kernel runs first into the run's tmp. Either way the same bits. */
 #define CUQ_MV_MAX_PARTS 4
 typedef struct cuq_mv_part {
     ct_dtype wt;   /* a format of cuq_format_ok, or CT_F16 / CT_BF16 / CT_F32 */
@@ -110,6 +122,7 @@ typedef struct cuq_mv_job {
     const float *x; /* f32, rows x_row floats apart, unit column stride, 16-byte aligned */
     int64_t x_row;
     const cuq_q8 *xq; /* x's q8 form when the caller has it (cuq_rms_norm_q8), else NULL */
+    cuq_mv_norm norm; /* on: x is the norm's input (then xq is NULL) */
     int n_parts;
     cuq_mv_part part[CUQ_MV_MAX_PARTS];
     /* Gated epilogue (n_parts == 2, equal N, no add): glu_out [M, N] contiguous =
@@ -120,7 +133,8 @@ typedef struct cuq_mv_job {
 } cuq_mv_job;
 /* Whether cuq_mv_run has a kernel for this job (formats, M, K, alignment). */
 bool cuq_mv_ok(const cuq_mv_job *job);
-/* Device scratch the run needs (x's q8 form when the kernels want it and xq is NULL). */
+/* Device scratch the run needs (x's q8 form, the norm's output, where the job kernel
+ * cannot make them itself). */
 size_t cuq_mv_tmp_bytes(const cuq_mv_job *job);
 /* Every part's products (and epilogues), reading each weight byte once. */
 bool cuq_mv_run(const cuq_mv_job *job, void *tmp, int sm_count, cudaStream_t stream);
