@@ -1,4 +1,4 @@
-/* Packed-panel GEMM for prefill (AVX-512 VNNI): QUANT_PANEL_ROWS weight rows are unpacked
+/* Packed-panel GEMM for prefill (AVX-512, with or without VNNI: quant_avx512_isa.h): QUANT_PANEL_ROWS weight rows are unpacked
  * once into integer quants laid out "row per 32-bit lane": vector t of a block holds the
  * four quants 4t..4t+3 of each of the 16 rows. One vpdpbusd then multiplies 16 rows by
  * four activation values broadcast from a Q8_K row, so the 16 outputs build up in the lanes
@@ -14,11 +14,12 @@
 
 #include "quant/quant_impl.h"
 #include "quant/quant_target.h"
+#include "quant/quant_avx512_isa.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include "quant/quant_panel_avx512.h"
 
-QUANT_TARGET_BEGIN("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
+QUANT_TARGET_BEGIN(QZ_TARGET)
 
 #define P_QVECS 64                  /* quant vectors per 256-element block */
 #define P_QBYTES (P_QVECS * 64)     /* their bytes */
@@ -184,8 +185,8 @@ P_INLINE void p_q4_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
                 __m512i w0 = _mm512_loadu_si512(pq + (size_t)t * 64), w1 = _mm512_loadu_si512(pq + (size_t)(t + 1) * 64);
 #pragma GCC unroll 4
                 for (int j = 0; j < NA; j++) {
-                    i0[j] = _mm512_dpbusd_epi32(i0[j], w0, p_bcast4(ab[j]->qs + 4 * t));
-                    i1[j] = _mm512_dpbusd_epi32(i1[j], w1, p_bcast4(ab[j]->qs + 4 * t + 4));
+                    i0[j] = qz_dpbusd(i0[j], w0, p_bcast4(ab[j]->qs + 4 * t));
+                    i1[j] = qz_dpbusd(i1[j], w1, p_bcast4(ab[j]->qs + 4 * t + 4));
                 }
             }
             __m512 sc = _mm512_loadu_ps(scv + 16 * sb), mn = _mm512_loadu_ps(mnv + 16 * sb);
@@ -224,10 +225,10 @@ P_INLINE void p_q6_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
 #pragma GCC unroll 4
             for (int j = 0; j < NA; j++) {
                 const int8_t *q = ab[j]->qs + 4 * t;
-                i0[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w0, p_bcast4(q));
-                i1[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w1, p_bcast4(q + 4));
-                i0[j] = _mm512_dpbusd_epi32(i0[j], w2, p_bcast4(q + 8));
-                i1[j] = _mm512_dpbusd_epi32(i1[j], w3, p_bcast4(q + 12));
+                i0[j] = qz_dpbusd(_mm512_setzero_si512(), w0, p_bcast4(q));
+                i1[j] = qz_dpbusd(_mm512_setzero_si512(), w1, p_bcast4(q + 4));
+                i0[j] = qz_dpbusd(i0[j], w2, p_bcast4(q + 8));
+                i1[j] = qz_dpbusd(i1[j], w3, p_bcast4(q + 12));
             }
             __m512 sc = _mm512_loadu_ps(scv + 16 * sb);
 #pragma GCC unroll 4
@@ -318,8 +319,9 @@ P_INLINE void p_aux_32(const void *va, int64_t K, float *aux, const float off)
 static void p_aux_q8_0(const void *va, int64_t K, float *aux) { p_aux_32(va, K, aux, 128.f); }
 static void p_aux_q4_0(const void *va, int64_t K, float *aux) { p_aux_32(va, K, aux, 8.f); }
 
+/* full: the stored quants span 0..255 (Q8_0), not 0..15 (Q4_0) */
 P_INLINE void p_q8_0(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs,
-                     float *s, size_t ss, int nw, const int NA)
+                     float *s, size_t ss, int nw, const int NA, const bool full)
 {
     __m512 tot[QUANT_PANEL_MAX_A];
 #pragma GCC unroll 4
@@ -336,8 +338,8 @@ P_INLINE void p_q8_0(int64_t K, const uint8_t *panel, const char *a, size_t as, 
 #pragma GCC unroll 4
             for (int j = 0; j < NA; j++) {
                 const int8_t *q = ((const blk_q8_0 *)(a + (size_t)j * as) + b)->qs + 4 * t;
-                i0[j] = _mm512_dpbusd_epi32(i0[j], w0, p_bcast4(q));
-                i1[j] = _mm512_dpbusd_epi32(i1[j], w1, p_bcast4(q + 4));
+                i0[j] = full ? qz_dpbusd_u8(i0[j], w0, p_bcast4(q)) : qz_dpbusd(i0[j], w0, p_bcast4(q));
+                i1[j] = full ? qz_dpbusd_u8(i1[j], w1, p_bcast4(q + 4)) : qz_dpbusd(i1[j], w1, p_bcast4(q + 4));
             }
         }
 #pragma GCC unroll 4
@@ -420,8 +422,8 @@ P_INLINE void r_q4_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
                 __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
 #pragma GCC unroll 4
                 for (int j = 0; j < NA; j++) {
-                    i0[j] = _mm512_dpbusd_epi32(i0[j], lo, p_bcast4(ab[j]->qs + 8 * v));
-                    i1[j] = _mm512_dpbusd_epi32(i1[j], hi, p_bcast4(ab[j]->qs + 8 * v + 4));
+                    i0[j] = qz_dpbusd(i0[j], lo, p_bcast4(ab[j]->qs + 8 * v));
+                    i1[j] = qz_dpbusd(i1[j], hi, p_bcast4(ab[j]->qs + 8 * v + 4));
                 }
             }
             __m512 scv = p_u8x16_ps(sc + 16 * sb), mnv = p_u8x16_ps(mn + 16 * sb);
@@ -445,12 +447,25 @@ P_INLINE void r_q4_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
 P_ENTRY(p_gemm_q4_k, p_q4_k)
 P_ENTRY(p_gemm_q6_k, p_q6_k)
 static_assert(P_BLOCK_BYTES == P_K16_BLOCK_BYTES, "Q3_K panels reuse the Q6_K layout");
-void quant_panel_gemm_k16(int64_t K, const void *panel, const void *a, size_t as, const float *aux, size_t xs, int na,
+void QZ_SYM(quant_panel_gemm_k16)(int64_t K, const void *panel, const void *a, size_t as, const float *aux, size_t xs, int na,
                           float *s, size_t ss, int nw)
 {
     p_gemm_q6_k(K, panel, a, as, aux, xs, na, s, ss, nw);
 }
-P_ENTRY(p_gemm_q8_0, p_q8_0)
+P_INLINE void p_q8_0_full(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs,
+                          float *s, size_t ss, int nw, const int NA)
+{
+    p_q8_0(K, panel, a, as, aux, xs, s, ss, nw, NA, true);
+}
+
+P_INLINE void p_q4_0(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs,
+                     float *s, size_t ss, int nw, const int NA)
+{
+    p_q8_0(K, panel, a, as, aux, xs, s, ss, nw, NA, false);
+}
+
+P_ENTRY(p_gemm_q8_0, p_q8_0_full)
+P_ENTRY(p_gemm_q4_0, p_q4_0)
 P_ENTRY(r_gemm_q4_k, r_q4_k)
 
 QUANT_TARGET_END
@@ -459,23 +474,23 @@ static const quant_panel_kernels g_panel_q4_k = {P_BLOCK_BYTES, 8, p_pack_q4_k, 
 static const quant_panel_kernels g_panel_q6_k = {P_BLOCK_BYTES, 16, p_pack_q6_k, p_aux_q6_k, p_gemm_q6_k};
 static const quant_panel_kernels g_panel_q5_k = {P_BLOCK_BYTES, 8, p_pack_q5_k, p_aux_q4_k, p_gemm_q4_k};
 static const quant_panel_kernels g_panel_q8_0 = {P8_BLOCK_BYTES, 2, p_pack_q8_0, p_aux_q8_0, p_gemm_q8_0};
-static const quant_panel_kernels g_panel_q4_0 = {P8_BLOCK_BYTES, 2, p_pack_q4_0, p_aux_q4_0, p_gemm_q8_0};
+static const quant_panel_kernels g_panel_q4_0 = {P8_BLOCK_BYTES, 2, p_pack_q4_0, p_aux_q4_0, p_gemm_q4_0};
 
 static const quant_panel_kernels g_repack_q4_k = {R4_BLOCK_BYTES, 8, r_pack_q4_k, p_aux_q4_k, r_gemm_q4_k};
 
-void quant_repack_fill_avx512(quant_panel_table tab) { tab[CT_Q4_K] = &g_repack_q4_k; }
+void QZ_SYM(quant_repack_fill_avx512)(quant_panel_table tab) { tab[CT_Q4_K] = &g_repack_q4_k; }
 
-void quant_panel_fill_avx512(quant_panel_table tab)
+void QZ_SYM(quant_panel_fill_avx512)(quant_panel_table tab)
 {
     tab[CT_Q4_K] = &g_panel_q4_k;
     tab[CT_Q6_K] = &g_panel_q6_k;
     tab[CT_Q5_K] = &g_panel_q5_k;
     tab[CT_Q8_0] = &g_panel_q8_0;
     tab[CT_Q4_0] = &g_panel_q4_0;
-    quant_panel_legacy_fill_avx512(tab);
-    quant_panel_k23_fill_avx512(tab);
+    QZ_SYM(quant_panel_legacy_fill_avx512)(tab);
+    QZ_SYM(quant_panel_k23_fill_avx512)(tab);
 }
 #else
-void quant_panel_fill_avx512(quant_panel_table tab) { (void)tab; }
-void quant_repack_fill_avx512(quant_panel_table tab) { (void)tab; }
+void QZ_SYM(quant_panel_fill_avx512)(quant_panel_table tab) { (void)tab; }
+void QZ_SYM(quant_repack_fill_avx512)(quant_panel_table tab) { (void)tab; }
 #endif

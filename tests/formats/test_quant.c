@@ -252,6 +252,11 @@ static void test_vec_dot_nr(void)
         CHECK(quant_get_vec_dot_nr_at(CT_Q6_K, QUANT_SIMD_AVX512_VNNI) != NULL);
         CHECK(quant_get_vec_dot_nr_at(CT_Q8_0, QUANT_SIMD_AVX512_VNNI) != NULL);
     }
+    if (quant_simd_supported(QUANT_SIMD_AVX512)) {
+        CHECK(quant_get_vec_dot_nr_at(CT_Q4_K, QUANT_SIMD_AVX512) != NULL);
+        CHECK(quant_get_vec_dot_nr_at(CT_Q6_K, QUANT_SIMD_AVX512) != NULL);
+        CHECK(quant_get_vec_dot_nr_at(CT_Q8_0, QUANT_SIMD_AVX512) != NULL);
+    }
     enum { MW = QUANT_NR_MAX_W, MA = QUANT_NR_MAX_A, SS = QUANT_NR_MAX_W + 3 };
     const float sentinel = 12345.f;
     for (int ti = 0; ti < N_QTYPES; ti++) {
@@ -329,6 +334,10 @@ static void test_panels(void)
         CHECK(quant_get_panel_at(CT_Q5_K, QUANT_SIMD_AVX512_VNNI) != NULL);
         CHECK(quant_get_panel_at(CT_Q4_0, QUANT_SIMD_AVX512_VNNI) != NULL);
         CHECK(quant_get_repack_at(CT_Q4_K, QUANT_SIMD_AVX512_VNNI) != NULL);
+    }
+    if (quant_simd_supported(QUANT_SIMD_AVX512)) {
+        CHECK(quant_get_panel_at(CT_Q8_0, QUANT_SIMD_AVX512) != NULL);
+        CHECK(quant_get_repack_at(CT_Q4_K, QUANT_SIMD_AVX512) != NULL);
     }
     CHECK(quant_get_repack(CT_F16) == NULL);
     enum { PR = QUANT_PANEL_ROWS, MA = QUANT_PANEL_MAX_A, SS = QUANT_PANEL_ROWS + 3 };
