@@ -114,6 +114,7 @@ static void check_no_avx512_quant(const char *cap)
                   "CTORCH_SIMD=%s: %s AVX-512 panels in use", cap, ct_dtype_name(t));
         quant_vec_dot_fn y = quant_get_vec_dot_at(t, QUANT_SIMD_AVX512);
         const quant_panel_kernels *yp = quant_get_panel_at(t, QUANT_SIMD_AVX512);
+        if (yp == quant_get_panel_at(t, QUANT_SIMD_AVX2)) yp = NULL; /* inherited (Q8_0), not its own */
         CHECK_MSG((!y || quant_get_vec_dot(t) != y) && (!yp || quant_get_panel(t) != yp),
                   "CTORCH_SIMD=%s: %s avx512 (no VNNI) kernels in use", cap, ct_dtype_name(t));
     }
