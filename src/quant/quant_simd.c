@@ -5,7 +5,9 @@
  * The levels are not a ladder: AVX-512 VNNI (EVEX vpdpbusd) and AVX-VNNI (its VEX form)
  * are separate CPUID bits, and Zen 4, Ice Lake and Cascade Lake have only the first.
  * So each level lists the features it needs, and a level's missing kernels come from a
- * parent whose features are a subset of its own, never from the level below it. */
+ * parent whose features are a subset of its own, never from the level below it. AVX-512
+ * without VNNI (Skylake-SP, the GPU machine's Xeon) is the avx512 level: the avx512+vnni
+ * kernels built without vpdpbusd (quant_avx512_isa.h), parent of avx512+vnni. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
