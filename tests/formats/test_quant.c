@@ -368,7 +368,7 @@ static void test_panels(void)
                 quant_vec_dot_fn dot = quant_get_vec_dot_at(t, QUANT_SIMD_SCALAR);
                 if (!pk) continue;
                 size_t nblk = (size_t)(n / bs), auxrow = nblk * (size_t)pk->aux_n;
-                void *panel = aligned_alloc(64, nblk * pk->block_bytes);
+                void *panel = aligned_alloc(64, (nblk * pk->block_bytes + 63) & ~(size_t)63); /* a size in whole alignments */
                 float *aux = malloc(sizeof(float) * auxrow * MA);
                 for (int r = 0; r < MA; r++) pk->act_aux(aq + (size_t)r * as, n, aux + r * auxrow);
                 const int nws[] = {PR, 5, 1};
