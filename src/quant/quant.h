@@ -32,6 +32,7 @@ typedef enum quant_simd {
     QUANT_SIMD_SCALAR = 0,   /* portable C */
     QUANT_SIMD_AVX2,         /* avx2 + fma + f16c */
     QUANT_SIMD_AVX2_VNNI,    /* the same plus AVX-VNNI (VEX vpdpbusd on ymm) */
+    QUANT_SIMD_AVX512,       /* avx2 set + avx512 f/bw/vl/dq, 512-bit kernels without VNNI */
     QUANT_SIMD_AVX512_VNNI,  /* avx2 set + avx512 f/bw/vl/dq + AVX512-VNNI, 512-bit kernels */
     QUANT_SIMD_COUNT
 } quant_simd;
@@ -43,7 +44,8 @@ typedef struct quant_cpu_features {
     bool avx512;     /* avx512 f + bw + vl + dq (and the OS saves zmm) */
     bool avx512vnni; /* AVX512-VNNI */
 } quant_cpu_features;
-/* What this CPU (and OS) really supports. */
+/* What this CPU (and OS) really supports, less the VNNI extensions when CTORCH_SIMD_NO_VNNI
+ * is set (to run the kernels of CPUs without them). */
 quant_cpu_features quant_cpu_features_of_host(void);
 /* Test hook: the levels are decided from *f instead of the host's features (NULL: the
  * host's again) and the current level is reset to the best one under the cap. Lets tests simulate

@@ -1,15 +1,21 @@
-/* AVX-512 (F/BW/VL + VNNI) vec dots: 512-bit kernels for the formats that carry LLM
- * decode (Q8_0, Q4_K, Q6_K), the 256-bit kernels of quant_dot_x86.inc with the EVEX
- * vpdpbusd for the others. Only the kernels carry the target; the table fill stays generic. */
+/* AVX-512 (F/BW/VL, with or without VNNI: quant_avx512_isa.h) vec dots: 512-bit kernels
+ * for the formats that carry LLM decode (Q8_0, Q4_K, Q6_K), the 256-bit kernels of
+ * quant_dot_x86.inc (with the EVEX vpdpbusd where there is VNNI) for the others. Only the
+ * kernels carry the target; the table fill stays generic. */
 #include "quant/quant_impl.h"
 #include "quant/quant_target.h"
+#include "quant/quant_avx512_isa.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-QUANT_TARGET_BEGIN("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
+QUANT_TARGET_BEGIN(QZ_TARGET)
 #define QD(name) avx512_##name
+#if QZ_VNNI
 #define QD_VNNI 2
+#else
+#define QD_VNNI 0
+#endif
 #include "quant_dot_x86.inc"
 
 /* Decode streams weight rows from memory faster than the hardware prefetchers run ahead
@@ -31,7 +37,7 @@ static inline __m512 z_q8_0_pair(const blk_q8_0 *w, const blk_q8_0 *a, __m512 ac
 {
     __m512i x = z_load2(w[0].qs, w[1].qs), y = z_load2(a[0].qs, a[1].qs);
     __m512i ys = _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(x), _mm512_setzero_si512(), y);
-    __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(x), ys);
+    __m512i p = qz_dpbusd(_mm512_setzero_si512(), _mm512_abs_epi8(x), ys);
     float d0 = _cvtsh_ss(w[0].d) * _cvtsh_ss(a[0].d), d1 = _cvtsh_ss(w[1].d) * _cvtsh_ss(a[1].d);
     __m512 dv = _mm512_insertf32x8(_mm512_set1_ps(d0), _mm256_set1_ps(d1), 1);
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), dv, acc);
@@ -89,8 +95,8 @@ static void z_dot_q4_k(int64_t n, float *s, const void *vw, const void *va)
             /* idx0 + 2g: lanes 0-15 pick scale 2g, lanes 16-31 scale 2g+1 */
             __m512i s0 = _mm512_permutexvar_epi16(_mm512_add_epi16(idx0, _mm512_set1_epi16((short)(4 * h))), sc);
             __m512i s1 = _mm512_permutexvar_epi16(_mm512_add_epi16(idx0, _mm512_set1_epi16((short)(4 * h + 2))), sc);
-            isum = _mm512_dpwssd_epi32(isum, p0, s0);
-            isum = _mm512_dpwssd_epi32(isum, p1, s1);
+            isum = qz_dpwssd(isum, p0, s0);
+            isum = qz_dpwssd(isum, p1, s1);
         }
         float d = a->d * _cvtsh_ss(w->d), dm = a->d * _cvtsh_ss(w->dmin);
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d), acc);
@@ -128,8 +134,8 @@ static void z_dot_q6_k(int64_t n, float *s, const void *vw, const void *va)
             __m512i p1 = _mm512_maddubs_epi16(q1, _mm512_loadu_si512(a->qs + 128 * h + 64));
             __m512i s0 = _mm512_permutexvar_epi16(_mm512_add_epi16(gidx, _mm512_set1_epi16((short)(8 * h))), S);
             __m512i s1 = _mm512_permutexvar_epi16(_mm512_add_epi16(gidx, _mm512_set1_epi16((short)(8 * h + 4))), S);
-            isum = _mm512_dpwssd_epi32(isum, p0, s0);
-            isum = _mm512_dpwssd_epi32(isum, p1, s1);
+            isum = qz_dpwssd(isum, p0, s0);
+            isum = qz_dpwssd(isum, p1, s1);
         }
         float d = a->d * _cvtsh_ss(w->d);
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d), acc);
@@ -140,7 +146,7 @@ static void z_dot_q6_k(int64_t n, float *s, const void *vw, const void *va)
 }
 QUANT_TARGET_END
 
-void quant_dot_fill_avx512(quant_dot_table tab)
+void QZ_SYM(quant_dot_fill_avx512)(quant_dot_table tab)
 {
     tab[CT_Q4_0] = avx512_dot_q4_0;
     tab[CT_Q4_1] = avx512_dot_q4_1;
@@ -156,5 +162,5 @@ void quant_dot_fill_avx512(quant_dot_table tab)
     tab[CT_Q8_K] = avx512_dot_q8_k;
 }
 #else
-void quant_dot_fill_avx512(quant_dot_table tab) { (void)tab; }
+void QZ_SYM(quant_dot_fill_avx512)(quant_dot_table tab) { (void)tab; }
 #endif

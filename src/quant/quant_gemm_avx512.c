@@ -1,4 +1,4 @@
-/* AVX-512 (F/BW/VL + VNNI) multi-row dots for prefill: each weight block is unpacked
+/* AVX-512 (F/BW/VL, with or without VNNI) multi-row dots for prefill: each weight block is unpacked
  * (nibbles -> bytes, scales -> int16 lanes) once and then dotted with up to
  * QUANT_NR_MAX_A activation rows (Q8_0 also takes two weight rows at once, so each activation
  * block is loaded once for both; its scale products are formed as vectors, which rounds
@@ -7,11 +7,12 @@
  * of quant_dot_avx512.c step for step, so the results are bit-identical to them. */
 #include "quant/quant_impl.h"
 #include "quant/quant_target.h"
+#include "quant/quant_avx512_isa.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-QUANT_TARGET_BEGIN("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
+QUANT_TARGET_BEGIN(QZ_TARGET)
 
 #define NR_INLINE static inline __attribute__((always_inline))
 
@@ -59,7 +60,7 @@ NR_INLINE __m512 g_q8_pair_dot(const g_q8_pair *wp, const blk_q8_0 *a, __m512 ad
 {
     __m512i y = g_load2(a[0].qs, a[1].qs);
     __m512i ys = _mm512_mask_sub_epi8(y, wp->neg, _mm512_setzero_si512(), y);
-    __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wp->ax, ys);
+    __m512i p = qz_dpbusd(_mm512_setzero_si512(), wp->ax, ys);
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(wp->wd, ad), acc);
 }
 
@@ -67,7 +68,7 @@ NR_INLINE __m512 g_q8_pair_dot(const g_q8_pair *wp, const blk_q8_0 *a, __m512 ad
 NR_INLINE float g_q8_tail(const blk_q8_0 *w, const blk_q8_0 *a)
 {
     __m256i x = _mm256_loadu_si256((const __m256i *)w->qs), y = _mm256_loadu_si256((const __m256i *)a->qs);
-    __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(x), _mm256_sign_epi8(y, x));
+    __m256i p = qz_dpbusd256(_mm256_setzero_si256(), _mm256_abs_epi8(x), _mm256_sign_epi8(y, x));
     float d = _cvtsh_ss(w->d) * _cvtsh_ss(a->d);
     return g_hsum256(_mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d), _mm256_setzero_ps()));
 }
@@ -182,8 +183,8 @@ NR_INLINE void g_q4_k_rows(int64_t n, float *s, size_t ss, const blk_q4_k *w, co
             for (int h = 0; h < 2; h++) {
                 __m512i p0 = _mm512_maddubs_epi16(wq[2 * h], _mm512_loadu_si512(aj->qs + 128 * h));
                 __m512i p1 = _mm512_maddubs_epi16(wq[2 * h + 1], _mm512_loadu_si512(aj->qs + 128 * h + 64));
-                isum = _mm512_dpwssd_epi32(isum, p0, sv[2 * h]);
-                isum = _mm512_dpwssd_epi32(isum, p1, sv[2 * h + 1]);
+                isum = qz_dpwssd(isum, p0, sv[2 * h]);
+                isum = qz_dpwssd(isum, p1, sv[2 * h + 1]);
             }
             float d = aj->d * wd, dm = aj->d * wdm;
             acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d), acc[j]);
@@ -231,8 +232,8 @@ NR_INLINE void g_q6_k_rows(int64_t n, float *s, size_t ss, const blk_q6_k *w, co
             for (int h = 0; h < 2; h++) {
                 __m512i p0 = _mm512_maddubs_epi16(wq[2 * h], _mm512_loadu_si512(aj->qs + 128 * h));
                 __m512i p1 = _mm512_maddubs_epi16(wq[2 * h + 1], _mm512_loadu_si512(aj->qs + 128 * h + 64));
-                isum = _mm512_dpwssd_epi32(isum, p0, sv[2 * h]);
-                isum = _mm512_dpwssd_epi32(isum, p1, sv[2 * h + 1]);
+                isum = qz_dpwssd(isum, p0, sv[2 * h]);
+                isum = qz_dpwssd(isum, p1, sv[2 * h + 1]);
             }
             float d = aj->d * wd;
             acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d), acc[j]);
@@ -269,12 +270,12 @@ NR_ENTRY(g_nr_q6_k, g_q6_k_rows, blk_q6_k)
 
 QUANT_TARGET_END
 
-void quant_nr_fill_avx512(quant_nr_table tab)
+void QZ_SYM(quant_nr_fill_avx512)(quant_nr_table tab)
 {
     tab[CT_Q8_0] = g_nr_q8_0;
     tab[CT_Q4_K] = g_nr_q4_k;
     tab[CT_Q6_K] = g_nr_q6_k;
 }
 #else
-void quant_nr_fill_avx512(quant_nr_table tab) { (void)tab; }
+void QZ_SYM(quant_nr_fill_avx512)(quant_nr_table tab) { (void)tab; }
 #endif

@@ -103,18 +103,25 @@ void quant_dot_fill_scalar(quant_dot_table tab);
 void quant_dot_fill_avx2(quant_dot_table tab);
 void quant_dot_fill_avxvnni(quant_dot_table tab);
 void quant_dot_fill_avx512(quant_dot_table tab);
+void quant_dot_fill_avx512_novnni(quant_dot_table tab);
 
 /* Multi-row dot tables (quant_gemm_*.c), indexed by dtype; no fallback between levels. */
 typedef quant_vec_dot_nr_fn quant_nr_table[CT_DTYPE_COUNT];
 void quant_nr_fill_avx512(quant_nr_table tab);
+void quant_nr_fill_avx512_novnni(quant_nr_table tab);
 
 /* Packed-panel kernels (quant_panel_*.c), indexed by dtype; a level's NULL panels come from
- * its parent level like the vec dots (AVX2_VNNI and AVX512_VNNI: AVX2); repacks never do. */
+ * its parent level like the vec dots (AVX2_VNNI and AVX512: AVX2); repacks never do. The
+ * _novnni fills are the same files built for the avx512 level (quant_avx512_isa.h). */
 typedef const quant_panel_kernels *quant_panel_table[CT_DTYPE_COUNT];
 void quant_panel_fill_avx512(quant_panel_table tab);
 void quant_panel_legacy_fill_avx512(quant_panel_table tab); /* both called by quant_panel_fill_avx512 */
 void quant_panel_k23_fill_avx512(quant_panel_table tab);
 void quant_repack_fill_avx512(quant_panel_table tab);
+void quant_panel_fill_avx512_novnni(quant_panel_table tab);
+void quant_panel_legacy_fill_avx512_novnni(quant_panel_table tab);
+void quant_panel_k23_fill_avx512_novnni(quant_panel_table tab);
+void quant_repack_fill_avx512_novnni(quant_panel_table tab);
 void quant_panel_fill_avx2(quant_panel_table tab);
 
 /* Faster quantizers for the activation formats, byte-identical to quant_ref_*. */

@@ -1,4 +1,5 @@
-/* Internal to src/quant: the building blocks every AVX-512 VNNI packed-panel file shares
+/* Internal to src/quant: the building blocks every AVX-512 packed-panel file shares, at both
+ * AVX-512 levels (quant_avx512_isa.h)
  * (quant_panel_avx512.c for Q4_0/Q8_0/Q4_K/Q5_K/Q6_K, quant_panel_legacy_avx512.c for
  * Q4_1/Q5_0/Q5_1). Include only on x86-64 GCC/Clang builds; the helpers carry their own
  * target attributes, so the includer's target region need not match. */
@@ -10,8 +11,9 @@
 
 #include "quant/quant_impl.h"
 #include "quant/quant_target.h"
+#include "quant/quant_avx512_isa.h"
 
-QUANT_TARGET_BEGIN("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
+QUANT_TARGET_BEGIN(QZ_TARGET)
 
 #define P_INLINE static inline __attribute__((always_inline))
 
@@ -87,7 +89,7 @@ P_INLINE void p_store(float *s, size_t ss, const __m512 *tot, int nw, const int 
  * group's activation sum. out = sum_b d_a sum_g scale_g (isum_g - aux_g). */
 #define P_K16_QBYTES (64 * 64)
 #define P_K16_BLOCK_BYTES (P_K16_QBYTES + 16 * 64)
-void quant_panel_gemm_k16(int64_t K, const void *panel, const void *a, size_t as, const float *aux, size_t xs, int na,
+void QZ_SYM(quant_panel_gemm_k16)(int64_t K, const void *panel, const void *a, size_t as, const float *aux, size_t xs, int na,
                           float *s, size_t ss, int nw);
 
 QUANT_TARGET_END

@@ -1,4 +1,4 @@
-/* Packed-panel GEMM for prefill (AVX-512 VNNI) of the 2- and 3-bit K-quants, which the
+/* Packed-panel GEMM for prefill (AVX-512, with or without VNNI) of the 2- and 3-bit K-quants, which the
  * other panel files leave out. Both are 16 groups of 16 quants per 256-element block; the
  * panels hold them "row per 32-bit lane" like the Q6_K panels (quant_panel_avx512.c), one
  * byte per quant, so one vpdpbusd multiplies 16 rows by four broadcast activation values.
@@ -17,11 +17,12 @@
 
 #include "quant/quant_impl.h"
 #include "quant/quant_target.h"
+#include "quant/quant_avx512_isa.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include "quant/quant_panel_avx512.h"
 
-QUANT_TARGET_BEGIN("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
+QUANT_TARGET_BEGIN(QZ_TARGET)
 
 #define Q2_QBYTES (64 * 64)                        /* 64 quad vectors per 256-element block */
 #define Q2_BLOCK_BYTES (Q2_QBYTES + 8 * 64 + 2 * 64) /* + 8 vectors of min pairs, d, dmin */
@@ -119,8 +120,8 @@ P_INLINE void k2_gemm_body(int64_t K, const uint8_t *panel, const char *a, size_
             __m512i w0 = _mm512_loadu_si512(pq + (size_t)t * 64), w1 = _mm512_loadu_si512(pq + (size_t)(t + 1) * 64);
 #pragma GCC unroll 4
             for (int j = 0; j < NA; j++) {
-                i0[j] = _mm512_dpbusd_epi32(i0[j], w0, p_bcast4(ab[j]->qs + 4 * t));
-                i1[j] = _mm512_dpbusd_epi32(i1[j], w1, p_bcast4(ab[j]->qs + 4 * t + 4));
+                i0[j] = qz_dpbusd(i0[j], w0, p_bcast4(ab[j]->qs + 4 * t));
+                i1[j] = qz_dpbusd(i1[j], w1, p_bcast4(ab[j]->qs + 4 * t + 4));
             }
         }
 #pragma GCC unroll 8
@@ -130,7 +131,7 @@ P_INLINE void k2_gemm_body(int64_t K, const uint8_t *panel, const char *a, size_
             for (int j = 0; j < NA; j++) {
                 int32_t pair;
                 memcpy(&pair, ab[j]->bsums + 2 * k, 4);
-                im[j] = _mm512_dpwssd_epi32(im[j], mv, _mm512_set1_epi32(pair));
+                im[j] = qz_dpwssd(im[j], mv, _mm512_set1_epi32(pair));
             }
         }
         const float *dp = (const float *)(pq + Q2_QBYTES + 8 * 64);
@@ -179,13 +180,13 @@ static void k3_aux(const void *va, int64_t K, float *aux)
 QUANT_TARGET_END
 
 static const quant_panel_kernels g_panel_q2_k = {Q2_BLOCK_BYTES, 1, k2_pack, k2_aux, k2_gemm};
-static const quant_panel_kernels g_panel_q3_k = {P_K16_BLOCK_BYTES, 16, k3_pack, k3_aux, quant_panel_gemm_k16};
+static const quant_panel_kernels g_panel_q3_k = {P_K16_BLOCK_BYTES, 16, k3_pack, k3_aux, QZ_SYM(quant_panel_gemm_k16)};
 
-void quant_panel_k23_fill_avx512(quant_panel_table tab)
+void QZ_SYM(quant_panel_k23_fill_avx512)(quant_panel_table tab)
 {
     tab[CT_Q2_K] = &g_panel_q2_k;
     tab[CT_Q3_K] = &g_panel_q3_k;
 }
 #else
-void quant_panel_k23_fill_avx512(quant_panel_table tab) { (void)tab; }
+void QZ_SYM(quant_panel_k23_fill_avx512)(quant_panel_table tab) { (void)tab; }
 #endif

@@ -1,4 +1,4 @@
-/* Packed-panel GEMM for prefill (AVX-512 VNNI) of the legacy 32-element formats that
+/* Packed-panel GEMM for prefill (AVX-512, with or without VNNI) of the legacy 32-element formats that
  * quant_panel_avx512.c leaves out: Q5_0 (Q4_0 plus a fifth bit), Q4_1 and Q5_1 (affine
  * weights d * q + m). The layout is Q8_0's: per block, 8 vectors hold the 32 quants of the
  * 16 rows as unsigned bytes, one row per 32-bit lane, so one vpdpbusd multiplies 16 rows by
@@ -15,11 +15,12 @@
 
 #include "quant/quant_impl.h"
 #include "quant/quant_target.h"
+#include "quant/quant_avx512_isa.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include "quant/quant_panel_avx512.h"
 
-QUANT_TARGET_BEGIN("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
+QUANT_TARGET_BEGIN(QZ_TARGET)
 
 #define L_QBYTES (8 * 64)                   /* 8 quad vectors per block of 32 */
 #define L_BLOCK_BYTES_D (L_QBYTES + 64)     /* + the 16 rows' d */
@@ -146,8 +147,8 @@ P_INLINE void l_gemm(int64_t K, const uint8_t *panel, const char *a, size_t as, 
 #pragma GCC unroll 4
             for (int j = 0; j < NA; j++) {
                 const int8_t *q = l_act_qs(a, as, j, b, affine) + 4 * t;
-                i0[j] = _mm512_dpbusd_epi32(i0[j], w0, p_bcast4(q));
-                i1[j] = _mm512_dpbusd_epi32(i1[j], w1, p_bcast4(q + 4));
+                i0[j] = qz_dpbusd(i0[j], w0, p_bcast4(q));
+                i1[j] = qz_dpbusd(i1[j], w1, p_bcast4(q + 4));
             }
         }
         if (affine) {
@@ -192,12 +193,12 @@ static const quant_panel_kernels g_panel_q4_1 = {L_BLOCK_BYTES_DM, 2, l_pack_q4_
 static const quant_panel_kernels g_panel_q5_0 = {L_BLOCK_BYTES_D, 2, l_pack_q5_0, l_aux_q5_0, l_gemm_q5_0};
 static const quant_panel_kernels g_panel_q5_1 = {L_BLOCK_BYTES_DM, 2, l_pack_q5_1, l_aux_q8_1, l_gemm_q8_1};
 
-void quant_panel_legacy_fill_avx512(quant_panel_table tab)
+void QZ_SYM(quant_panel_legacy_fill_avx512)(quant_panel_table tab)
 {
     tab[CT_Q4_1] = &g_panel_q4_1;
     tab[CT_Q5_0] = &g_panel_q5_0;
     tab[CT_Q5_1] = &g_panel_q5_1;
 }
 #else
-void quant_panel_legacy_fill_avx512(quant_panel_table tab) { (void)tab; }
+void QZ_SYM(quant_panel_legacy_fill_avx512)(quant_panel_table tab) { (void)tab; }
 #endif

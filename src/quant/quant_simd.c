@@ -5,20 +5,25 @@
  * The levels are not a ladder: AVX-512 VNNI (EVEX vpdpbusd) and AVX-VNNI (its VEX form)
  * are separate CPUID bits, and Zen 4, Ice Lake and Cascade Lake have only the first.
  * So each level lists the features it needs, and a level's missing kernels come from a
- * parent whose features are a subset of its own, never from the level below it. */
+ * parent whose features are a subset of its own, never from the level below it. AVX-512
+ * without VNNI (Skylake-SP, the GPU machine's Xeon) is the avx512 level: the avx512+vnni
+ * kernels built without vpdpbusd (quant_avx512_isa.h), parent of avx512+vnni. */
 #include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "core/cpuid.h"
 #include "quant/quant_impl.h"
 
-static const char *const g_simd_names[QUANT_SIMD_COUNT] = {"scalar", "avx2", "avx2+vnni", "avx512+vnni"};
+static const char *const g_simd_names[QUANT_SIMD_COUNT] = {"scalar", "avx2", "avx2+vnni", "avx512", "avx512+vnni"};
 
 /* Where a level's NULL entries come from (features of the parent are a subset). */
 static const quant_simd g_parent[QUANT_SIMD_COUNT] = {
     [QUANT_SIMD_SCALAR] = QUANT_SIMD_SCALAR,
     [QUANT_SIMD_AVX2] = QUANT_SIMD_SCALAR,
     [QUANT_SIMD_AVX2_VNNI] = QUANT_SIMD_AVX2,
-    [QUANT_SIMD_AVX512_VNNI] = QUANT_SIMD_AVX2,
+    [QUANT_SIMD_AVX512] = QUANT_SIMD_AVX2,
+    [QUANT_SIMD_AVX512_VNNI] = QUANT_SIMD_AVX512,
 };
 
 const char *quant_simd_name(quant_simd level)
@@ -26,13 +31,22 @@ const char *quant_simd_name(quant_simd level)
     return (unsigned)level < QUANT_SIMD_COUNT ? g_simd_names[level] : "invalid";
 }
 
+/* CTORCH_SIMD_NO_VNNI=1 hides both VNNI extensions, so a VNNI machine runs (and tests) the
+ * kernels of CPUs without them: the avx512 level where there is AVX-512. */
+static bool vnni_hidden(void)
+{
+    const char *v = getenv("CTORCH_SIMD_NO_VNNI");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
 quant_cpu_features quant_cpu_features_of_host(void)
 {
     quant_cpu_features f = {0};
+    bool vnni = !vnni_hidden();
     f.avx2 = cpu_has_avx2_family();
-    f.avxvnni = f.avx2 && cpu_has_avxvnni();
+    f.avxvnni = vnni && f.avx2 && cpu_has_avxvnni();
     f.avx512 = cpu_has_avx512_family();
-    f.avx512vnni = f.avx512 && cpu_has_avx512vnni();
+    f.avx512vnni = vnni && f.avx512 && cpu_has_avx512vnni();
     return f;
 }
 
@@ -41,6 +55,7 @@ static const core_simd_cap g_family[QUANT_SIMD_COUNT] = {
     [QUANT_SIMD_SCALAR] = CORE_SIMD_CAP_PORTABLE,
     [QUANT_SIMD_AVX2] = CORE_SIMD_CAP_AVX2,
     [QUANT_SIMD_AVX2_VNNI] = CORE_SIMD_CAP_AVX2,
+    [QUANT_SIMD_AVX512] = CORE_SIMD_CAP_AVX512,
     [QUANT_SIMD_AVX512_VNNI] = CORE_SIMD_CAP_AVX512,
 };
 
@@ -51,6 +66,7 @@ static const char *missing_feature(const quant_cpu_features *f, quant_simd level
     case QUANT_SIMD_SCALAR: return NULL;
     case QUANT_SIMD_AVX2: return f->avx2 ? NULL : "AVX2+FMA+F16C";
     case QUANT_SIMD_AVX2_VNNI: return !f->avx2 ? "AVX2+FMA+F16C" : !f->avxvnni ? "AVX-VNNI" : NULL;
+    case QUANT_SIMD_AVX512: return !f->avx2 ? "AVX2+FMA+F16C" : !f->avx512 ? "AVX-512 F/BW/VL/DQ" : NULL;
     case QUANT_SIMD_AVX512_VNNI:
         return !f->avx2     ? "AVX2+FMA+F16C"
                : !f->avx512 ? "AVX-512 F/BW/VL/DQ"
@@ -94,6 +110,10 @@ static void fill_tables(void)
     quant_act_fill_avx2(g_acts[QUANT_SIMD_AVX2]);
     quant_panel_fill_avx2(g_panels[QUANT_SIMD_AVX2]);
     quant_dot_fill_avxvnni(g_tabs[QUANT_SIMD_AVX2_VNNI]);
+    quant_dot_fill_avx512_novnni(g_tabs[QUANT_SIMD_AVX512]);
+    quant_nr_fill_avx512_novnni(g_nrs[QUANT_SIMD_AVX512]);
+    quant_panel_fill_avx512_novnni(g_panels[QUANT_SIMD_AVX512]);
+    quant_repack_fill_avx512_novnni(g_repacks[QUANT_SIMD_AVX512]);
     quant_dot_fill_avx512(g_tabs[QUANT_SIMD_AVX512_VNNI]);
     quant_nr_fill_avx512(g_nrs[QUANT_SIMD_AVX512_VNNI]);
     quant_panel_fill_avx512(g_panels[QUANT_SIMD_AVX512_VNNI]);

@@ -252,6 +252,11 @@ static void test_vec_dot_nr(void)
         CHECK(quant_get_vec_dot_nr_at(CT_Q6_K, QUANT_SIMD_AVX512_VNNI) != NULL);
         CHECK(quant_get_vec_dot_nr_at(CT_Q8_0, QUANT_SIMD_AVX512_VNNI) != NULL);
     }
+    if (quant_simd_supported(QUANT_SIMD_AVX512)) {
+        CHECK(quant_get_vec_dot_nr_at(CT_Q4_K, QUANT_SIMD_AVX512) != NULL);
+        CHECK(quant_get_vec_dot_nr_at(CT_Q6_K, QUANT_SIMD_AVX512) != NULL);
+        CHECK(quant_get_vec_dot_nr_at(CT_Q8_0, QUANT_SIMD_AVX512) != NULL);
+    }
     enum { MW = QUANT_NR_MAX_W, MA = QUANT_NR_MAX_A, SS = QUANT_NR_MAX_W + 3 };
     const float sentinel = 12345.f;
     for (int ti = 0; ti < N_QTYPES; ti++) {
@@ -330,6 +335,13 @@ static void test_panels(void)
         CHECK(quant_get_panel_at(CT_Q4_0, QUANT_SIMD_AVX512_VNNI) != NULL);
         CHECK(quant_get_repack_at(CT_Q4_K, QUANT_SIMD_AVX512_VNNI) != NULL);
     }
+    if (quant_simd_supported(QUANT_SIMD_AVX512)) {
+        CHECK(quant_get_panel_at(CT_Q4_0, QUANT_SIMD_AVX512) != NULL);
+        CHECK(quant_get_repack_at(CT_Q4_K, QUANT_SIMD_AVX512) != NULL);
+    }
+    for (int lv = QUANT_SIMD_AVX512; lv <= QUANT_SIMD_AVX512_VNNI; lv++)
+        if (quant_simd_supported((quant_simd)lv)) /* decode of the legacy formats relies on these */
+            CHECK(quant_get_repack_at(CT_Q8_0, (quant_simd)lv) && quant_get_repack_at(CT_Q4_0, (quant_simd)lv));
     CHECK(quant_get_repack(CT_F16) == NULL);
     enum { PR = QUANT_PANEL_ROWS, MA = QUANT_PANEL_MAX_A, SS = QUANT_PANEL_ROWS + 3 };
     const float sentinel = 12345.f;
@@ -356,7 +368,7 @@ static void test_panels(void)
                 quant_vec_dot_fn dot = quant_get_vec_dot_at(t, QUANT_SIMD_SCALAR);
                 if (!pk) continue;
                 size_t nblk = (size_t)(n / bs), auxrow = nblk * (size_t)pk->aux_n;
-                void *panel = aligned_alloc(64, nblk * pk->block_bytes);
+                void *panel = aligned_alloc(64, (nblk * pk->block_bytes + 63) & ~(size_t)63); /* a size in whole alignments */
                 float *aux = malloc(sizeof(float) * auxrow * MA);
                 for (int r = 0; r < MA; r++) pk->act_aux(aq + (size_t)r * as, n, aux + r * auxrow);
                 const int nws[] = {PR, 5, 1};

@@ -125,13 +125,29 @@ static void test_zen4(void)
     quant_test_set_cpu_features(NULL);
 }
 
+/* Skylake-SP / the GPU machine's Xeon: the avx512 level, never a VNNI kernel. */
 static void test_avx512_without_vnni(void)
 {
     quant_test_set_cpu_features(&k_skx);
-    CHECK(quant_simd_detected() == QUANT_SIMD_AVX2);
+    CHECK(quant_simd_detected() == QUANT_SIMD_AVX512);
+    CHECK(quant_simd_level() == QUANT_SIMD_AVX512);
     check_refused(QUANT_SIMD_AVX512_VNNI, "AVX512-VNNI");
     check_refused(QUANT_SIMD_AVX2_VNNI, "AVX-VNNI");
     check_never_selected("avx512 without vnni", (1u << QUANT_SIMD_AVX2_VNNI) | (1u << QUANT_SIMD_AVX512_VNNI));
+    if (has_avx512_kernels()) {
+        /* its own kernels, not the VNNI level's nor AVX2's, for every weight format */
+        for (int i = 0; i < N_TYPES; i++) {
+            ct_dtype t = k_types[i];
+            CHECK_MSG(owned_by(QUANT_SIMD_AVX512, quant_get_vec_dot(t)), "avx512: %s vec dot not its own", ct_dtype_name(t));
+            bool weight = t != CT_Q8_1 && t != CT_Q8_K && t != CT_Q8_0; /* Q8_0: AVX2's panel */
+            if (weight) CHECK_MSG(wide_owned_by(QUANT_SIMD_AVX512, quant_get_panel(t)), "avx512: %s panel not its own", ct_dtype_name(t));
+        }
+        CHECK(wide_owned_by(QUANT_SIMD_AVX512, (const void *)quant_get_vec_dot_nr(CT_Q8_0)));
+        CHECK(wide_owned_by(QUANT_SIMD_AVX512, quant_get_repack(CT_Q4_K)));
+        CHECK_OK(quant_set_simd_level(QUANT_SIMD_AVX2));
+        CHECK(quant_get_vec_dot_nr(CT_Q4_K) == NULL && quant_get_repack(CT_Q4_K) == NULL);
+        CHECK(!wide_owned_by(QUANT_SIMD_AVX512, quant_get_panel(CT_Q4_K)));
+    }
     quant_test_set_cpu_features(NULL);
 }
 
@@ -140,7 +156,8 @@ static void test_alder_lake(void)
     quant_test_set_cpu_features(&k_alder);
     CHECK(quant_simd_detected() == QUANT_SIMD_AVX2_VNNI);
     check_refused(QUANT_SIMD_AVX512_VNNI, "AVX-512");
-    check_never_selected("avx-vnni without avx512", 1u << QUANT_SIMD_AVX512_VNNI);
+    check_refused(QUANT_SIMD_AVX512, "AVX-512");
+    check_never_selected("avx-vnni without avx512", (1u << QUANT_SIMD_AVX512_VNNI) | (1u << QUANT_SIMD_AVX512));
     if (has_avx512_kernels()) CHECK(owned_by(QUANT_SIMD_AVX2_VNNI, quant_get_vec_dot(CT_Q8_0)));
     quant_test_set_cpu_features(NULL);
 }
@@ -151,7 +168,8 @@ static void test_avx2_only(void)
     CHECK(quant_simd_detected() == QUANT_SIMD_AVX2);
     check_refused(QUANT_SIMD_AVX2_VNNI, "AVX-VNNI");
     check_refused(QUANT_SIMD_AVX512_VNNI, "AVX-512");
-    check_never_selected("avx2 only", (1u << QUANT_SIMD_AVX2_VNNI) | (1u << QUANT_SIMD_AVX512_VNNI));
+    check_refused(QUANT_SIMD_AVX512, "AVX-512");
+    check_never_selected("avx2 only", (1u << QUANT_SIMD_AVX2_VNNI) | (1u << QUANT_SIMD_AVX512) | (1u << QUANT_SIMD_AVX512_VNNI));
     for (int i = 0; i < N_TYPES; i++) {
         CHECK(quant_get_vec_dot_nr(k_types[i]) == NULL);
         CHECK(quant_get_repack(k_types[i]) == NULL);
@@ -170,6 +188,7 @@ static void test_no_simd(void)
     check_refused(QUANT_SIMD_AVX2, "AVX2");
     check_refused(QUANT_SIMD_AVX2_VNNI, "AVX2");
     check_refused(QUANT_SIMD_AVX512_VNNI, "AVX2");
+    check_refused(QUANT_SIMD_AVX512, "AVX2");
     for (int i = 0; i < N_TYPES; i++) {
         quant_vec_dot_fn scalar = quant_get_vec_dot_at(k_types[i], QUANT_SIMD_SCALAR);
         CHECK(scalar != NULL && quant_get_vec_dot(k_types[i]) == scalar);
@@ -195,6 +214,7 @@ static void test_caps(void)
         {&k_alder, {QUANT_SIMD_SCALAR, QUANT_SIMD_AVX2_VNNI, QUANT_SIMD_AVX2_VNNI}},
         {&k_all, {QUANT_SIMD_SCALAR, QUANT_SIMD_AVX2_VNNI, QUANT_SIMD_AVX512_VNNI}},
         {&k_avx2, {QUANT_SIMD_SCALAR, QUANT_SIMD_AVX2, QUANT_SIMD_AVX2}},
+        {&k_skx, {QUANT_SIMD_SCALAR, QUANT_SIMD_AVX2, QUANT_SIMD_AVX512}},
         {&k_none, {QUANT_SIMD_SCALAR, QUANT_SIMD_SCALAR, QUANT_SIMD_SCALAR}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -206,9 +226,11 @@ static void test_caps(void)
             if (c < 2)
                 for (int t = 0; t < N_TYPES; t++) {
                     CHECK(!owned_by(QUANT_SIMD_AVX512_VNNI, quant_get_vec_dot(k_types[t])));
+                    CHECK(!owned_by(QUANT_SIMD_AVX512, quant_get_vec_dot(k_types[t])));
                     CHECK(quant_get_repack(k_types[t]) == NULL);
                     CHECK(c == 1 || quant_get_panel(k_types[t]) == NULL);
                     CHECK(!wide_owned_by(QUANT_SIMD_AVX512_VNNI, quant_get_panel(k_types[t])));
+                    CHECK(!wide_owned_by(QUANT_SIMD_AVX512, quant_get_panel(k_types[t])));
                 }
         }
         /* the cap stays when the features change */
@@ -255,6 +277,9 @@ static void test_restore_host(void)
 
 int main(void)
 {
+    /* the level each simulated CPU gets, whatever CTORCH_SIMD the suite runs under
+     * (test_caps checks the caps) */
+    quant_simd_apply_cap(CORE_SIMD_CAP_AVX512);
     collect_owned();
     if (!has_avx512_kernels()) fprintf(stderr, "note: built without x86 kernels; only the level choice is checked\n");
     RUN(test_zen4);

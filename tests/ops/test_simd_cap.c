@@ -29,7 +29,7 @@ static void cpu_description(char *buf, size_t n)
 /* The family (core_simd_cap) a quant level belongs to. */
 static int quant_family(quant_simd l)
 {
-    return l == QUANT_SIMD_SCALAR ? 0 : l == QUANT_SIMD_AVX512_VNNI ? 2 : 1;
+    return l == QUANT_SIMD_SCALAR ? 0 : l == QUANT_SIMD_AVX512_VNNI || l == QUANT_SIMD_AVX512 ? 2 : 1;
 }
 
 /* y = x w^T + b for weights of type wt (quantized from uniform values, or exact for
@@ -112,6 +112,11 @@ static void check_no_avx512_quant(const char *cap)
         const quant_panel_kernels *zp = quant_get_panel_at(t, QUANT_SIMD_AVX512_VNNI);
         CHECK_MSG((!zp || quant_get_panel(t) != zp) && quant_get_repack(t) == NULL,
                   "CTORCH_SIMD=%s: %s AVX-512 panels in use", cap, ct_dtype_name(t));
+        quant_vec_dot_fn y = quant_get_vec_dot_at(t, QUANT_SIMD_AVX512);
+        const quant_panel_kernels *yp = quant_get_panel_at(t, QUANT_SIMD_AVX512);
+        if (yp == quant_get_panel_at(t, QUANT_SIMD_AVX2)) yp = NULL; /* inherited (Q8_0), not its own */
+        CHECK_MSG((!y || quant_get_vec_dot(t) != y) && (!yp || quant_get_panel(t) != yp),
+                  "CTORCH_SIMD=%s: %s avx512 (no VNNI) kernels in use", cap, ct_dtype_name(t));
     }
 }
 

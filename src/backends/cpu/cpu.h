@@ -24,7 +24,8 @@ void cpu_pool_shutdown(void);
  * the next one (no allocation per op once sized). One slot per buffer a kernel needs at
  * the same time; a kernel never calls another that uses the same slot. NULL: no memory. */
 typedef enum cpu_scratch_slot {
-    CPU_SCRATCH_ROPE_CS, CPU_SCRATCH_ROPE_INV, CPU_SCRATCH_LINEAR_ACT, CPU_SCRATCH_SDPA_PART, CPU_SCRATCH_SDPA_TASK,
+    CPU_SCRATCH_ROPE_CS, CPU_SCRATCH_ROPE_INV, CPU_SCRATCH_LINEAR_ACT, CPU_SCRATCH_LINEAR_AUX, CPU_SCRATCH_SDPA_PART,
+    CPU_SCRATCH_SDPA_TASK,
     CPU_SCRATCH_SLOTS
 } cpu_scratch_slot;
 void *cpu_scratch(cpu_scratch_slot slot, size_t bytes);

@@ -425,12 +425,12 @@ static ct_status linear_panels(const quant_panel_kernels *pk, const char *kept, 
                                const float *bias)
 {
     int64_t nblk = K / blk;
-    float *aux = malloc(sizeof(float) * (size_t)max64(1, M * nblk * pk->aux_n));
+    /* scratch, not malloc: decode (Q8_0, Q4_0, Q4_K kept repacked) comes here every token */
+    float *aux = cpu_scratch(CPU_SCRATCH_LINEAR_AUX, sizeof(float) * (size_t)max64(1, M * nblk * pk->aux_n));
     if (!aux) return core_err(CT_ERR_OOM, "linear: no memory for the activation sums of %lld rows", (long long)M);
     for (int64_t m = 0; m < M; m++) pk->act_aux(a + (size_t)m * arow, K, aux + m * nblk * pk->aux_n);
     panel_job j = {pk, kept, pw, wrow, a, arow, aux, M, N, K, nblk, out, bias, false};
     cpu_parallel_for((N + QUANT_PANEL_ROWS - 1) / QUANT_PANEL_ROWS, 1, panel_tasks, &j);
-    free(aux);
     if (j.oom) return core_err(CT_ERR_OOM, "linear: no memory for a packed %d x %lld weight panel", QUANT_PANEL_ROWS, (long long)K);
     return CT_OK;
 }
