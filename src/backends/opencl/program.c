@@ -123,7 +123,7 @@ static unsigned char *read_file(const char *path, size_t *len)
 }
 
 /* Written to a temporary name and renamed: a concurrent process never reads half a file. */
-static void save_binary(cl_program prog, const char *path)
+static void save_binary(const ocl_dev *od, cl_program prog, const char *path)
 {
     size_t size = 0;
     if (ocl_cl.clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL) != CL_SUCCESS || !size) return;
@@ -136,7 +136,9 @@ static void save_binary(cl_program prog, const char *path)
         FILE *f = fopen(tmp, "wb");
         bool ok = f && fwrite(bin, 1, size, f) == size;
         if (f && fclose(f) != 0) ok = false;
-        if (ok && rename(tmp, path) == 0) core_log(CT_LOG_DEBUG, "opencl: cached %s", path);
+        if (ok && rename(tmp, path) == 0)
+            core_log(CT_LOG_DEBUG, "opencl: %s [%s | driver %s | %s]: cached %s", od->name, od->platform_name, od->driver,
+                     od->version, path);
         else remove(tmp);
     }
     free(bin);
@@ -202,7 +204,7 @@ static void build(const ct_device *dev, ocl_dev *od, int i)
             if (p) ocl_cl.clReleaseProgram(p);
             p = NULL;
         } else if (cached) {
-            save_binary(p, path);
+            save_binary(od, p, path);
         }
     }
     free(owned);
