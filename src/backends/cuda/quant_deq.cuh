@@ -320,11 +320,9 @@ __device__ __forceinline__ void deq_chunk(const uint8_t *row, int c, float *v, i
     for (int i = 0; i < 16; i++) v[i] = fmaf(a, byte_f<F::SIGNED>(q, i), b);
 }
 
-/* s + the 8 products of v with x[0..8) (16-byte aligned, read through the read-only
- * cache), fused in order: the dequantized run of a chunk against f32 x. */
-__device__ __forceinline__ float dot8(const float *__restrict__ x, const float *v, float s)
+/* s + the 8 products of v with (a, b), fused in order. */
+__device__ __forceinline__ float fma8(float4 a, float4 b, const float *v, float s)
 {
-    float4 a = __ldg((const float4 *)x), b = __ldg((const float4 *)x + 1);
     s = fmaf(v[0], a.x, s);
     s = fmaf(v[1], a.y, s);
     s = fmaf(v[2], a.z, s);
@@ -333,6 +331,13 @@ __device__ __forceinline__ float dot8(const float *__restrict__ x, const float *
     s = fmaf(v[5], b.y, s);
     s = fmaf(v[6], b.z, s);
     return fmaf(v[7], b.w, s);
+}
+
+/* s + the 8 products of v with x[0..8) (16-byte aligned, read through the read-only
+ * cache), fused in order: the dequantized run of a chunk against f32 x. */
+__device__ __forceinline__ float dot8(const float *__restrict__ x, const float *v, float s)
+{
+    return fma8(__ldg((const float4 *)x), __ldg((const float4 *)x + 1), v, s);
 }
 
 } // namespace cuq

@@ -169,15 +169,7 @@ using cuq::dot8;
 template <bool SH> __device__ __forceinline__ float dot8x(const float *__restrict__ x, const float *v, float s)
 {
     if constexpr (!SH) return dot8(x, v, s);
-    float4 a = *(const float4 *)x, b = *((const float4 *)x + 1);
-    s = fmaf(v[0], a.x, s);
-    s = fmaf(v[1], a.y, s);
-    s = fmaf(v[2], a.z, s);
-    s = fmaf(v[3], a.w, s);
-    s = fmaf(v[4], b.x, s);
-    s = fmaf(v[5], b.y, s);
-    s = fmaf(v[6], b.z, s);
-    return fmaf(v[7], b.w, s);
+    return cuq::fma8(*(const float4 *)x, *((const float4 *)x + 1), v, s);
 }
 
 /* acc[m] += this lane's chunks of a quantized row, dequantized, times x in f32 (one row of
