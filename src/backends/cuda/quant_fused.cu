@@ -167,9 +167,22 @@ size_t part_bytes(const cuq_mv_part *p, int64_t K) { return ct_dtype_row_bytes(p
  * second); the crossover of quant.c's MV_FMA_MAX_ELEMS (measured with bench/cuda_quant.c). */
 #define FU_FMA_MAX_ELEMS ((int64_t)1 << 22)
 
+bool all_q4k(const cuq_mv_job *job)
+{
+    for (int i = 0; i < job->n_parts; i++)
+        if (job->part[i].wt != CT_Q4_K) return false;
+    return dev_facts().q4k;
+}
+
+/* Jobs for the all-Q4_K kernel (quant_fused_q4k.cu) get x quantized rather than
+ * dequantized. Measured in the decode step (TinyLlama Q4_K_M, H100, tg128, one binary):
+ * the o job that way gave 931 t/s against 879-890 with an f32-x path of that kernel (since
+ * dropped: 11 us a job); the generic kernel gained from it too (897 against 854-887, within
+ * that run's noise). The job bench (--jobs) has the generic f32 path at 4.19 us, the q8
+ * path at 2.62 us plus a quantize_q8 launch. */
 bool use_fma(const cuq_mv_job *job)
 {
-    if (job->xq || job->norm.on || job->M != 1) return false;
+    if (job->xq || job->norm.on || job->M != 1 || !dev_facts().fma || all_q4k(job)) return false;
     int64_t n = 0;
     for (int i = 0; i < job->n_parts; i++) n += job->part[i].N;
     return n * job->K <= FU_FMA_MAX_ELEMS;
@@ -376,6 +389,7 @@ extern "C" bool cuq_mv_run(const cuq_mv_job *job, void *tmp, int sm_count, cudaS
      * and its split (the qkv job measured 15% slower with the v part's segments) */
     a.seg = (xq || a.stage_q8) && dev_facts().seg && job->M <= SEG_MAX_M;
     for (int i = 0; i < job->n_parts; i++) a.seg = a.seg && seg_format(job->part[i].wt);
+    if (launch_q4k_job(a, job->M, job->glu != 0, rows, sm_count, stream)) return true;
     return job->glu ? launch_m<true>(a, job->M, rows, sm_count, stream)
                     : launch_m<false>(a, job->M, rows, sm_count, stream);
 }
