@@ -14,6 +14,8 @@
  * L2 before the kernel waits for its predecessor (quant_fused.cuh). Jobs whose weights are
  * all Q6_K (and M <= 2) stage each warp's rows through shared memory instead
  * (quant_fused_seg.cuh); f16 / bf16 rows at M <= 2 load 4 runs a lane before the math.
+ * Jobs whose weights are all Q4_K (M = 1, x's q8 form given or made by quantize_q8) run a
+ * kernel of their own, without the format dispatch (quant_fused_q4k.cu).
  *
  * Measured on an H100 (bench/cuda_quant.c --jobs, M = 1, x's q8 form given, copy 2914 GB/s;
  * the kernel before the segment and f16 paths -> now): qkv Q4_K/Q6_K 3.68 -> 4.09 us, gate/up Q4_K
@@ -94,38 +96,64 @@ template <> __device__ __forceinline__ float wload<__nv_bfloat16>(const __nv_bfl
     return __bfloat162float(w[i]);
 }
 
-constexpr int RMS_THREADS = 512;
+constexpr int RMS_THREADS = 512, RMS_WARPS = RMS_THREADS / 32;
 
-/* A block per row: the sum of squares, then each warp scales and quantizes whole 32-element
- * blocks (the CPU's order: x * s * w, s = 1 / sqrt(mean + eps) in double). */
+/* Blocks per row of rms_q8_kernel: each quantizes one 32-element block a warp. */
+inline int rms_slices(int64_t K)
+{
+    int64_t nb = (K + 31) / 32, g = (nb + RMS_WARPS - 1) / RMS_WARPS;
+    return (int)(g < 1 ? 1 : g > 8 ? 8 : g);
+}
+
+/* G blocks per row (blockIdx.x = row * G + slice): each block sums the row's squares (the
+ * CPU's order: x * s * w, s = 1 / sqrt(mean + eps) in double), every block in the same
+ * order, so all hold the same scale; then its warps scale and quantize the slice's whole
+ * 32-element blocks. The norm weight is asked into L2 before the PDL wait (weights are not
+ * written by the step: between tokens they fall out of L2, and their loads came after the
+ * reduction). Measured on the H100 (ncu, one kernel alone, TinyLlama's 2048-wide rows): one
+ * block per row quantizing 4 blocks a warp took 6.0 us, 4 blocks with the prefetch 4.1 us;
+ * TinyLlama Q4_K_M tg128 (all else main's) 908-924 -> 989 t/s. */
 template <typename W>
 __global__ void __launch_bounds__(RMS_THREADS) rms_q8_kernel(const float *__restrict__ x, int64_t x_row, int64_t K,
                                                               const W *__restrict__ w, float eps, float *__restrict__ y,
                                                               int8_t *__restrict__ q, float *__restrict__ qd,
-                                                              float *__restrict__ qs8)
+                                                              float *__restrict__ qs8, int G)
 {
-    __shared__ float part[RMS_THREADS / 32];
+    __shared__ float part[RMS_WARPS];
     __shared__ float scale;
-    int64_t m = blockIdx.x;
+    int64_t m = blockIdx.x / G, nb = (K + 31) / 32, per = (nb + G - 1) / G;
+    int64_t b0 = (blockIdx.x % G) * per, b1 = b0 + per < nb ? b0 + per : nb;
     const float *xr = x + m * x_row;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     pdl_launch_next();
+    if (w) {
+        int64_t end = (b1 * 32 < K ? b1 * 32 : K) * (int64_t)sizeof(W);
+        for (int64_t o = b0 * 32 * (int64_t)sizeof(W) + threadIdx.x * 128; o < end; o += (int64_t)RMS_THREADS * 128)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)w + o));
+    }
     pdl_wait();
+    /* thread t's squares of x[t], x[t + 512], ... in that order, loads 4 at a time */
     float ss = 0.f;
-    for (int64_t i = threadIdx.x; i < K; i += RMS_THREADS) ss = fmaf(xr[i], xr[i], ss);
+    for (int64_t i = threadIdx.x; i < K; i += 4 * RMS_THREADS) {
+        float t[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) t[j] = i + RMS_THREADS * j < K ? xr[i + RMS_THREADS * j] : 0.f;
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            if (i + RMS_THREADS * j < K) ss = fmaf(t[j], t[j], ss);
+    }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
     if (lane == 0) part[warp] = ss;
     __syncthreads();
     if (threadIdx.x == 0) {
         float t = 0.f;
-        for (int i = 0; i < RMS_THREADS / 32; i++) t += part[i];
+        for (int i = 0; i < RMS_WARPS; i++) t += part[i];
         scale = (float)(1.0 / sqrt((double)t / (double)K + (double)eps));
     }
     __syncthreads();
     float s = scale;
-    int64_t nb = (K + 31) / 32;
-    for (int64_t b = warp; b < nb; b += RMS_THREADS / 32) {
+    for (int64_t b = b0 + warp; b < b1; b += RMS_WARPS) {
         int64_t i = b * 32 + lane;
         float v = 0.f;
         if (i < K) {
@@ -167,9 +195,22 @@ size_t part_bytes(const cuq_mv_part *p, int64_t K) { return ct_dtype_row_bytes(p
  * second); the crossover of quant.c's MV_FMA_MAX_ELEMS (measured with bench/cuda_quant.c). */
 #define FU_FMA_MAX_ELEMS ((int64_t)1 << 22)
 
+bool all_q4k(const cuq_mv_job *job)
+{
+    for (int i = 0; i < job->n_parts; i++)
+        if (job->part[i].wt != CT_Q4_K) return false;
+    return dev_facts().q4k;
+}
+
+/* Jobs for the all-Q4_K kernel (quant_fused_q4k.cu) get x quantized rather than
+ * dequantized. Measured in the decode step (TinyLlama Q4_K_M, H100, tg128, one binary):
+ * the o job that way gave 931 t/s against 879-890 with an f32-x path of that kernel (since
+ * dropped: 11 us a job); the generic kernel gained from it too (897 against 854-887, within
+ * that run's noise). The job bench (--jobs) has the generic f32 path at 4.19 us, the q8
+ * path at 2.62 us plus a quantize_q8 launch. */
 bool use_fma(const cuq_mv_job *job)
 {
-    if (job->xq || job->norm.on || job->M != 1) return false;
+    if (job->xq || job->norm.on || job->M != 1 || !dev_facts().fma || all_q4k(job)) return false;
     int64_t n = 0;
     for (int i = 0; i < job->n_parts; i++) n += job->part[i].N;
     return n * job->K <= FU_FMA_MAX_ELEMS;
@@ -261,13 +302,19 @@ extern "C" bool cuq_rms_norm_q8(const float *x, int64_t x_row, int64_t M, int64_
     if (q && (K % 32 != 0 || q->M != M || q->K != K)) return false;
     int8_t *qq = q ? q->q : NULL;
     float *qd = q ? q->d : NULL, *qs = q ? q->s8 : NULL;
-    unsigned g = (unsigned)M;
+    int G = rms_slices(K);
+    if (M * G > INT32_MAX) return false;
+    unsigned g = (unsigned)(M * G);
     switch (w ? wdt : CT_F32) {
-    case CT_F32: launch_pdl(rms_q8_kernel<float>, g, RMS_THREADS, stream, x, x_row, K, (const float *)w, eps, y, qq, qd, qs); break;
-    case CT_F16: launch_pdl(rms_q8_kernel<__half>, g, RMS_THREADS, stream, x, x_row, K, (const __half *)w, eps, y, qq, qd, qs); break;
+    case CT_F32:
+        launch_pdl(rms_q8_kernel<float>, g, RMS_THREADS, stream, x, x_row, K, (const float *)w, eps, y, qq, qd, qs, G);
+        break;
+    case CT_F16:
+        launch_pdl(rms_q8_kernel<__half>, g, RMS_THREADS, stream, x, x_row, K, (const __half *)w, eps, y, qq, qd, qs, G);
+        break;
     case CT_BF16:
         launch_pdl(rms_q8_kernel<__nv_bfloat16>, g, RMS_THREADS, stream, x, x_row, K, (const __nv_bfloat16 *)w, eps, y,
-                   qq, qd, qs);
+                   qq, qd, qs, G);
         break;
     default: return false;
     }
@@ -376,6 +423,7 @@ extern "C" bool cuq_mv_run(const cuq_mv_job *job, void *tmp, int sm_count, cudaS
      * and its split (the qkv job measured 15% slower with the v part's segments) */
     a.seg = (xq || a.stage_q8) && dev_facts().seg && job->M <= SEG_MAX_M;
     for (int i = 0; i < job->n_parts; i++) a.seg = a.seg && seg_format(job->part[i].wt);
+    if (launch_q4k_job(a, job->M, job->glu != 0, rows, sm_count, stream)) return true;
     return job->glu ? launch_m<true>(a, job->M, rows, sm_count, stream)
                     : launch_m<false>(a, job->M, rows, sm_count, stream);
 }

@@ -38,6 +38,8 @@ struct DevFacts {
      * none (separate kernels), 1 (float, the default) a norm read by float weights only, 2
      * (norm) every job with a norm, 3 (all) also x's q8 form of a job without one. */
     int stage;
+    bool q4k; /* all-Q4_K jobs through their own kernel (CTORCH_CUDA_MVQ4K=0: the generic one) */
+    bool fma; /* small one-row jobs without a q8 form dequantize (CTORCH_CUDA_MVFMA=0: none) */
 };
 inline const DevFacts &dev_facts()
 {
@@ -58,6 +60,10 @@ inline const DevFacts &dev_facts()
         f.wave = gw && gw[0] == 'w';
         const char *st = getenv("CTORCH_CUDA_MVSTAGE");
         f.stage = !st || st[0] == 'f' ? 1 : st[0] == '0' ? 0 : st[0] == 'n' ? 2 : 3;
+        const char *q4 = getenv("CTORCH_CUDA_MVQ4K");
+        f.q4k = !(q4 && q4[0] == '0');
+        const char *fm = getenv("CTORCH_CUDA_MVFMA");
+        f.fma = !(fm && fm[0] == '0');
         done = true;
     }
     return f;
@@ -504,6 +510,24 @@ __device__ __forceinline__ void stage_x(const FuArgs &a, uint8_t *sm, float (*re
     }
 }
 
+/* Row n's results (acc, reduced: every lane of the row's first warp holds them): lane m
+ * writes row m of x's outputs, the residual sum and the gated job's up row and activation. */
+template <int M, bool GLU>
+__device__ __forceinline__ void write_row(const FuArgs &a, const FuPart &p, int64_t n, int lane, const float *acc)
+{
+#pragma unroll
+    for (int m = 0; m < M; m++) {
+        if (lane != m) continue;
+        int64_t o = (int64_t)m * p.N + n;
+        p.out[o] = acc[m];
+        if (p.add) p.out2[o] = p.add[o] + acc[m];
+        if (GLU) {
+            a.up.out[o] = acc[M + m];
+            a.glu_out[o] = gate_act(a.glu, acc[m]) * acc[M + m];
+        }
+    }
+}
+
 /* Unit u (R rows of one part) to its part and this warp's row. */
 __device__ __forceinline__ int unit_part(const FuArgs &a, unsigned u)
 {
@@ -566,18 +590,7 @@ __global__ void __launch_bounds__(FU_THREADS) job_kernel(const FuArgs a)
         }
         reduce_row<NA>(acc, red, warp, s, S, lane);
         if (s != 0 || n >= p.N) continue;
-        /* lane m writes row m of x's outputs */
-#pragma unroll
-        for (int m = 0; m < M; m++) {
-            if (lane != m) continue;
-            int64_t o = (int64_t)m * p.N + n;
-            p.out[o] = acc[m];
-            if (p.add) p.out2[o] = p.add[o] + acc[m];
-            if (GLU) {
-                a.up.out[o] = acc[M + m];
-                a.glu_out[o] = gate_act(a.glu, acc[m]) * acc[M + m];
-            }
-        }
+        write_row<M, GLU>(a, p, n, lane, acc);
     }
 }
 
@@ -656,6 +669,10 @@ template <int M, bool GLU> void launch_job(FuArgs &a, int64_t rows, int sm_count
     if (a.stage) launch_kern<M, GLU, false, true>(a, rows, sm_count, st);
     else launch_kern<M, GLU, false, false>(a, rows, sm_count, st);
 }
+
+/* A job whose weights are all Q4_K, with x's q8 form given and M = 1, launched through
+ * its own kernel (quant_fused_q4k.cu); false (nothing launched) for any other job. */
+bool launch_q4k_job(FuArgs &a, int64_t M, bool glu, int64_t rows, int sm_count, cudaStream_t st);
 
 /* Explicit instantiations live in quant_fused_job*.cu. */
 #define CUFU_JOBS(X) X(1, false) X(1, true) X(2, false) X(2, true) X(3, false) X(3, true) X(4, false) X(4, true) \
