@@ -185,8 +185,7 @@ P_INLINE void p_q4_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
                 __m512i w0 = _mm512_loadu_si512(pq + (size_t)t * 64), w1 = _mm512_loadu_si512(pq + (size_t)(t + 1) * 64);
 #pragma GCC unroll 4
                 for (int j = 0; j < NA; j++) {
-                    i0[j] = qz_dpbusd(i0[j], w0, p_bcast4(ab[j]->qs + 4 * t));
-                    i1[j] = qz_dpbusd(i1[j], w1, p_bcast4(ab[j]->qs + 4 * t + 4));
+                    qz_dpbusd_x2(&i0[j], &i1[j], w0, p_bcast4(ab[j]->qs + 4 * t), w1, p_bcast4(ab[j]->qs + 4 * t + 4));
                 }
             }
             __m512 sc = _mm512_loadu_ps(scv + 16 * sb), mn = _mm512_loadu_ps(mnv + 16 * sb);
@@ -225,10 +224,9 @@ P_INLINE void p_q6_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
 #pragma GCC unroll 4
             for (int j = 0; j < NA; j++) {
                 const int8_t *q = ab[j]->qs + 4 * t;
-                i0[j] = qz_dpbusd(_mm512_setzero_si512(), w0, p_bcast4(q));
-                i1[j] = qz_dpbusd(_mm512_setzero_si512(), w1, p_bcast4(q + 4));
-                i0[j] = qz_dpbusd(i0[j], w2, p_bcast4(q + 8));
-                i1[j] = qz_dpbusd(i1[j], w3, p_bcast4(q + 12));
+                i0[j] = i1[j] = _mm512_setzero_si512();
+                qz_dpbusd_x2(&i0[j], &i1[j], w0, p_bcast4(q), w1, p_bcast4(q + 4));
+                qz_dpbusd_x2(&i0[j], &i1[j], w2, p_bcast4(q + 8), w3, p_bcast4(q + 12));
             }
             __m512 sc = _mm512_loadu_ps(scv + 16 * sb);
 #pragma GCC unroll 4
@@ -353,8 +351,12 @@ P_INLINE void p_q8_0(int64_t K, const uint8_t *panel, const char *a, size_t as, 
 #pragma GCC unroll 4
             for (int j = 0; j < NA; j++) {
                 const int8_t *q = ((const blk_q8_0 *)(a + (size_t)j * as) + b)->qs + 4 * t;
-                i0[j] = full ? qz_dpbusd_u8(i0[j], w0, p_bcast4(q)) : qz_dpbusd(i0[j], w0, p_bcast4(q));
-                i1[j] = full ? qz_dpbusd_u8(i1[j], w1, p_bcast4(q + 4)) : qz_dpbusd(i1[j], w1, p_bcast4(q + 4));
+                if (full) {
+                    i0[j] = qz_dpbusd_u8(i0[j], w0, p_bcast4(q));
+                    i1[j] = qz_dpbusd_u8(i1[j], w1, p_bcast4(q + 4));
+                } else {
+                    qz_dpbusd_x2(&i0[j], &i1[j], w0, p_bcast4(q), w1, p_bcast4(q + 4));
+                }
             }
         }
 #pragma GCC unroll 4
@@ -437,8 +439,7 @@ P_INLINE void r_q4_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
                 __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
 #pragma GCC unroll 4
                 for (int j = 0; j < NA; j++) {
-                    i0[j] = qz_dpbusd(i0[j], lo, p_bcast4(ab[j]->qs + 8 * v));
-                    i1[j] = qz_dpbusd(i1[j], hi, p_bcast4(ab[j]->qs + 8 * v + 4));
+                    qz_dpbusd_x2(&i0[j], &i1[j], lo, p_bcast4(ab[j]->qs + 8 * v), hi, p_bcast4(ab[j]->qs + 8 * v + 4));
                 }
             }
             __m512 scv = p_u8x16_ps(sc + 16 * sb), mnv = p_u8x16_ps(mn + 16 * sb);
@@ -524,8 +525,7 @@ P_INLINE void r_32(int64_t K, const uint8_t *panel, const char *a, size_t as, co
 #pragma GCC unroll 4
                 for (int j = 0; j < NA; j++) {
                     const int8_t *q = ((const blk_q8_0 *)(a + (size_t)j * as) + b)->qs + 8 * v;
-                    i0[j] = qz_dpbusd(i0[j], lo, p_bcast4(q));
-                    i1[j] = qz_dpbusd(i1[j], hi, p_bcast4(q + 4));
+                    qz_dpbusd_x2(&i0[j], &i1[j], lo, p_bcast4(q), hi, p_bcast4(q + 4));
                 }
             }
         } else {
