@@ -117,7 +117,5 @@ const quant_panel_kernels *quant_get_panel_at(ct_dtype t, quant_simd level);
  * the weights and fast for a single activation row, so decode uses them too. */
 const quant_panel_kernels *quant_get_repack(ct_dtype t);
 const quant_panel_kernels *quant_get_repack_at(ct_dtype t, quant_simd level);
-/* Whether prompts should read t's kept panels (quant_get_repack) rather than pack per call. */
-bool quant_repack_serves_prefill(ct_dtype t);
 
 #endif

@@ -228,13 +228,3 @@ const quant_panel_kernels *quant_get_repack_at(ct_dtype t, quant_simd level)
 }
 
 const quant_panel_kernels *quant_get_repack(ct_dtype t) { return quant_get_repack_at(t, quant_simd_level()); }
-
-/* Q8_0's kept panels at AVX-512 VNNI hold the packed panels' bytes (q + 128, one row per
- * lane) with f16 for f32 scales, and their kernel is the packed one's loop: a prompt
- * reads them instead of packing every weight again. Without VNNI those bytes take two
- * vpmaddubsw each and prompts keep AVX2's panels; the nibble layouts (Q4_0, Q4_K) cost
- * an unpack per vector that the packed bytes do not. */
-bool quant_repack_serves_prefill(ct_dtype t)
-{
-    return t == CT_Q8_0 && quant_simd_level() == QUANT_SIMD_AVX512_VNNI && quant_get_repack(t) != NULL;
-}

@@ -432,11 +432,16 @@ static ct_status linear_panels(const quant_panel_kernels *pk, const char *kept, 
                                const float *bias)
 {
     panel_job j = {pk, kept, pw, wrow, a, arow, aux, M, N, K, K / blk, out, bias, false, 0, 0};
-    /* two even runs of panels per thread: the pool's chunks of ceil(np / 4 threads) panels
-     * left some threads a whole chunk more (24 of 352 panels at 16 threads, against 22) */
     j.np = (N + QUANT_PANEL_ROWS - 1) / QUANT_PANEL_ROWS;
-    j.runs = min64(j.np, 2 * (int64_t)cpu_num_threads());
-    cpu_parallel_for(j.runs, 1, panel_runs, &j);
+    if (M <= DECODE_ROWS) {
+        /* decode's few-microsecond panels keep the pool's finer chunks against late threads */
+        cpu_parallel_for(j.np, 1, panel_tasks, &j);
+    } else {
+        /* prompts: two even runs of panels per thread; the pool's chunks of ceil(np / 4
+         * threads) panels left some threads a whole chunk more (24 of 352 at 16, against 22) */
+        j.runs = min64(j.np, 2 * (int64_t)cpu_num_threads());
+        cpu_parallel_for(j.runs, 1, panel_runs, &j);
+    }
     if (j.oom) return core_err(CT_ERR_OOM, "linear: no memory for a packed %d x %lld weight panel", QUANT_PANEL_ROWS, (long long)K);
     return CT_OK;
 }
@@ -485,16 +490,16 @@ static ct_status linear_quant(const ct_device *dev, const ct_tensor *w, const ch
     char *a = cpu_scratch(CPU_SCRATCH_LINEAR_ACT, arow * (size_t)M);
     if (!a) return core_err(CT_ERR_OOM, "linear: no memory for %lld quantized activation rows", (long long)M);
     size_t wrow = N > 1 ? ct_dtype_row_bytes(wt, w->stride[0]) : 0;
-    /* decode: the weights kept repacked, where the type has that; prefill: panels packed
-     * per call (unpacked to bytes, the fastest for many rows), or the kept ones where they
-     * are the same bytes (quant_repack_serves_prefill); packed when keeping fails */
-    bool prefill = M > DECODE_ROWS;
-    const quant_panel_kernels *pk = NULL;
+    /* prefill: panels packed per call (unpacked to bytes, the fastest for many rows; Q8_0's
+     * kept panels, the same bytes, read in place of packing gave 0.86 / 0.96 / 1.11x the
+     * pp128 of packing at 4 / 8 / 16 threads on the GPU host's Xeon, one run each, and
+     * 0.64x in a 16-thread ct_linear [128, 2048] x [5632, 2048]: probably one stream per
+     * panel from memory against the packer's 16); decode: the weights kept repacked */
+    const quant_panel_kernels *pk = M > DECODE_ROWS ? quant_get_panel(wt) : NULL;
     const char *kept = NULL;
-    if ((!prefill || quant_repack_serves_prefill(wt)) && repack_enabled() && (N == 1 || wrow) &&
-        (pk = quant_get_repack(wt)) && !(kept = repacked(dev, w, pk, pw, wrow, N, K)))
+    if (!pk && repack_enabled() && (N == 1 || wrow) && (pk = quant_get_repack(wt)) &&
+        !(kept = repacked(dev, w, pk, pw, wrow, N, K)))
         pk = NULL;
-    if (!pk && prefill) pk = quant_get_panel(wt);
     act_job aj = {at, x, rsx, a, arow, K, pk, NULL, 0};
     if (pk) {
         aj.auxrow = (size_t)(K / ct_dtype_block_size(wt)) * (size_t)pk->aux_n;
