@@ -185,8 +185,7 @@ P_INLINE void p_q4_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
                 __m512i w0 = _mm512_loadu_si512(pq + (size_t)t * 64), w1 = _mm512_loadu_si512(pq + (size_t)(t + 1) * 64);
 #pragma GCC unroll 4
                 for (int j = 0; j < NA; j++) {
-                    i0[j] = qz_dpbusd(i0[j], w0, p_bcast4(ab[j]->qs + 4 * t));
-                    i1[j] = qz_dpbusd(i1[j], w1, p_bcast4(ab[j]->qs + 4 * t + 4));
+                    qz_dpbusd_x2(&i0[j], &i1[j], w0, p_bcast4(ab[j]->qs + 4 * t), w1, p_bcast4(ab[j]->qs + 4 * t + 4));
                 }
             }
             __m512 sc = _mm512_loadu_ps(scv + 16 * sb), mn = _mm512_loadu_ps(mnv + 16 * sb);
@@ -225,10 +224,9 @@ P_INLINE void p_q6_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
 #pragma GCC unroll 4
             for (int j = 0; j < NA; j++) {
                 const int8_t *q = ab[j]->qs + 4 * t;
-                i0[j] = qz_dpbusd(_mm512_setzero_si512(), w0, p_bcast4(q));
-                i1[j] = qz_dpbusd(_mm512_setzero_si512(), w1, p_bcast4(q + 4));
-                i0[j] = qz_dpbusd(i0[j], w2, p_bcast4(q + 8));
-                i1[j] = qz_dpbusd(i1[j], w3, p_bcast4(q + 12));
+                i0[j] = i1[j] = _mm512_setzero_si512();
+                qz_dpbusd_x2(&i0[j], &i1[j], w0, p_bcast4(q), w1, p_bcast4(q + 4));
+                qz_dpbusd_x2(&i0[j], &i1[j], w2, p_bcast4(q + 8), w3, p_bcast4(q + 12));
             }
             __m512 sc = _mm512_loadu_ps(scv + 16 * sb);
 #pragma GCC unroll 4
@@ -353,8 +351,12 @@ P_INLINE void p_q8_0(int64_t K, const uint8_t *panel, const char *a, size_t as, 
 #pragma GCC unroll 4
             for (int j = 0; j < NA; j++) {
                 const int8_t *q = ((const blk_q8_0 *)(a + (size_t)j * as) + b)->qs + 4 * t;
-                i0[j] = full ? qz_dpbusd_u8(i0[j], w0, p_bcast4(q)) : qz_dpbusd(i0[j], w0, p_bcast4(q));
-                i1[j] = full ? qz_dpbusd_u8(i1[j], w1, p_bcast4(q + 4)) : qz_dpbusd(i1[j], w1, p_bcast4(q + 4));
+                if (full) {
+                    i0[j] = qz_dpbusd_u8(i0[j], w0, p_bcast4(q));
+                    i1[j] = qz_dpbusd_u8(i1[j], w1, p_bcast4(q + 4));
+                } else {
+                    qz_dpbusd_x2(&i0[j], &i1[j], w0, p_bcast4(q), w1, p_bcast4(q + 4));
+                }
             }
         }
 #pragma GCC unroll 4
@@ -366,6 +368,51 @@ P_INLINE void p_q8_0(int64_t K, const uint8_t *panel, const char *a, size_t as, 
     }
     p_store(s, ss, tot, nw, NA);
 }
+
+#if !QZ_VNNI
+/* Q8_0 without VNNI: the packed bytes q + 128 would take two vpmaddubsw each
+ * (qz_dpbusd_u8). Instead |q| goes in as the unsigned operand and q's sign moves onto
+ * the broadcast activation bytes (vpsubb from zero under vpmovb2m's mask), so one
+ * vpmaddubsw serves: |q| <= 128 and |a| <= 127, a pair sum at most 2 * 128 * 127 < 2^15.
+ * The integer sum is q . a itself, so the activation sums' zero-point term (aux[2b]) is
+ * not used; ~4.75 instructions per vector and activation row against 6.5. */
+P_INLINE void p_q8_0_sign(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs,
+                          float *s, size_t ss, int nw, const int NA)
+{
+    const __m512i flip = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
+    __m512 tot[QUANT_PANEL_MAX_A];
+#pragma GCC unroll 4
+    for (int j = 0; j < NA; j++) tot[j] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < K / QK; b++) {
+        const uint8_t *pq = panel + (size_t)b * P8_BLOCK_BYTES;
+        __m512 dw = _mm512_loadu_ps((const float *)(pq + 8 * 64));
+        __m512i i0[QUANT_PANEL_MAX_A], i1[QUANT_PANEL_MAX_A];
+#pragma GCC unroll 4
+        for (int j = 0; j < NA; j++) i0[j] = i1[j] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int t = 0; t < 8; t += 2) {
+            __m512i q0 = _mm512_xor_si512(_mm512_loadu_si512(pq + (size_t)t * 64), flip);
+            __m512i q1 = _mm512_xor_si512(_mm512_loadu_si512(pq + (size_t)(t + 1) * 64), flip);
+            __mmask64 n0 = _mm512_movepi8_mask(q0), n1 = _mm512_movepi8_mask(q1);
+            __m512i u0 = _mm512_abs_epi8(q0), u1 = _mm512_abs_epi8(q1);
+#pragma GCC unroll 4
+            for (int j = 0; j < NA; j++) {
+                const int8_t *q = ((const blk_q8_0 *)(a + (size_t)j * as) + b)->qs + 4 * t;
+                __m512i b0 = p_bcast4(q), b1 = p_bcast4(q + 4);
+                i0[j] = qz_dpbusd(i0[j], u0, _mm512_mask_sub_epi8(b0, n0, zero, b0));
+                i1[j] = qz_dpbusd(i1[j], u1, _mm512_mask_sub_epi8(b1, n1, zero, b1));
+            }
+        }
+#pragma GCC unroll 4
+        for (int j = 0; j < NA; j++) {
+            __m512 is = _mm512_cvtepi32_ps(_mm512_add_epi32(i0[j], i1[j]));
+            tot[j] = _mm512_fmadd_ps(is, _mm512_mul_ps(dw, _mm512_set1_ps(aux[(size_t)j * xs + 2 * b + 1])), tot[j]);
+        }
+    }
+    p_store(s, ss, tot, nw, NA);
+}
+P_ENTRY(p_gemm_q8_0_sign, p_q8_0_sign)
+#endif
 
 /* ---- Q4_K, repacked for keeps: nibbles stay nibbles, so the panel is the size of the
  * weights (2368 bytes per 16 rows x 256 vs 2304) and can replace them for decode. Vector v
@@ -437,8 +484,7 @@ P_INLINE void r_q4_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
                 __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
 #pragma GCC unroll 4
                 for (int j = 0; j < NA; j++) {
-                    i0[j] = qz_dpbusd(i0[j], lo, p_bcast4(ab[j]->qs + 8 * v));
-                    i1[j] = qz_dpbusd(i1[j], hi, p_bcast4(ab[j]->qs + 8 * v + 4));
+                    qz_dpbusd_x2(&i0[j], &i1[j], lo, p_bcast4(ab[j]->qs + 8 * v), hi, p_bcast4(ab[j]->qs + 8 * v + 4));
                 }
             }
             __m512 scv = p_u8x16_ps(sc + 16 * sb), mnv = p_u8x16_ps(mn + 16 * sb);
@@ -524,8 +570,7 @@ P_INLINE void r_32(int64_t K, const uint8_t *panel, const char *a, size_t as, co
 #pragma GCC unroll 4
                 for (int j = 0; j < NA; j++) {
                     const int8_t *q = ((const blk_q8_0 *)(a + (size_t)j * as) + b)->qs + 8 * v;
-                    i0[j] = qz_dpbusd(i0[j], lo, p_bcast4(q));
-                    i1[j] = qz_dpbusd(i1[j], hi, p_bcast4(q + 4));
+                    qz_dpbusd_x2(&i0[j], &i1[j], lo, p_bcast4(q), hi, p_bcast4(q + 4));
                 }
             }
         } else {
@@ -595,6 +640,9 @@ static const quant_panel_kernels g_panel_q6_k = {P_BLOCK_BYTES, 16, p_pack_q6_k,
 static const quant_panel_kernels g_panel_q5_k = {P_BLOCK_BYTES, 8, p_pack_q5_k, p_aux_q4_k, p_gemm_q4_k};
 static const quant_panel_kernels g_panel_q8_0 = {P8_BLOCK_BYTES, 2, p_pack_q8_0, p_aux_q8_0, p_gemm_q8_0};
 static const quant_panel_kernels g_panel_q4_0 = {P8_BLOCK_BYTES, 2, p_pack_q4_0, p_aux_q4_0, p_gemm_q4_0};
+#if !QZ_VNNI
+static const quant_panel_kernels g_panel_q8_0_sign = {P8_BLOCK_BYTES, 2, p_pack_q8_0, p_aux_q8_0, p_gemm_q8_0_sign};
+#endif
 
 static const quant_panel_kernels g_repack_q4_k = {R4_BLOCK_BYTES, 8, r_pack_q4_k, p_aux_q4_k, r_gemm_q4_k};
 
@@ -614,12 +662,13 @@ void QZ_SYM(quant_panel_fill_avx512)(quant_panel_table tab)
     tab[CT_Q6_K] = &g_panel_q6_k;
     tab[CT_Q5_K] = &g_panel_q5_k;
 #if QZ_VNNI
-    /* without VNNI, the q + 128 bytes take two vpmaddubsw each (quant_avx512_isa.h): on the
-     * GPU machine's Xeon prompts ran at 0.79-0.68x llama.cpp at 8-16 threads against the
-     * AVX2 panel's 0.97-0.85x (|w| sign(a, w), int16 runs), so that level keeps AVX2's */
     tab[CT_Q8_0] = &g_panel_q8_0;
 #else
+    /* the q + 128 bytes took two vpmaddubsw each (quant_avx512_isa.h): on the GPU
+     * machine's Xeon prompts ran at 0.79-0.68x llama.cpp at 8-16 threads against the AVX2
+     * panel's 0.97-0.85x; the sign-moved kernel takes one */
     (void)g_panel_q8_0;
+    tab[CT_Q8_0] = &g_panel_q8_0_sign;
 #endif
     tab[CT_Q4_0] = &g_panel_q4_0;
     QZ_SYM(quant_panel_legacy_fill_avx512)(tab);

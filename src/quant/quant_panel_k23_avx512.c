@@ -120,8 +120,7 @@ P_INLINE void k2_gemm_body(int64_t K, const uint8_t *panel, const char *a, size_
             __m512i w0 = _mm512_loadu_si512(pq + (size_t)t * 64), w1 = _mm512_loadu_si512(pq + (size_t)(t + 1) * 64);
 #pragma GCC unroll 4
             for (int j = 0; j < NA; j++) {
-                i0[j] = qz_dpbusd(i0[j], w0, p_bcast4(ab[j]->qs + 4 * t));
-                i1[j] = qz_dpbusd(i1[j], w1, p_bcast4(ab[j]->qs + 4 * t + 4));
+                qz_dpbusd_x2(&i0[j], &i1[j], w0, p_bcast4(ab[j]->qs + 4 * t), w1, p_bcast4(ab[j]->qs + 4 * t + 4));
             }
         }
 #pragma GCC unroll 8

@@ -147,8 +147,7 @@ P_INLINE void l_gemm(int64_t K, const uint8_t *panel, const char *a, size_t as, 
 #pragma GCC unroll 4
             for (int j = 0; j < NA; j++) {
                 const int8_t *q = l_act_qs(a, as, j, b, affine) + 4 * t;
-                i0[j] = qz_dpbusd(i0[j], w0, p_bcast4(q));
-                i1[j] = qz_dpbusd(i1[j], w1, p_bcast4(q + 4));
+                qz_dpbusd_x2(&i0[j], &i1[j], w0, p_bcast4(q), w1, p_bcast4(q + 4));
             }
         }
         if (affine) {

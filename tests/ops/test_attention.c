@@ -70,6 +70,39 @@ static void test_rope(void)
             }
 }
 
+/* The CPU keeps the angle table of its last rope: a run of ropes on one shape where the
+ * positions, base, scale or rotated dims change one at a time (and repeat) must each
+ * match the reference, never a stale table. */
+static void test_rope_kept_table(void)
+{
+    th_rng r = {203};
+    int64_t T = 16, H = 2, D = 8, n = T * H * D;
+    ct_tensor *x = th_random(&r, 4, (int64_t[]){1, T, H, D}, CT_F32, -1, 1);
+    double *xv = th_values(x), *want = malloc(sizeof(double) * (size_t)n);
+    struct {
+        int shift, n_dims;
+        double base, scale;
+    } seq[] = {{0, 8, 10000, 1}, {0, 8, 10000, 1}, {1, 8, 10000, 1}, {1, 8, 500, 1}, {1, 8, 500, 0.5},
+               {1, 4, 500, 0.5}, {0, 8, 10000, 1}, {7, 8, 10000, 1}};
+    for (size_t si = 0; si < sizeof seq / sizeof seq[0]; si++) {
+        int32_t pv[16];
+        double pd[16];
+        /* shift 1 changes one position only: the table must be rebuilt for a single change */
+        for (int64_t t = 0; t < T; t++) pv[t] = (int32_t)(t + (seq[si].shift == 1 && t == 9 ? 100 : seq[si].shift)), pd[t] = pv[t];
+        ct_tensor *pos = NULL, *y = NULL;
+        CHECK_OK(ct_tensor_from_data(1, &T, CT_I32, pv, &pos));
+        ct_rope_params p = {seq[si].n_dims, seq[si].base, seq[si].scale, CT_ROPE_NORMAL};
+        CHECK_OK(ct_rope(x, pos, &p, &y));
+        double *yv = th_values(y);
+        rope_ref(xv, pd, 1, T, H, D, p.n_dims, p.freq_base, p.freq_scale, false, want);
+        CHECK_MSG(th_allclose(yv, want, n, 1e-6, 1e-6), "step %zu", si);
+        free(yv);
+        ct_tensor_free(pos), ct_tensor_free(y);
+    }
+    free(xv), free(want);
+    ct_tensor_free(x);
+}
+
 /* With 3-D x [T, H, D] and zero-default params: rotate everything with base 10000. */
 static void test_rope_defaults_and_errors(void)
 {
@@ -289,6 +322,7 @@ int main(void)
 {
     RUN(test_rope);
     RUN(test_rope_defaults_and_errors);
+    RUN(test_rope_kept_table);
     RUN(test_sdpa);
     RUN(test_sdpa_casts);
     RUN(test_sdpa_errors);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cpu/cpu.h"
 #include "backends/cpu/elementwise.h"
 #include "harness.h"
 
@@ -204,10 +205,60 @@ static void test_max_exp_sum(void)
     free(d);
 }
 
+/* cpu_f32_to_f16_row (the f32 -> f16 copies into a KV cache) at every level, bit for bit
+ * ct_f32_to_f16 (itself checked on every f16 value in tests/core): rounding ties, f16
+ * subnormals, the overflow edge, f32 subnormals, infinities and NaNs of both signs with
+ * several payloads, in rows whose NaNs sit in the SIMD body and in the scalar tail. */
+static void test_f32_to_f16_rows(void)
+{
+    th_rng r = {0xf16};
+    enum { N = 200 };
+    static const uint32_t special[] = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00000u,
+                                       0x7f800001u, 0x7fbfffffu, 0xffc12345u, 0x477fefffu, 0x477ff000u, 0x477fffffu,
+                                       0x38800000u, 0x387fffffu, 0x33800000u, 0x33000000u, 0x33000001u, 0x00000001u,
+                                       0x3f801000u, 0x3f803000u, 0x3f800fffu, 0xc7800000u};
+    float *src = malloc(sizeof(float) * N);
+    uint16_t *got = malloc(sizeof(uint16_t) * N);
+    cpu_simd saved = cpu_simd_level();
+    for (int lvl = 0; lvl <= 2; lvl++) {
+        cpu_simd_set_level((cpu_simd)lvl);
+        if ((int)cpu_simd_level() != lvl) continue;
+        for (int rep = 0; rep < 8; rep++) {
+            for (int i = 0; i < N; i++) {
+                double mag = pow(2.0, th_uniform(&r, -30.0, 18.0)); /* f16 subnormals to overflow */
+                src[i] = (float)(th_uniform(&r, 0, 1) < 0.5 ? -mag : mag);
+            }
+            /* specials at positions that move between the 16-wide body and the tail */
+            for (size_t k = 0; k < COUNT(special); k++) {
+                int at = (int)((k * 37 + (size_t)rep * 11) % N);
+                memcpy(&src[at], &special[k], sizeof(float));
+            }
+            if (rep == 0) /* one row with no NaN at all: only the vector conversion runs */
+                for (int i = 0; i < N; i++)
+                    if (src[i] != src[i]) src[i] = 1.0f;
+            static const int64_t lens[] = {0, 1, 15, 16, 17, 40, N};
+            for (size_t li = 0; li < COUNT(lens); li++) {
+                int64_t n = lens[li];
+                memset(got, 0xAB, sizeof(uint16_t) * N);
+                cpu_f32_to_f16_row(src, got, n);
+                int bad = -1;
+                for (int64_t i = 0; i < n && bad < 0; i++)
+                    if (got[i] != ct_f32_to_f16(src[i])) bad = (int)i;
+                CHECK_MSG(bad < 0, "level %d rep %d n %lld: element %d", lvl, rep, (long long)n, bad);
+                CHECK_MSG(n == N || got[n] == 0xABAB, "level %d n %lld: wrote past the row", lvl, (long long)n);
+            }
+        }
+    }
+    cpu_simd_set_level(saved);
+    free(src);
+    free(got);
+}
+
 int main(int argc, char **argv)
 {
     th_args(argc, argv);
     RUN(test_row_kernels);
     RUN(test_max_exp_sum);
+    RUN(test_f32_to_f16_rows);
     return th_finish();
 }

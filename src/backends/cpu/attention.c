@@ -101,6 +101,33 @@ static void rope_table(void *vctx, int64_t b, int64_t e)
     }
 }
 
+/* The angle table of this thread's last rope: the q and k ropes of every layer of a step
+ * share positions and parameters, so a prompt's 2 x n_layer ropes make it once (made
+ * per rope, cos/sin of 4096 angles took ~0.13 ms whatever the thread count, 4% of a
+ * TinyLlama-shaped pp128 at 16 threads on the GPU host's Xeon). */
+typedef struct rope_key {
+    const float *cs;
+    const int64_t *pos; /* the positions it was made for (scratch) */
+    int64_t T, half;
+    double base, scale;
+} rope_key;
+static _Thread_local rope_key t_rope_key;
+
+/* Whether cs already holds the angles for these positions; records them if not. */
+static bool rope_table_kept(const rope_key *k, int64_t *pc, const char *pos, ct_dtype pdt, int64_t pstride)
+{
+    const rope_key *o = &t_rope_key;
+    bool same = o->cs == k->cs && o->pos == pc && o->T == k->T && o->half == k->half && o->base == k->base &&
+                o->scale == k->scale;
+    for (int64_t t = 0; t < k->T; t++) {
+        const char *pp = pos + t * pstride * (int64_t)ct_dtype_block_bytes(pdt);
+        int64_t v = pdt == CT_I32 ? (int64_t)*(const int32_t *)pp : *(const int64_t *)pp;
+        if (!same || pc[t] != v) same = false, pc[t] = v;
+    }
+    t_rope_key = *k;
+    return same;
+}
+
 static ct_status run_rope(ct_device *dev, const ct_op *op)
 {
     const ct_tensor *x = op->src[0], *pos = op->src[1];
@@ -111,12 +138,18 @@ static ct_status run_rope(ct_device *dev, const ct_op *op)
     if (ct_tensor_numel(x) == 0) return CT_OK;
     float *cs = cpu_scratch(CPU_SCRATCH_ROPE_CS, sizeof(float) * 2 * (size_t)(c.T * c.half + 1));
     double *inv = cpu_scratch(CPU_SCRATCH_ROPE_INV, sizeof(double) * (size_t)(c.half + 1));
-    if (!cs || !inv) {
+    int64_t *pc = cpu_scratch(CPU_SCRATCH_ROPE_POS, sizeof(int64_t) * (size_t)(c.T + 1));
+    if (!cs || !inv || !pc) {
+        t_rope_key = (rope_key){0};
         return core_err(CT_ERR_OOM, "rope: no memory for a %lld x %lld angle table", (long long)c.T, (long long)c.half);
     }
-    for (int64_t i = 0; i < c.half; i++) inv[i] = pow(p->freq_base, -(double)i / (double)c.half);
-    rope_table_ctx tc = {cs, inv, op_data(pos, dev), pos->dtype, pos->stride[0], c.half, p->freq_scale};
-    cpu_parallel_for(c.T, 4096 / (c.half + 1) + 1, rope_table, &tc);
+    rope_key key = {cs, pc, c.T, c.half, p->freq_base, p->freq_scale};
+    if (!rope_table_kept(&key, pc, op_data(pos, dev), pos->dtype, pos->stride[0])) {
+        for (int64_t i = 0; i < c.half; i++) inv[i] = pow(p->freq_base, -(double)i / (double)c.half);
+        rope_table_ctx tc = {cs, inv, op_data(pos, dev), pos->dtype, pos->stride[0], c.half, p->freq_scale};
+        /* ~40 ns per angle (double cos and sin): chunks of ~512 angles */
+        cpu_parallel_for(c.T, 512 / (c.half + 1) + 1, rope_table, &tc);
+    }
     c.cs = cs;
     cpu_nd_init(&c.it, nd, x->shape);
     cpu_nd_add(&c.it, op->dst, dev);

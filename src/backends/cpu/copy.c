@@ -22,7 +22,7 @@ static void copy_elems(const copy_ctx *c, const char *s, int64_t ss, char *d, in
         return;
     }
     if (c->sdt == CT_F32 && c->ddt == CT_F16 && ss == 1 && ds == 1) {
-        for (int64_t i = 0; i < n; i++) ((uint16_t *)d)[i] = ct_f32_to_f16(((const float *)s)[i]);
+        cpu_f32_to_f16_row((const float *)s, (uint16_t *)d, n);
         return;
     }
     if (c->ddt == CT_F32 && ss == 1 && ds == 1 && (c->sdt == CT_F16 || c->sdt == CT_BF16)) {
@@ -109,6 +109,8 @@ ct_status cpu_run_copy(ct_device *dev, const ct_op *op)
     cpu_nd_add(&c.it, dst, dev);
     cpu_nd_add(&c.it, src, dev);
     int64_t cols = cpu_nd_cols(&c.it);
-    cpu_parallel_for(cpu_nd_rows(&c.it), cols > 0 ? (32768 + cols - 1) / cols : 1, copy_rows, &c);
+    /* ~4096 elements a chunk: a prompt's K/V rows into the f16 cache (32K elements, from a
+     * transposed view) were one chunk at 32768 and did not scale with threads */
+    cpu_parallel_for(cpu_nd_rows(&c.it), cols > 0 ? (4096 + cols - 1) / cols : 1, copy_rows, &c);
     return CT_OK;
 }

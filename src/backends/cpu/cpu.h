@@ -24,7 +24,7 @@ void cpu_pool_shutdown(void);
  * the next one (no allocation per op once sized). One slot per buffer a kernel needs at
  * the same time; a kernel never calls another that uses the same slot. NULL: no memory. */
 typedef enum cpu_scratch_slot {
-    CPU_SCRATCH_ROPE_CS, CPU_SCRATCH_ROPE_INV, CPU_SCRATCH_LINEAR_ACT, CPU_SCRATCH_LINEAR_AUX, CPU_SCRATCH_SDPA_PART,
+    CPU_SCRATCH_ROPE_CS, CPU_SCRATCH_ROPE_INV, CPU_SCRATCH_ROPE_POS, CPU_SCRATCH_LINEAR_ACT, CPU_SCRATCH_LINEAR_AUX, CPU_SCRATCH_SDPA_PART,
     CPU_SCRATCH_SDPA_TASK,
     CPU_SCRATCH_SLOTS
 } cpu_scratch_slot;
@@ -120,6 +120,8 @@ static inline void cpu_store_f64(void *p, ct_dtype t, double v)
 
 /* Contiguous f16 rows to f32 at the current SIMD level (gemm.c). */
 void cpu_f16_to_f32_row(const uint16_t *src, float *dst, int64_t n);
+/* Contiguous f32 rows to f16, bit for bit ct_f32_to_f16 (gemm.c). */
+void cpu_f32_to_f16_row(const float *src, uint16_t *dst, int64_t n);
 
 /* ---- kernel groups: each returns CT_OK or an error naming the problem ---- */
 ct_status cpu_run_create(ct_device *dev, const ct_op *op);      /* FILL ARANGE EYE RAND (create.c) */

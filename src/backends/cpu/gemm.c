@@ -34,6 +34,48 @@ __attribute__((target("avx2,f16c"))) static int64_t f16_row_avx2(const uint16_t 
 }
 #endif
 
+#ifdef GEMM_X86
+/* vcvtps2ph rounds to nearest even as ct_f32_to_f16 does; NaNs keep their payload there,
+ * so groups holding one go through ct_f32_to_f16 (one quiet NaN per sign). */
+__attribute__((target("avx512f"))) static int64_t f32_row_avx512(const float *s, uint16_t *d, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = _mm512_loadu_ps(s + i);
+        if (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q)) {
+            for (int k = 0; k < 16; k++) d[i + k] = ct_f32_to_f16(s[i + k]);
+            continue;
+        }
+        _mm256_storeu_si256((__m256i *)(d + i), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    return i;
+}
+__attribute__((target("avx2,f16c"))) static int64_t f32_row_avx2(const float *s, uint16_t *d, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(s + i);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q))) {
+            for (int k = 0; k < 8; k++) d[i + k] = ct_f32_to_f16(s[i + k]);
+            continue;
+        }
+        _mm_storeu_si128((__m128i *)(d + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    return i;
+}
+#endif
+
+void cpu_f32_to_f16_row(const float *src, uint16_t *dst, int64_t n)
+{
+    int64_t i = 0;
+#ifdef GEMM_X86
+    cpu_simd lvl = cpu_simd_level();
+    if (lvl >= CPU_SIMD_AVX512) i = f32_row_avx512(src, dst, n);
+    else if (lvl >= CPU_SIMD_AVX2) i = f32_row_avx2(src, dst, n);
+#endif
+    for (; i < n; i++) dst[i] = ct_f32_to_f16(src[i]);
+}
+
 void cpu_f16_to_f32_row(const uint16_t *src, float *dst, int64_t n)
 {
     int64_t i = 0;
