@@ -212,6 +212,8 @@ ct_status ocl_step_capture(ct_device *dev, const ct_op *ops, int n, void **handl
     drop_known(c);
     core_log(CT_LOG_INFO, "%s: step of %d ops captured as %d kernel launches (%d ops in fused launches)",
              dev->info.name, n, c->n_launches, fused);
+    for (int i = 0; i < c->n_launches; i++) /* the list the launch count is made of (CTORCH_LOG=debug) */
+        core_log(CT_LOG_DEBUG, "%s: captured launch %d: %s", dev->info.name, i, c->launches[i].name);
     *handle = c;
     return CT_OK;
 }

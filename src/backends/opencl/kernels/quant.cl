@@ -752,3 +752,160 @@ kernel void mv1_stage_x(global const uchar *xb, ulong xoff, long K, int norm, gl
         n++;
     }
 }
+
+/* ---- the attention input of a decode layer in one launch (quant_mv1.c, qkv_rope) ----
+ * RMS norm + the q, k and v products of its output, RoPE of q and k, and the row writes
+ * of rotated k and of v into their caches. A rotation mixes two elements of a head (2i and
+ * 2i + 1, or i and i + D/2 in NeoX mode), so the work-groups of q and k take their R rows
+ * (R even) as rotation pairs: virtual row v is element mv1r_elem(v) of the output, and its
+ * partner v ^ 1 sits in the same work-group. The rotation then needs no other work-group's
+ * output. Every output of the eight ops is written as op-by-op execution leaves it: where a
+ * later output of the group took an earlier one's bytes (the step's arena reuses a tensor
+ * once its last reader ran), the earlier one skips them (mv1r_args.ex, byte ranges
+ * relative to each output). The angle is computed as nn_rope computes it. */
+#if defined(cl_khr_fp64)
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#endif
+
+/* The same fields in the same order as mv1r_args in quant_mv1.c. */
+typedef struct {
+    ulong xoff, gmoff, xnoff, wo[3], oo[3], yqo, yko, cko, cvo, po, io;
+    long K, wr[3], N[3], D, ckC, cks0, cks1, ckR, cvC, cvs0, cvs1, cvR, is0;
+    long ex[10]; /* [lo, hi) not to write, of xn, o0, o1, o2, yq */
+    int has_gam, norm, f[3], neox, p64, i64, ckdt, cvdt;
+    float eps, base_hi, base_lo, scale_hi, scale_lo;
+} mv1r_args;
+
+inline long mv1r_elem(long v, long D, int neox)
+{
+    if (!neox) return v;
+    long p = v >> 1, hd = D / 2, h = p / hd, j = p - h * hd;
+    return h * D + j + (v & 1) * hd;
+}
+
+/* Element i (f32) of an output whose bytes [lo, hi) a later output of the group owns. */
+inline void mv1r_st(global uchar *b, ulong off, long i, float v, long lo, long hi)
+{
+    long by = i * 4;
+    if (by + 4 <= lo || by >= hi) ((global float *)(b + off))[i] = v;
+}
+
+inline void mv1r_cache(global uchar *b, ulong off, long i, int dt, float v)
+{
+    if (dt == 0) ((global float *)(b + off))[i] = v;
+    else vstore_half_rte(v, i, (global half *)(b + off));
+}
+
+inline long mv1r_pos(global const uchar *p, int is64)
+{
+    return is64 ? *(global const long *)p : (long)*(global const int *)p;
+}
+
+/* sin and cos of rotation pair i of a head of D at position pos, as rope_at in nn.cl. */
+inline void mv1r_angle(long pos, long i, long D, const mv1r_args *a, float *co, float *si)
+{
+#if defined(cl_khr_fp64)
+    double base = (double)a->base_hi + (double)a->base_lo, fs = (double)a->scale_hi + (double)a->scale_lo;
+    double theta = (double)pos * fs * pow(base, -(double)i / (double)(D / 2));
+    *co = (float)cos(theta), *si = (float)sin(theta);
+#else
+    float theta = (float)pos * a->scale_hi * pow(a->base_hi, -(float)i / (float)(D / 2));
+    *co = cos(theta), *si = sin(theta);
+#endif
+}
+
+/* xn by work-group 0, leaving the bytes [lo, hi) a later output owns. */
+inline void mv1r_write_xn(global const float *x, global const float *gam, long K, float scale, global uchar *xnb,
+                          ulong xnoff, long lo, long hi)
+{
+    for (long i = get_local_id(0); i < K; i += MV1_LS)
+        mv1r_st(xnb, xnoff, i, x[i] * (gam ? gam[i] : 1.0f) * scale, lo, hi);
+}
+
+#define MV1R_ROW(r, A)                                                                                      \
+    {                                                                                                       \
+        long rr = min((long)(r), (long)nr - 1);                                                             \
+        rows[r] = w + wo + (seg < 2 ? mv1r_elem(n0 + rr, D, a.neox) : n0 + rr) * wr;                        \
+    }
+#define MV1R_RED(r, A) red[(r) * MV1_LS + lid] = acc[r];
+
+#define MV1R_KERNEL(R)                                                                                      \
+    kernel void mv1r_r##R(global const uchar *restrict xb, global const uchar *restrict gmb, global uchar *xnb,    \
+                          global const uchar *restrict w0, global uchar *o0, global const uchar *restrict w1,   \
+                          global uchar *o1, global const uchar *restrict w2, global uchar *o2,                  \
+                          global const uchar *restrict pb, global const uchar *restrict ib, global uchar *yqb,  \
+                          global uchar *ykb, global uchar *ckb, global uchar *cvb, mv1r_args a, local float *red) \
+    {                                                                                                       \
+        int lid = get_local_id(0), c = lid % 8, seg = 0;                                                    \
+        long K = a.K, D = a.D, grp = get_group_id(0), G0 = a.N[0] / R, G1 = a.N[1] / R;                     \
+        if (grp >= G0 + G1) seg = 2, grp -= G0 + G1;                                                        \
+        else if (grp >= G0) seg = 1, grp -= G0;                                                             \
+        global const uchar *w = seg == 0 ? w0 : seg == 1 ? w1 : w2;                                         \
+        ulong wo = a.wo[seg];                                                                               \
+        long wr = a.wr[seg], n0 = grp * R;                                                                  \
+        int f = a.f[seg], nr = (int)min((long)R, a.N[seg] - n0);                                            \
+        global const float *x = (global const float *)(xb + a.xoff);                                       \
+        global const float *gam = a.norm && a.has_gam ? (global const float *)(gmb + a.gmoff) : 0;         \
+        global const uchar *rows[R];                                                                        \
+        MV1_REP##R(MV1R_ROW, R)                                                                             \
+        float acc[R], ss = 0.0f;                                                                            \
+        for (int r = 0; r < R; r++) acc[r] = 0.0f;                                                          \
+        long nch = K / 32;                                                                                  \
+        if (f == 0) {                                                                                       \
+            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
+                long bo = (ch / 8) * 144;                                                                   \
+                q4k_w wv4[R];                                                                               \
+                MV1_REP##R(MV1_LD4, R)                                                                      \
+                mv1_x xs;                                                                                   \
+                mv1_load_x(0, x, gam, ch / 8, c, &xs, a.norm ? &ss : 0);                                    \
+                MV1_REP##R(MV1_DOT4, R)                                                                     \
+            }                                                                                               \
+        } else {                                                                                            \
+            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
+                long bo = (ch / 8) * 210;                                                                   \
+                q6k_w wv6[R];                                                                               \
+                MV1_REP##R(MV1_LD6, R)                                                                      \
+                mv1_x xs;                                                                                   \
+                mv1_load_x(1, x, gam, ch / 8, c, &xs, a.norm ? &ss : 0);                                    \
+                MV1_REP##R(MV1_DOT6, R)                                                                     \
+            }                                                                                               \
+        }                                                                                                   \
+        MV1_REP##R(MV1R_RED, R)                                                                             \
+        red[R * MV1_LS + lid] = ss;                                                                         \
+        float s = mv1_reduce(red, R + 1);                                                                   \
+        local float *fin = red + (R + 1) * MV1_LS;                                                          \
+        if (lid < R + 1) fin[lid] = s;                                                                      \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                       \
+        float scale = a.norm ? rsqrt(fin[R] / (float)K + a.eps) : 1.0f;                                    \
+        if (lid < nr) {                                                                                     \
+            long v = n0 + lid;                                                                              \
+            float y = fin[lid] * scale;                                                                     \
+            if (seg == 2) {                                                                                 \
+                mv1r_st(o2, a.oo[2], v, y, a.ex[6], a.ex[7]);                                               \
+                long h = v / a.cvC, d = mv1r_pos(ib + a.io + h * a.is0 * (a.i64 ? 8 : 4), a.i64);           \
+                if (d >= 0 && d < a.cvR) mv1r_cache(cvb, a.cvo, d * a.cvs0 + (v - h * a.cvC) * a.cvs1, a.cvdt, y); \
+            } else {                                                                                        \
+                long e = mv1r_elem(v, D, a.neox), side = lid & 1, hd = e % D;                               \
+                long i = a.neox ? hd - side * (D / 2) : hd >> 1;                                            \
+                float yp = fin[lid ^ 1] * scale, x0 = side ? yp : y, x1 = side ? y : yp, co, si;            \
+                mv1r_angle(mv1r_pos(pb + a.po, a.p64), i, D, &a, &co, &si);                                 \
+                float rot = side ? x0 * si + x1 * co : x0 * co - x1 * si;                                   \
+                if (seg == 0) {                                                                             \
+                    mv1r_st(o0, a.oo[0], e, y, a.ex[2], a.ex[3]);                                           \
+                    mv1r_st(yqb, a.yqo, e, rot, a.ex[8], a.ex[9]);                                          \
+                } else {                                                                                    \
+                    mv1r_st(o1, a.oo[1], e, y, a.ex[4], a.ex[5]);                                           \
+                    ((global float *)(ykb + a.yko))[e] = rot;                                               \
+                    long h = e / a.ckC, d = mv1r_pos(ib + a.io + h * a.is0 * (a.i64 ? 8 : 4), a.i64);       \
+                    if (d >= 0 && d < a.ckR)                                                                \
+                        mv1r_cache(ckb, a.cko, d * a.cks0 + (e - h * a.ckC) * a.cks1, a.ckdt, rot);         \
+                }                                                                                           \
+            }                                                                                               \
+        }                                                                                                   \
+        if (a.norm == 1 && get_group_id(0) == 0)                                                            \
+            mv1r_write_xn(x, gam, K, scale, xnb, a.xnoff, a.ex[0], a.ex[1]);                                \
+    }
+
+MV1R_KERNEL(2)
+MV1R_KERNEL(4)
+MV1R_KERNEL(8)
