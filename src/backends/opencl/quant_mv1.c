@@ -430,8 +430,12 @@ static int qkv_rope(ct_device *dev, const mv1_plan *p, const ct_op *ops, int n)
         !same(&ci, &vi) || ops[2].src[1]->dtype != ops[3].src[1]->dtype ||
         ops[2].src[1]->stride[0] != ops[3].src[1]->stride[0])
         return 0;
+    /* a work-group holds whole rotation pairs: 2 rows where mv1_rows would give 1 for want
+     * of rows (q, k and v of a small model on a large GPU), none where the switch forces 1 */
     int R = mv1_rows(dev, N[0] + N[1] + N[2]);
-    if (R % 2 || Dq % R || N[0] % R || N[1] % R) return 0; /* a work-group holds whole rotation pairs */
+    const char *forced = getenv("CTORCH_OPENCL_MV1_ROWS");
+    if (R == 1 && !(forced && !strcmp(forced, "1"))) R = 2;
+    if (R % 2 || Dq % R || N[0] % R || N[1] % R) return 0;
     const ct_tensor *x = p->norm ? p->norm->src[0] : p->lin[0]->src[0];
     const ct_tensor *gamma = p->norm && p->norm->n_src > 1 ? p->norm->src[1] : NULL;
     int nr = 0;
