@@ -1,4 +1,4 @@
-/* One-row decode products on GPUs (mv1x_r* in kernels/quant.cl) for Q4_K and Q6_K, the
+/* One-row decode products on GPUs (mv1x_r* in kernels/mv1.cl) for Q4_K and Q6_K, the
  * formats of a Q4_K_M model, and the step planner's fused launches built on them.
  *
  * A plain LINEAR with one row of x runs as a one-segment launch. While a step is captured
@@ -18,7 +18,8 @@
 #include "core/config.h"
 #include "backends/opencl/quant_internal.h"
 
-#define MV1_LS 64   /* MV1_LS in quant.cl */
+#define MV1_LS 64   /* MV1_LS in mv1.cl */
+#define OCL_MV1_PROGRAM "mv1" /* kernels/mv1.cl */
 #define MV1_MAX_R 8 /* the most rows per work-group of mv1x_r* */
 
 /* ---- eligibility ---- */
@@ -41,7 +42,7 @@ bool ocl_mv1_ok(const ct_device *dev, const ct_op *op)
     unsigned align = w->dtype == CT_Q4_K ? 16 : 2;
     const char *e = getenv("CTORCH_OPENCL_MV1_ROWS"); /* a tuning switch: 1 or 4 rows everywhere, 0 off */
     if (e && !strcmp(e, "0")) return false;
-    return xoff % 16 == 0 && woff % align == 0 && (cl_ulong)wrow % align == 0;
+    return xoff % 16 == 0 && woff % align == 0 && (cl_ulong)wrow % align == 0 && ocl_program_ok(dev, OCL_MV1_PROGRAM);
 }
 
 /* Rows per work-group. Measured on an H100 through NVIDIA's OpenCL (ocl7, TinyLlama Q4_K_M
@@ -62,7 +63,7 @@ static int mv1_rows(const ct_device *dev, int64_t N)
 
 /* ---- a launch ---- */
 
-/* mv1x_r*'s scalars, one kernel argument (mv1_args in quant.cl: the same fields in the
+/* mv1x_r*'s scalars, one kernel argument (mv1_args in mv1.cl: the same fields in the
  * same order, 8-byte ones first, so both sides lay it out alike). */
 typedef struct mv1_args {
     cl_ulong xoff, gmoff, xnoff, boff, roff, zoff, wo[3], oo[3];
@@ -102,7 +103,7 @@ typedef struct mv1_plan {
 
 #define MV1_STAGE_LS 256 /* mv1_stage_x's work-group; it holds up to 32 values of x per work-item */
 
-/* x, or its norm, into a scratch buffer the captured step keeps (mv1_stage_x in quant.cl). */
+/* x, or its norm, into a scratch buffer the captured step keeps (mv1_stage_x in mv1.cl). */
 static ct_status stage_x(ct_device *dev, const mv1_plan *p, cl_mem xm, cl_ulong xo, cl_long K, cl_mem gm,
                          cl_ulong go, cl_mem xnm, cl_ulong xno, cl_mem *scratch)
 {
@@ -110,7 +111,7 @@ static ct_status stage_x(ct_device *dev, const mv1_plan *p, cl_mem xm, cl_ulong 
     cl_float eps = p->norm ? (cl_float)p->norm->p.norm.eps : 0.0f;
     cl_kernel k;
     cl_mem sm = NULL;
-    ct_status s = ocl_kernel(dev, OCL_Q_PROGRAM, "mv1_stage_x", &k);
+    ct_status s = ocl_kernel(dev, OCL_MV1_PROGRAM, "mv1_stage_x", &k);
     if (s == CT_OK) s = ocl_tmp_alloc(dev, sizeof(float) * (size_t)K, &sm);
     if (s != CT_OK) return s;
     size_t ls = MV1_STAGE_LS;
@@ -187,7 +188,7 @@ static ct_status mv1_launch(ct_device *dev, const mv1_plan *p)
     snprintf(name, sizeof name, "mv1x_r%d", R);
     mv1_label(p, R, label, sizeof label);
     cl_kernel k;
-    ct_status s = ocl_kernel(dev, OCL_Q_PROGRAM, name, &k);
+    ct_status s = ocl_kernel(dev, OCL_MV1_PROGRAM, name, &k);
     size_t ls = MV1_LS, global = groups * ls, local = sizeof(float) * (size_t)(2 * R + 1) * (MV1_LS + 1);
     if (s == CT_OK)
         s = OCL_SET_ARGS(dev, k, name, OCL_ARG(xm), OCL_ARG(gm), OCL_ARG(xnm), OCL_ARG(wm[0]), OCL_ARG(om[0]),
@@ -302,9 +303,9 @@ static bool add_tail(const ct_device *dev, const ct_op *add, mv1_plan *p, const 
     return true;
 }
 
-/* ---- norm + q, k, v + RoPE of q and k + both cache rows (mv1r_r* in quant.cl) ---- */
+/* ---- norm + q, k, v + RoPE of q and k + both cache rows (mv1r_r* in mv1.cl) ---- */
 
-/* mv1r_r*'s scalars (mv1r_args in quant.cl: the same fields in the same order). */
+/* mv1r_r*'s scalars (mv1r_args in mv1.cl: the same fields in the same order). */
 typedef struct mv1r_args {
     cl_ulong xoff, gmoff, xnoff, wo[3], oo[3], yqo, yko, cko, cvo, po, io;
     cl_long K, wr[3], N[3], D, ckC, cks0, cks1, ckR, cvC, cvs0, cvs1, cvR, is0;
@@ -487,7 +488,7 @@ static int qkv_rope(ct_device *dev, const mv1_plan *p, const ct_op *ops, int n)
     snprintf(label, sizeof label, "mv1r_r%d %snorm q,k,v %lldx%lld + rope + kv rows", R, p->norm ? "" : "no ",
              (long long)(N[0] + N[1] + N[2]), (long long)a.K);
     cl_kernel k;
-    ct_status s = ocl_kernel(dev, OCL_Q_PROGRAM, name, &k);
+    ct_status s = ocl_kernel(dev, OCL_MV1_PROGRAM, name, &k);
     if (s == CT_OK)
         s = OCL_SET_ARGS(dev, k, name, OCL_ARG(xm), OCL_ARG(gm), OCL_ARG(xnm), OCL_ARG(wm[0]), OCL_ARG(om[0]),
                          OCL_ARG(wm[1]), OCL_ARG(om[1]), OCL_ARG(wm[2]), OCL_ARG(om[2]), OCL_ARG(pm), OCL_ARG(im),
