@@ -334,17 +334,17 @@ static bool same_rope(const ct_rope_params *a, const ct_rope_params *b)
            a->mode == b->mode;
 }
 
-/* ROPE of one decode row [1, H, D] (or [H, D]) of f32 y, rotating all D dims, into an f32
+/* ROPE of one decode row [.., 1, H, D] of f32 y, rotating all D dims, into an f32
  * tensor of its own layout; positions i32/i64. */
 static bool rope_ok(const ct_device *dev, const ct_op *op, const q_span *y, q_span *out, int64_t *D)
 {
     q_span in;
     const ct_tensor *x = op->src[0];
-    if (op->kind != CT_OP_ROPE || op->n_src < 2 || !op->src[1] || !ocl_nn_supports(dev, op) || x->ndim < 2 ||
+    if (op->kind != CT_OP_ROPE || op->n_src < 2 || !op->src[1] || !ocl_nn_supports(dev, op) || x->ndim < 3 ||
         !span_of(x, dev, &in) || !same(&in, y) || !span_of(op->dst, dev, out) || ct_tensor_numel(op->dst) != ct_tensor_numel(x))
         return false;
     *D = x->shape[x->ndim - 1];
-    if (x->ndim >= 3 && x->shape[x->ndim - 3] != 1) return false;
+    if (x->shape[x->ndim - 3] != 1) return false; /* one position */
     const ct_tensor *pos = op->src[1];
     if ((pos->dtype != CT_I32 && pos->dtype != CT_I64) || ct_tensor_numel(pos) < 1) return false;
     const ct_rope_params *rp = &op->p.rope;
