@@ -13,12 +13,24 @@
  * with ct_tensor_place, where every embedding and linear of a quantized file must run on
  * opencl:0 (1 embedding + 7 linears per layer * 4 + the output = 30 per token at least).
  * Ops opencl:0 lacks go to the CPU; CTORCH_TRACE=1 lists them.
+ * Then Q4_K_M again with the GPU's one-row decode kernels (which a CPU device such as PoCL
+ * does not pick by itself), whose recorded decode step fuses each layer's norm, q/k/v,
+ * RoPE and cache writes into one launch: the same checks, and against the same run with
+ * that launch split back into the norm + linears launch and the ops after it.
  * Skips without an OpenCL device or without ../shared/refdata. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "devcheck.h"
 #include "llm/generate.h"
+#ifdef CTORCH_HAVE_OPENCL
+#include "backends/opencl/quant.h"
+#else /* no backend: every test skips before using the hooks */
+typedef enum ocl_q_matvec { OCL_Q_MATVEC_AUTO, OCL_Q_MATVEC_GROUPS, OCL_Q_MATVEC_ROWS } ocl_q_matvec;
+static void ocl_quant_test_matvec(ocl_q_matvec mode) { (void)mode; }
+static void ocl_quant_test_fuse_rope(bool on) { (void)on; }
+static int ocl_quant_fused_total(void) { return 0; }
+#endif
 
 #define N_GEN 24
 #define MAX_IDS 256
@@ -207,6 +219,61 @@ static void test_mini_a(void)
     free(tokens);
 }
 
+/* Q4_K_M with the one-row kernels and the decode planner's fused launches. The run with
+ * the norm + q/k/v + RoPE + KV-row launch against the run without it (the same kernels
+ * otherwise): the fused launch does the unfused ops' arithmetic, so the logits differ
+ * only where an f32 FMA contraction differs, and through the f16 cache where that flips a
+ * half rounding (2^-11 relative on an element); observed 0 on PoCL; 1e-7 NMSE bounds it
+ * with room, 4 orders below the 1e-3 against llama.cpp. */
+static void test_mini_a_fused(void)
+{
+    char dev[32], chain[64], path[1024];
+    if (!devcheck_device("opencl", dev, sizeof dev)) return;
+    const char *dir = th_refdata();
+    char *tokens = NULL;
+    if (dir) {
+        snprintf(path, sizeof path, "%s/mini-a/tokens.json", dir);
+        tokens = th_read_file(path, NULL);
+    }
+    if (!tokens) {
+        th_skip("no refdata (CTORCH_REFDATA=%s)", dir ? dir : "unset");
+        return;
+    }
+    int32_t ids[MAX_IDS], t_on[N_GEN] = {0}, t_off[N_GEN] = {0};
+    int n = prompt0_ids(tokens, ids);
+    free(tokens);
+    CHECK_MSG(n > 0, "tokens.json: no ids for prompt 0");
+    if (n <= 0) return;
+    ocl_quant_test_matvec(OCL_Q_MATVEC_GROUPS);
+    check_file(dir, dev, "q4_k_m", 1e-3, true, ids, n);
+    snprintf(path, sizeof path, "%s/mini-a/mini-a-q4_k_m.gguf", dir);
+    snprintf(chain, sizeof chain, "%s,cpu", dev);
+    float *l_on = NULL, *l_off = NULL;
+    int f0 = ocl_quant_fused_total();
+    int V = generate(path, chain, dev, LIKE_RUN, ids, n, t_on, &l_on);
+    int f1 = ocl_quant_fused_total();
+    ocl_quant_test_fuse_rope(false);
+    int V2 = generate(path, chain, dev, LIKE_RUN, ids, n, t_off, &l_off);
+    int f2 = ocl_quant_fused_total();
+    ocl_quant_test_fuse_rope(true);
+    ocl_quant_test_matvec(OCL_Q_MATVEC_AUTO);
+    CHECK_OK(ct_exec_set_devices(NULL));
+    /* each of mini-a's 4 layers: rope q, rope k and both cache writes join the launch */
+    CHECK_MSG((f1 - f0) - (f2 - f1) >= 16, "fused ops: %d with the rope launch, %d without", f1 - f0, f2 - f1);
+    if (V && V == V2 && l_on && l_off) {
+        double worst = 0;
+        for (int k = 0; k < N_GEN; k++) {
+            double e = nmse(l_on + (size_t)k * V, l_off + (size_t)k * V, V);
+            if (!(e <= worst)) worst = e;
+            CHECK_MSG(e <= 1e-7, "step %d: NMSE %.3g between the fused and the unfused rope launches", k, e);
+        }
+        CHECK_MSG(memcmp(t_on, t_off, sizeof t_on) == 0, "greedy tokens differ with the rope launch fused");
+        fprintf(stderr, "  q4_k_m, one-row kernels: %d ops fused with the rope launch, %d without; worst NMSE %.3g\n",
+                f1 - f0, f2 - f1, worst);
+    }
+    free(l_on), free(l_off);
+}
+
 int main(int argc, char **argv)
 {
     setenv("CTORCH_OPENCL_POISON", "1", 1);
@@ -215,5 +282,6 @@ int main(int argc, char **argv)
     setenv("CTORCH_SMALL_BYTES", "0", 1);
     th_args(argc, argv);
     RUN(test_mini_a);
+    RUN(test_mini_a_fused);
     return th_finish();
 }

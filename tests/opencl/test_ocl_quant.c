@@ -26,6 +26,7 @@
 typedef enum ocl_q_matvec { OCL_Q_MATVEC_AUTO, OCL_Q_MATVEC_GROUPS, OCL_Q_MATVEC_ROWS } ocl_q_matvec;
 static void ocl_quant_test_matvec(ocl_q_matvec mode) { (void)mode; }
 static int ocl_quant_fused_total(void) { return 0; }
+static void ocl_quant_test_fuse_rope(bool on) { (void)on; }
 #endif
 
 static const ct_dtype FORMATS[] = {CT_Q4_0, CT_Q4_1, CT_Q5_0, CT_Q5_1, CT_Q8_0,
@@ -618,6 +619,191 @@ static void test_fused_odd(void)
     for (size_t i = 0; i < sizeof MV1_ROWS / sizeof MV1_ROWS[0]; i++) fused_odd_rows(MV1_ROWS[i]);
 }
 
+/* ---- norm + q, k, v + RoPE + KV rows as one launch ----
+ * A decode layer's attention input as forward.c issues it: n = rms_norm(x), q k v = n W,
+ * RoPE of q and k (viewed [1, H, D]) at pos, rotated k and v written into cache rows
+ * slot[h]. Recorded on opencl:0 the eight ops become one launch; with `hold` every op's
+ * output is kept (each checked), without it the intermediates are freed before the step
+ * ends, so the arena reuses their bytes within the group (rotated k over raw q in a real
+ * step) and only qr and the caches are checked. Each replay runs at a new position into
+ * caches refilled with random values (rows not written must keep theirs). */
+enum { QR_HQ = 4, QR_HKV = 2, QR_D = 32, QR_K = 256, QR_CTX = 8 };
+
+typedef struct qr_case {
+    ct_rope_mode mode;
+    ct_dtype cache, pos;
+    bool hold;
+    double freq_scale;
+} qr_case;
+
+typedef struct qr_w {
+    ct_tensor *g, *wq, *wk, *wv;
+} qr_w;
+
+/* o: qr, then with hold n, q, k, v, kr (else NULL). */
+static ct_status qr_ops(const ct_tensor *x, const qr_w *w, const qr_case *c, const ct_tensor *pos,
+                        const ct_tensor *slot, ct_tensor *kc, ct_tensor *vc, ct_tensor **o)
+{
+    ct_tensor *t[9] = {0}; /* n q k v q3 k3 kr kr2 v2 */
+    ct_rope_params rp = {.n_dims = QR_D, .freq_base = 10000.0, .freq_scale = c->freq_scale, .mode = c->mode};
+    ct_status s = ct_rms_norm(x, w->g, 1e-5, &t[0]);
+    if (s == CT_OK) s = ct_linear(t[0], w->wq, NULL, &t[1]);
+    if (s == CT_OK) s = ct_linear(t[0], w->wk, NULL, &t[2]);
+    if (s == CT_OK) s = ct_linear(t[0], w->wv, NULL, &t[3]);
+    if (s == CT_OK) s = ct_view(t[1], 3, (int64_t[]){1, QR_HQ, QR_D}, &t[4]);
+    if (s == CT_OK) s = ct_view(t[2], 3, (int64_t[]){1, QR_HKV, QR_D}, &t[5]);
+    if (s == CT_OK) s = ct_rope(t[4], pos, &rp, &o[0]);
+    if (s == CT_OK) s = ct_rope(t[5], pos, &rp, &t[6]);
+    if (s == CT_OK) s = ct_view(t[6], 2, (int64_t[]){QR_HKV, QR_D}, &t[7]);
+    if (s == CT_OK) s = ct_view(t[3], 2, (int64_t[]){QR_HKV, QR_D}, &t[8]);
+    if (s == CT_OK) s = ct_set_rows(kc, t[7], slot);
+    if (s == CT_OK) s = ct_set_rows(vc, t[8], slot);
+    static const int held[5] = {0, 1, 2, 3, 6};
+    for (int i = 0; i < 5; i++) {
+        o[1 + i] = c->hold ? t[held[i]] : NULL;
+        if (c->hold) t[held[i]] = NULL;
+    }
+    for (int i = 0; i < 9; i++) ct_tensor_free(t[i]);
+    return s;
+}
+
+/* pos p, slot[h] = h * QR_CTX + p, and both caches refilled from rng state `seed`. */
+static void qr_inputs(ct_tensor *pos, ct_tensor *slot, ct_tensor *kc, ct_tensor *vc, int p, uint64_t seed)
+{
+    void *d;
+    CHECK_OK(ct_tensor_data_mut(pos, &d));
+    if (ct_tensor_dtype(pos) == CT_I64) ((int64_t *)d)[0] = p;
+    else ((int32_t *)d)[0] = p;
+    CHECK_OK(ct_tensor_data_mut(slot, &d));
+    for (int h = 0; h < QR_HKV; h++) {
+        if (ct_tensor_dtype(slot) == CT_I64) ((int64_t *)d)[h] = h * QR_CTX + p;
+        else ((int32_t *)d)[h] = h * QR_CTX + p;
+    }
+    th_rng r = {seed};
+    ct_tensor *cs[2] = {kc, vc};
+    for (int i = 0; i < 2; i++) {
+        int64_t n = ct_tensor_numel(cs[i]);
+        CHECK_OK(ct_tensor_data_mut(cs[i], &d));
+        for (int64_t j = 0; j < n; j++) {
+            float v = (float)th_uniform(&r, -2, 2);
+            if (ct_tensor_dtype(cs[i]) == CT_F16) ((uint16_t *)d)[j] = ct_f32_to_f16(v);
+            else ((float *)d)[j] = v;
+        }
+    }
+}
+
+static ct_tensor *qr_tensor(ct_dtype t, int ndim, const int64_t *shape)
+{
+    ct_tensor *o = NULL;
+    CHECK_OK(ct_zeros(ndim, shape, t, &o));
+    return o;
+}
+
+/* Runs the ops eagerly on dev at position p from caches filled from seed: v[0..5] as
+ * qr_ops's o, v[6], v[7] the caches. */
+static void qr_on(const char *dev, const ct_tensor *x, const qr_w *w, const qr_case *c, int p, uint64_t seed,
+                  double **v)
+{
+    ct_tensor *pos = qr_tensor(c->pos, 1, (int64_t[]){1}), *slot = qr_tensor(c->pos, 1, (int64_t[]){QR_HKV});
+    ct_tensor *kc = qr_tensor(c->cache, 2, (int64_t[]){QR_HKV * QR_CTX, QR_D});
+    ct_tensor *vc = qr_tensor(c->cache, 2, (int64_t[]){QR_HKV * QR_CTX, QR_D}), *o[6] = {0};
+    qr_inputs(pos, slot, kc, vc, p, seed);
+    CHECK_OK(ct_exec_force_device(dev));
+    CHECK_OK(qr_ops(x, w, c, pos, slot, kc, vc, o));
+    ct_exec_force_device(NULL);
+    for (int i = 0; i < 6; i++) v[i] = o[i] ? th_values(o[i]) : NULL, ct_tensor_free(o[i]);
+    v[6] = th_values(kc), v[7] = th_values(vc);
+    ct_tensor_free(pos), ct_tensor_free(slot), ct_tensor_free(kc), ct_tensor_free(vc);
+}
+
+static void fused_qkv_rope(const qr_case *c, const char *rows)
+{
+    if (rows) setenv("CTORCH_OPENCL_MV1_ROWS", rows, 1);
+    char what[96];
+    snprintf(what, sizeof what, "%s, %s cache, %s pos, %s, scale %g, rows %s", c->mode == CT_ROPE_NEOX ? "neox" : "normal",
+             c->cache == CT_F16 ? "f16" : "f32", c->pos == CT_I64 ? "i64" : "i32", c->hold ? "held" : "arena",
+             c->freq_scale, rows ? rows : "auto");
+    th_rng r = {0x90e + (uint64_t)c->mode * 7 + (uint64_t)c->hold};
+    int64_t sg[1] = {QR_K}, sx[2] = {1, QR_K};
+    qr_w w = {th_random(&r, 1, sg, CT_F32, 0.5, 1.5), qweight(&r, CT_Q4_K, QR_HQ * QR_D, QR_K, NULL),
+              qweight(&r, CT_Q6_K, QR_HKV * QR_D, QR_K, NULL), qweight(&r, CT_Q4_K, QR_HKV * QR_D, QR_K, NULL)};
+    ct_tensor *x = th_random(&r, 2, sx, CT_F32, -1, 1), *o[6] = {0};
+    ct_tensor *pos = qr_tensor(c->pos, 1, (int64_t[]){1}), *slot = qr_tensor(c->pos, 1, (int64_t[]){QR_HKV});
+    ct_tensor *kc = qr_tensor(c->cache, 2, (int64_t[]){QR_HKV * QR_CTX, QR_D});
+    ct_tensor *vc = qr_tensor(c->cache, 2, (int64_t[]){QR_HKV * QR_CTX, QR_D});
+    qr_inputs(pos, slot, kc, vc, 0, 1);
+    ocl_quant_test_matvec(OCL_Q_MATVEC_GROUPS);
+    ct_step *st = NULL;
+    int fused0 = ocl_quant_fused_total();
+    CHECK_OK(ct_exec_force_device(g_dev));
+    CHECK_OK(ct_step_begin());
+    CHECK_OK(qr_ops(x, &w, c, pos, slot, kc, vc, o));
+    CHECK_OK(ct_step_end(&st));
+    ct_exec_force_device(NULL);
+    /* 8 ops in one launch; with 1 row per work-group (pairs split) the norm and 3 linears only */
+    int want = rows && !strcmp(rows, "1") ? 4 : 8;
+    CHECK_MSG(ocl_quant_fused_total() - fused0 == want, "%s: %d ops fused, expected %d", what,
+              ocl_quant_fused_total() - fused0, want);
+    const int64_t n[8] = {QR_HQ * QR_D, QR_K, QR_HQ * QR_D, QR_HKV * QR_D, QR_HKV * QR_D, QR_HKV * QR_D,
+                          QR_HKV * QR_CTX * QR_D, QR_HKV * QR_CTX * QR_D};
+    for (int k = 0; st && k < 3; k++) {
+        int p = 3 + 2 * k;
+        uint64_t seed = 100 + (uint64_t)k;
+        void *d;
+        CHECK_OK(ct_tensor_data_mut(x, &d));
+        for (int64_t i = 0; i < QR_K; i++) ((float *)d)[i] = (float)th_uniform(&r, -1, 1);
+        qr_inputs(pos, slot, kc, vc, p, seed);
+        CHECK_OK(ct_step_run(st));
+        double *got[8], *eager[8], *cpu[8];
+        for (int i = 0; i < 6; i++) got[i] = o[i] ? th_values(o[i]) : NULL;
+        got[6] = th_values(kc), got[7] = th_values(vc);
+        qr_on(g_dev, x, &w, c, p, seed, eager);
+        qr_on("cpu", x, &w, c, p, seed, cpu);
+        for (int i = 0; i < 8; i++) {
+            if (!got[i] || !eager[i] || !cpu[i]) {
+                CHECK_MSG(!c->hold && i >= 1 && i <= 5, "%s: output %d missing", what, i);
+                free(got[i]), free(eager[i]), free(cpu[i]);
+                continue;
+            }
+            int nf1 = 0, nf2 = 0;
+            double e1 = devcheck_nmse(got[i], eager[i], n[i], &nf1), e2 = devcheck_nmse(got[i], cpu[i], n[i], &nf2);
+            /* against op-by-op on the device: the same arithmetic up to FMA contraction, 1e-10;
+             * a cache in f16 may see a 1-ulp f32 difference flip a half rounding (2^-11
+             * relative on a few of its elements), so 1e-6 there. Against the CPU as
+             * fused_step_rows (its 8-bit x), 2e-3. */
+            double tight = i >= 6 && c->cache == CT_F16 ? 1e-6 : 1e-10;
+            CHECK_MSG(!nf1 && e1 <= tight, "%s, replay %d, output %d: NMSE %.3g vs eager (non-finite %d)", what, k, i, e1,
+                      nf1);
+            CHECK_MSG(!nf2 && e2 <= 2e-3, "%s, replay %d, output %d: NMSE %.3g vs the cpu (non-finite %d)", what, k, i,
+                      e2, nf2);
+            free(got[i]), free(eager[i]), free(cpu[i]);
+        }
+    }
+    ocl_quant_test_matvec(OCL_Q_MATVEC_AUTO);
+    unsetenv("CTORCH_OPENCL_MV1_ROWS");
+    ct_step_free(st);
+    for (int i = 0; i < 6; i++) ct_tensor_free(o[i]);
+    ct_tensor_free(x), ct_tensor_free(pos), ct_tensor_free(slot), ct_tensor_free(kc), ct_tensor_free(vc);
+    ct_tensor *all[] = {w.g, w.wq, w.wk, w.wv};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ct_tensor_free(all[i]);
+}
+
+static void test_fused_qkv_rope(void)
+{
+    if (!have_device()) return;
+    static const qr_case cases[] = {
+        {CT_ROPE_NORMAL, CT_F16, CT_I32, true, 1.0},  {CT_ROPE_NORMAL, CT_F16, CT_I32, false, 1.0},
+        {CT_ROPE_NEOX, CT_F32, CT_I64, true, 0.25},   {CT_ROPE_NEOX, CT_F16, CT_I32, false, 1.0},
+        {CT_ROPE_NORMAL, CT_F32, CT_I64, false, 0.5},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) fused_qkv_rope(&cases[i], NULL);
+    for (size_t i = 0; i < sizeof MV1_ROWS / sizeof MV1_ROWS[0]; i++) fused_qkv_rope(&cases[1], MV1_ROWS[i]);
+    fused_qkv_rope(&cases[3], "4");
+    ocl_quant_test_fuse_rope(false); /* the same ops with the norm and linears fused only */
+    fused_qkv_rope(&cases[0], "1");
+    ocl_quant_test_fuse_rope(true);
+}
+
 int main(int argc, char **argv)
 {
     setenv("CTORCH_OPENCL_POISON", "1", 1);
@@ -631,5 +817,6 @@ int main(int argc, char **argv)
     RUN(test_matmul_vector);
     RUN(test_fused_step);
     RUN(test_fused_odd);
+    RUN(test_fused_qkv_rope);
     return th_finish();
 }

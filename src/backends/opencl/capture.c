@@ -212,6 +212,8 @@ ct_status ocl_step_capture(ct_device *dev, const ct_op *ops, int n, void **handl
     drop_known(c);
     core_log(CT_LOG_INFO, "%s: step of %d ops captured as %d kernel launches (%d ops in fused launches)",
              dev->info.name, n, c->n_launches, fused);
+    for (int i = 0; i < c->n_launches; i++) /* the list the launch count is made of (CTORCH_LOG=debug) */
+        core_log(CT_LOG_DEBUG, "%s: captured launch %d: %s", dev->info.name, i, c->launches[i].name);
     *handle = c;
     return CT_OK;
 }
@@ -220,7 +222,8 @@ ct_status ocl_step_capture(ct_device *dev, const ct_op *ops, int n, void **handl
  * executor's flush after the step). Flushing as we go was meant to let the device start
  * while the host enqueues the rest, but NVIDIA's driver starts work without it: on the
  * H100 (TinyLlama Q4_K_M tg128, 2026-11-24) no flush gave 337 and 393 t/s in two runs,
- * every 8 launches 336 and 385, every 32 308 and 381, every 64-128 327-377. */
+ * every 8 launches 336 and 385, every 32 308 and 381, every 64-128 327-377; again with the
+ * rope launch fused (113 launches a token, ocl8): none 554, every 8 548, every 32 525. */
 static int flush_every(void)
 {
     const char *e = getenv("CTORCH_OPENCL_FLUSH_EVERY");

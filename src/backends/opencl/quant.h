@@ -12,6 +12,8 @@ typedef enum ocl_q_matvec { OCL_Q_MATVEC_AUTO, OCL_Q_MATVEC_GROUPS, OCL_Q_MATVEC
 void ocl_quant_test_matvec(ocl_q_matvec mode);
 /* Whether captured steps fuse quant patterns (ocl_quant_fuse); on by default. */
 void ocl_quant_test_fuse(bool on);
+/* Tests: the norm + q, k, v + RoPE + KV-row launch off (false) or on, the rest of the planner as it is. */
+void ocl_quant_test_fuse_rope(bool on);
 /* Ops covered by fused launches since start (tests: the planner did fuse). */
 int ocl_quant_fused_total(void);
 

@@ -1,4 +1,4 @@
-/* One-row decode products on GPUs (mv1x_r* in kernels/quant.cl) for Q4_K and Q6_K, the
+/* One-row decode products on GPUs (mv1x_r* in kernels/mv1.cl) for Q4_K and Q6_K, the
  * formats of a Q4_K_M model, and the step planner's fused launches built on them.
  *
  * A plain LINEAR with one row of x runs as a one-segment launch. While a step is captured
@@ -18,7 +18,8 @@
 #include "core/config.h"
 #include "backends/opencl/quant_internal.h"
 
-#define MV1_LS 64   /* MV1_LS in quant.cl */
+#define MV1_LS 64   /* MV1_LS in mv1.cl */
+#define OCL_MV1_PROGRAM "mv1" /* kernels/mv1.cl */
 #define MV1_MAX_R 8 /* the most rows per work-group of mv1x_r* */
 
 /* ---- eligibility ---- */
@@ -41,7 +42,7 @@ bool ocl_mv1_ok(const ct_device *dev, const ct_op *op)
     unsigned align = w->dtype == CT_Q4_K ? 16 : 2;
     const char *e = getenv("CTORCH_OPENCL_MV1_ROWS"); /* a tuning switch: 1 or 4 rows everywhere, 0 off */
     if (e && !strcmp(e, "0")) return false;
-    return xoff % 16 == 0 && woff % align == 0 && (cl_ulong)wrow % align == 0;
+    return xoff % 16 == 0 && woff % align == 0 && (cl_ulong)wrow % align == 0 && ocl_program_ok(dev, OCL_MV1_PROGRAM);
 }
 
 /* Rows per work-group. Measured on an H100 through NVIDIA's OpenCL (ocl7, TinyLlama Q4_K_M
@@ -62,7 +63,7 @@ static int mv1_rows(const ct_device *dev, int64_t N)
 
 /* ---- a launch ---- */
 
-/* mv1x_r*'s scalars, one kernel argument (mv1_args in quant.cl: the same fields in the
+/* mv1x_r*'s scalars, one kernel argument (mv1_args in mv1.cl: the same fields in the
  * same order, 8-byte ones first, so both sides lay it out alike). */
 typedef struct mv1_args {
     cl_ulong xoff, gmoff, xnoff, boff, roff, zoff, wo[3], oo[3];
@@ -102,7 +103,7 @@ typedef struct mv1_plan {
 
 #define MV1_STAGE_LS 256 /* mv1_stage_x's work-group; it holds up to 32 values of x per work-item */
 
-/* x, or its norm, into a scratch buffer the captured step keeps (mv1_stage_x in quant.cl). */
+/* x, or its norm, into a scratch buffer the captured step keeps (mv1_stage_x in mv1.cl). */
 static ct_status stage_x(ct_device *dev, const mv1_plan *p, cl_mem xm, cl_ulong xo, cl_long K, cl_mem gm,
                          cl_ulong go, cl_mem xnm, cl_ulong xno, cl_mem *scratch)
 {
@@ -110,7 +111,7 @@ static ct_status stage_x(ct_device *dev, const mv1_plan *p, cl_mem xm, cl_ulong 
     cl_float eps = p->norm ? (cl_float)p->norm->p.norm.eps : 0.0f;
     cl_kernel k;
     cl_mem sm = NULL;
-    ct_status s = ocl_kernel(dev, OCL_Q_PROGRAM, "mv1_stage_x", &k);
+    ct_status s = ocl_kernel(dev, OCL_MV1_PROGRAM, "mv1_stage_x", &k);
     if (s == CT_OK) s = ocl_tmp_alloc(dev, sizeof(float) * (size_t)K, &sm);
     if (s != CT_OK) return s;
     size_t ls = MV1_STAGE_LS;
@@ -187,7 +188,7 @@ static ct_status mv1_launch(ct_device *dev, const mv1_plan *p)
     snprintf(name, sizeof name, "mv1x_r%d", R);
     mv1_label(p, R, label, sizeof label);
     cl_kernel k;
-    ct_status s = ocl_kernel(dev, OCL_Q_PROGRAM, name, &k);
+    ct_status s = ocl_kernel(dev, OCL_MV1_PROGRAM, name, &k);
     size_t ls = MV1_LS, global = groups * ls, local = sizeof(float) * (size_t)(2 * R + 1) * (MV1_LS + 1);
     if (s == CT_OK)
         s = OCL_SET_ARGS(dev, k, name, OCL_ARG(xm), OCL_ARG(gm), OCL_ARG(xnm), OCL_ARG(wm[0]), OCL_ARG(om[0]),
@@ -302,10 +303,207 @@ static bool add_tail(const ct_device *dev, const ct_op *add, mv1_plan *p, const 
     return true;
 }
 
+/* ---- norm + q, k, v + RoPE of q and k + both cache rows (mv1r_r* in mv1.cl) ---- */
+
+/* mv1r_r*'s scalars (mv1r_args in mv1.cl: the same fields in the same order). */
+typedef struct mv1r_args {
+    cl_ulong xoff, gmoff, xnoff, wo[3], oo[3], yqo, yko, cko, cvo, po, io;
+    cl_long K, wr[3], N[3], D, ckC, cks0, cks1, ckR, cvC, cvs0, cvs1, cvR, is0;
+    cl_long ex[10];
+    cl_int has_gam, norm, f[3], neox, p64, i64, ckdt, cvdt;
+    cl_float eps, base_hi, base_lo, scale_hi, scale_lo;
+} mv1r_args;
+_Static_assert(sizeof(mv1r_args) == 400, "mv1r_args: the kernel's layout has 400 bytes");
+
+/* The bytes of a tensor of any dtype and strides (none negative), for overlap tests. */
+static bool any_span(const ct_tensor *t, const ct_device *dev, q_span *sp)
+{
+    if (!t || ct_dtype_is_quantized(t->dtype) || !(sp->m = ocl_mem(t, dev, &sp->lo))) return false;
+    cl_ulong last = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] <= 0 || t->stride[d] < 0) return false;
+        last += (cl_ulong)(t->shape[d] - 1) * (cl_ulong)t->stride[d];
+    }
+    sp->hi = sp->lo + (last + 1) * ct_dtype_block_bytes(t->dtype);
+    return true;
+}
+
+static bool same_rope(const ct_rope_params *a, const ct_rope_params *b)
+{
+    return a->n_dims == b->n_dims && a->freq_base == b->freq_base && a->freq_scale == b->freq_scale &&
+           a->mode == b->mode;
+}
+
+/* ROPE of one decode row [.., 1, H, D] of f32 y, rotating all D dims, into an f32
+ * tensor of its own layout; positions i32/i64. */
+static bool rope_ok(const ct_device *dev, const ct_op *op, const q_span *y, q_span *out, int64_t *D)
+{
+    q_span in;
+    const ct_tensor *x = op->src[0];
+    if (op->kind != CT_OP_ROPE || op->n_src < 2 || !op->src[1] || !ocl_nn_supports(dev, op) || x->ndim < 3 ||
+        !span_of(x, dev, &in) || !same(&in, y) || !span_of(op->dst, dev, out) || ct_tensor_numel(op->dst) != ct_tensor_numel(x))
+        return false;
+    *D = x->shape[x->ndim - 1];
+    if (x->shape[x->ndim - 3] != 1) return false; /* one position */
+    const ct_tensor *pos = op->src[1];
+    if ((pos->dtype != CT_I32 && pos->dtype != CT_I64) || ct_tensor_numel(pos) < 1) return false;
+    const ct_rope_params *rp = &op->p.rope;
+    return rp->n_dims == *D && *D % 2 == 0 && (rp->mode == CT_ROPE_NORMAL || rp->mode == CT_ROPE_NEOX);
+}
+
+/* SET_ROWS of rows of C from the f32 tensor at `src` (contiguous, n elements) into a 2-D
+ * f32 or f16 table; indices i32/i64. */
+static bool rows_ok(const ct_device *dev, const ct_op *op, const q_span *src, int64_t n, q_span *dst, q_span *idx)
+{
+    q_span in;
+    if (op->kind != CT_OP_SET_ROWS || op->n_src < 2 || !ocl_nn_supports(dev, op) || !span_of(op->src[0], dev, &in) ||
+        in.m != src->m || in.lo != src->lo || ct_tensor_numel(op->src[0]) != n || op->src[0]->ndim != 2 ||
+        op->dst->ndim != 2 || (op->dst->dtype != CT_F32 && op->dst->dtype != CT_F16) ||
+        !any_span(op->dst, dev, dst) || !any_span(op->src[1], dev, idx))
+        return false;
+    const ct_tensor *ix = op->src[1];
+    return (ix->dtype == CT_I32 || ix->dtype == CT_I64) && ix->ndim == 1 && ix->shape[0] == op->src[0]->shape[0] &&
+           op->dst->shape[1] == op->src[0]->shape[1];
+}
+
+/* Outputs of the group in op order (xn, o0, o1, o2, yq, yk, ck, cv): the earlier of two
+ * overlapping outputs skips the later ones' bytes (ex, relative to its own start), which
+ * must form one range. Each op's intra-group source must not
+ * have been overwritten by an output written between its producer and the op. */
+enum { QR_XN, QR_O0, QR_O1, QR_O2, QR_YQ, QR_YK, QR_CK, QR_CV, QR_N };
+
+static bool qkv_rope_hazards(const q_span *w, bool has_xn, const q_span *reads, int n_reads, cl_long *ex)
+{ /* ex: pairs of xn, o0, o1, o2, yq, as mv1r_args.ex */
+    static const int producer[] = {QR_XN, QR_XN, QR_XN, QR_O0, QR_O1, QR_YK, QR_O2};
+    static const int reader[] = {QR_O0, QR_O1, QR_O2, QR_YQ, QR_YK, QR_CK, QR_CV};
+    for (int i = 0; i < QR_N; i++) {
+        if (i == QR_XN && !has_xn) continue;
+        for (int j = 0; j < n_reads; j++) /* x, gam, pos, index: read while the outputs are written */
+            if (overlap(&w[i], &reads[j])) return false;
+        /* the later outputs over w[i] must form one range (as yq and yk over xn in a
+         * decode step): sorted by start, each begins where the union so far ends or before */
+        q_span o[QR_N];
+        int no = 0;
+        for (int j = i + 1; j < QR_N; j++) {
+            if (!overlap(&w[i], &w[j])) continue;
+            if (i >= QR_YK || j >= QR_CK) return false; /* yk and the caches: exclusive */
+            int at = no++;
+            for (; at > 0 && o[at - 1].lo > w[j].lo; at--) o[at] = o[at - 1];
+            o[at] = w[j];
+        }
+        if (!no) continue;
+        q_span u = o[0];
+        for (int j = 1; j < no; j++) {
+            if (o[j].lo > u.hi) return false;
+            if (o[j].hi > u.hi) u.hi = o[j].hi;
+        }
+        ex[2 * i] = (cl_long)u.lo - (cl_long)w[i].lo;
+        ex[2 * i + 1] = (cl_long)u.hi - (cl_long)w[i].lo;
+    }
+    for (int r = 0; r < 7; r++) {
+        if (producer[r] == QR_XN && !has_xn) continue; /* without a norm x is external: checked above */
+        for (int j = producer[r] + 1; j < reader[r]; j++)
+            if (overlap(&w[producer[r]], &w[j])) return false;
+    }
+    return true;
+}
+
+/* After a norm (optional) and the three linears in p: ROPE(q), ROPE(k), SET_ROWS(k cache,
+ * rotated k), SET_ROWS(v cache, v), as a decode layer's forward issues them. Launches the
+ * eight ops as one and returns 4 (the ops taken after the linears), or 0. On the H100
+ * through NVIDIA's OpenCL (TinyLlama Q4_K_M, 2026-11-24, one call) a token went from 157
+ * launches to 113 and tg128 from 475 / 504 to 571 / 565 t/s: the host's enqueues, not the
+ * kernels, set the rate there (bench/ocl_enqueue.c). */
+static int qkv_rope(ct_device *dev, const mv1_plan *p, const ct_op *ops, int n)
+{
+    if (n < 4 || p->nseg != 3 || p->stage || p->lin[0]->src[2]) return 0;
+    q_span w[QR_N] = {{0}}, rd[4], ci, vi;
+    int64_t Dq, Dk, N[3];
+    for (int i = 0; i < 3; i++) {
+        span_of(p->lin[i]->dst, dev, &w[QR_O0 + i]);
+        N[i] = p->lin[i]->src[1]->shape[0];
+    }
+    if (!rope_ok(dev, &ops[0], &w[QR_O0], &w[QR_YQ], &Dq) || !rope_ok(dev, &ops[1], &w[QR_O1], &w[QR_YK], &Dk) ||
+        Dq != Dk || !same_rope(&ops[0].p.rope, &ops[1].p.rope))
+        return 0;
+    q_span pq, pk;
+    if (!any_span(ops[0].src[1], dev, &pq) || !any_span(ops[1].src[1], dev, &pk) || !same(&pq, &pk) ||
+        ops[0].src[1]->dtype != ops[1].src[1]->dtype)
+        return 0;
+    if (!rows_ok(dev, &ops[2], &w[QR_YK], N[1], &w[QR_CK], &ci) || !rows_ok(dev, &ops[3], &w[QR_O2], N[2], &w[QR_CV], &vi) ||
+        !same(&ci, &vi) || ops[2].src[1]->dtype != ops[3].src[1]->dtype ||
+        ops[2].src[1]->stride[0] != ops[3].src[1]->stride[0])
+        return 0;
+    /* a work-group holds whole rotation pairs: 2 rows where mv1_rows would give 1 for want
+     * of rows (q, k and v of a small model on a large GPU), none where the switch forces 1 */
+    int R = mv1_rows(dev, N[0] + N[1] + N[2]);
+    const char *forced = getenv("CTORCH_OPENCL_MV1_ROWS");
+    if (R == 1 && !(forced && !strcmp(forced, "1"))) R = 2;
+    if (R % 2 || Dq % R || N[0] % R || N[1] % R) return 0;
+    const ct_tensor *x = p->norm ? p->norm->src[0] : p->lin[0]->src[0];
+    const ct_tensor *gamma = p->norm && p->norm->n_src > 1 ? p->norm->src[1] : NULL;
+    int nr = 0;
+    if (!span_of(x, dev, &rd[nr++])) return 0;
+    if (gamma && !span_of(gamma, dev, &rd[nr++])) return 0;
+    rd[nr++] = pq, rd[nr++] = ci;
+    if (p->norm) span_of(p->norm->dst, dev, &w[QR_XN]);
+    mv1r_args a = {0};
+    if (!qkv_rope_hazards(w, p->norm != NULL, rd, nr, a.ex)) return 0;
+    const ct_tensor *ck = ops[2].dst, *cv = ops[3].dst, *ix = ops[2].src[1];
+    cl_mem xm = ocl_mem(x, dev, &a.xoff), gm = xm, xnm = xm, pm, im, yqm, ykm, ckm, cvm, wm[3], om[3];
+    if (gamma) gm = ocl_mem(gamma, dev, &a.gmoff);
+    if (p->norm) xnm = ocl_mem(p->norm->dst, dev, &a.xnoff);
+    pm = ocl_mem(ops[0].src[1], dev, &a.po);
+    im = ocl_mem(ix, dev, &a.io);
+    yqm = ocl_mem(ops[0].dst, dev, &a.yqo);
+    ykm = ocl_mem(ops[1].dst, dev, &a.yko);
+    ckm = ocl_mem(ck, dev, &a.cko);
+    cvm = ocl_mem(cv, dev, &a.cvo);
+    for (int i = 0; i < 3; i++) {
+        const ct_tensor *wt = p->lin[i]->src[1];
+        wm[i] = ocl_mem(wt, dev, &a.wo[i]);
+        om[i] = ocl_mem(p->lin[i]->dst, dev, &a.oo[i]);
+        a.N[i] = N[i];
+        if (N[i] > 1) ocl_q_byte_stride(wt, 0, &a.wr[i]);
+        a.f[i] = wt->dtype == CT_Q6_K;
+        if (!wm[i] || !om[i]) return 0;
+    }
+    if (!xm || !gm || !xnm || !pm || !im || !yqm || !ykm || !ckm || !cvm) return 0;
+    a.K = p->lin[0]->src[1]->shape[1], a.D = Dq;
+    a.ckC = ck->shape[1], a.cks0 = ck->stride[0], a.cks1 = ck->stride[1], a.ckR = ck->shape[0];
+    a.cvC = cv->shape[1], a.cvs0 = cv->stride[0], a.cvs1 = cv->stride[1], a.cvR = cv->shape[0];
+    a.is0 = ix->stride[0];
+    a.has_gam = gamma != NULL, a.norm = p->norm ? 1 : 0;
+    a.neox = ops[0].p.rope.mode == CT_ROPE_NEOX;
+    a.p64 = ops[0].src[1]->dtype == CT_I64, a.i64 = ix->dtype == CT_I64;
+    a.ckdt = ck->dtype == CT_F16, a.cvdt = cv->dtype == CT_F16;
+    a.eps = p->norm ? (cl_float)p->norm->p.norm.eps : 0.0f;
+    const ct_rope_params *rp = &ops[0].p.rope;
+    a.base_hi = (cl_float)rp->freq_base, a.base_lo = (cl_float)(rp->freq_base - (double)a.base_hi);
+    a.scale_hi = (cl_float)rp->freq_scale, a.scale_lo = (cl_float)(rp->freq_scale - (double)a.scale_hi);
+    size_t groups = (size_t)(N[0] / R + N[1] / R + (N[2] + R - 1) / R);
+    size_t ls = MV1_LS, global = groups * ls, local = sizeof(float) * (size_t)(R + 1) * (MV1_LS + 1);
+    char name[16], label[80];
+    snprintf(name, sizeof name, "mv1r_r%d", R);
+    snprintf(label, sizeof label, "mv1r_r%d %snorm q,k,v %lldx%lld + rope + kv rows", R, p->norm ? "" : "no ",
+             (long long)(N[0] + N[1] + N[2]), (long long)a.K);
+    cl_kernel k;
+    ct_status s = ocl_kernel(dev, OCL_MV1_PROGRAM, name, &k);
+    if (s == CT_OK)
+        s = OCL_SET_ARGS(dev, k, name, OCL_ARG(xm), OCL_ARG(gm), OCL_ARG(xnm), OCL_ARG(wm[0]), OCL_ARG(om[0]),
+                         OCL_ARG(wm[1]), OCL_ARG(om[1]), OCL_ARG(wm[2]), OCL_ARG(om[2]), OCL_ARG(pm), OCL_ARG(im),
+                         OCL_ARG(yqm), OCL_ARG(ykm), OCL_ARG(ckm), OCL_ARG(cvm), OCL_ARG(a), OCL_LOCAL(local));
+    if (s == CT_OK) s = ocl_launch(dev, k, label, 1, &global, &ls);
+    return s == CT_OK ? 4 : 0;
+}
+
 static bool g_no_fuse;
 static int g_fused_total;
 
+static bool g_no_rope;
+
 void ocl_quant_test_fuse(bool on) { g_no_fuse = !on; }
+void ocl_quant_test_fuse_rope(bool on) { g_no_rope = !on; }
 int ocl_quant_fused_total(void) { return __atomic_load_n(&g_fused_total, __ATOMIC_RELAXED); }
 
 int ocl_quant_fuse(ct_device *dev, const ct_op *ops, int n)
@@ -326,6 +524,11 @@ int ocl_quant_fuse(ct_device *dev, const ct_op *ops, int n)
     int k = gather_linears(dev, ops + i, n - i, &x, in, &p);
     if (k == 0) return 0;
     int used = i + k;
+    int roped = k == 3 && !g_no_rope ? qkv_rope(dev, &p, ops + used, n - used) : 0;
+    if (roped) {
+        __atomic_fetch_add(&g_fused_total, used + roped, __ATOMIC_RELAXED);
+        return used + roped;
+    }
     if (used < n && k >= 2 && gated_tail(dev, &ops[i + 2], &p, &x, in) && p.nseg == 2 && k == 2) {
         used = i + 3;
     } else {

@@ -1,0 +1,577 @@
+/* The one-row decode products on GPUs and the step planner's fused launches built on them
+ * (quant_mv1.c): program "mv1", apart from quant.cl's general quant kernels. */
+
+/* bias_kind: 0 none, 1 f32, 2 f16, 3 bf16; bstride in elements. */
+inline float bias_at(global const uchar *b, ulong off, int kind, long stride, long n)
+{
+    if (kind == 0) return 0.0f;
+    global const uchar *p = b + off;
+    if (kind == 1) return ((global const float *)p)[n * stride];
+    if (kind == 2) return vload_half(n * stride, (global const half *)p);
+    return as_float((uint)((global const ushort *)p)[n * stride] << 16);
+}
+
+/* ---- decode on GPUs: one row of x, Q4_K and Q6_K (the formats of a Q4_K_M model) ----
+ * A work-group of MV1_LS work-items serves R consecutive weight rows. Work-item t takes the
+ * 32-element chunks t, t + MV1_LS, ... of the row (16 bytes of Q4_K nibbles, or 3 x 8
+ * bytes of Q6_K), loads the matching 32 values of x once with float4 loads and applies them
+ * to the R rows, so x is read once per R rows from the cache. MV1_LS is a multiple of the
+ * 8 chunks of a block, so a work-item's chunk position c in the block (and with it the
+ * scales it needs) is fixed. quant_mv1.c checks the alignments the vector loads need.
+ *
+ * Decode streams every weight byte once, so the kernel is built around the memory system:
+ * each work-item issues the loads of all its rows (of both weights when gated) before any
+ * arithmetic, so a work-group has R x 32 bytes per work-item in flight rather than one
+ * row's, and the arithmetic avoids int-to-float conversions (issued at a fraction of the
+ * FMA rate on NVIDIA GPUs, one per weight otherwise): a weight q of b bits becomes 1 + q / 2^b
+ * by OR-ing it into the mantissa of 1.0 (one shift and one mask per value), and the dot
+ * product of a group is recovered as 2^b (sum (1 + q/2^b) x - sum x), with sum x computed
+ * once per chunk for all rows. The subtraction cancels at most the b bits that q adds to
+ * the float, so the sums keep ~19 of f32's 24 bits (the tests' f64 bound is 1e-9 NMSE).
+ *
+ * mv1x_r* (below) also serves the step planner's groups (quant_mv1.c): an RMS norm in
+ * front, several weights of one x, and add or SWIGLU epilogues. */
+#define MV1_LS 64
+#define MV1_ONE 0x3F800000u /* 1.0f: the weights go into its mantissa */
+
+inline float hsum4(float4 v) { return (v.s0 + v.s1) + (v.s2 + v.s3); }
+
+/* The half in the low 16 bits of h as a float, from registers (vload_half needs memory):
+ * the bits moved into f32's fields and the exponent bias fixed by a multiply, which
+ * handles zero and subnormals too; Inf and NaN (exponent 31) get f32's all-ones exponent,
+ * so a broken scale poisons the row as vload_half would. */
+inline float h16f(uint h)
+{
+    uint s = (h & 0x8000u) << 16, m = (h & 0x7FFFu) << 13;
+    return (h & 0x7C00u) == 0x7C00u ? as_float(s | 0x7F800000u | m) : as_float(s | m) * 0x1p112f;
+}
+
+/* u shifted left by s (right by -s), s a compile-time constant after inlining. */
+inline uint shl(uint u, int s) { return s >= 0 ? u << s : u >> -s; }
+
+/* sum over the 4 bytes k of u of (1 + n_k / 16) x_k, n_k the nibble at bit 8k + sh. */
+inline float nib4f(uint u, int sh, float4 x)
+{
+    float4 f;
+    f.s0 = as_float((shl(u, 19 - sh) & 0x00780000u) | MV1_ONE);
+    f.s1 = as_float((shl(u, 11 - sh) & 0x00780000u) | MV1_ONE);
+    f.s2 = as_float((shl(u, 3 - sh) & 0x00780000u) | MV1_ONE);
+    f.s3 = as_float((shl(u, -5 - sh) & 0x00780000u) | MV1_ONE);
+    return dot(f, x);
+}
+
+/* Scale and min of 32-group j of a Q4_K block from its packed words s (bytes 4 .. 15). */
+inline void q4k_sm(uint sx, uint sy, uint sz, int j, float *sc, float *m)
+{
+    int sh = 8 * (j & 3);
+    uint a = sx >> sh, b = sy >> sh, c = sz >> sh;
+    if (j < 4) {
+        *sc = (float)(a & 63);
+        *m = (float)(b & 63);
+    } else {
+        *sc = (float)((c & 0xF) | ((a >> 2) & 0x30));
+        *m = (float)(((c >> 4) & 0xF) | ((b >> 2) & 0x30));
+    }
+}
+
+/* x of chunk c of block b: 8 float4 (Q4_K: the low-nibble 16 then the high-nibble 16;
+ * Q6_K: 8 values of each of the 4 sets) and the sums each group's scale multiplies
+ * (Q4_K: the two halves' in s.s0, s.s1; Q6_K: each set's). */
+typedef struct {
+    float4 v[8];
+    float4 s;
+} mv1_x;
+
+inline void q4_k_x(global const float *x, long b, int c, mv1_x *o)
+{
+    int j = 2 * (c / 2), l0 = 16 * (c % 2);
+    global const float4 *p = (global const float4 *)(x + b * 256 + 32 * j + l0);
+    for (int i = 0; i < 4; i++) o->v[i] = p[i], o->v[4 + i] = p[8 + i];
+}
+
+inline void q6_k_x(global const float *x, long b, int c, mv1_x *o)
+{
+    int h = c / 4, l0 = 8 * (c % 4);
+    global const float4 *p = (global const float4 *)(x + b * 256 + 128 * h + l0);
+    for (int s = 0; s < 4; s++) o->v[2 * s] = p[8 * s], o->v[2 * s + 1] = p[8 * s + 1];
+}
+
+/* A Q4_K chunk's bytes: the block's head (d, dmin, 12 bytes of scales: one 16-byte load)
+ * and 16 bytes of nibbles. */
+typedef struct {
+    uint4 hd, q;
+} q4k_w;
+
+inline q4k_w q4_k_load(global const uchar *blk, int c)
+{
+    q4k_w w;
+    w.hd = *(global const uint4 *)blk;
+    w.q = *(global const uint4 *)(blk + 16 + 16 * c);
+    return w;
+}
+
+inline float q4_k_dot(q4k_w w, int c, const mv1_x *x)
+{
+    int j = 2 * (c / 2);
+    float sc0, m0, sc1, m1;
+    q4k_sm(w.hd.y, w.hd.z, w.hd.w, j, &sc0, &m0);
+    q4k_sm(w.hd.y, w.hd.z, w.hd.w, j + 1, &sc1, &m1);
+    float d = h16f(w.hd.x), dmin = h16f(w.hd.x >> 16);
+    float fl = (nib4f(w.q.x, 0, x->v[0]) + nib4f(w.q.y, 0, x->v[1])) + (nib4f(w.q.z, 0, x->v[2]) + nib4f(w.q.w, 0, x->v[3]));
+    float fh = (nib4f(w.q.x, 4, x->v[4]) + nib4f(w.q.y, 4, x->v[5])) + (nib4f(w.q.z, 4, x->v[6]) + nib4f(w.q.w, 4, x->v[7]));
+    float dl = 16.0f * (fl - x->s.s0), dh = 16.0f * (fh - x->s.s1); /* sum q x of each half */
+    return d * (sc0 * dl + sc1 * dh) - dmin * (m0 * x->s.s0 + m1 * x->s.s1);
+}
+
+/* A Q6_K chunk c = (h, l0): ql bytes 64h + l0 .. +7 (low nibbles: set 0, high: set 2) and
+ * 64h + 32 + l0 .. +7 (sets 1 and 3), qh bytes 32h + l0 .. +7 (2 bits per set), the 4
+ * sets' scales and d; set s is elements 128h + 32s + l0 .. +7. Blocks are 210 bytes, so
+ * only 2-byte loads are aligned. */
+typedef struct {
+    uint la0, la1, lb0, lb1, h0, h1;
+    char4 sc;
+    float d;
+} q6k_w;
+
+inline uint u2(ushort2 v) { return (uint)v.x | ((uint)v.y << 16); }
+
+inline q6k_w q6_k_load(global const uchar *blk, int c)
+{
+    int h = c / 4, l0 = 8 * (c % 4), g0 = 8 * h + l0 / 16;
+    global const ushort *la = (global const ushort *)(blk + 64 * h + l0);
+    global const ushort *lb = (global const ushort *)(blk + 64 * h + 32 + l0);
+    global const ushort *hh = (global const ushort *)(blk + 128 + 32 * h + l0);
+    global const char *sc = (global const char *)(blk + 192 + g0);
+    q6k_w w;
+    w.la0 = u2(vload2(0, la)), w.la1 = u2(vload2(1, la));
+    w.lb0 = u2(vload2(0, lb)), w.lb1 = u2(vload2(1, lb));
+    w.h0 = u2(vload2(0, hh)), w.h1 = u2(vload2(1, hh));
+    w.sc = (char4)(sc[0], sc[2], sc[4], sc[6]);
+    w.d = vload_half(0, (global const half *)(blk + 208));
+    return w;
+}
+
+/* sum over the 4 bytes of (1 + q / 64) x, q the 6-bit values: 4 bits of l at lsh, 2 of h at hsh. */
+inline float q6_4f(uint l, uint h, int lsh, int hsh, float4 x)
+{
+    uint q = ((l >> lsh) & 0x0F0F0F0Fu) | (((h >> hsh) & 0x03030303u) << 4); /* 4 values, one a byte */
+    float4 f;
+    f.s0 = as_float(((q << 17) & 0x007E0000u) | MV1_ONE);
+    f.s1 = as_float(((q << 9) & 0x007E0000u) | MV1_ONE);
+    f.s2 = as_float(((q << 1) & 0x007E0000u) | MV1_ONE);
+    f.s3 = as_float(((q >> 7) & 0x007E0000u) | MV1_ONE);
+    return dot(f, x);
+}
+
+inline float q6_k_dot(q6k_w w, const mv1_x *x)
+{
+    /* sum (q - 32) x = 64 (sum (1 + q/64) x - sum x) - 32 sum x */
+    float f0 = q6_4f(w.la0, w.h0, 0, 0, x->v[0]) + q6_4f(w.la1, w.h1, 0, 0, x->v[1]);
+    float f1 = q6_4f(w.lb0, w.h0, 0, 2, x->v[2]) + q6_4f(w.lb1, w.h1, 0, 2, x->v[3]);
+    float f2 = q6_4f(w.la0, w.h0, 4, 4, x->v[4]) + q6_4f(w.la1, w.h1, 4, 4, x->v[5]);
+    float f3 = q6_4f(w.lb0, w.h0, 4, 6, x->v[6]) + q6_4f(w.lb1, w.h1, 4, 6, x->v[7]);
+    float4 f = (float4)(f0, f1, f2, f3);
+    float4 t = 64.0f * f - 96.0f * x->s;
+    return w.d * dot(convert_float4(w.sc), t);
+}
+
+/* The norm's output xn = x * scale * gam by work-group 0 (norm 2: xn is dead, the host
+ * found it overwritten by the launch's own tail). Eight float4 of x and of gam in flight
+ * per work-item, not one float: this is the tail of the launch. */
+inline void mv1_write_xn(global const float *x, global const float *gam, long K, float scale, global float *xn)
+{
+    int lid = get_local_id(0);
+    long K4 = K / 4; /* K % 256 == 0 */
+    for (long base = 0; base < K4; base += 8 * MV1_LS) {
+        float4 v[8];
+        for (int j = 0; j < 8; j++) {
+            long i = base + j * MV1_LS + lid;
+            v[j] = i < K4 ? vload4(i, x) * (gam ? vload4(i, gam) : (float4)(1.0f)) : (float4)(0.0f);
+        }
+        for (int j = 0; j < 8; j++) {
+            long i = base + j * MV1_LS + lid;
+            if (i < K4) vstore4(v[j] * scale, i, xn);
+        }
+    }
+}
+
+/* Statements repeated for r = 0 .. R-1 by the preprocessor (M(r, R)), so that every
+ * per-row array is indexed by constants and stays in registers whatever the compiler's
+ * unrolling limits (an array indexed at run time lives in slow private memory). */
+#define MV1_REP1(M, A) M(0, A)
+#define MV1_REP2(M, A) M(0, A) M(1, A)
+#define MV1_REP4(M, A) MV1_REP2(M, A) M(2, A) M(3, A)
+#define MV1_REP8(M, A) MV1_REP4(M, A) M(4, A) M(5, A) M(6, A) M(7, A)
+
+/* Row r's partials (and the gated up row's, A + r) into the reduction's local memory. */
+#define MV1_RED(r, A) red[(r) * MV1_LS + lid] = acc[r], red[((A) + (r)) * MV1_LS + lid] = acc[(A) + (r)];
+
+/* Sums of n rows' partials, already in red[row * MV1_LS + lid], over the work-group;
+ * work-item r < n gets row r's. */
+inline float mv1_reduce(local float *red, int n)
+{
+    int lid = get_local_id(0);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int t = lid; t < n * 16; t += MV1_LS) { /* each sums 4 and writes over its own first */
+        local float *q = red + (t / 16) * MV1_LS + t % 16;
+        q[0] = (q[0] + q[16]) + (q[32] + q[48]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float s = 0.0f;
+    if (lid < n)
+        for (int i = 0; i < 16; i++) s += red[lid * MV1_LS + i];
+    return s;
+}
+
+inline float silu_f(float x)
+{
+    float e = exp(-fabs(x)), s = 1.0f / (1.0f + e); /* ew.cl's sigmoid_f */
+    return x * (x < 0.0f ? e * s : s);
+}
+
+/* x of a chunk for format f (0 Q4_K, 1 Q6_K), times the norm's weight when gam is set,
+ * with its group sums; *ss gathers the squares of the raw x (each element of x is in
+ * exactly one chunk). */
+inline void mv1_load_x(int f, global const float *x, global const float *gam, long b, int c, mv1_x *o, float *ss)
+{
+    if (f == 0) q4_k_x(x, b, c, o);
+    else q6_k_x(x, b, c, o);
+    if (ss) {
+        float4 q = (float4)(0.0f);
+        for (int i = 0; i < 8; i++) q += o->v[i] * o->v[i];
+        *ss += hsum4(q);
+    }
+    if (gam) {
+        mv1_x g;
+        if (f == 0) q4_k_x(gam, b, c, &g);
+        else q6_k_x(gam, b, c, &g);
+        for (int i = 0; i < 8; i++) o->v[i] *= g.v[i];
+    }
+    if (f == 0) {
+        o->s.s0 = hsum4((o->v[0] + o->v[1]) + (o->v[2] + o->v[3]));
+        o->s.s1 = hsum4((o->v[4] + o->v[5]) + (o->v[6] + o->v[7]));
+        o->s.s2 = o->s.s3 = 0.0f;
+    } else {
+        o->s = (float4)(hsum4(o->v[0] + o->v[1]), hsum4(o->v[2] + o->v[3]), hsum4(o->v[4] + o->v[5]),
+                        hsum4(o->v[6] + o->v[7]));
+    }
+}
+
+/* mv1x_r*'s scalars in one argument (mv1_args in quant_mv1.c, the same layout: 8-byte
+ * fields, then 4-byte ones): NVIDIA's enqueue costs more with every argument, and a
+ * decode step enqueues ~90 of these launches a token. */
+typedef struct {
+    ulong xoff, gmoff, xnoff, boff, roff, zoff; /* byte offsets of x, gam, xn, bias, r, z */
+    ulong wo[3], oo[3];                         /* of each weight and output */
+    long K, bstride, wr[3], N[3];               /* row bytes and rows of each weight */
+    int norm, has_gam, gated, nseg, bias_kind, epi, f[3];
+    float eps;
+} mv1_args;
+
+/* Per row r of the R (A): its weight rows' addresses (rows past N repeat the last), then
+ * per chunk the loads of every row (and of the up rows when gated) and the dots. */
+#define MV1_ROW(r, A)                                                                                       \
+    {                                                                                                       \
+        long rr = min((long)(r), (long)nr - 1);                                                             \
+        rows[r] = w + wo + (n0 + rr) * wr;                                                                  \
+        rows[(A) + (r)] = wu + w1o + (n0 + rr) * w1r;                                                       \
+    }
+#define MV1_LD4(r, A) wv4[r] = q4_k_load(rows[r] + bo, c);
+#define MV1_LD4U(r, A) wv4[(A) + (r)] = q4_k_load(rows[(A) + (r)] + bo, c);
+#define MV1_DOT4(r, A) acc[r] += q4_k_dot(wv4[r], c, &xs);
+#define MV1_DOT4U(r, A) acc[(A) + (r)] += q4_k_dot(wv4[(A) + (r)], c, &xs);
+#define MV1_LD6(r, A) wv6[r] = q6_k_load(rows[r] + bo, c);
+#define MV1_LD6U(r, A) wv6[(A) + (r)] = q6_k_load(rows[(A) + (r)] + bo, c);
+#define MV1_DOT6(r, A) acc[r] += q6_k_dot(wv6[r], &xs);
+#define MV1_DOT6U(r, A) acc[(A) + (r)] += q6_k_dot(wv6[(A) + (r)], &xs);
+
+/* One launch for what the step planner (capture.c) fused, or a plain one-row linear.
+ * Work-groups take R rows of weight 0, then of weight 1, then of weight 2 (nseg of them,
+ * each with its format f, rows N, output o; several linears of one x); gated: weights
+ * 0 and 1 row by row in the same work-group (gate and up), z = silu(gate) * up. norm: x is
+ * the input of an RMS norm (weight gam when has_gam) whose output xn work-group 0 writes;
+ * the linears read xn, computed as scale * (W . (x * gam)) with the scale from the sum of
+ * squares that the row reduction carries along. epi 1: z = o0 + r (an ADD after the
+ * linear). bias: weight 0's, for a single linear. x, gam, the weights and the bias are
+ * never written while the launch runs (the planner stages x where an output would overlap
+ * it), hence restrict: the read-only cache path for them; r may be z. */
+#define MV1X_KERNEL(R)                                                                                      \
+    kernel void mv1x_r##R(global const uchar *restrict xb, global const uchar *restrict gmb, global uchar *xnb,    \
+                          global const uchar *restrict w0, global uchar *o0, global const uchar *restrict w1,   \
+                          global uchar *o1, global const uchar *restrict w2, global uchar *o2,                  \
+                          global const uchar *restrict bb, global const uchar *rb, global uchar *zb,           \
+                          mv1_args a, local float *red)                                                        \
+    {                                                                                                       \
+        ulong xoff = a.xoff, gmoff = a.gmoff, xnoff = a.xnoff, boff = a.boff, roff = a.roff, zoff = a.zoff;     \
+        ulong w0o = a.wo[0], w1o = a.wo[1], w2o = a.wo[2], o0o = a.oo[0], o1o = a.oo[1], o2o = a.oo[2];         \
+        long K = a.K, bstride = a.bstride, w0r = a.wr[0], w1r = a.wr[1], w2r = a.wr[2];                        \
+        long N0 = a.N[0], N1 = a.N[1], N2 = a.N[2];                                                         \
+        int norm = a.norm, has_gam = a.has_gam, gated = a.gated, nseg = a.nseg, bias_kind = a.bias_kind;     \
+        int epi = a.epi, f0 = a.f[0], f1 = a.f[1], f2 = a.f[2];                                              \
+        float eps = a.eps;                                                                                  \
+        int lid = get_local_id(0), c = lid % 8;                                                             \
+        long grp = get_group_id(0), G0 = (N0 + R - 1) / R, G1 = (N1 + R - 1) / R;                           \
+        global const uchar *w = w0, *wu = w1;                                                               \
+        ulong wo = w0o, oo = o0o;                                                                           \
+        long wr = w0r, N = N0;                                                                              \
+        int f = f0, seg = 0;                                                                                \
+        global uchar *o = o0;                                                                               \
+        if (!gated && nseg > 1 && grp >= G0) {                                                              \
+            grp -= G0;                                                                                      \
+            seg = 1, w = w1, wo = w1o, wr = w1r, f = f1, N = N1, o = o1, oo = o1o;                          \
+            if (nseg > 2 && grp >= G1) {                                                                    \
+                grp -= G1;                                                                                  \
+                seg = 2, w = w2, wo = w2o, wr = w2r, f = f2, N = N2, o = o2, oo = o2o;                      \
+            }                                                                                               \
+        }                                                                                                   \
+        long n0 = grp * R;                                                                                  \
+        int nr = (int)min((long)R, N - n0);                                                                 \
+        global const float *x = (global const float *)(xb + xoff);                                         \
+        global const float *gam = norm && has_gam ? (global const float *)(gmb + gmoff) : 0;               \
+        global const uchar *rows[2 * R];                                                                    \
+        MV1_REP##R(MV1_ROW, R)                                                                              \
+        float acc[2 * R], ss = 0.0f;                                                                        \
+        for (int r = 0; r < 2 * R; r++) acc[r] = 0.0f;                                                      \
+        long nch = K / 32;                                                                                  \
+        if (f == 0) {                                                                                       \
+            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
+                long bo = (ch / 8) * 144;                                                                   \
+                q4k_w wv4[2 * R];                                                                           \
+                MV1_REP##R(MV1_LD4, R)                                                                      \
+                if (gated) { MV1_REP##R(MV1_LD4U, R) }                                                      \
+                mv1_x xs;                                                                                   \
+                mv1_load_x(0, x, gam, ch / 8, c, &xs, norm ? &ss : 0);                                      \
+                MV1_REP##R(MV1_DOT4, R)                                                                     \
+                if (gated) { MV1_REP##R(MV1_DOT4U, R) }                                                     \
+            }                                                                                               \
+        } else {                                                                                            \
+            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
+                long bo = (ch / 8) * 210;                                                                   \
+                q6k_w wv6[2 * R];                                                                           \
+                MV1_REP##R(MV1_LD6, R)                                                                      \
+                if (gated) { MV1_REP##R(MV1_LD6U, R) }                                                      \
+                mv1_x xs;                                                                                   \
+                mv1_load_x(1, x, gam, ch / 8, c, &xs, norm ? &ss : 0);                                      \
+                MV1_REP##R(MV1_DOT6, R)                                                                     \
+                if (gated) { MV1_REP##R(MV1_DOT6U, R) }                                                     \
+            }                                                                                               \
+        }                                                                                                   \
+        MV1_REP##R(MV1_RED, R)                                                                              \
+        red[2 * R * MV1_LS + lid] = ss;                                                                     \
+        float s = mv1_reduce(red, 2 * R + 1);                                                               \
+        local float *fin = red + (2 * R + 1) * MV1_LS;                                                      \
+        if (lid < 2 * R + 1) fin[lid] = s;                                                                  \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                       \
+        float scale = norm ? rsqrt(fin[2 * R] / (float)K + eps) : 1.0f;                                    \
+        if (lid < nr) {                                                                                     \
+            long n = n0 + lid;                                                                              \
+            float y = fin[lid] * scale;                                                                     \
+            if (seg == 0 && !gated && nseg == 1) y += bias_at(bb, boff, bias_kind, bstride, n);              \
+            ((global float *)(o + oo))[n] = y;                                                              \
+            if (gated) {                                                                                    \
+                float u = fin[R + lid] * scale;                                                             \
+                ((global float *)(o1 + o1o))[n] = u;                                                        \
+                ((global float *)(zb + zoff))[n] = silu_f(y) * u;                                           \
+            } else if (epi == 1) {                                                                          \
+                ((global float *)(zb + zoff))[n] = y + ((global const float *)(rb + roff))[n];              \
+            }                                                                                               \
+        }                                                                                                   \
+        if (norm == 1 && get_group_id(0) == 0) mv1_write_xn(x, gam, K, scale, (global float *)(xnb + xnoff)); \
+    }
+
+MV1X_KERNEL(1)
+MV1X_KERNEL(2)
+MV1X_KERNEL(4)
+MV1X_KERNEL(8)
+
+/* Before a fused launch whose outputs overlap its x (the step's arena reuses the bytes of
+ * a tensor once its last reader ran, and a fused launch still reads x while it writes):
+ * one work-group copies x, or its RMS norm, into a scratch buffer of the captured step,
+ * which the launch then reads instead; the norm's own output is written here too. Each
+ * work-item reads its elements before the barrier and writes only its own after it, so
+ * xn may be x itself. */
+kernel void mv1_stage_x(global const uchar *xb, ulong xoff, long K, int norm, global const uchar *gmb, ulong gmoff,
+                        int has_gam, float eps, global uchar *xnb, ulong xnoff, global float *scratch, local float *red)
+{
+    int lid = get_local_id(0), ls = get_local_size(0);
+    global const float *x = (global const float *)(xb + xoff);
+    global const float *gam = (global const float *)(gmb + gmoff);
+    float v[32], ss = 0.0f; /* K <= 32 * local size (quant_mv1.c) */
+    int n = 0;
+    for (long i = lid; i < K; i += ls) {
+        v[n] = x[i];
+        ss += v[n] * v[n];
+        n++;
+    }
+    red[lid] = ss;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = ls / 2; s > 0; s /= 2) {
+        if (lid < s) red[lid] += red[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float scale = norm ? rsqrt(red[0] / (float)K + eps) : 1.0f;
+    n = 0;
+    for (long i = lid; i < K; i += ls) {
+        float y = norm ? v[n] * scale * (has_gam ? gam[i] : 1.0f) : v[n];
+        if (norm) ((global float *)(xnb + xnoff))[i] = y;
+        scratch[i] = y;
+        n++;
+    }
+}
+
+/* ---- the attention input of a decode layer in one launch (quant_mv1.c, qkv_rope) ----
+ * RMS norm + the q, k and v products of its output, RoPE of q and k, and the row writes
+ * of rotated k and of v into their caches. A rotation mixes two elements of a head (2i and
+ * 2i + 1, or i and i + D/2 in NeoX mode), so the work-groups of q and k take their R rows
+ * (R even) as rotation pairs: virtual row v is element mv1r_elem(v) of the output, and its
+ * partner v ^ 1 sits in the same work-group. The rotation then needs no other work-group's
+ * output. Every output of the eight ops is written as op-by-op execution leaves it: where a
+ * later output of the group took an earlier one's bytes (the step's arena reuses a tensor
+ * once its last reader ran), the earlier one skips them (mv1r_args.ex, byte ranges
+ * relative to each output). The angle is computed as nn_rope computes it. */
+#if defined(cl_khr_fp64)
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#endif
+
+/* The same fields in the same order as mv1r_args in quant_mv1.c. */
+typedef struct {
+    ulong xoff, gmoff, xnoff, wo[3], oo[3], yqo, yko, cko, cvo, po, io;
+    long K, wr[3], N[3], D, ckC, cks0, cks1, ckR, cvC, cvs0, cvs1, cvR, is0;
+    long ex[10]; /* [lo, hi) not to write, of xn, o0, o1, o2, yq */
+    int has_gam, norm, f[3], neox, p64, i64, ckdt, cvdt;
+    float eps, base_hi, base_lo, scale_hi, scale_lo;
+} mv1r_args;
+
+inline long mv1r_elem(long v, long D, int neox)
+{
+    if (!neox) return v;
+    long p = v >> 1, hd = D / 2, h = p / hd, j = p - h * hd;
+    return h * D + j + (v & 1) * hd;
+}
+
+/* Element i (f32) of an output whose bytes [lo, hi) a later output of the group owns. */
+inline void mv1r_st(global uchar *b, ulong off, long i, float v, long lo, long hi)
+{
+    long by = i * 4;
+    if (by + 4 <= lo || by >= hi) ((global float *)(b + off))[i] = v;
+}
+
+inline void mv1r_cache(global uchar *b, ulong off, long i, int dt, float v)
+{
+    if (dt == 0) ((global float *)(b + off))[i] = v;
+    else vstore_half_rte(v, i, (global half *)(b + off));
+}
+
+inline long mv1r_pos(global const uchar *p, int is64)
+{
+    return is64 ? *(global const long *)p : (long)*(global const int *)p;
+}
+
+/* sin and cos of rotation pair i of a head of D at position pos, as rope_at in nn.cl. */
+inline void mv1r_angle(long pos, long i, long D, const mv1r_args *a, float *co, float *si)
+{
+#if defined(cl_khr_fp64)
+    double base = (double)a->base_hi + (double)a->base_lo, fs = (double)a->scale_hi + (double)a->scale_lo;
+    double theta = (double)pos * fs * pow(base, -(double)i / (double)(D / 2));
+    *co = (float)cos(theta), *si = (float)sin(theta);
+#else
+    float theta = (float)pos * a->scale_hi * pow(a->base_hi, -(float)i / (float)(D / 2));
+    *co = cos(theta), *si = sin(theta);
+#endif
+}
+
+/* xn by work-group 0, leaving the bytes [lo, hi) a later output owns. */
+inline void mv1r_write_xn(global const float *x, global const float *gam, long K, float scale, global uchar *xnb,
+                          ulong xnoff, long lo, long hi)
+{
+    for (long i = get_local_id(0); i < K; i += MV1_LS)
+        mv1r_st(xnb, xnoff, i, x[i] * (gam ? gam[i] : 1.0f) * scale, lo, hi);
+}
+
+#define MV1R_ROW(r, A)                                                                                      \
+    {                                                                                                       \
+        long rr = min((long)(r), (long)nr - 1);                                                             \
+        rows[r] = w + wo + (seg < 2 ? mv1r_elem(n0 + rr, D, a.neox) : n0 + rr) * wr;                        \
+    }
+#define MV1R_RED(r, A) red[(r) * MV1_LS + lid] = acc[r];
+
+#define MV1R_KERNEL(R)                                                                                      \
+    kernel void mv1r_r##R(global const uchar *restrict xb, global const uchar *restrict gmb, global uchar *xnb,    \
+                          global const uchar *restrict w0, global uchar *o0, global const uchar *restrict w1,   \
+                          global uchar *o1, global const uchar *restrict w2, global uchar *o2,                  \
+                          global const uchar *restrict pb, global const uchar *restrict ib, global uchar *yqb,  \
+                          global uchar *ykb, global uchar *ckb, global uchar *cvb, mv1r_args a, local float *red) \
+    {                                                                                                       \
+        int lid = get_local_id(0), c = lid % 8, seg = 0;                                                    \
+        long K = a.K, D = a.D, grp = get_group_id(0), G0 = a.N[0] / R, G1 = a.N[1] / R;                     \
+        if (grp >= G0 + G1) seg = 2, grp -= G0 + G1;                                                        \
+        else if (grp >= G0) seg = 1, grp -= G0;                                                             \
+        global const uchar *w = seg == 0 ? w0 : seg == 1 ? w1 : w2;                                         \
+        ulong wo = a.wo[seg];                                                                               \
+        long wr = a.wr[seg], n0 = grp * R;                                                                  \
+        int f = a.f[seg], nr = (int)min((long)R, a.N[seg] - n0);                                            \
+        global const float *x = (global const float *)(xb + a.xoff);                                       \
+        global const float *gam = a.norm && a.has_gam ? (global const float *)(gmb + a.gmoff) : 0;         \
+        global const uchar *rows[R];                                                                        \
+        MV1_REP##R(MV1R_ROW, R)                                                                             \
+        float acc[R], ss = 0.0f;                                                                            \
+        for (int r = 0; r < R; r++) acc[r] = 0.0f;                                                          \
+        long nch = K / 32;                                                                                  \
+        if (f == 0) {                                                                                       \
+            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
+                long bo = (ch / 8) * 144;                                                                   \
+                q4k_w wv4[R];                                                                               \
+                MV1_REP##R(MV1_LD4, R)                                                                      \
+                mv1_x xs;                                                                                   \
+                mv1_load_x(0, x, gam, ch / 8, c, &xs, a.norm ? &ss : 0);                                    \
+                MV1_REP##R(MV1_DOT4, R)                                                                     \
+            }                                                                                               \
+        } else {                                                                                            \
+            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
+                long bo = (ch / 8) * 210;                                                                   \
+                q6k_w wv6[R];                                                                               \
+                MV1_REP##R(MV1_LD6, R)                                                                      \
+                mv1_x xs;                                                                                   \
+                mv1_load_x(1, x, gam, ch / 8, c, &xs, a.norm ? &ss : 0);                                    \
+                MV1_REP##R(MV1_DOT6, R)                                                                     \
+            }                                                                                               \
+        }                                                                                                   \
+        MV1_REP##R(MV1R_RED, R)                                                                             \
+        red[R * MV1_LS + lid] = ss;                                                                         \
+        float s = mv1_reduce(red, R + 1);                                                                   \
+        local float *fin = red + (R + 1) * MV1_LS;                                                          \
+        if (lid < R + 1) fin[lid] = s;                                                                      \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                       \
+        float scale = a.norm ? rsqrt(fin[R] / (float)K + a.eps) : 1.0f;                                    \
+        if (lid < nr) {                                                                                     \
+            long v = n0 + lid;                                                                              \
+            float y = fin[lid] * scale;                                                                     \
+            if (seg == 2) {                                                                                 \
+                mv1r_st(o2, a.oo[2], v, y, a.ex[6], a.ex[7]);                                               \
+                long h = v / a.cvC, d = mv1r_pos(ib + a.io + h * a.is0 * (a.i64 ? 8 : 4), a.i64);           \
+                if (d >= 0 && d < a.cvR) mv1r_cache(cvb, a.cvo, d * a.cvs0 + (v - h * a.cvC) * a.cvs1, a.cvdt, y); \
+            } else {                                                                                        \
+                long e = mv1r_elem(v, D, a.neox), side = lid & 1, hd = e % D;                               \
+                long i = a.neox ? hd - side * (D / 2) : hd >> 1;                                            \
+                float yp = fin[lid ^ 1] * scale, x0 = side ? yp : y, x1 = side ? y : yp, co, si;            \
+                mv1r_angle(mv1r_pos(pb + a.po, a.p64), i, D, &a, &co, &si);                                 \
+                float rot = side ? x0 * si + x1 * co : x0 * co - x1 * si;                                   \
+                if (seg == 0) {                                                                             \
+                    mv1r_st(o0, a.oo[0], e, y, a.ex[2], a.ex[3]);                                           \
+                    mv1r_st(yqb, a.yqo, e, rot, a.ex[8], a.ex[9]);                                          \
+                } else {                                                                                    \
+                    mv1r_st(o1, a.oo[1], e, y, a.ex[4], a.ex[5]);                                           \
+                    ((global float *)(ykb + a.yko))[e] = rot;                                               \
+                    long h = e / a.ckC, d = mv1r_pos(ib + a.io + h * a.is0 * (a.i64 ? 8 : 4), a.i64);       \
+                    if (d >= 0 && d < a.ckR)                                                                \
+                        mv1r_cache(ckb, a.cko, d * a.cks0 + (e - h * a.ckC) * a.cks1, a.ckdt, rot);         \
+                }                                                                                           \
+            }                                                                                               \
+        }                                                                                                   \
+        if (a.norm == 1 && get_group_id(0) == 0)                                                            \
+            mv1r_write_xn(x, gam, K, scale, xnb, a.xnoff, a.ex[0], a.ex[1]);                                \
+    }
+
+MV1R_KERNEL(2)
+MV1R_KERNEL(4)
+MV1R_KERNEL(8)
