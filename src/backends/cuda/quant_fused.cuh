@@ -536,6 +536,20 @@ __device__ __forceinline__ int unit_part(const FuArgs &a, unsigned u)
     return pi;
 }
 
+/* Every row this warp will compute, asked into L2 before the PDL wait (both job kernels). */
+template <bool GLU>
+__device__ __forceinline__ void prefetch_units(const FuArgs &a, unsigned units, int R, int rb, int s, int S, int lane)
+{
+    for (unsigned u = blockIdx.x; u < units; u += gridDim.x) {
+        int pi = unit_part(a, u);
+        int64_t n = (int64_t)(u - a.first_unit[pi]) * R + rb;
+        if (n >= a.p[pi].N) continue;
+        prefetch_row(a.p[pi], n, s, S, lane);
+        if (GLU) prefetch_row(a.up, n, s, S, lane);
+    }
+}
+
+
 /* Blocks take units of R rows (a block per unit, or with CTORCH_CUDA_MVGRID=wave a grid of at
  * most one wave looping over them): first every warp asks L2 for all its rows (the
  * prefetch, before waiting on the predecessor), then computes them. */
@@ -551,14 +565,7 @@ __global__ void __launch_bounds__(FU_THREADS) job_kernel(const FuArgs a)
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int S = a.S, R = FU_WARPS / S, rb = warp / S, s = warp % S;
     unsigned units = a.first_unit[a.n_parts];
-    if (a.prefetch)
-        for (unsigned u = blockIdx.x; u < units; u += gridDim.x) {
-            int pi = unit_part(a, u);
-            int64_t n = (int64_t)(u - a.first_unit[pi]) * R + rb;
-            if (n >= a.p[pi].N) continue;
-            prefetch_row(a.p[pi], n, s, S, lane);
-            if (GLU) prefetch_row(a.up, n, s, S, lane);
-        }
+    if (a.prefetch) prefetch_units<GLU>(a, units, R, rb, s, S, lane);
     pdl_wait();
     XIn x;
     if constexpr (XS) {

@@ -109,14 +109,7 @@ __global__ void __launch_bounds__(FU_THREADS, Q4K_MIN_BLOCKS) q4k_job_kernel(con
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int S = a.S, R = FU_WARPS / S, rb = warp / S, s = warp % S;
     unsigned units = a.first_unit[a.n_parts];
-    if (a.prefetch)
-        for (unsigned u = blockIdx.x; u < units; u += gridDim.x) {
-            int pi = unit_part(a, u);
-            int64_t n = (int64_t)(u - a.first_unit[pi]) * R + rb;
-            if (n >= a.p[pi].N) continue;
-            prefetch_row(a.p[pi], n, s, S, lane);
-            if (GLU) prefetch_row(a.up, n, s, S, lane);
-        }
+    if (a.prefetch) prefetch_units<GLU>(a, units, R, rb, s, S, lane);
     pdl_wait();
     for (unsigned u = blockIdx.x; u < units; u += gridDim.x) {
         int pi = unit_part(a, u);
