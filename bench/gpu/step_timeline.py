@@ -9,7 +9,9 @@ with its start and end), and prints, for the median step:
     advances, not the durations, add up to the step);
   - the step's span on the device, and the host gap between steps (logits read, sampling,
     the next graph launch).
-Usage: step_timeline.py MODULE.so MODEL [--devices cuda] [--prompt 0] [--steps 24] [--json OUT]
+With --host it runs without the profiler and prints the host's side instead (wall time per
+token and its host phases).
+Usage: step_timeline.py MODULE.so MODEL [--devices cuda] [--prompt 0] [--steps 24] [--json OUT] [--host]
 """
 import argparse, collections, ctypes, json, os, statistics, sys, tempfile
 
@@ -45,13 +47,18 @@ def main():
     ap.add_argument('--devices', default='cuda'); ap.add_argument('--prompt', type=int, default=0)
     ap.add_argument('--steps', type=int, default=24); ap.add_argument('--first', default='emb_kernel')
     ap.add_argument('--json')
+    ap.add_argument('--host', action='store_true', help='no profiler: the host side per token')
     a = ap.parse_args()
-    import torch
-    from torch.profiler import profile, ProfilerActivity
-    torch.cuda.init(); torch.zeros(1, device='cuda')
+    if not a.host:
+        import torch
+        from torch.profiler import profile, ProfilerActivity
+        torch.cuda.init(); torch.zeros(1, device='cuda')
     lib = ctypes.CDLL(os.path.abspath(a.module))
     fn = lib.ct_bench_step_trace
     fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+    if a.host:
+        sys.stderr.flush()
+        sys.exit(fn(a.model.encode(), a.devices.encode(), a.prompt, a.steps))
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         rc = fn(a.model.encode(), a.devices.encode(), a.prompt, a.steps)
     if rc:

@@ -215,6 +215,11 @@ typedef struct ct_step_info {
     bool fast;              /* last run: every op on the CPU, replayed as a plain loop */
     bool captured;          /* the whole step was captured by its device's backend */
     int captured_ops;       /* ops replayed inside captured launches (runs of ops on a capturing device) */
+    /* The host's time in the captured launches of every replay so far (ns, summed): the
+     * operands' residency checks and uploads before each launch, the backend's launch call,
+     * and the written ranges' bookkeeping after it. The device's own time is not in them. */
+    uint64_t replays;
+    uint64_t host_prepare_ns, host_launch_ns, host_finish_ns;
 } ct_step_info;
 CT_API ct_status ct_step_get_info(const ct_step *step, ct_step_info *info);
 /* A line of the caller's in the trace (when tracing), e.g. "step remade: the prompt grew". */

@@ -60,6 +60,17 @@ typedef struct step_op {
     int seg;         /* the captured segment this op starts, or -1 */
 } step_op;
 
+/* One residency step of a captured segment's replay (seg_plan): operand src of op `op`
+ * made valid on the device, or (src -1) the op's dst made valid where the op writes only
+ * part of it (valid) and ordered after its last writer and readers (order). */
+typedef struct seg_check {
+    int op;
+    signed char src;
+    bool valid, order;
+    bool served;         /* (src) a weight layout of the device served it at capture... */
+    const void *derived; /* ...with its storage's layout list then this */
+} seg_check;
+
 /* A run of consecutive ops on one device whose backend captured it (a CUDA graph):
  * replayed as one launch. */
 typedef struct step_seg {
@@ -67,6 +78,8 @@ typedef struct step_seg {
     ct_device *dev;
     void *handle;
     ct_op *list;
+    seg_check *chk;
+    int n_chk;
 } step_seg;
 
 struct ct_step {
@@ -414,17 +427,83 @@ static bool can_capture(const ct_device *d)
     return d->info.kind != CT_DEVICE_CPU && d->ops->step_capture && d->ops->step_launch;
 }
 
+/* ---- a captured segment's residency plan ----
+ * Before each launch every operand must be valid on the device and every written storage
+ * ordered after its other users. Op by op that is ~1,000 checks for a 377-op decode step
+ * (tens of us of host time while the GPU waits); most repeat: a storage read by several
+ * ops, or read after an earlier op of the segment wrote all of it (its bytes come from
+ * inside the launch). The plan keeps, in the ops' order, the first check of each storage
+ * that can matter; a replay runs only those. Row writes (SET_ROWS) keep their per-run
+ * range. Weights a device layout served at capture are skipped while their storage keeps
+ * the same layout list (a changed list gets the full check). */
+
+typedef struct seen_set {
+    const ct_storage **key;
+    unsigned char *flags; /* SEEN_VALID: valid, or all written here; SEEN_ORDER: ordered */
+    size_t mask;
+} seen_set;
+
+enum { SEEN_VALID = 1, SEEN_ORDER = 2 };
+
+static unsigned char *seen_flags(seen_set *h, const ct_storage *st)
+{
+    size_t i = ((uintptr_t)st >> 4) * 0x9E3779B97F4A7C15ull & h->mask;
+    while (h->key[i] && h->key[i] != st) i = (i + 1) & h->mask;
+    h->key[i] = st;
+    return &h->flags[i];
+}
+
+static void plan_op(step_op *o, const ct_device *dev, seen_set *h, seg_check *out, int idx, int *n)
+{
+    for (int j = 0; j < o->op.n_src; j++) {
+        const ct_tensor *t = o->op.src[j];
+        if (!t) continue;
+        bool served = t->st->derived && storage_layout_serves(t, dev, (int)o->op.kind, j);
+        unsigned char *f = seen_flags(h, t->st);
+        if (!served && (*f & SEEN_VALID)) continue;
+        if (!served) *f |= SEEN_VALID;
+        out[(*n)++] = (seg_check){idx, (signed char)j, true, false, served, t->st->derived};
+    }
+    unsigned char *f = seen_flags(h, o->dst.st);
+    bool rows = o->op.kind == CT_OP_SET_ROWS, all = !rows && exec_writes_all(&o->op, o->fresh, o->wlo, o->whi);
+    seg_check c = {idx, -1, rows || (!all && !(*f & SEEN_VALID)), rows || !(*f & SEEN_ORDER), false, NULL};
+    *f |= SEEN_ORDER | (all || c.valid ? SEEN_VALID : 0);
+    if (c.valid || c.order) out[(*n)++] = c;
+}
+
+static bool seg_plan(ct_step *s, step_seg *g)
+{
+    size_t cap = 16;
+    while (cap < (size_t)g->n * (CT_OP_MAX_SRC + 1) * 2) cap *= 2;
+    seen_set h = {calloc(cap, sizeof *h.key), calloc(cap, 1), cap - 1};
+    g->chk = malloc(sizeof *g->chk * (size_t)g->n * (CT_OP_MAX_SRC + 1));
+    bool ok = h.key && h.flags && g->chk;
+    for (int i = 0; ok && i < g->n; i++) plan_op(&s->ops[g->first + i], g->dev, &h, g->chk, g->first + i, &g->n_chk);
+    free(h.key);
+    free(h.flags);
+    if (!ok) {
+        free(g->chk);
+        g->chk = NULL;
+    }
+    return ok;
+}
+
 /* Offers the backend the run [first, first + n); false when it declines. */
 static bool capture_run(ct_step *s, int first, int n)
 {
     ct_device *d = s->ops[first].dev;
     step_seg *g = &s->segs[s->n_segs];
-    *g = (step_seg){first, n, d, NULL, malloc(sizeof *g->list * (size_t)n)};
+    *g = (step_seg){first, n, d, NULL, malloc(sizeof *g->list * (size_t)n), NULL, 0};
     if (!g->list) return false;
     for (int i = 0; i < n; i++) g->list[i] = s->ops[first + i].op;
     if (d->ops->step_capture(d, g->list, n, &g->handle) != CT_OK) {
         core_log(CT_LOG_INFO, "ct_step: %s could not capture %d ops (%s); they are replayed one by one", d->info.name,
                  n, ct_last_error());
+        free(g->list);
+        return false;
+    }
+    if (!seg_plan(s, g)) {
+        if (d->ops->step_release) d->ops->step_release(d, g->handle);
         free(g->list);
         return false;
     }
@@ -579,29 +658,37 @@ static ct_status run_one(step_op *o, bool sync, uint64_t *moved)
 static ct_status run_segment(ct_step *s, const step_seg *g, bool timed, bool sync)
 {
     ct_device *dev = g->dev;
-    uint64_t t0 = timed ? exec_now_ns() : 0, moved = 0;
-    for (int i = g->first; i < g->first + g->n; i++) {
-        step_op *o = &s->ops[i];
-        for (int j = 0; j < o->op.n_src; j++) {
-            const ct_tensor *t = o->op.src[j];
-            if (!t || (t->st->derived && storage_layout_serves(t, dev, (int)o->op.kind, j))) continue;
-            ct_status st = storage_make_valid_ex(t->st, dev, &moved, NULL, NULL);
-            if (st != CT_OK) return st;
-        }
-        if (o->op.kind == CT_OP_SET_ROWS) exec_written_range(&o->op, o->fresh, &o->wlo, &o->whi);
-        ct_storage *dst = o->dst.st;
+    uint64_t t0 = exec_now_ns(), moved = 0;
+    for (int c = 0; c < g->n_chk; c++) {
+        const seg_check *k = &g->chk[c];
+        step_op *o = &s->ops[k->op];
         ct_status st = CT_OK;
-        if (!exec_writes_all(&o->op, o->fresh, o->wlo, o->whi)) st = storage_make_valid_ex(dst, dev, &moved, NULL, NULL);
-        if (st == CT_OK) st = storage_order_write(dst, dev);
+        if (k->src >= 0) {
+            const ct_tensor *t = o->op.src[k->src];
+            if (k->served && t->st->derived == k->derived) continue;
+            if (t->st->derived && storage_layout_serves(t, dev, (int)o->op.kind, k->src)) continue;
+            st = storage_make_valid_ex(t->st, dev, &moved, NULL, NULL);
+        } else {
+            ct_storage *dst = o->dst.st;
+            if (o->op.kind == CT_OP_SET_ROWS) exec_written_range(&o->op, o->fresh, &o->wlo, &o->whi);
+            if (k->valid && !exec_writes_all(&o->op, o->fresh, o->wlo, o->whi))
+                st = storage_make_valid_ex(dst, dev, &moved, NULL, NULL);
+            if (st == CT_OK && k->order) st = storage_order_write(dst, dev);
+        }
         if (st != CT_OK) return st;
     }
+    uint64_t t1 = exec_now_ns();
     ct_status st = dev->ops->step_launch(dev, g->handle);
     ct_event *ev = NULL;
     if (st == CT_OK) st = event_record(dev, &ev);
     if (st != CT_OK) return st;
+    uint64_t t2 = exec_now_ns();
     for (int i = g->first; i < g->first + g->n; i++)
         storage_mark_written_at(s->ops[i].dst.st, dev, ev, s->ops[i].wlo, s->ops[i].whi);
     event_release(ev);
+    s->info.host_prepare_ns += t1 - t0;
+    s->info.host_launch_ns += t2 - t1;
+    s->info.host_finish_ns += exec_now_ns() - t2;
     exec_state *es = exec_state_get();
     exec_stat_add(&es->stats[dev->id].ops, (uint64_t)g->n);
     if (timed) {
@@ -645,6 +732,7 @@ ct_status ct_step_run(ct_step *s)
     exec_state *es = exec_state_get();
     bool timed = __atomic_load_n(&es->timing, __ATOMIC_RELAXED) || trace_enabled();
     s->info.fast = s->cpu_only && host_only(s);
+    s->info.replays++;
     return s->info.fast ? run_fast(s, timed) : run_general(s, timed);
 }
 
@@ -674,6 +762,7 @@ void ct_step_free(ct_step *s)
         step_seg *g = &s->segs[i];
         if (g->dev->ops->step_release) g->dev->ops->step_release(g->dev, g->handle);
         free(g->list);
+        free(g->chk);
     }
     free(s->segs);
     sync_used_devices(s);

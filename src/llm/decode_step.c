@@ -14,13 +14,16 @@
 
 struct llm_decoder {
     ct_step *step;
-    ct_tensor *ids, *pos, *slot, *len; /* the step's parameters */
+    /* the step's parameters: views of one host tensor [id, pos, len, slot 0..Hkv-1], so a
+     * replay uploads them in one copy */
+    ct_tensor *params, *ids, *pos, *slot, *len;
     ct_tensor *logits;                 /* the step's output: each replay's logits */
     /* The cache the step was recorded against: its storage, which the step keeps a
      * reference to, so a new cache can never be at the same address. */
     const ct_storage *kv_st;
     int n_ctx;
     int records;                       /* recordings made (the first, and each remake) */
+    llm_decoder_times times;           /* the host's time per phase, summed over tokens */
 };
 
 bool llm_replay_enabled(void) { return config_current()->replay; }
@@ -34,6 +37,7 @@ void llm_decoder_free(llm_decoder *d)
     ct_tensor_free(d->pos);
     ct_tensor_free(d->slot);
     ct_tensor_free(d->len);
+    ct_tensor_free(d->params);
     free(d);
 }
 
@@ -41,11 +45,12 @@ static ct_status decoder_new(const llm_session *s, llm_decoder **out)
 {
     llm_decoder *d = calloc(1, sizeof *d);
     if (!d) return core_err(CT_ERR_OOM, "llm: out of memory for the decode step");
-    int64_t one = 1, hkv = s->m->hp.n_head_kv;
-    ct_status st = ct_zeros(1, &one, CT_I32, &d->ids);
-    if (st == CT_OK) st = ct_zeros(1, &one, CT_I32, &d->pos);
-    if (st == CT_OK) st = ct_zeros(1, &hkv, CT_I32, &d->slot);
-    if (st == CT_OK) st = ct_zeros(1, &one, CT_I32, &d->len);
+    int64_t hkv = s->m->hp.n_head_kv, n = 3 + hkv;
+    ct_status st = ct_zeros(1, &n, CT_I32, &d->params);
+    if (st == CT_OK) st = ct_narrow(d->params, 0, 0, 1, &d->ids);
+    if (st == CT_OK) st = ct_narrow(d->params, 0, 1, 1, &d->pos);
+    if (st == CT_OK) st = ct_narrow(d->params, 0, 2, 1, &d->len);
+    if (st == CT_OK) st = ct_narrow(d->params, 0, 3, hkv, &d->slot);
     if (st != CT_OK) {
         llm_decoder_free(d);
         return st;
@@ -54,27 +59,17 @@ static ct_status decoder_new(const llm_session *s, llm_decoder **out)
     return CT_OK;
 }
 
-static ct_status write_i32(ct_tensor *t, const int32_t *v, int n)
-{
-    void *p;
-    ct_status st = ct_tensor_data_mut(t, &p);
-    if (st == CT_OK) memcpy(p, v, (size_t)n * sizeof *v);
-    return st;
-}
-
 static ct_status write_params(llm_decoder *d, const llm_kv_cache *kv, int32_t tok)
 {
-    int32_t pos = kv->n_past, len = kv->n_past + 1, slot[64];
+    int32_t *p;
+    ct_status st = ct_tensor_data_mut(d->params, (void **)&p);
+    if (st != CT_OK) return st;
     int hkv = (int)ct_tensor_shape(d->slot)[0];
-    int32_t *sl = hkv <= 64 ? slot : malloc((size_t)hkv * sizeof *sl);
-    if (!sl) return core_err(CT_ERR_OOM, "llm: out of memory");
-    for (int h = 0; h < hkv; h++) sl[h] = h * kv->n_ctx + pos;
-    ct_status st = write_i32(d->ids, &tok, 1);
-    if (st == CT_OK) st = write_i32(d->pos, &pos, 1);
-    if (st == CT_OK) st = write_i32(d->slot, sl, hkv);
-    if (st == CT_OK) st = write_i32(d->len, &len, 1);
-    if (sl != slot) free(sl);
-    return st;
+    p[0] = tok;
+    p[1] = kv->n_past;
+    p[2] = kv->n_past + 1;
+    for (int h = 0; h < hkv; h++) p[3 + h] = h * kv->n_ctx + kv->n_past;
+    return CT_OK;
 }
 
 /* Why the recording cannot serve this token, or NULL. */
@@ -155,14 +150,31 @@ ct_status llm_decoder_eval(llm_session *s, int32_t tok)
         ct_exec_trace_note(note);
         drop_step(d);
     }
+    double t0 = llm_now();
     if ((st = write_params(d, &s->kv, tok)) != CT_OK) return st;
-    st = d->step ? replay(d, m, &s->kv) : record(d, m, &s->kv);
+    bool replayed = d->step != NULL;
+    double t1 = llm_now();
+    st = replayed ? replay(d, m, &s->kv) : record(d, m, &s->kv);
+    double t2 = llm_now();
     /* the step's output, a contiguous f32 row, comes straight from the device that computed
      * it into the session's (pinned) buffer: no host mirror in between */
     if (st == CT_OK) st = ct_tensor_to_host(d->logits, s->logits, (size_t)m->hp.n_vocab * sizeof(float));
     if (st != CT_OK) return st;
+    if (replayed) {
+        d->times.tokens++;
+        d->times.params += t1 - t0;
+        d->times.replay += t2 - t1;
+        d->times.logits += llm_now() - t2;
+    }
     s->kv.n_past++;
     return CT_OK;
 }
 
 int llm_decoder_records(const llm_session *s) { return s && s->dec ? s->dec->records : 0; }
+
+bool llm_decoder_get_times(const llm_session *s, llm_decoder_times *t, ct_step_info *step)
+{
+    if (!s || !s->dec || !s->dec->step) return false;
+    *t = s->dec->times;
+    return ct_step_get_info(s->dec->step, step) == CT_OK;
+}

@@ -74,6 +74,15 @@ ct_status llm_decoder_eval(llm_session *s, int32_t tok);
 void llm_decoder_free(llm_decoder *d);
 /* Recordings the session's decoder has made (tests: a stale step is remade). */
 int llm_decoder_records(const llm_session *s);
+/* The host's side of the replayed decode tokens so far (seconds, summed): writing the
+ * step's parameters, the replay call (the launch; the device runs on), and reading the
+ * logits (which waits for the device). Recorded tokens are not counted. */
+typedef struct llm_decoder_times {
+    long tokens;
+    double params, replay, logits;
+} llm_decoder_times;
+/* False when no step is recorded; else the times and the step's info (its host_*_ns). */
+bool llm_decoder_get_times(const llm_session *s, llm_decoder_times *t, ct_step_info *step);
 
 /* Seconds from a monotonic clock. */
 double llm_now(void);

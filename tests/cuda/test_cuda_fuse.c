@@ -241,13 +241,23 @@ typedef struct prologue_args {
     const ct_tensor *q, *k, *v, *pos, *slot;
     ct_tensor *kc, *vc;
     int neox;
+    bool late; /* pos and slot copied by ops of the step first (no early read before PDL's wait) */
     prologue *out;
 } prologue_args;
 
 static void prologue_body(void *ctx)
 {
     prologue_args *a = ctx;
-    run_prologue(a->q, a->k, a->v, a->pos, a->slot, a->kc, a->vc, a->neox, a->out);
+    if (!a->late) {
+        run_prologue(a->q, a->k, a->v, a->pos, a->slot, a->kc, a->vc, a->neox, a->out);
+        return;
+    }
+    ct_tensor *pos = NULL, *slot = NULL;
+    CHECK_OK(ct_clone(a->pos, &pos));
+    CHECK_OK(ct_clone(a->slot, &slot));
+    if (pos && slot) run_prologue(a->q, a->k, a->v, pos, slot, a->kc, a->vc, a->neox, a->out);
+    ct_tensor_free(pos);
+    ct_tensor_free(slot);
 }
 
 static bool same_bytes(const ct_tensor *a, const ct_tensor *b, const char *what)
@@ -264,8 +274,9 @@ static bool same_bytes(const ct_tensor *a, const ct_tensor *b, const char *what)
 
 /* The recorded prologue replayed at a new position and slot equals the same ops run
  * eagerly, bit for bit (the fused kernel rounds as the per-op kernels do); a slot out of
- * range writes no row (set_rows' contract) but still the rotated q and k. */
-static void check_prologue(int neox, ct_dtype idt)
+ * range writes no row (set_rows' contract) but still the rotated q and k. With `late`, an op
+ * of the step writes pos and slot, so the kernel reads them only after its wait. */
+static void check_prologue(int neox, ct_dtype idt, bool late)
 {
     th_rng r = {7 + (uint64_t)neox};
     ct_tensor *q = th_random(&r, 3, (int64_t[]){1, 8, 32}, CT_F32, -2, 2);
@@ -282,7 +293,7 @@ static void check_prologue(int neox, ct_dtype idt)
     CHECK_OK(ct_exec_force_device(g_dev));
     prologue rec = {0}, eag = {0};
     FILE *trace = tmpfile();
-    prologue_args a = {q, k, v, pos, slot, kc[0], vc[0], neox, &rec};
+    prologue_args a = {q, k, v, pos, slot, kc[0], vc[0], neox, late, &rec};
     ct_step *st = record_traced(prologue_body, &a, trace);
     if (trace) {
         CHECK_MSG(count_lines(trace, "fused rope x2+set_rows x2") == 1, "the prologue was not fused");
@@ -315,8 +326,9 @@ static void check_prologue(int neox, ct_dtype idt)
 static void test_prologue(void)
 {
     if (!devcheck_device("cuda", g_dev, sizeof g_dev)) return;
-    check_prologue(0, CT_I32);
-    check_prologue(1, CT_I64);
+    check_prologue(0, CT_I32, false);
+    check_prologue(1, CT_I64, false);
+    check_prologue(0, CT_I32, true);
 }
 
 /* ---- Gemma 3's prologue: per-head q/k norms fused into the ropes, and post-norm + add ---- */

@@ -33,6 +33,15 @@ static bool rope_norm(const ct_device *dev, const ct_op *nm, fusek_rope *R)
     return R->ny && R->nw;
 }
 
+/* No op of the captured run before group g writes over t: t then holds what the host
+ * copied in before the graph's launch, which PDL's early start may read before the wait. */
+static bool unwritten_before(const ct_op *ops, const fuse_group *g, const ct_tensor *t)
+{
+    for (int i = 0; i < g->first; i++)
+        if (ops[i].dst && fuse_overlap(ops[i].dst, t)) return false;
+    return true;
+}
+
 static bool rope_job(const ct_device *dev, const ct_op *ops, const fuse_group *g, fusek_prologue *p)
 {
     memset(p, 0, sizeof *p);
@@ -48,6 +57,7 @@ static bool rope_job(const ct_device *dev, const ct_op *ops, const fuse_group *g
     p->pos = op_data(r0->src[1], dev);
     p->pdt = r0->src[1]->dtype;
     if (!p->pos || r0->src[1]->shape[0] < 1) return false;
+    p->early = unwritten_before(ops, g, r0->src[1]);
     p->n_rope = g->n_rope;
     for (int r = 0; r < g->n_rope; r++) {
         const ct_op *op = &ops[g->rope[r]];
@@ -82,6 +92,7 @@ static bool rope_job(const ct_device *dev, const ct_op *ops, const fuse_group *g
         W->d1 = dst->stride[1];
         W->rows = dst->shape[0];
         if (!W->src || !W->idx || !W->dst) return false;
+        p->early = p->early && unwritten_before(ops, g, idx);
     }
     return true;
 }

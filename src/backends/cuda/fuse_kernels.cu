@@ -57,8 +57,16 @@ static __device__ __forceinline__ float rope_in(const fusek_rope &R, const float
     return v;
 }
 
-static __device__ void rope_item(const fusek_prologue &p, int r, int64_t h, int64_t j, double pos, double freq,
-                                 const bool *ok, float sc)
+/* cos and sin of pair j's angle (j < n_dims / 2) as floats. */
+static __device__ __forceinline__ float2 pair_cs(const fusek_prologue &p, double pos, double freq)
+{
+    double theta = pos * p.freq_scale * freq, sd, cd;
+    sincos(theta, &sd, &cd);
+    return make_float2((float)cd, (float)sd);
+}
+
+static __device__ void rope_item(const fusek_prologue &p, int r, int64_t h, int64_t j, float2 cs, const bool *ok,
+                                 float sc)
 {
     const fusek_rope &R = p.rope[r];
     const float *x = R.x + h * R.xh;
@@ -67,9 +75,7 @@ static __device__ void rope_item(const fusek_prologue &p, int r, int64_t h, int6
     float v[2];
     int cnt = 2;
     if (j < half) {
-        double theta = pos * p.freq_scale * freq, sd, cd;
-        sincos(theta, &sd, &cd);
-        float co = (float)cd, si = (float)sd;
+        float co = cs.x, si = cs.y;
         i[0] = p.neox ? j : 2 * j;
         i[1] = p.neox ? j + half : 2 * j + 1;
         float x0 = rope_in(R, x, h, i[0], p.D, sc), x1 = rope_in(R, x, h, i[1], p.D, sc);
@@ -123,18 +129,10 @@ static __device__ void norm_scales(const fusek_prologue &p, float (*sc)[FUSEK_MA
     __syncthreads();
 }
 
-__global__ void rope_rows_kernel(fusek_prologue p)
+/* Each write's indices in range (set_rows' contract: a write with an index out of range
+ * writes nothing); every block checks every index of every write. */
+static __device__ void rows_ok(const fusek_prologue &p, bool *ok)
 {
-    __shared__ float nsc[FUSEK_MAX_ROPE][FUSEK_MAX_NORM_HEADS];
-    pdl_launch_next();
-    /* each thread's first item's frequency before the wait (items past the first, rare:
-     * more items than threads, compute theirs in the loop) */
-    int64_t per = (p.D + 1) / 2, g0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    double f0 = p.n_rope > 0 ? pair_freq(p, g0 % per) : 0.0;
-    pdl_wait();
-    /* set_rows' contract: a write with an index out of range writes nothing; every block
-     * checks every index of every write first */
-    bool ok[FUSEK_MAX_ROWS] = {false, false};
     for (int w = 0; w < p.n_rows; w++) {
         const fusek_rows &W = p.rows[w];
         int bad = 0;
@@ -144,20 +142,46 @@ __global__ void rope_rows_kernel(fusek_prologue p)
         }
         ok[w] = !__syncthreads_or(bad);
     }
+}
+
+__global__ void rope_rows_kernel(fusek_prologue p)
+{
+    __shared__ float nsc[FUSEK_MAX_ROPE][FUSEK_MAX_NORM_HEADS];
+    pdl_launch_next();
+    /* Before the wait: each thread's first item's angle and, when no kernel of the step
+     * writes them (p.early: the position and the row indices come from the host before
+     * the graph starts), the indices' check and the position, so that after the wait only
+     * the loads of q/k/v and the stores remain. Items past the first (rare: more items than
+     * threads) compute theirs in the loop. */
+    int64_t per = (p.D + 1) / 2, g0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    double f0 = p.n_rope > 0 ? pair_freq(p, g0 % per) : 0.0, pos = 0.0;
+    bool ok[FUSEK_MAX_ROWS] = {false, false};
+    float2 cs0 = make_float2(1.0f, 0.0f);
+    if (p.early) {
+        rows_ok(p, ok);
+        pos = (double)ld_idx(p.pos, 0, p.pdt);
+        if (g0 % per < p.n_dims / 2) cs0 = pair_cs(p, pos, f0);
+    }
+    pdl_wait();
+    if (!p.early) {
+        rows_ok(p, ok);
+        pos = (double)ld_idx(p.pos, 0, p.pdt);
+        if (g0 % per < p.n_dims / 2) cs0 = pair_cs(p, pos, f0);
+    }
     norm_scales(p, nsc);
     int64_t n_rope[FUSEK_MAX_ROPE] = {0, 0}, n_plain[FUSEK_MAX_ROWS] = {0, 0}, total = 0;
     for (int r = 0; r < p.n_rope; r++) total += n_rope[r] = p.rope[r].H * per;
     for (int w = 0; w < p.n_rows; w++)
         if (p.rows[w].from_rope < 0) total += n_plain[w] = p.rows[w].n * p.rows[w].cols;
-    double pos = (double)ld_idx(p.pos, 0, p.pdt);
     for (int64_t g = g0; g < total; g += (int64_t)gridDim.x * blockDim.x) {
         int64_t e = g;
         int r = 0;
         while (r < p.n_rope && e >= n_rope[r]) e -= n_rope[r++];
         if (r < p.n_rope) {
             /* a rope's items are [H][per], so g0 % per is this item's pair when g == g0 */
-            int64_t h = e / per;
-            rope_item(p, r, h, e % per, pos, g == g0 ? f0 : pair_freq(p, e % per), ok, p.rope[r].ny ? nsc[r][h] : 1.0f);
+            int64_t h = e / per, j = e % per;
+            float2 cs = g == g0 ? cs0 : j < p.n_dims / 2 ? pair_cs(p, pos, pair_freq(p, j)) : make_float2(1.0f, 0.0f);
+            rope_item(p, r, h, j, cs, ok, p.rope[r].ny ? nsc[r][h] : 1.0f);
             continue;
         }
         int w = 0;

@@ -58,6 +58,8 @@ typedef struct fusek_prologue {
     int neox;
     const void *pos;    /* the position (element 0), i32 or i64 */
     ct_dtype pdt;
+    int early;          /* no kernel before this one in its graph writes pos or the row indices:
+                           the kernel may read them before it waits for its predecessor */
 } fusek_prologue;
 
 /* One launch for the whole prologue. */
