@@ -80,6 +80,8 @@ typedef struct step_seg {
     ct_op *list;
     seg_check *chk;
     int n_chk;
+    int *mark; /* ops whose written range is recorded after a launch (seg_plan) */
+    int n_mark;
 } step_seg;
 
 struct ct_step {
@@ -443,7 +445,7 @@ typedef struct seen_set {
     size_t mask;
 } seen_set;
 
-enum { SEEN_VALID = 1, SEEN_ORDER = 2 };
+enum { SEEN_VALID = 1, SEEN_ORDER = 2, SEEN_INTERNAL = 4 };
 
 static unsigned char *seen_flags(seen_set *h, const ct_storage *st)
 {
@@ -451,6 +453,18 @@ static unsigned char *seen_flags(seen_set *h, const ct_storage *st)
     while (h->key[i] && h->key[i] != st) i = (i + 1) & h->mask;
     h->key[i] = st;
     return &h->flags[i];
+}
+
+/* An intermediate of the step that only ops of segment g use and the caller does not
+ * hold: nothing outside the launch reads or writes it, so it needs no ordering and no
+ * record of its writes (the arena slot stays valid on the device). */
+static bool seg_internal(const ct_step *s, const step_seg *g, const ct_storage *st)
+{
+    for (int b = 0; b < s->n_bufs; b++)
+        if (s->bufs[b].st == st)
+            return s->bufs[b].inter && !s->bufs[b].output && s->bufs[b].first >= g->first &&
+                   s->bufs[b].last < g->first + g->n;
+    return false;
 }
 
 static void plan_op(step_op *o, const ct_device *dev, seen_set *h, seg_check *out, int idx, int *n)
@@ -466,6 +480,10 @@ static void plan_op(step_op *o, const ct_device *dev, seen_set *h, seg_check *ou
     }
     unsigned char *f = seen_flags(h, o->dst.st);
     bool rows = o->op.kind == CT_OP_SET_ROWS, all = !rows && exec_writes_all(&o->op, o->fresh, o->wlo, o->whi);
+    if (*f & SEEN_INTERNAL) {
+        *f |= all ? SEEN_VALID : 0;
+        if (all) return;
+    }
     seg_check c = {idx, -1, rows || (!all && !(*f & SEEN_VALID)), rows || !(*f & SEEN_ORDER), false, NULL};
     *f |= SEEN_ORDER | (all || c.valid ? SEEN_VALID : 0);
     if (c.valid || c.order) out[(*n)++] = c;
@@ -477,13 +495,26 @@ static bool seg_plan(ct_step *s, step_seg *g)
     while (cap < (size_t)g->n * (CT_OP_MAX_SRC + 1) * 2) cap *= 2;
     seen_set h = {calloc(cap, sizeof *h.key), calloc(cap, 1), cap - 1};
     g->chk = malloc(sizeof *g->chk * (size_t)g->n * (CT_OP_MAX_SRC + 1));
-    bool ok = h.key && h.flags && g->chk;
+    g->mark = malloc(sizeof *g->mark * (size_t)g->n);
+    bool ok = h.key && h.flags && g->chk && g->mark;
+    for (int i = 0; ok && i < g->n; i++) {
+        step_op *o = &s->ops[g->first + i];
+        unsigned char *f = seen_flags(&h, o->dst.st);
+        /* a fully written internal intermediate: no check, no record */
+        if (o->op.kind != CT_OP_SET_ROWS && exec_writes_all(&o->op, o->fresh, o->wlo, o->whi) &&
+            seg_internal(s, g, o->dst.st))
+            *f |= SEEN_INTERNAL;
+        else
+            g->mark[g->n_mark++] = g->first + i;
+    }
     for (int i = 0; ok && i < g->n; i++) plan_op(&s->ops[g->first + i], g->dev, &h, g->chk, g->first + i, &g->n_chk);
     free(h.key);
     free(h.flags);
     if (!ok) {
         free(g->chk);
+        free(g->mark);
         g->chk = NULL;
+        g->mark = NULL;
     }
     return ok;
 }
@@ -493,7 +524,7 @@ static bool capture_run(ct_step *s, int first, int n)
 {
     ct_device *d = s->ops[first].dev;
     step_seg *g = &s->segs[s->n_segs];
-    *g = (step_seg){first, n, d, NULL, malloc(sizeof *g->list * (size_t)n), NULL, 0};
+    *g = (step_seg){first, n, d, NULL, malloc(sizeof *g->list * (size_t)n), NULL, 0, NULL, 0};
     if (!g->list) return false;
     for (int i = 0; i < n; i++) g->list[i] = s->ops[first + i].op;
     if (d->ops->step_capture(d, g->list, n, &g->handle) != CT_OK) {
@@ -683,8 +714,10 @@ static ct_status run_segment(ct_step *s, const step_seg *g, bool timed, bool syn
     if (st == CT_OK) st = event_record(dev, &ev);
     if (st != CT_OK) return st;
     uint64_t t2 = exec_now_ns();
-    for (int i = g->first; i < g->first + g->n; i++)
-        storage_mark_written_at(s->ops[i].dst.st, dev, ev, s->ops[i].wlo, s->ops[i].whi);
+    for (int m = 0; m < g->n_mark; m++) {
+        const step_op *o = &s->ops[g->mark[m]];
+        storage_mark_written_at(o->dst.st, dev, ev, o->wlo, o->whi);
+    }
     event_release(ev);
     s->info.host_prepare_ns += t1 - t0;
     s->info.host_launch_ns += t2 - t1;
@@ -763,6 +796,7 @@ void ct_step_free(ct_step *s)
         if (g->dev->ops->step_release) g->dev->ops->step_release(g->dev, g->handle);
         free(g->list);
         free(g->chk);
+        free(g->mark);
     }
     free(s->segs);
     sync_used_devices(s);
