@@ -43,7 +43,6 @@
 #include <stdint.h>
 
 #include "backends/cuda/attention_dec.h"
-#include "backends/cuda/pdl.cuh"
 
 namespace {
 
@@ -118,10 +117,6 @@ template <int D> __global__ void __launch_bounds__(32 * DT_W) sdpa_dec_tc(nn_sdp
     constexpr int NU = D / 32, NK = dt_nk(D), NG = NK / 8, KS = D / 16;
     __shared__ dt_smem<D> sm;
     __shared__ bool last;
-    /* PDL: the next kernel may start its own setup now; this one's every read (q, the cache
-     * rows this step wrote, the length) waits for the prologue that precedes it */
-    cupdl::pdl_launch_next();
-    cupdl::pdl_wait();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int G = (int)(a.Hq / a.Hkv), Hkv = (int)a.Hkv, Tk = (int)a.Tk;
     const int kvh = (int)blockIdx.y % Hkv, b = (int)blockIdx.y / Hkv;
@@ -354,8 +349,8 @@ template <int D> cudaError_t dt_launch(const nn_sdpa *a, cudaStream_t s)
     const int64_t bseg = (a->Tk + a->n_split - 1) / a->n_split, nk = dt_nk((int)D);
     const int wseg = (int)(((bseg + DT_W - 1) / DT_W + nk - 1) / nk * nk);
     dim3 grid((unsigned)a->n_split, (unsigned)(a->B * a->Hkv));
-    cudaError_t e = cupdl::launch_pdl(sdpa_dec_tc<D>, grid, 32 * DT_W, s, *a, wseg);
-    return e != cudaSuccess ? e : cudaGetLastError();
+    sdpa_dec_tc<D><<<grid, 32 * DT_W, 0, s>>>(*a, wseg);
+    return cudaGetLastError();
 }
 
 } // namespace
