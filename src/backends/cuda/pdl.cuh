@@ -9,6 +9,7 @@
 
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
+#include <string.h>
 
 namespace cupdl {
 
@@ -39,6 +40,30 @@ inline bool pdl_enabled()
     return ok != 0;
 }
 
+/* CTORCH_CUDA_PDL_SERIAL=name,name...: kernels whose (mangled) name contains one of the
+ * names launch without the attribute, i.e. only after their predecessor has completed, and
+ * so stop the chain of early launches there. For measuring where early launches pay (a
+ * job kernel streaming its weights into L2 while a norm runs) and where they cost (blocks
+ * resident and waiting, taking the running kernel's room). Measured on the H100 (TinyLlama
+ * Q4_K_M tg128, two rounds, one binary): every kernel with PDL 1113 / 1131 t/s; serializing
+ * quantize_q8 1078 / 1073, rms_q8 1077 / 1082, rope_rows 1092 / 1092, q4k_job 1041 / 1039:
+ * each early launch pays. The tensor-core decode attention is the exception: launched
+ * with PDL its 165-register blocks wait resident (span 833 -> 880 us), so it stays plain. */
+inline bool pdl_serial(const void *kern)
+{
+    static const char *list = getenv("CTORCH_CUDA_PDL_SERIAL");
+    const char *name = nullptr;
+    if (!list || !*list || cudaFuncGetName(&name, kern) != cudaSuccess || !name) return false;
+    for (const char *p = list; *p;) {
+        const char *e = p;
+        while (*e && *e != ',') e++;
+        for (const char *n = name; *n && e > p; n++)
+            if (strncmp(n, p, (size_t)(e - p)) == 0) return true;
+        p = *e ? e + 1 : e;
+    }
+    return false;
+}
+
 /* Launches kern<<<grid, threads>>>(args...) on st, with PDL where enabled; the error is
  * returned and also stays for cudaGetLastError. */
 template <typename... KArgs, typename... Args>
@@ -52,7 +77,7 @@ inline cudaError_t launch_pdl(void (*kern)(KArgs...), unsigned grid, unsigned th
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at;
-    cfg.numAttrs = pdl_enabled() ? 1 : 0;
+    cfg.numAttrs = pdl_enabled() && !pdl_serial((const void *)kern) ? 1 : 0;
     return cudaLaunchKernelEx(&cfg, kern, args...);
 }
 
