@@ -99,6 +99,8 @@ struct ct_step {
     bool cpu_only;
     step_seg *segs;
     int n_segs;
+    ct_device *devs[EXEC_MAX_DEVICES]; /* the devices its ops run on, once each */
+    int n_devs;
     ct_step_info info;
     ct_status failed;
     char failed_msg[400];
@@ -591,7 +593,12 @@ ct_status ct_step_end(ct_step **out)
         if (!s->bufs[b].inter) s->ext[s->n_ext++] = b;
     fix_pointers(s);
     s->cpu_only = true;
-    for (int i = 0; i < s->n_ops; i++) s->cpu_only &= s->ops[i].dev->info.kind == CT_DEVICE_CPU;
+    for (int i = 0; i < s->n_ops; i++) {
+        s->cpu_only &= s->ops[i].dev->info.kind == CT_DEVICE_CPU;
+        int d = 0;
+        while (d < s->n_devs && s->devs[d] != s->ops[i].dev) d++;
+        if (d == s->n_devs && d < EXEC_MAX_DEVICES) s->devs[s->n_devs++] = s->ops[i].dev;
+    }
     fill_info(s);
     if (!s->cpu_only) try_capture(s);
     else
@@ -610,9 +617,9 @@ bool ct_step_stale(const ct_step *s, char *why, size_t len)
     else if (s->chain_gen != __atomic_load_n(&g_chain_gen, __ATOMIC_RELAXED)) r = "the device chain changed";
     else if (s->place_gen != __atomic_load_n(&g_place_gen, __ATOMIC_RELAXED)) r = "a tensor was placed on a device";
     else
-        for (int i = 0; i < s->n_ops && !r; i++)
-            if (device_is_lost(s->ops[i].dev)) {
-                snprintf(buf, sizeof buf, "device %s was lost", s->ops[i].dev->info.name);
+        for (int i = 0; i < s->n_devs && !r; i++)
+            if (device_is_lost(s->devs[i])) {
+                snprintf(buf, sizeof buf, "device %s was lost", s->devs[i]->info.name);
                 r = buf;
             }
     if (r && why && len) snprintf(why, len, "%s", r);
