@@ -406,7 +406,8 @@ static float *host_norm(const job_spec *s, th_rng *r, const float *x, int64_t xr
 
 /* Whether a job goes to a kernel of one format where x's q8 form is not staged: all Q4_K
  * (quant_fused_q4k.cu; CTORCH_CUDA_MVQ4K=0 turns it off; such jobs then also quantize a
- * one-row x rather than dequantize) or all Q6_K (quant_fused_q6k.cu; CTORCH_CUDA_MVQ6K=0). */
+ * one-row x rather than dequantize), or all Q6_K, or Q4_K and Q6_K (quant_fused_q6k.cu;
+ * CTORCH_CUDA_MVQ6K=0 turns both off, =4 the second). */
 static bool q4k_job(const cuq_mv_job *job)
 {
     const char *e = getenv("CTORCH_CUDA_MVQ4K");
@@ -419,9 +420,12 @@ static bool q6k_job(const cuq_mv_job *job)
 {
     const char *e = getenv("CTORCH_CUDA_MVQ6K");
     if (job->M != 1 || (e && e[0] == '0')) return false;
-    for (int i = 0; i < job->n_parts; i++)
-        if (job->part[i].wt != CT_Q6_K) return false;
-    return true;
+    bool q4 = false;
+    for (int i = 0; i < job->n_parts; i++) {
+        if (job->part[i].wt == CT_Q4_K) q4 = true;
+        else if (job->part[i].wt != CT_Q6_K) return false;
+    }
+    return !q4 || (!job->glu && !(e && e[0] == '4'));
 }
 
 /* got against ref (f32) as the reference. */
@@ -753,7 +757,8 @@ static void test_gated(void)
  * quantize kernel; the generic kernel where it is staged): TinyLlama's down and output
  * shapes, rows not a multiple of a block's 8, K 768 (630-byte rows: every other row 2 bytes
  * off a 4-byte word, blocks at every even offset in a 16-byte granule) and 8192 (a row split
- * over 4 warps), several parts with the add epilogue, gated rows. */
+ * over 4 warps), several parts with the add epilogue, gated rows; and jobs of Q4_K and Q6_K
+ * parts (the same kernel, a format per row): the qkv shape, rows split over warps. */
 static void test_q6k_jobs(void)
 {
     if (!have_dev()) return;
@@ -776,6 +781,12 @@ static void test_q6k_jobs(void)
                           .caller_q8 = given};
             run_job(&g, &r);
         }
+        job_spec q = {.n_parts = 3, .t = {CT_Q4_K, CT_Q4_K, CT_Q6_K}, .N = {2048, 256, 256}, .add = {false, true, false},
+                      .M = 1, .K = 2048, .caller_q8 = given};
+        run_job(&q, &r);
+        job_spec m = {.n_parts = 3, .t = {CT_Q6_K, CT_Q4_K, CT_Q6_K}, .N = {77, 300, 5}, .add = {true, false, false},
+                      .M = 1, .K = 8192, .caller_q8 = given, .strided_x = true};
+        run_job(&m, &r);
     }
     /* the output projection's shape, x's q8 form given */
     job_spec o = {.n_parts = 1, .t = {CT_Q6_K}, .N = {32000}, .M = 1, .K = 2048, .caller_q8 = true};

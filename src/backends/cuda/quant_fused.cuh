@@ -40,9 +40,8 @@ struct DevFacts {
     int stage;
     bool q4k; /* all-Q4_K jobs through their own kernel (CTORCH_CUDA_MVQ4K=0: the generic one) */
     bool fma; /* small one-row jobs without a q8 form dequantize (CTORCH_CUDA_MVFMA=0: none) */
-    /* all-Q6_K jobs through their own kernel (CTORCH_CUDA_MVQ6K=0: the generic one; 1, 3:
-     * runs a lane loads per round, 2 by default) */
-    int q6k;
+    bool q6k;   /* all-Q6_K jobs through their own kernel (CTORCH_CUDA_MVQ6K=0: the generic one) */
+    bool q6mix; /* and Q4_K + Q6_K jobs (CTORCH_CUDA_MVQ6K=0 or 4: the generic one) */
 };
 inline const DevFacts &dev_facts()
 {
@@ -68,7 +67,8 @@ inline const DevFacts &dev_facts()
         const char *fm = getenv("CTORCH_CUDA_MVFMA");
         f.fma = !(fm && fm[0] == '0');
         const char *q6 = getenv("CTORCH_CUDA_MVQ6K");
-        f.q6k = !q6 || q6[0] < '0' || q6[0] > '3' ? 2 : q6[0] - '0';
+        f.q6k = !(q6 && q6[0] == '0');
+        f.q6mix = f.q6k && !(q6 && q6[0] == '4');
         done = true;
     }
     return f;
@@ -686,7 +686,7 @@ template <int M, bool GLU> void launch_job(FuArgs &a, int64_t rows, int sm_count
  * its own kernel (quant_fused_q4k.cu); false (nothing launched) for any other job. */
 bool launch_q4k_job(FuArgs &a, int64_t M, bool glu, int64_t rows, int sm_count, cudaStream_t st);
 
-/* The same for all-Q6_K jobs (quant_fused_q6k.cu). */
+/* The same for jobs of Q6_K parts, or of Q4_K and Q6_K parts (quant_fused_q6k.cu). */
 bool launch_q6k_job(FuArgs &a, int64_t M, bool glu, int64_t rows, int sm_count, cudaStream_t st);
 
 /* Explicit instantiations live in quant_fused_job*.cu. */

@@ -11,25 +11,36 @@
  * elements, two scale bytes and d: every 16-byte window is read as the two aligned
  * 16-byte granules that hold it and shifted into place (a block's runs share its offset
  * within a granule), so 8 lanes read a block's ql and qh in a few wide loads, the
- * granules shared by neighbouring lanes coming from L1. All of a round's loads are
- * issued before the math; one format means few registers.
+ * granules shared by neighbouring lanes coming from L1. A run's loads are all issued
+ * before its math; one format means few registers (61: 4 blocks per SM).
+ * Measured on the H100 (bench/cuda_quant.c --jobs, x's q8 form given; generic kernel's
+ * segment path -> this one): down 2048x5632 7.45 -> 6.1 us (43 -> 53% of copy), output
+ * 32000x2048 33.6 -> 24.3 us (54 -> 76%), gated Q6_K gate/up 14.2 -> 10.9 us.
  * Each 16-element chunk's products are the generic kernel's (chunk_dot: the same
  * formula, quant_deq.cuh's Q6_K quants and map); only which lane adds which chunk, and so
  * the sums' order, differ. CTORCH_CUDA_MVQ6K=0 sends these jobs back to the generic
- * kernel. */
-#include "backends/cuda/quant_fused.cuh"
+ * kernel.
+ * Jobs of Q4_K and Q6_K parts (TinyLlama Q4_K_M's qkv where v is Q6_K) run here too, each
+ * row through its own format's dots (quant_fused_q4k.cuh's for Q4_K): both formats'
+ * paths in one kernel (CTORCH_CUDA_MVQ6K=4: the all-Q6_K jobs only). Measured: the qkv
+ * job alone 4.13 us in the generic kernel, 4.20 here; in the decode step's timeline its
+ * advance 3.71-3.82 -> 3.57 us a launch. */
+#include "backends/cuda/quant_fused_q4k.cuh"
 
 namespace cufu {
 namespace {
 
 constexpr int Q6K_BYTES = 210, Q6K_RUNS = 8; /* a block: 8 runs of 16 ql bytes, a lane each */
 
-/* Blocks per SM the kernel is built for: 64 registers (the Q4_K kernel's) with a run a
- * lane a round, 80 with 2 (64 spilled 60 bytes), 128 with 3. */
-constexpr int q6k_min_blocks(int U) { return U == 1 ? 4 : U == 2 ? 3 : 2; }
+/* Blocks per SM the kernel is built for: 64 registers, as the Q4_K kernel (61 used; the
+ * mixed kernel spills 8 bytes). Measured on the H100 (--jobs, x's q8 form given): down
+ * 2048x5632 6.07-6.11 us, output 32000x2048 24.1-24.3 us; two runs a lane a round (80
+ * registers) 8.41 and 31.5 us, three (128) 7.15 and 39.2; one run at 48 registers (5
+ * blocks per SM, no spill) 6.57 and 25.2, at 40 (6 blocks, 8 bytes spilled) 8.28 and 24.8. */
+constexpr int Q6K_MIN_BLOCKS = 4;
 
 /* Run ru of a row: the aligned granules around its ql and qh windows, its two scale
- * bytes (low halves of sc: chunk k, high: chunk k + 2) and d. */
+ * bytes and the windows' offset (sd), and d. */
 struct Q6KRun {
     uint4 l0, l1, h0, h1;
     uint32_t sd; /* bits 0..7, 8..15 the scales of chunks k, k + 2, 16..19 the windows' byte offset */
@@ -112,31 +123,27 @@ __device__ __forceinline__ void q6k_run_dot(const Q6KRun &r, int ru, int64_t K, 
 }
 
 /* acc[r * M + m] += row r (of NR) times x's row m over this lane's runs (l0, l0 + step, ...):
- * every row's loads of a round (U runs a row) before the math on them. */
-template <int M, int NR, int U>
+ * every row's loads of a run before the math on them. */
+template <int M, int NR>
 __device__ __forceinline__ void q6k_rows(const uint8_t *const *rows, int l0, int step, const FuArgs &a, float *acc)
 {
     int64_t K = a.K;
     int nr = (int)(K / 256) * Q6K_RUNS;
-    for (int r0 = l0; r0 < nr; r0 += U * step) {
-        Q6KRun r[NR][U];
+    for (int r0 = l0; r0 < nr; r0 += step) {
+        Q6KRun r[NR];
 #pragma unroll
-        for (int i = 0; i < NR; i++)
+        for (int i = 0; i < NR; i++) q6k_load(rows[i], r0, r[i]);
 #pragma unroll
-            for (int k = 0; k < U; k++)
-                if (r0 + k * step < nr) q6k_load(rows[i], r0 + k * step, r[i][k]);
-#pragma unroll
-        for (int i = 0; i < NR; i++)
-#pragma unroll
-            for (int k = 0; k < U; k++)
-                if (r0 + k * step < nr) q6k_run_dot<M>(r[i][k], r0 + k * step, K, a.xq, a.xd, a.xs8, acc + i * M);
+        for (int i = 0; i < NR; i++) q6k_run_dot<M>(r[i], r0, K, a.xq, a.xd, a.xs8, acc + i * M);
     }
 }
 
 /* job_kernel's layout (units of R = 8 / S rows, prefetch before the PDL wait, the same
- * reductions and writes) with the Q6_K rows above. */
-template <int M, bool GLU, int U>
-__global__ void __launch_bounds__(FU_THREADS, q6k_min_blocks(U)) q6k_job_kernel(const FuArgs a)
+ * reductions and writes) with the Q6_K rows above; MIX: parts of Q4_K and Q6_K (the qkv
+ * job whose v is Q6_K), each row through its format's dots (uniform per warp: a warp
+ * takes one row). */
+template <int M, bool GLU, bool MIX>
+__global__ void __launch_bounds__(FU_THREADS, Q6K_MIN_BLOCKS) q6k_job_kernel(const FuArgs a)
 {
     __shared__ float red[FU_WARPS][2 * CUQ_MV_MAX_ROWS];
     pdl_launch_next();
@@ -155,7 +162,8 @@ __global__ void __launch_bounds__(FU_THREADS, q6k_min_blocks(U)) q6k_job_kernel(
         for (int m = 0; m < NA; m++) acc[m] = 0.f;
         if (n < p.N) {
             const uint8_t *rows[2] = {p.w + (size_t)n * p.w_row, GLU ? a.up.w + (size_t)n * a.up.w_row : nullptr};
-            q6k_rows<M, GLU ? 2 : 1, U>(rows, s * 32 + lane, 32 * S, a, acc);
+            if (MIX && p.wt == CT_Q4_K) q4k_rows<M, 1>(rows, s * 32 + lane, 32 * S, a, acc);
+            else q6k_rows<M, GLU ? 2 : 1>(rows, s * 32 + lane, 32 * S, a, acc);
         }
         reduce_row<NA>(acc, red, warp, s, S, lane);
         if (s != 0 || n >= p.N) continue;
@@ -163,19 +171,20 @@ __global__ void __launch_bounds__(FU_THREADS, q6k_min_blocks(U)) q6k_job_kernel(
     }
 }
 
-template <int M, bool GLU, int U> void launch(FuArgs &a, int64_t rows, int sm_count, cudaStream_t st)
+template <int M, bool GLU, bool MIX> void launch(FuArgs &a, int64_t rows, int sm_count, cudaStream_t st)
 {
     static int occ;
     if (occ == 0) {
         int nb = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, q6k_job_kernel<M, GLU, U>, FU_THREADS, 0) !=
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, q6k_job_kernel<M, GLU, MIX>, FU_THREADS, 0) !=
                 cudaSuccess ||
             nb < 1)
             nb = 1;
         occ = nb;
     }
-    /* warps per row: one wave for all rows, every lane at least one run a round */
-    int64_t resident = (int64_t)sm_count * occ * FU_WARPS, nr = a.K / 256 * Q6K_RUNS;
+    /* warps per row: one wave for all rows, every lane at least one run (a Q4_K pair where
+     * there are Q4_K rows: fewer per row) */
+    int64_t resident = (int64_t)sm_count * occ * FU_WARPS, nr = a.K / 256 * (MIX ? Q4K_PAIRS : Q6K_RUNS);
     int S = 1;
     while (S < FU_WARPS && rows * S * 2 <= resident && nr >= 32 * S * 2) S *= 2;
     a.S = S;
@@ -186,27 +195,37 @@ template <int M, bool GLU, int U> void launch(FuArgs &a, int64_t rows, int sm_co
         u += (unsigned)((a.p[i].N + R - 1) / R);
     }
     a.first_unit[a.n_parts] = u;
-    launch_pdl(q6k_job_kernel<M, GLU, U>, u, FU_THREADS, st, a);
+    launch_pdl(q6k_job_kernel<M, GLU, MIX>, u, FU_THREADS, st, a);
 }
 
-bool all_q6k(const FuArgs &a, bool glu)
+/* 0: a part of another format; 1: all Q6_K; 2: Q4_K and Q6_K parts (not gated). */
+int q6k_kind(const FuArgs &a, bool glu)
 {
-    for (int i = 0; i < a.n_parts; i++)
-        if (a.p[i].wt != CT_Q6_K) return false;
-    return !glu || a.up.wt == CT_Q6_K;
+    bool q4 = false;
+    for (int i = 0; i < a.n_parts; i++) {
+        if (a.p[i].wt == CT_Q4_K) q4 = true;
+        else if (a.p[i].wt != CT_Q6_K) return 0;
+    }
+    if (glu) return !q4 && a.up.wt == CT_Q6_K ? 1 : 0;
+    return q4 ? 2 : 1;
 }
 
 } // namespace
 
 bool launch_q6k_job(FuArgs &a, int64_t M, bool glu, int64_t rows, int sm_count, cudaStream_t st)
 {
-    int mode = dev_facts().q6k;
-    if (!mode || a.stage || !a.xq || M != 1 || a.K % 256 != 0 || !all_q6k(a, glu)) return false;
-    if (glu) launch<1, true, 1>(a, rows, sm_count, st);
-    else if (mode == 1) launch<1, false, 1>(a, rows, sm_count, st);
-    else if (mode == 3) launch<1, false, 3>(a, rows, sm_count, st);
-    else launch<1, false, 2>(a, rows, sm_count, st);
-    return true;
+    if (!dev_facts().q6k || a.stage || !a.xq || M != 1 || a.K % 256 != 0) return false;
+    switch (q6k_kind(a, glu)) {
+    case 1:
+        if (glu) launch<1, true, false>(a, rows, sm_count, st);
+        else launch<1, false, false>(a, rows, sm_count, st);
+        return true;
+    case 2:
+        if (!dev_facts().q6mix) return false;
+        launch<1, false, true>(a, rows, sm_count, st);
+        return true;
+    default: return false;
+    }
 }
 
 } // namespace cufu
