@@ -121,6 +121,7 @@ typedef struct job_shape {
     int glu;
     int f32_x; /* no q8 form given: the run quantizes x itself or (small, M = 1) dequantizes */
     int norm;  /* the job's own RMS norm of x first (f32 weight; implies f32_x) */
+    int packed; /* rows as GGUF packs them (a Q6_K row of K 5632: 4620 bytes), not padded to 16 */
 } job_shape;
 
 static void time_job(const job_shape *js, int sm, cudaStream_t s, int quick, double *us, double *gbs)
@@ -128,7 +129,7 @@ static void time_job(const job_shape *js, int sm, cudaStream_t s, int quick, dou
     size_t rb[CUQ_MV_MAX_PARTS], total = 0;
     char *hw[CUQ_MV_MAX_PARTS];
     for (int i = 0; i < js->n; i++) {
-        rb[i] = (ct_dtype_row_bytes(js->t[i], js->K) + 15) & ~(size_t)15;
+        rb[i] = js->packed ? ct_dtype_row_bytes(js->t[i], js->K) : (ct_dtype_row_bytes(js->t[i], js->K) + 15) & ~(size_t)15;
         total += rb[i] * (size_t)js->N[i];
         hw[i] = host_weight(js->t[i], js->N[i], js->K, rb[i]);
     }
@@ -226,7 +227,7 @@ static void bench_fused_formats(int sm, cudaStream_t s, int quick, double bw)
     for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
         printf("%-6s", ct_dtype_name(fmts[f]));
         for (int j = 0; j < ns; j++) {
-            job_shape js = {shapes[j].name, 1, shapes[j].K, 1, {fmts[f]}, {shapes[j].N}, 0, 0, 0};
+            job_shape js = {shapes[j].name, 1, shapes[j].K, 1, {fmts[f]}, {shapes[j].N}, 0, 0, 0, 0};
             double us, gbs;
             time_job(&js, sm, s, quick, &us, &gbs);
             printf(" | %7.2f %6.0f %4.0f%%", us, gbs, 100.0 * gbs / bw);
@@ -240,25 +241,29 @@ static void bench_fused(int sm, cudaStream_t s, int quick, int jobs_only, double
 {
     if (!jobs_only) bench_fused_formats(sm, s, quick, bw);
     static const job_shape jobs[] = {
-        {"tl qkv Q4_K 2048+256 + Q6_K 256, M=1", 1, 2048, 3, {CT_Q4_K, CT_Q4_K, CT_Q6_K}, {2048, 256, 256}, 0, 0, 0},
-        {"tl gate/up Q4_K 2x5632 SWIGLU, M=1", 1, 2048, 2, {CT_Q4_K, CT_Q4_K}, {5632, 5632}, 1, 0, 0},
-        {"tl down Q6_K 2048x5632, M=1", 1, 5632, 1, {CT_Q6_K}, {2048}, 0, 0, 0},
-        {"tl down Q4_K 2048x5632, M=1", 1, 5632, 1, {CT_Q4_K}, {2048}, 0, 0, 0},
-        {"tl output Q6_K 32000x2048, M=1", 1, 2048, 1, {CT_Q6_K}, {32000}, 0, 0, 0},
-        {"tl o Q4_K 2048x2048, M=1", 1, 2048, 1, {CT_Q4_K}, {2048}, 0, 0, 0},
-        {"tl gate/up Q4_K 2x5632 SWIGLU, M=8", 8, 2048, 2, {CT_Q4_K, CT_Q4_K}, {5632, 5632}, 1, 0, 0},
-        {"tl qkv F16 2048+256+256, M=1", 1, 2048, 3, {CT_F16, CT_F16, CT_F16}, {2048, 256, 256}, 0, 0, 0},
-        {"tl gate/up F16 2x5632 SWIGLU, M=1", 1, 2048, 2, {CT_F16, CT_F16}, {5632, 5632}, 1, 0, 0},
-        {"tl down F16 2048x5632, M=1", 1, 5632, 1, {CT_F16}, {2048}, 0, 0, 0},
-        {"tl norm+qkv Q4_K/Q6_K, M=1", 1, 2048, 3, {CT_Q4_K, CT_Q4_K, CT_Q6_K}, {2048, 256, 256}, 0, 1, 1},
-        {"tl norm+gate/up Q4_K SWIGLU, M=1", 1, 2048, 2, {CT_Q4_K, CT_Q4_K}, {5632, 5632}, 1, 1, 1},
-        {"tl norm+qkv F16, M=1", 1, 2048, 3, {CT_F16, CT_F16, CT_F16}, {2048, 256, 256}, 0, 1, 1},
-        {"tl norm+gate/up F16 SWIGLU, M=1", 1, 2048, 2, {CT_F16, CT_F16}, {5632, 5632}, 1, 1, 1},
-        {"tl norm+gate/up Q4_K SWIGLU, M=8", 8, 2048, 2, {CT_Q4_K, CT_Q4_K}, {5632, 5632}, 1, 1, 1},
-        {"eager k/v Q4_K 256x2048 f32 x (dequantizing)", 1, 2048, 1, {CT_Q4_K}, {256}, 0, 1, 0},
-        {"eager q/o Q4_K 2048x2048 f32 x (dequantizing)", 1, 2048, 1, {CT_Q4_K}, {2048}, 0, 1, 0},
-        {"up Q4_K 5632x2048 f32 x (run quantizes x)", 1, 2048, 1, {CT_Q4_K}, {5632}, 0, 1, 0},
-        {"down Q6_K 2048x5632 f32 x (run quantizes x)", 1, 5632, 1, {CT_Q6_K}, {2048}, 0, 1, 0},
+        {"tl qkv Q4_K 2048+256 + Q6_K 256, M=1", 1, 2048, 3, {CT_Q4_K, CT_Q4_K, CT_Q6_K}, {2048, 256, 256}, 0, 0, 0, 0},
+        {"tl gate/up Q4_K 2x5632 SWIGLU, M=1", 1, 2048, 2, {CT_Q4_K, CT_Q4_K}, {5632, 5632}, 1, 0, 0, 0},
+        {"tl down Q6_K 2048x5632, M=1", 1, 5632, 1, {CT_Q6_K}, {2048}, 0, 0, 0, 0},
+        {"tl down Q6_K 2048x5632 packed rows, M=1", 1, 5632, 1, {CT_Q6_K}, {2048}, 0, 0, 0, 1},
+        {"tl down Q4_K 2048x5632, M=1", 1, 5632, 1, {CT_Q4_K}, {2048}, 0, 0, 0, 0},
+        {"tl output Q6_K 32000x2048, M=1", 1, 2048, 1, {CT_Q6_K}, {32000}, 0, 0, 0, 0},
+        {"tl o Q4_K 2048x2048, M=1", 1, 2048, 1, {CT_Q4_K}, {2048}, 0, 0, 0, 0},
+        {"tl qkv Q6_K 2048+256+256, M=1", 1, 2048, 3, {CT_Q6_K, CT_Q6_K, CT_Q6_K}, {2048, 256, 256}, 0, 0, 0, 0},
+        {"tl gate/up Q6_K 2x5632 SWIGLU, M=1", 1, 2048, 2, {CT_Q6_K, CT_Q6_K}, {5632, 5632}, 1, 0, 0, 0},
+        {"tl o Q6_K 2048x2048, M=1", 1, 2048, 1, {CT_Q6_K}, {2048}, 0, 0, 0, 0},
+        {"tl gate/up Q4_K 2x5632 SWIGLU, M=8", 8, 2048, 2, {CT_Q4_K, CT_Q4_K}, {5632, 5632}, 1, 0, 0, 0},
+        {"tl qkv F16 2048+256+256, M=1", 1, 2048, 3, {CT_F16, CT_F16, CT_F16}, {2048, 256, 256}, 0, 0, 0, 0},
+        {"tl gate/up F16 2x5632 SWIGLU, M=1", 1, 2048, 2, {CT_F16, CT_F16}, {5632, 5632}, 1, 0, 0, 0},
+        {"tl down F16 2048x5632, M=1", 1, 5632, 1, {CT_F16}, {2048}, 0, 0, 0, 0},
+        {"tl norm+qkv Q4_K/Q6_K, M=1", 1, 2048, 3, {CT_Q4_K, CT_Q4_K, CT_Q6_K}, {2048, 256, 256}, 0, 1, 1, 0},
+        {"tl norm+gate/up Q4_K SWIGLU, M=1", 1, 2048, 2, {CT_Q4_K, CT_Q4_K}, {5632, 5632}, 1, 1, 1, 0},
+        {"tl norm+qkv F16, M=1", 1, 2048, 3, {CT_F16, CT_F16, CT_F16}, {2048, 256, 256}, 0, 1, 1, 0},
+        {"tl norm+gate/up F16 SWIGLU, M=1", 1, 2048, 2, {CT_F16, CT_F16}, {5632, 5632}, 1, 1, 1, 0},
+        {"tl norm+gate/up Q4_K SWIGLU, M=8", 8, 2048, 2, {CT_Q4_K, CT_Q4_K}, {5632, 5632}, 1, 1, 1, 0},
+        {"eager k/v Q4_K 256x2048 f32 x (dequantizing)", 1, 2048, 1, {CT_Q4_K}, {256}, 0, 1, 0, 0},
+        {"eager q/o Q4_K 2048x2048 f32 x (dequantizing)", 1, 2048, 1, {CT_Q4_K}, {2048}, 0, 1, 0, 0},
+        {"up Q4_K 5632x2048 f32 x (run quantizes x)", 1, 2048, 1, {CT_Q4_K}, {5632}, 0, 1, 0, 0},
+        {"down Q6_K 2048x5632 f32 x (run quantizes x)", 1, 5632, 1, {CT_Q6_K}, {2048}, 0, 1, 0, 0},
     };
     printf("\nfused decode jobs: us per launch, GB/s of weights, %% of copy\n");
     const char *only = getenv("CTORCH_BENCH_JOB"); /* the jobs whose name holds it (one to profile) */

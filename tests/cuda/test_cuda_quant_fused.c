@@ -25,6 +25,11 @@
  * - quantized weights against the CPU's own quantized dot (quant_get_vec_dot, x rounded by
  *   the CPU to Q8_0 / Q8_1 / Q8_K): two independent roundings, 3.2e-5. Bound 2e-4. A wrong
  *   scale on one 16-element group in 32 gives ~1e-2.
+ * - quantized weights with x's q8 form given against the exact product (double) of the
+ *   dequantized weight with that q8 form as the GPU holds it (read back): the integer dots
+ *   are exact, so only the f32 sums of K / 16 chunk products (and of the offset terms, which
+ *   partly cancel them) remain, NMSE ~1e-12. Bound 1e-9; one wrong 16-element chunk in a
+ *   2048-element row gives ~1e-2.
  * - f16 / bf16 / f32 weights, and quantized ones on the dequantizing path, read x in f32: only f32 accumulation, relative ~eps * sqrt(K)
  *   = 4.5e-6 at K = 5632, NMSE ~2e-11. Bound 1e-9.
  * - gated output against act(g) * u in double of the exact g, u: the q8 errors of both
@@ -399,9 +404,10 @@ static float *host_norm(const job_spec *s, th_rng *r, const float *x, int64_t xr
     return xn;
 }
 
-/* Whether a job goes to the all-Q4_K kernel where x's q8 form is not staged
- * (quant_fused_q4k.cu; CTORCH_CUDA_MVQ4K=0 turns it off): such jobs then also quantize a
- * one-row x rather than dequantize. */
+/* Whether a job goes to a kernel of one format where x's q8 form is not staged: all Q4_K
+ * (quant_fused_q4k.cu; CTORCH_CUDA_MVQ4K=0 turns it off; such jobs then also quantize a
+ * one-row x rather than dequantize), or all Q6_K, or Q4_K and Q6_K (quant_fused_q6k.cu;
+ * CTORCH_CUDA_MVQ6K=0 turns both off, =4 the second). */
 static bool q4k_job(const cuq_mv_job *job)
 {
     const char *e = getenv("CTORCH_CUDA_MVQ4K");
@@ -409,6 +415,17 @@ static bool q4k_job(const cuq_mv_job *job)
     for (int i = 0; i < job->n_parts; i++)
         if (job->part[i].wt != CT_Q4_K) return false;
     return true;
+}
+static bool q6k_job(const cuq_mv_job *job)
+{
+    const char *e = getenv("CTORCH_CUDA_MVQ6K");
+    if (job->M != 1 || (e && e[0] == '0')) return false;
+    bool q4 = false;
+    for (int i = 0; i < job->n_parts; i++) {
+        if (job->part[i].wt == CT_Q4_K) q4 = true;
+        else if (job->part[i].wt != CT_Q6_K) return false;
+    }
+    return !q4 || (!job->glu && !(e && e[0] == '4'));
 }
 
 /* got against ref (f32) as the reference. */
@@ -423,12 +440,12 @@ static void check_close(const float *got, const float *ref, int64_t n, double to
 /* A job with its own norm gives bit for bit what the separate kernels give: the norm's y
  * and q8 form by cuq_rms_norm_q8, then the same job reading them (the prologue keeps that
  * kernel's order of sums and rounding; the dots read the same values). Where the separate
- * run takes the all-Q4_K kernel and the staged one the generic kernel, the two add the same
+ * run takes a one-format kernel and the staged one the generic kernel, the two add the same
  * products in another order: equal within f32 rounding (nmse 1e-12; one x quant off by one
  * step moves a dot by ~1e-4 of its size, nmse ~1e-8). */
 static void same_as_separate(const cuq_mv_job *job, const char *name)
 {
-    bool reorder = q4k_job(job);
+    bool reorder = q4k_job(job) || q6k_job(job);
     int64_t M = job->M, K = job->K;
     float *y = dev_poisoned(sizeof(float) * (size_t)(M * K));
     void *qmem = dev_poisoned(cuq_q8_bytes(M, K));
@@ -477,6 +494,25 @@ static void same_as_separate(const cuq_mv_job *job, const char *name)
     cudaFree(qmem);
 }
 
+/* ref [M, N] = x's q8 form as the GPU holds it (quants times their block's d) . deq^T, in
+ * double: the quantized products exactly, so only the GPU's f32 sums differ. */
+static void q8_refs(const weight *w, const cuq_q8 *dq, double *ref)
+{
+    int64_t M = dq->M, K = dq->K;
+    int8_t *q = malloc((size_t)(M * K));
+    float *d = malloc(sizeof(float) * (size_t)(M * K / 32));
+    CHECK_CUDA(cudaMemcpy(q, dq->q, (size_t)(M * K), cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(d, dq->d, sizeof(float) * (size_t)(M * K / 32), cudaMemcpyDeviceToHost));
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < w->N; n++) {
+            double s = 0;
+            for (int64_t k = 0; k < K; k++) s += (double)w->deq[n * K + k] * ((double)q[m * K + k] * d[m * (K / 32) + k / 32]);
+            ref[m * w->N + n] = s;
+        }
+    free(q);
+    free(d);
+}
+
 static void run_job(const job_spec *s, th_rng *r)
 {
     char name[256];
@@ -516,7 +552,7 @@ static void run_job(const job_spec *s, th_rng *r)
     }
     if (s->glu) job.glu_out = dev_poisoned(sizeof(float) * (size_t)(M * s->N[0]));
     void *qmem = NULL;
-    cuq_q8 q;
+    cuq_q8 q = {0};
     if (s->caller_q8) {
         qmem = dev_poisoned(cuq_q8_bytes(M, K));
         q = cuq_q8_at(qmem, M, K);
@@ -556,6 +592,10 @@ static void run_job(const job_spec *s, th_rng *r)
         } else {
             check_nmse(outs[i], exact, n, 1e-4, "vs exact", name);
             check_nmse(outs[i], cpu, n, 2e-4, "vs the CPU's dots", name);
+            if (s->caller_q8) {
+                q8_refs(&w[i], &q, exact);
+                check_nmse(outs[i], exact, n, 1e-9, "vs its own q8 x, exact", name);
+            }
         }
         if (s->add[i]) {
             float *o2 = fetch(job.part[i].out2, n, &guard);
@@ -713,6 +753,46 @@ static void test_gated(void)
     }
 }
 
+/* All-Q6_K jobs at M = 1 (quant_fused_q6k.cu where x's q8 form is given or made by a
+ * quantize kernel; the generic kernel where it is staged): TinyLlama's down and output
+ * shapes, rows not a multiple of a block's 8, K 768 (630-byte rows: every other row 2 bytes
+ * off a 4-byte word, blocks at every even offset in a 16-byte granule) and 8192 (a row split
+ * over 4 warps), several parts with the add epilogue, gated rows; and jobs of Q4_K and Q6_K
+ * parts (the same kernel, a format per row): the qkv shape, rows split over warps. */
+static void test_q6k_jobs(void)
+{
+    if (!have_dev()) return;
+    th_rng r = {66};
+    for (int given = 0; given < 2; given++) {
+        job_spec a = {.n_parts = 1, .t = {CT_Q6_K}, .N = {2047}, .M = 1, .K = 5632, .caller_q8 = given};
+        run_job(&a, &r);
+        job_spec b = {.n_parts = 1, .t = {CT_Q6_K}, .N = {101}, .M = 1, .K = 5632, .caller_q8 = given, .strided_x = true};
+        run_job(&b, &r);
+        job_spec c = {.n_parts = 3, .t = {CT_Q6_K, CT_Q6_K, CT_Q6_K}, .N = {2048, 255, 9}, .add = {true, false, true},
+                      .M = 1, .K = 2048, .caller_q8 = given};
+        run_job(&c, &r);
+        job_spec d = {.n_parts = 2, .t = {CT_Q6_K, CT_Q6_K}, .N = {333, 3}, .M = 1, .K = 768, .caller_q8 = given};
+        run_job(&d, &r);
+        job_spec e = {.n_parts = 2, .t = {CT_Q6_K, CT_Q6_K}, .N = {21, 5}, .add = {false, true}, .M = 1, .K = 8192,
+                      .caller_q8 = given};
+        run_job(&e, &r);
+        for (int glu = 1; glu <= 2; glu++) {
+            job_spec g = {.n_parts = 2, .t = {CT_Q6_K, CT_Q6_K}, .N = {701, 701}, .glu = glu, .M = 1, .K = 2048,
+                          .caller_q8 = given};
+            run_job(&g, &r);
+        }
+        job_spec q = {.n_parts = 3, .t = {CT_Q4_K, CT_Q4_K, CT_Q6_K}, .N = {2048, 256, 256}, .add = {false, true, false},
+                      .M = 1, .K = 2048, .caller_q8 = given};
+        run_job(&q, &r);
+        job_spec m = {.n_parts = 3, .t = {CT_Q6_K, CT_Q4_K, CT_Q6_K}, .N = {77, 300, 5}, .add = {true, false, false},
+                      .M = 1, .K = 8192, .caller_q8 = given, .strided_x = true};
+        run_job(&m, &r);
+    }
+    /* the output projection's shape, x's q8 form given */
+    job_spec o = {.n_parts = 1, .t = {CT_Q6_K}, .N = {32000}, .M = 1, .K = 2048, .caller_q8 = true};
+    run_job(&o, &r);
+}
+
 /* Jobs the kernels cannot run are refused (cuq_mv_ok and cuq_mv_run both). */
 static void test_refused(void)
 {
@@ -781,6 +861,7 @@ int main(int argc, char **argv)
     RUN(test_single_parts);
     RUN(test_mixed_parts);
     RUN(test_gated);
+    RUN(test_q6k_jobs);
     RUN(test_refused);
     return th_finish();
 }

@@ -15,7 +15,8 @@
  * all Q6_K (and M <= 2) stage each warp's rows through shared memory instead
  * (quant_fused_seg.cuh); f16 / bf16 rows at M <= 2 load 4 runs a lane before the math.
  * Jobs whose weights are all Q4_K (M = 1, x's q8 form given or made by quantize_q8) run a
- * kernel of their own, without the format dispatch (quant_fused_q4k.cu).
+ * kernel of their own, without the format dispatch (quant_fused_q4k.cu); so do M = 1 jobs
+ * of Q6_K weights, or of Q4_K and Q6_K ones, with x's q8 form (quant_fused_q6k.cu).
  *
  * Measured on an H100 (bench/cuda_quant.c --jobs, M = 1, x's q8 form given, copy 2914 GB/s;
  * the kernel before the segment and f16 paths -> now): qkv Q4_K/Q6_K 3.68 -> 4.09 us, gate/up Q4_K
@@ -424,6 +425,7 @@ extern "C" bool cuq_mv_run(const cuq_mv_job *job, void *tmp, int sm_count, cudaS
     a.seg = (xq || a.stage_q8) && dev_facts().seg && job->M <= SEG_MAX_M;
     for (int i = 0; i < job->n_parts; i++) a.seg = a.seg && seg_format(job->part[i].wt);
     if (launch_q4k_job(a, job->M, job->glu != 0, rows, sm_count, stream)) return true;
+    if (launch_q6k_job(a, job->M, job->glu != 0, rows, sm_count, stream)) return true;
     return job->glu ? launch_m<true>(a, job->M, rows, sm_count, stream)
                     : launch_m<false>(a, job->M, rows, sm_count, stream);
 }

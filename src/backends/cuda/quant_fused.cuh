@@ -40,6 +40,8 @@ struct DevFacts {
     int stage;
     bool q4k; /* all-Q4_K jobs through their own kernel (CTORCH_CUDA_MVQ4K=0: the generic one) */
     bool fma; /* small one-row jobs without a q8 form dequantize (CTORCH_CUDA_MVFMA=0: none) */
+    bool q6k;   /* all-Q6_K jobs through their own kernel (CTORCH_CUDA_MVQ6K=0: the generic one) */
+    bool q6mix; /* and Q4_K + Q6_K jobs (CTORCH_CUDA_MVQ6K=0 or 4: the generic one) */
 };
 inline const DevFacts &dev_facts()
 {
@@ -64,6 +66,9 @@ inline const DevFacts &dev_facts()
         f.q4k = !(q4 && q4[0] == '0');
         const char *fm = getenv("CTORCH_CUDA_MVFMA");
         f.fma = !(fm && fm[0] == '0');
+        const char *q6 = getenv("CTORCH_CUDA_MVQ6K");
+        f.q6k = !(q6 && q6[0] == '0');
+        f.q6mix = f.q6k && !(q6 && q6[0] == '4');
         done = true;
     }
     return f;
@@ -680,6 +685,9 @@ template <int M, bool GLU> void launch_job(FuArgs &a, int64_t rows, int sm_count
 /* A job whose weights are all Q4_K, with x's q8 form given and M = 1, launched through
  * its own kernel (quant_fused_q4k.cu); false (nothing launched) for any other job. */
 bool launch_q4k_job(FuArgs &a, int64_t M, bool glu, int64_t rows, int sm_count, cudaStream_t st);
+
+/* The same for jobs of Q6_K parts, or of Q4_K and Q6_K parts (quant_fused_q6k.cu). */
+bool launch_q6k_job(FuArgs &a, int64_t M, bool glu, int64_t rows, int sm_count, cudaStream_t st);
 
 /* Explicit instantiations live in quant_fused_job*.cu. */
 #define CUFU_JOBS(X) X(1, false) X(1, true) X(2, false) X(2, true) X(3, false) X(3, true) X(4, false) X(4, true) \
