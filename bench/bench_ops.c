@@ -94,13 +94,13 @@ static result *add_result(const char *name, const char *size, const char *unit)
 
 /* ---- matmul ---- */
 
-/* Prefill-shaped linear with f16 weights: x [M, K] f32, w [N, K] f16. */
-static void bench_linear_f16(int64_t M, int64_t N, int64_t K)
+/* Prefill-shaped linear with half weights: x [M, K] f32, w [N, K] f16 or bf16. */
+static void bench_linear_half(int64_t M, int64_t N, int64_t K, ct_dtype wt)
 {
     int64_t sx[2] = {M, K}, sw[2] = {N, K};
     ct_tensor *x = NULL, *w = NULL, *y = NULL;
     TRY(ct_rand(2, sx, CT_F32, 3, &x));
-    TRY(ct_rand(2, sw, CT_F16, 4, &w));
+    TRY(ct_rand(2, sw, wt, 4, &w));
     double t[64];
     for (int i = -1, reps = 0; i < reps; i++) {
         double t0 = now_s();
@@ -114,7 +114,7 @@ static void bench_linear_f16(int64_t M, int64_t N, int64_t K)
         if (i == reps - 1) {
             char size[40];
             snprintf(size, sizeof size, "%lldx%lldx%lld", (long long)M, (long long)N, (long long)K);
-            result *r = add_result("linear f16 w (ct_linear)", size, "GFLOP/s");
+            result *r = add_result(wt == CT_BF16 ? "linear bf16 w (ct_linear)" : "linear f16 w (ct_linear)", size, "GFLOP/s");
             r->value = 2.0 * (double)(M * N * K) / median(t, reps) * 1e-9;
             r->repeats = reps;
         }
@@ -523,7 +523,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) g_only = argv[++i];
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             printf("usage: ctorch-bench-ops [--quick] [--json] [--only matmul|peak|decode|bandwidth|conv2d|dispatch]\n"
-                   "  matmul 256..2048 vs cblas_sgemm, f16-weight linear (prefill shapes), f16/bf16 decode-shaped linear (GB/s),\n"
+                   "  matmul 256..2048 vs cblas_sgemm, f16/bf16-weight linear (prefill shapes), f16/bf16 decode-shaped linear (GB/s),\n"
                    "  one core's f32 FMA and bf16 dot peak,\n"
                    "  add/softmax on 64 MiB vs memcpy,\n"
                    "  a ResNet conv2d layer, and the eager dispatch cost of a 1-element add.\n"
@@ -545,12 +545,15 @@ int main(int argc, char **argv)
         bench_matmul(mm[i]);
     }
     if (selected("matmul")) {
-        fprintf(stderr, "linear f16 ...\n");
-        if (g_quick) bench_linear_f16(16, 40, 48);
-        else {
-            bench_linear_f16(128, 2048, 2048);
-            bench_linear_f16(128, 5632, 2048);
-            bench_linear_f16(128, 2048, 5632);
+        fprintf(stderr, "linear f16 / bf16 ...\n");
+        for (int bf = 0; bf < 2; bf++) {
+            ct_dtype wt = bf ? CT_BF16 : CT_F16;
+            if (g_quick) bench_linear_half(16, 40, 48, wt);
+            else {
+                bench_linear_half(128, 2048, 2048, wt);
+                bench_linear_half(128, 5632, 2048, wt);
+                bench_linear_half(128, 2048, 5632, wt);
+            }
         }
     }
     if (selected("peak")) {
