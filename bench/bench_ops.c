@@ -178,6 +178,16 @@ __attribute__((target("avx512f,avx512bf16"), noinline)) static float peak_bf16(i
     return _mm512_reduce_add_ps(acc[0]);
 }
 
+__attribute__((target("avx512f,avx512vnni"), noinline)) static float peak_vnni(int64_t iters)
+{
+    __m512i acc[PEAK_ACC], a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+    for (int i = 0; i < PEAK_ACC; i++) acc[i] = _mm512_set1_epi32(i);
+    for (int64_t it = 0; it < iters; it++)
+        for (int i = 0; i < PEAK_ACC; i++) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+    for (int i = 1; i < PEAK_ACC; i++) acc[0] = _mm512_add_epi32(acc[0], acc[i]);
+    return (float)_mm512_reduce_add_epi32(acc[0]);
+}
+
 static volatile float g_sink;
 
 /* flops_per_iter: 2 per product; median of 7 runs of ~20 ms */
@@ -201,6 +211,8 @@ static void bench_peak(void)
 {
     if (__builtin_cpu_supports("avx512f")) bench_peak_one("peak f32 FMA (zmm)", peak_fma512, 2.0 * 16 * PEAK_ACC);
     if (__builtin_cpu_supports("avx512bf16")) bench_peak_one("peak bf16 dot (vdpbf16ps)", peak_bf16, 2.0 * 32 * PEAK_ACC);
+    /* the quant panels' int8 products (GOP/s counted as their GFLOP/s are) */
+    if (__builtin_cpu_supports("avx512vnni")) bench_peak_one("peak int8 dot (vpdpbusd)", peak_vnni, 2.0 * 64 * PEAK_ACC);
 }
 #else
 static void bench_peak(void) {}
