@@ -94,13 +94,13 @@ static result *add_result(const char *name, const char *size, const char *unit)
 
 /* ---- matmul ---- */
 
-/* Prefill-shaped linear with f16 weights: x [M, K] f32, w [N, K] f16. */
-static void bench_linear_f16(int64_t M, int64_t N, int64_t K)
+/* Prefill-shaped linear with half weights: x [M, K] f32, w [N, K] f16 or bf16. */
+static void bench_linear_half(int64_t M, int64_t N, int64_t K, ct_dtype wt)
 {
     int64_t sx[2] = {M, K}, sw[2] = {N, K};
     ct_tensor *x = NULL, *w = NULL, *y = NULL;
     TRY(ct_rand(2, sx, CT_F32, 3, &x));
-    TRY(ct_rand(2, sw, CT_F16, 4, &w));
+    TRY(ct_rand(2, sw, wt, 4, &w));
     double t[64];
     for (int i = -1, reps = 0; i < reps; i++) {
         double t0 = now_s();
@@ -114,7 +114,7 @@ static void bench_linear_f16(int64_t M, int64_t N, int64_t K)
         if (i == reps - 1) {
             char size[40];
             snprintf(size, sizeof size, "%lldx%lldx%lld", (long long)M, (long long)N, (long long)K);
-            result *r = add_result("linear f16 w (ct_linear)", size, "GFLOP/s");
+            result *r = add_result(wt == CT_BF16 ? "linear bf16 w (ct_linear)" : "linear f16 w (ct_linear)", size, "GFLOP/s");
             r->value = 2.0 * (double)(M * N * K) / median(t, reps) * 1e-9;
             r->repeats = reps;
         }
@@ -122,6 +122,101 @@ static void bench_linear_f16(int64_t M, int64_t N, int64_t K)
     ct_tensor_free(x);
     ct_tensor_free(w);
 }
+
+/* Decode-shaped linear with half weights: x [M, K] f32 (M of 1..8), w [N, K] f16/bf16
+ * larger than the last-level cache, as GB/s of weight bytes (decode streams each once). */
+static void bench_linear_half_decode(int64_t M, int64_t N, int64_t K, ct_dtype wt)
+{
+    int64_t sx[2] = {M, K}, sw[2] = {N, K};
+    ct_tensor *x = NULL, *w = NULL, *y = NULL;
+    TRY(ct_rand(2, sx, CT_F32, 3, &x));
+    TRY(ct_rand(2, sw, wt, 4, &w));
+    double t[64];
+    for (int i = -2, reps = 0; i < reps; i++) {
+        double t0 = now_s();
+        TRY(ct_linear(x, w, NULL, &y));
+        const void *p;
+        TRY(ct_tensor_data(y, &p));
+        double dt = now_s() - t0;
+        ct_tensor_free(y);
+        if (i < 0) reps = repeats_for(dt, 1.5, 40);
+        else t[i] = dt;
+        if (i == reps - 1) {
+            char size[40], name[48];
+            snprintf(size, sizeof size, "%lldx%lldx%lld", (long long)M, (long long)N, (long long)K);
+            snprintf(name, sizeof name, "linear %s w decode", ct_dtype_name(wt));
+            result *r = add_result(name, size, "GB/s");
+            r->value = 2.0 * (double)(N * K) / median(t, reps) * 1e-9;
+            r->repeats = reps;
+        }
+    }
+    ct_tensor_free(x);
+    ct_tensor_free(w);
+}
+
+/* ---- the core's arithmetic peak (one thread): what a GEMM can reach at best ---- */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define PEAK_ACC 12 /* independent chains, more than FMA latency x issue width needs */
+__attribute__((target("avx512f"), noinline)) static float peak_fma512(int64_t iters)
+{
+    __m512 acc[PEAK_ACC], a = _mm512_set1_ps(1.0000001f), b = _mm512_set1_ps(0.9999999f);
+    for (int i = 0; i < PEAK_ACC; i++) acc[i] = _mm512_set1_ps((float)i);
+    for (int64_t it = 0; it < iters; it++)
+        for (int i = 0; i < PEAK_ACC; i++) acc[i] = _mm512_fmadd_ps(a, acc[i], b);
+    for (int i = 1; i < PEAK_ACC; i++) acc[0] = _mm512_add_ps(acc[0], acc[i]);
+    return _mm512_reduce_add_ps(acc[0]);
+}
+__attribute__((target("avx512f,avx512bf16"), noinline)) static float peak_bf16(int64_t iters)
+{
+    __m512 acc[PEAK_ACC];
+    __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3c00);
+    for (int i = 0; i < PEAK_ACC; i++) acc[i] = _mm512_set1_ps((float)i);
+    for (int64_t it = 0; it < iters; it++)
+        for (int i = 0; i < PEAK_ACC; i++) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+    for (int i = 1; i < PEAK_ACC; i++) acc[0] = _mm512_add_ps(acc[0], acc[i]);
+    return _mm512_reduce_add_ps(acc[0]);
+}
+
+__attribute__((target("avx512f,avx512vnni"), noinline)) static float peak_vnni(int64_t iters)
+{
+    __m512i acc[PEAK_ACC], a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+    for (int i = 0; i < PEAK_ACC; i++) acc[i] = _mm512_set1_epi32(i);
+    for (int64_t it = 0; it < iters; it++)
+        for (int i = 0; i < PEAK_ACC; i++) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+    for (int i = 1; i < PEAK_ACC; i++) acc[0] = _mm512_add_epi32(acc[0], acc[i]);
+    return (float)_mm_cvtsi128_si32(_mm512_castsi512_si128(acc[0])); /* lane 0: the lanes wrap (no signed-overflow sum) */
+}
+
+static volatile float g_sink;
+
+/* flops_per_iter: 2 per product; median of 7 runs of ~20 ms */
+static void bench_peak_one(const char *name, float (*fn)(int64_t), double flops_per_iter)
+{
+    int64_t iters = 2000000;
+    double t[7];
+    g_sink = fn(iters / 10); /* warm-up (clock ramp) */
+    for (int i = 0; i < 7; i++) {
+        double t0 = now_s();
+        g_sink = fn(iters);
+        t[i] = now_s() - t0;
+    }
+    result *r = add_result(name, "1 thread", "GFLOP/s");
+    snprintf(r->device, sizeof r->device, "cpu core"); /* no op ran: no device from the executor */
+    r->value = flops_per_iter * (double)iters / median(t, 7) * 1e-9;
+    r->repeats = 7;
+}
+
+static void bench_peak(void)
+{
+    if (__builtin_cpu_supports("avx512f")) bench_peak_one("peak f32 FMA (zmm)", peak_fma512, 2.0 * 16 * PEAK_ACC);
+    if (__builtin_cpu_supports("avx512bf16")) bench_peak_one("peak bf16 dot (vdpbf16ps)", peak_bf16, 2.0 * 32 * PEAK_ACC);
+    /* the quant panels' int8 products (GOP/s counted as their GFLOP/s are) */
+    if (__builtin_cpu_supports("avx512vnni")) bench_peak_one("peak int8 dot (vpdpbusd)", peak_vnni, 2.0 * 64 * PEAK_ACC);
+}
+#else
+static void bench_peak(void) {}
+#endif
 
 static double time_matmul(const ct_tensor *a, const ct_tensor *b)
 {
@@ -439,8 +534,10 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--json")) json = true;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) g_only = argv[++i];
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: ctorch-bench-ops [--quick] [--json] [--only matmul|bandwidth|conv2d|dispatch]\n"
-                   "  matmul 256..2048 vs cblas_sgemm, f16-weight linear (prefill shapes), add/softmax on 64 MiB vs memcpy,\n"
+            printf("usage: ctorch-bench-ops [--quick] [--json] [--only matmul|peak|decode|bandwidth|conv2d|dispatch]\n"
+                   "  matmul 256..2048 vs cblas_sgemm, f16/bf16-weight linear (prefill shapes), f16/bf16 decode-shaped linear (GB/s),\n"
+                   "  one core's f32 FMA and bf16 dot peak,\n"
+                   "  add/softmax on 64 MiB vs memcpy,\n"
                    "  a ResNet conv2d layer, and the eager dispatch cost of a 1-element add.\n"
                    "  --quick: tiny sizes and 3 repeats (smoke test); --json: machine-readable output.\n");
             return 0;
@@ -460,12 +557,28 @@ int main(int argc, char **argv)
         bench_matmul(mm[i]);
     }
     if (selected("matmul")) {
-        fprintf(stderr, "linear f16 ...\n");
-        if (g_quick) bench_linear_f16(16, 40, 48);
+        fprintf(stderr, "linear f16 / bf16 ...\n");
+        for (int bf = 0; bf < 2; bf++) {
+            ct_dtype wt = bf ? CT_BF16 : CT_F16;
+            if (g_quick) bench_linear_half(16, 40, 48, wt);
+            else {
+                bench_linear_half(128, 2048, 2048, wt);
+                bench_linear_half(128, 5632, 2048, wt);
+                bench_linear_half(128, 2048, 5632, wt);
+            }
+        }
+    }
+    if (selected("peak")) {
+        fprintf(stderr, "arithmetic peak ...\n");
+        bench_peak();
+    }
+    if (selected("decode")) {
+        fprintf(stderr, "linear f16/bf16 decode ...\n");
+        if (g_quick) bench_linear_half_decode(1, 40, 48, CT_F16);
         else {
-            bench_linear_f16(128, 2048, 2048);
-            bench_linear_f16(128, 5632, 2048);
-            bench_linear_f16(128, 2048, 5632);
+            /* 128 MiB of weights: far past the 32 MiB L3 of the machines measured */
+            for (int64_t m = 1; m <= 4; m *= 2) bench_linear_half_decode(m, 32768, 2048, CT_F16);
+            bench_linear_half_decode(1, 32768, 2048, CT_BF16);
         }
     }
     if (selected("bandwidth")) {

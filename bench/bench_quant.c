@@ -302,7 +302,9 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "--linear") == 0) {
         ct_set_num_threads(argc > 2 ? atoi(argv[2]) : 2);
         int rc = bench_linear(CT_Q4_K, 5632, 2048);
+        rc |= bench_linear(CT_Q5_K, 5632, 2048); /* Q5_K_M's gate/up/q/k/o; its down and v are Q6_K */
         rc |= bench_linear(CT_Q6_K, 2048, 5632);
+        rc |= bench_linear(CT_Q6_K, 5632, 2048);
         rc |= bench_linear(CT_Q8_0, 2048, 5632);
         rc |= bench_linear(CT_Q8_0, 5632, 2048);
         rc |= bench_linear(CT_Q4_1, 5632, 2048);

@@ -1,6 +1,7 @@
 /* f16 / bf16 weights in the built-in GEMM (prefill linear): ct_linear and
  * cpu_gemm_f32_bhalf against a double-precision reference at every SIMD level,
- * over micro-tile / K-block / column-block edges and strided weight views. */
+ * over micro-tile / K-block / column-block edges and strided weight views; bf16 weights
+ * also through the AVX512-BF16 dots (activations rounded to bf16) where the CPU has them. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,19 +39,30 @@ static uint16_t rand_half(th_rng *r, bool bf)
 
 static double half_val(uint16_t h, bool bf) { return bf ? bf16_bits_to_double(h) : f16_bits_to_double(h); }
 
+/* v rounded to bf16's 8 significant bits, to nearest with ties to even (nearbyint in the
+ * default rounding mode): the activations of the AVX512-BF16 path (gemm_bf16.c). */
+static double round_bf16(double v)
+{
+    if (v == 0 || !isfinite(v)) return v;
+    int e;
+    double f = frexp(v, &e);
+    return ldexp(nearbyint(ldexp(f, 8)), e - 8);
+}
+
 /* Worst |got - want| / bound over the [M, N] output, where element (m, n) is
  * sum_k x[m, k] w[k, n] (+ c0). Bound: f32 accumulation of K + 1 terms (blocked
  * sums, the bias / accumulate term) gives |error| <= (K + 1) 2^-24 sum|terms|
  * (first order); the factor 2 covers the second-order terms and the blocking. */
 static double worst_err(const float *got, int64_t ldc, int64_t M, int64_t N, int64_t K, const float *x, int64_t rsx,
-                        int64_t csx, const uint16_t *w, int64_t rsw, int64_t csw, bool bf, const double *c0)
+                        int64_t csx, const uint16_t *w, int64_t rsw, int64_t csw, bool bf, bool xbf, const double *c0)
 {
     double worst = 0;
     for (int64_t m = 0; m < M; m++)
         for (int64_t n = 0; n < N; n++) {
             double s = c0 ? c0[n] : 0.0, sabs = c0 ? fabs(c0[n]) : 0.0;
             for (int64_t k = 0; k < K; k++) {
-                double t = (double)x[m * rsx + k * csx] * half_val(w[k * rsw + n * csw], bf);
+                double xv = xbf ? round_bf16(x[m * rsx + k * csx]) : (double)x[m * rsx + k * csx];
+                double t = xv * half_val(w[k * rsw + n * csw], bf);
                 s += t;
                 sabs += fabs(t);
             }
@@ -62,6 +74,27 @@ static double worst_err(const float *got, int64_t ldc, int64_t M, int64_t N, int
 }
 
 static const char *lvl_name(int lvl) { return lvl == 0 ? "portable" : lvl == 1 ? "avx2" : "avx512"; }
+
+/* Passes 0..2: SIMD levels; pass 3: AVX-512 with the bf16 dot path turned off (bf16
+ * weights widened to f32 like f16). False when this CPU (or CTORCH_SIMD) lacks the level. */
+static bool set_pass(int pass)
+{
+    int lvl = pass > 2 ? 2 : pass;
+    cpu_simd_set_level((cpu_simd)lvl);
+    cpu_gemm_bf16_dot_disable(pass == 3);
+    if ((int)cpu_simd_level() != lvl) {
+        fprintf(stderr, "  skipped SIMD level %d: this CPU lacks it (or CTORCH_SIMD caps it)\n", lvl);
+        return false;
+    }
+    if (pass == 2) fprintf(stderr, "  avx512: bf16 weights %s\n", cpu_gemm_bf16_dot_on() ? "through AVX512-BF16 dots" : "widened to f32");
+    return true;
+}
+
+static void reset_passes(void)
+{
+    cpu_gemm_bf16_dot_disable(false);
+    cpu_simd_set_level(CPU_SIMD_AVX512);
+}
 
 /* ct_linear(x [M, K], w [N, K] half, bias) with w contiguous, a row slice (odd row
  * stride, still the transposing packer), a transposed storage and a stepped slice
@@ -117,7 +150,9 @@ static void linear_case(th_rng *r, int64_t M, int64_t N, int64_t K, bool bf, boo
             CHECK_OK(ct_tensor_data(y, (const void **)&py));
             CHECK(ct_tensor_dim(y, 0) == M && ct_tensor_dim(y, 1) == N);
             if (py) {
-                double e = worst_err(py, N, M, N, K, xs, K, 1, wref, rsw, csw, bf, with_bias ? bias : NULL);
+                /* linear's GEMM (M > 8 here): bf16 weights with rows along k take the bf16 dots */
+                bool xbf = bf && rsw == 1 && cpu_gemm_bf16_dot_on();
+                double e = worst_err(py, N, M, N, K, xs, K, 1, wref, rsw, csw, bf, xbf, with_bias ? bias : NULL);
                 CHECK_MSG(e <= 1.0, "%s %s M=%lld N=%lld K=%lld view %d bias %d: error %.3g of the bound",
                           lvl_name(lvl), bf ? "bf16" : "f16", (long long)M, (long long)N, (long long)K, view,
                           with_bias, e);
@@ -143,17 +178,13 @@ static void test_linear_half(void)
      * panels, the 16 x 16 packer blocks and the 256-deep K blocks */
     static const int64_t mnk[][3] = {{9, 37, 45}, {17, 37, 45}, {64, 40, 33}, {130, 96, 300},
                                      {130, 37, 17}, {9, 1, 1}, {12, 64, 256}, {10, 33, 16}};
-    for (int lvl = 0; lvl <= 2; lvl++) {
-        cpu_simd_set_level((cpu_simd)lvl);
-        if ((int)cpu_simd_level() != lvl) {
-            fprintf(stderr, "  skipped SIMD level %d: this CPU lacks it (or CTORCH_SIMD caps it)\n", lvl);
-            continue;
-        }
+    for (int pass = 0; pass <= 3; pass++) {
+        if (!set_pass(pass)) continue;
         for (size_t c = 0; c < sizeof mnk / sizeof mnk[0]; c++)
-            for (int bf = 0; bf < 2; bf++)
-                linear_case(&r, mnk[c][0], mnk[c][1], mnk[c][2], bf, (c + (size_t)bf) % 2 == 0, lvl);
+            for (int bf = pass == 3; bf < 2; bf++)
+                linear_case(&r, mnk[c][0], mnk[c][1], mnk[c][2], bf, (c + (size_t)bf) % 2 == 0, pass > 2 ? 2 : pass);
     }
-    cpu_simd_set_level(CPU_SIMD_AVX512);
+    reset_passes();
 }
 
 /* The entry itself: accumulate, K = 0, more than 4096 columns, more than 256 rows
@@ -162,15 +193,14 @@ static void test_linear_half(void)
 static void test_bhalf_entry(void)
 {
     th_rng r = {77};
-    static const int64_t mnk[][3] = {{9, 4133, 20}, {33, 50, 270}, {1, 17, 40}, {5, 7, 0}, {300, 45, 40}, {270, 4099, 3}};
-    for (int lvl = 0; lvl <= 2; lvl++) {
-        cpu_simd_set_level((cpu_simd)lvl);
-        if ((int)cpu_simd_level() != lvl) {
-            fprintf(stderr, "  skipped SIMD level %d: this CPU lacks it (or CTORCH_SIMD caps it)\n", lvl);
-            continue;
-        }
+    /* and 1-4 rows against full and partial 32-column panels, odd K, K past one 32-k block */
+    static const int64_t mnk[][3] = {{9, 4133, 20}, {33, 50, 270}, {1, 17, 40}, {5, 7, 0},  {300, 45, 40},
+                                     {270, 4099, 3}, {2, 64, 97}, {3, 40, 64}, {4, 32, 33}, {1, 96, 1}};
+    for (int pass = 0; pass <= 3; pass++) {
+        if (!set_pass(pass)) continue;
+        int lvl = pass > 2 ? 2 : pass;
         for (size_t c = 0; c < sizeof mnk / sizeof mnk[0]; c++)
-            for (int bf = 0; bf < 2; bf++) {
+            for (int bf = pass == 3; bf < 2; bf++) {
                 int64_t M = mnk[c][0], N = mnk[c][1], K = mnk[c][2], ldc = N + 3;
                 uint16_t *w = malloc(sizeof(uint16_t) * (size_t)(N * K + 1));
                 float *x = malloc(sizeof(float) * (size_t)(M * K + 1)), *C = malloc(sizeof(float) * (size_t)(M * ldc));
@@ -182,7 +212,7 @@ static void test_bhalf_entry(void)
                     for (int64_t i = 0; i < M * ldc; i++) C[i] = 0.25f;
                     /* x stored column-major (rsx = 1, csx = M), w as [N, K] (B = w^T) */
                     CHECK_OK(cpu_gemm_f32_bhalf(M, N, K, x, 1, M, w, 1, K, bf, C, ldc, acc));
-                    double e = worst_err(C, ldc, M, N, K, x, 1, M, w, 1, K, bf, acc ? c0 : NULL);
+                    double e = worst_err(C, ldc, M, N, K, x, 1, M, w, 1, K, bf, bf && cpu_gemm_bf16_dot_on(), acc ? c0 : NULL);
                     CHECK_MSG(e <= 1.0, "%s %s %lldx%lldx%lld acc %d: error %.3g of the bound", lvl_name(lvl),
                               bf ? "bf16" : "f16", (long long)M, (long long)N, (long long)K, acc, e);
                     bool pad_ok = true; /* columns past N are not written */
@@ -196,7 +226,7 @@ static void test_bhalf_entry(void)
                 free(c0);
             }
     }
-    cpu_simd_set_level(CPU_SIMD_AVX512);
+    reset_passes();
 }
 
 /* cpu_gemm_f32 (BLAS or built-in, whichever it routes to) on a product large enough

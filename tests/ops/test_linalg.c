@@ -333,7 +333,17 @@ static void test_builtin_gemm(void)
     cpu_simd_set_level(CPU_SIMD_AVX512);
 }
 
-static void check_linear(const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias, double tol)
+/* v rounded to bf16's 8 significant bits, ties to even (nearbyint, default rounding mode) */
+static double round_bf16(double v)
+{
+    if (v == 0 || !isfinite(v)) return v;
+    int e;
+    double f = frexp(v, &e);
+    return ldexp(nearbyint(ldexp(f, 8)), e - 8);
+}
+
+/* xbf: the reference rounds x to bf16 first, as the AVX512-BF16 prompt GEMM does */
+static void check_linear_x(const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias, double tol, bool xbf)
 {
     ct_tensor *y = NULL;
     CHECK_OK(ct_linear(x, w, bias, &y));
@@ -347,7 +357,7 @@ static void check_linear(const ct_tensor *x, const ct_tensor *w, const ct_tensor
     for (int64_t m = 0; m < M; m++)
         for (int64_t n = 0; n < N; n++) {
             double s = bv ? bv[n] : 0.0;
-            for (int64_t k = 0; k < K; k++) s += xv[m * K + k] * wv[n * K + k];
+            for (int64_t k = 0; k < K; k++) s += (xbf ? round_bf16(xv[m * K + k]) : xv[m * K + k]) * wv[n * K + k];
             want[m * N + n] = s;
         }
     CHECK(th_allclose(yv, want, M * N, tol, tol));
@@ -357,6 +367,11 @@ static void check_linear(const ct_tensor *x, const ct_tensor *w, const ct_tensor
     free(yv);
     free(want);
     ct_tensor_free(y);
+}
+
+static void check_linear(const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias, double tol)
+{
+    check_linear_x(x, w, bias, tol, false);
 }
 
 static void test_linear(void)
@@ -376,9 +391,11 @@ static void test_linear(void)
             ct_tensor *x = rnd(&r, 2, sx, CT_F32), *b = rnd(&r, 1, sb, CT_F32);
             for (int wi = 0; wi < 3; wi++) {
                 ct_tensor *w = rnd(&r, 2, sw, wts[wi]);
-                /* the weights are exact in their dtype; f32 accumulation over K <= 128 terms */
-                check_linear(x, w, NULL, 2e-5);
-                check_linear(x, w, b, 2e-5);
+                /* the weights are exact in their dtype; f32 accumulation over K <= 128 terms;
+                 * bf16 weights in prompts (M > 8) may take the bf16 dots, x rounded to bf16 */
+                bool xbf = wts[wi] == CT_BF16 && M > 8 && cpu_gemm_bf16_dot_on();
+                check_linear_x(x, w, NULL, 2e-5, xbf);
+                check_linear_x(x, w, b, 2e-5, xbf);
                 ct_tensor_free(w);
             }
             ct_tensor_free(x);

@@ -2,7 +2,7 @@
  * reference: the fused decode kernel for every row count 1..8 with f32/f16/bf16
  * weights at every SIMD level (each row count is its own unrolled variant), K past
  * the fused kernel's K-block; K = 0; x views that cannot be read as rows; f64 and
- * transposed weights; a quantized weight of one row. Then the argument checks of
+ * transposed weights; a quantized weight of one row; the kept copy of large half weights. Then the argument checks of
  * ct_linear, ct_matmul with a quantized operand, ct_matvec and ct_outer. */
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +84,51 @@ static void test_fused_rows(void)
         }
     }
     cpu_simd_set_level(saved);
+}
+
+/* Half weights of 1 MiB and more are read from a dense copy the CPU keeps (linear.c
+ * kept_half): a row-strided view is copied row by row, decode (fused rows) and prompts
+ * (GEMM) read the copy, and a write into the weights' storage drops it. */
+static void test_kept_half(void)
+{
+    th_rng r = {0x4e97};
+    const int64_t N = 300, KS = 2051, K = 1800; /* 300 x 1800 halfs: 1.08 MB */
+    static const ct_dtype wts[] = {CT_F16, CT_BF16};
+    static const int64_t ms[] = {1, 3, 20};
+    for (int wi = 0; wi < 2; wi++) {
+        int64_t sfull[2] = {N, KS};
+        ct_tensor *wfull = th_random(&r, 2, sfull, wts[wi], -1, 1), *w = NULL, *w2 = NULL;
+        CHECK_OK(ct_narrow(wfull, 1, 3, K, &w));
+        if (!w) {
+            ct_tensor_free(wfull);
+            continue;
+        }
+        for (int pass = 0; pass < 2; pass++) {
+            for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+                int64_t sx[2] = {ms[mi], K};
+                ct_tensor *x = th_random(&r, 2, sx, CT_F32, -1, 1);
+                char what[96];
+                snprintf(what, sizeof what, "kept %s M %lld pass %d", ct_dtype_name(wts[wi]), (long long)ms[mi], pass);
+                check(x, w, NULL, what);
+                ct_tensor_free(x);
+            }
+            /* new weights in the same storage: the results must follow them */
+            ct_tensor *fresh = th_random(&r, 2, sfull, wts[wi], -1, 1);
+            CHECK_OK(ct_copy_(wfull, fresh));
+            ct_tensor_free(fresh);
+        }
+        /* another view of the same storage (other offset) gets its own copy */
+        CHECK_OK(ct_narrow(wfull, 1, 0, K, &w2));
+        if (w2) {
+            int64_t sx[2] = {2, K};
+            ct_tensor *x = th_random(&r, 2, sx, CT_F32, -1, 1);
+            check(x, w2, NULL, "kept second view");
+            ct_tensor_free(x);
+        }
+        ct_tensor_free(w2);
+        ct_tensor_free(w);
+        ct_tensor_free(wfull);
+    }
 }
 
 /* K = 0: every output is the bias (or 0), as torch gives. */
@@ -273,6 +318,7 @@ int main(int argc, char **argv)
 {
     th_args(argc, argv);
     RUN(test_fused_rows);
+    RUN(test_kept_half);
     RUN(test_k_zero);
     RUN(test_layouts);
     RUN(test_quant_one_row);

@@ -29,10 +29,20 @@ ct_status cpu_gemm_f32_builtin(int64_t M, int64_t N, int64_t K, const float *A, 
                                const float *B, int64_t rsb, int64_t csb, float *C, int64_t ldc, bool accumulate);
 /* The built-in GEMM with B in f16 (bf16: false) or bf16, widened to f32 while its
  * panels are packed; B = w^T of a row-major weight (rsb = 1) takes a vectorized
- * transposing packer on AVX-512. */
+ * transposing packer on AVX-512. bf16 B with rsb = 1 goes to cpu_gemm_bf16_dot where
+ * the CPU has AVX512-BF16 (A rounded to bf16 there). */
 ct_status cpu_gemm_f32_bhalf(int64_t M, int64_t N, int64_t K, const float *A, int64_t rsa, int64_t csa,
                              const uint16_t *B, int64_t rsb, int64_t csb, bool bf16, float *C, int64_t ldc,
                              bool accumulate);
 
+/* BF16 B (rsb = 1: column j at B + j * csb) through AVX512-BF16 dot products, the
+ * activations rounded to bf16 first (gemm_bf16.c); cpu_gemm_f32_bhalf takes it for bf16
+ * when cpu_gemm_bf16_dot_on(). M, N, K > 0. */
+ct_status cpu_gemm_bf16_dot(int64_t M, int64_t N, int64_t K, const float *A, int64_t rsa, int64_t csa,
+                            const uint16_t *B, int64_t csb, float *C, int64_t ldc, bool accumulate);
+/* The CPU has AVX512-BF16, the SIMD level is AVX-512 and no test turned it off. */
+bool cpu_gemm_bf16_dot_on(void);
+/* Tests: off makes bf16 B take the f32 path at the AVX-512 level too. */
+void cpu_gemm_bf16_dot_disable(bool off);
 
 #endif
