@@ -558,6 +558,62 @@ __device__ __forceinline__ void prefetch_units(const FuArgs &a, unsigned units, 
 /* Blocks take units of R rows (a block per unit, or with CTORCH_CUDA_MVGRID=wave a grid of at
  * most one wave looping over them): first every warp asks L2 for all its rows (the
  * prefetch, before waiting on the predecessor), then computes them. */
+/* The specialised job kernels' body (quant_fused_q4k.cu, quant_fused_q6k.cu): job_kernel's
+ * layout (units of R = 8 / S rows, prefetch before the PDL wait, the same reductions and
+ * writes); dots(p, rows, lane0, stride, acc) adds part p's row (and a gated job's up row,
+ * rows[1]) times x into acc, the warp's S * 32 lanes taking units lane0, lane0 + stride, ... */
+template <int M, bool GLU, typename Dots> __device__ __forceinline__ void spec_job(const FuArgs &a, Dots dots)
+{
+    __shared__ float red[FU_WARPS][2 * CUQ_MV_MAX_ROWS];
+    pdl_launch_next();
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int S = a.S, R = FU_WARPS / S, rb = warp / S, s = warp % S;
+    unsigned units = a.first_unit[a.n_parts];
+    if (a.prefetch) prefetch_units<GLU>(a, units, R, rb, s, S, lane);
+    pdl_wait();
+    for (unsigned u = blockIdx.x; u < units; u += gridDim.x) {
+        int pi = unit_part(a, u);
+        const FuPart &p = a.p[pi];
+        int64_t n = (int64_t)(u - a.first_unit[pi]) * R + rb;
+        constexpr int NA = GLU ? 2 * M : M;
+        float acc[NA];
+#pragma unroll
+        for (int m = 0; m < NA; m++) acc[m] = 0.f;
+        if (n < p.N) {
+            const uint8_t *rows[2] = {p.w + (size_t)n * p.w_row, GLU ? a.up.w + (size_t)n * a.up.w_row : nullptr};
+            dots(p, rows, s * 32 + lane, 32 * S, acc);
+        }
+        reduce_row<NA>(acc, red, warp, s, S, lane);
+        if (s != 0 || n >= p.N) continue;
+        write_row<M, GLU>(a, p, n, lane, acc);
+    }
+}
+
+/* Launches a specialised job kernel: S warps a row (one wave for all rows, every lane at
+ * least one of the row's `per_row` units; occ: blocks per SM, found once), then the units
+ * of each part. */
+template <typename Kern>
+void spec_launch(Kern kern, int &occ, FuArgs &a, int64_t rows, int64_t per_row, int sm_count, cudaStream_t st)
+{
+    if (occ == 0) {
+        int nb = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, kern, FU_THREADS, 0) != cudaSuccess || nb < 1) nb = 1;
+        occ = nb;
+    }
+    int64_t resident = (int64_t)sm_count * occ * FU_WARPS;
+    int S = 1;
+    while (S < FU_WARPS && rows * S * 2 <= resident && per_row >= 32 * S * 2) S *= 2;
+    a.S = S;
+    int R = FU_WARPS / S;
+    unsigned u = 0;
+    for (int i = 0; i < a.n_parts; i++) {
+        a.first_unit[i] = u;
+        u += (unsigned)((a.p[i].N + R - 1) / R);
+    }
+    a.first_unit[a.n_parts] = u;
+    launch_pdl(kern, u, FU_THREADS, st, a);
+}
+
 template <int M, bool GLU, bool SEG, bool XS>
 __global__ void __launch_bounds__(FU_THREADS) job_kernel(const FuArgs a)
 {

@@ -25,59 +25,19 @@ namespace {
  * unbounded it takes 78 (91 gated) as nvcc hoists x's loads, 40 spilled 160-280 bytes). */
 constexpr int Q4K_MIN_BLOCKS = 4;
 
-/* job_kernel's layout (units of R = 8 / S rows, prefetch before the PDL wait, the same
- * reductions and writes) with the Q4_K rows above. */
+/* spec_job with the Q4_K rows above. */
 template <int M, bool GLU>
 __global__ void __launch_bounds__(FU_THREADS, Q4K_MIN_BLOCKS) q4k_job_kernel(const FuArgs a)
 {
-    __shared__ float red[FU_WARPS][2 * CUQ_MV_MAX_ROWS];
-    pdl_launch_next();
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int S = a.S, R = FU_WARPS / S, rb = warp / S, s = warp % S;
-    unsigned units = a.first_unit[a.n_parts];
-    if (a.prefetch) prefetch_units<GLU>(a, units, R, rb, s, S, lane);
-    pdl_wait();
-    for (unsigned u = blockIdx.x; u < units; u += gridDim.x) {
-        int pi = unit_part(a, u);
-        const FuPart &p = a.p[pi];
-        int64_t n = (int64_t)(u - a.first_unit[pi]) * R + rb;
-        constexpr int NA = GLU ? 2 * M : M;
-        float acc[NA];
-#pragma unroll
-        for (int m = 0; m < NA; m++) acc[m] = 0.f;
-        if (n < p.N) {
-            const uint8_t *rows[2] = {p.w + (size_t)n * p.w_row, GLU ? a.up.w + (size_t)n * a.up.w_row : nullptr};
-            q4k_rows<M, GLU ? 2 : 1>(rows, s * 32 + lane, 32 * S, a, acc);
-        }
-        reduce_row<NA>(acc, red, warp, s, S, lane);
-        if (s != 0 || n >= p.N) continue;
-        write_row<M, GLU>(a, p, n, lane, acc);
-    }
+    spec_job<M, GLU>(a, [&](const FuPart &, const uint8_t *const *rows, int l0, int stride, float *acc) {
+        q4k_rows<M, GLU ? 2 : 1>(rows, l0, stride, a, acc);
+    });
 }
 
 template <int M, bool GLU> void launch(FuArgs &a, int64_t rows, int sm_count, cudaStream_t st)
 {
     static int occ;
-    if (occ == 0) {
-        int nb = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, q4k_job_kernel<M, GLU>, FU_THREADS, 0) != cudaSuccess ||
-            nb < 1)
-            nb = 1;
-        occ = nb;
-    }
-    /* warps per row: one wave for all rows, every lane at least one pair (split_for) */
-    int64_t resident = (int64_t)sm_count * occ * FU_WARPS, np = a.K / 256 * Q4K_PAIRS;
-    int S = 1;
-    while (S < FU_WARPS && rows * S * 2 <= resident && np >= 32 * S * 2) S *= 2;
-    a.S = S;
-    int R = FU_WARPS / S;
-    unsigned u = 0;
-    for (int i = 0; i < a.n_parts; i++) {
-        a.first_unit[i] = u;
-        u += (unsigned)((a.p[i].N + R - 1) / R);
-    }
-    a.first_unit[a.n_parts] = u;
-    launch_pdl(q4k_job_kernel<M, GLU>, u, FU_THREADS, st, a);
+    spec_launch(q4k_job_kernel<M, GLU>, occ, a, rows, a.K / 256 * Q4K_PAIRS, sm_count, st);
 }
 
 bool all_q4k(const FuArgs &a, bool glu)

@@ -138,64 +138,22 @@ __device__ __forceinline__ void q6k_rows(const uint8_t *const *rows, int l0, int
     }
 }
 
-/* job_kernel's layout (units of R = 8 / S rows, prefetch before the PDL wait, the same
- * reductions and writes) with the Q6_K rows above; MIX: parts of Q4_K and Q6_K (the qkv
- * job whose v is Q6_K), each row through its format's dots (uniform per warp: a warp
- * takes one row). */
+/* spec_job with the Q6_K rows above; MIX: parts of Q4_K and Q6_K (the qkv job whose v is
+ * Q6_K), each row through its format's dots (uniform per warp: a warp takes one row). */
 template <int M, bool GLU, bool MIX>
 __global__ void __launch_bounds__(FU_THREADS, Q6K_MIN_BLOCKS) q6k_job_kernel(const FuArgs a)
 {
-    __shared__ float red[FU_WARPS][2 * CUQ_MV_MAX_ROWS];
-    pdl_launch_next();
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int S = a.S, R = FU_WARPS / S, rb = warp / S, s = warp % S;
-    unsigned units = a.first_unit[a.n_parts];
-    if (a.prefetch) prefetch_units<GLU>(a, units, R, rb, s, S, lane);
-    pdl_wait();
-    for (unsigned u = blockIdx.x; u < units; u += gridDim.x) {
-        int pi = unit_part(a, u);
-        const FuPart &p = a.p[pi];
-        int64_t n = (int64_t)(u - a.first_unit[pi]) * R + rb;
-        constexpr int NA = GLU ? 2 * M : M;
-        float acc[NA];
-#pragma unroll
-        for (int m = 0; m < NA; m++) acc[m] = 0.f;
-        if (n < p.N) {
-            const uint8_t *rows[2] = {p.w + (size_t)n * p.w_row, GLU ? a.up.w + (size_t)n * a.up.w_row : nullptr};
-            if (MIX && p.wt == CT_Q4_K) q4k_rows<M, 1>(rows, s * 32 + lane, 32 * S, a, acc);
-            else q6k_rows<M, GLU ? 2 : 1>(rows, s * 32 + lane, 32 * S, a, acc);
-        }
-        reduce_row<NA>(acc, red, warp, s, S, lane);
-        if (s != 0 || n >= p.N) continue;
-        write_row<M, GLU>(a, p, n, lane, acc);
-    }
+    spec_job<M, GLU>(a, [&](const FuPart &p, const uint8_t *const *rows, int l0, int stride, float *acc) {
+        if (MIX && p.wt == CT_Q4_K) q4k_rows<M, 1>(rows, l0, stride, a, acc);
+        else q6k_rows<M, GLU ? 2 : 1>(rows, l0, stride, a, acc);
+    });
 }
 
+/* every lane at least one run (a Q4_K pair where there are Q4_K rows: fewer per row) */
 template <int M, bool GLU, bool MIX> void launch(FuArgs &a, int64_t rows, int sm_count, cudaStream_t st)
 {
     static int occ;
-    if (occ == 0) {
-        int nb = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, q6k_job_kernel<M, GLU, MIX>, FU_THREADS, 0) !=
-                cudaSuccess ||
-            nb < 1)
-            nb = 1;
-        occ = nb;
-    }
-    /* warps per row: one wave for all rows, every lane at least one run (a Q4_K pair where
-     * there are Q4_K rows: fewer per row) */
-    int64_t resident = (int64_t)sm_count * occ * FU_WARPS, nr = a.K / 256 * (MIX ? Q4K_PAIRS : Q6K_RUNS);
-    int S = 1;
-    while (S < FU_WARPS && rows * S * 2 <= resident && nr >= 32 * S * 2) S *= 2;
-    a.S = S;
-    int R = FU_WARPS / S;
-    unsigned u = 0;
-    for (int i = 0; i < a.n_parts; i++) {
-        a.first_unit[i] = u;
-        u += (unsigned)((a.p[i].N + R - 1) / R);
-    }
-    a.first_unit[a.n_parts] = u;
-    launch_pdl(q6k_job_kernel<M, GLU, MIX>, u, FU_THREADS, st, a);
+    spec_launch(q6k_job_kernel<M, GLU, MIX>, occ, a, rows, a.K / 256 * (MIX ? Q4K_PAIRS : Q6K_RUNS), sm_count, st);
 }
 
 /* 0: a part of another format; 1: all Q6_K; 2: Q4_K and Q6_K parts (not gated). */
