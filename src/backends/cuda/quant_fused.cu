@@ -106,22 +106,6 @@ inline int rms_slices(int64_t K)
     return (int)(g < 1 ? 1 : g > 8 ? 8 : g);
 }
 
-constexpr int RMS_WPRE = 2; /* weights a lane loads before the PDL wait (blocks of its warp) */
-
-/* Element b * 32 + lane of row m: x * s * w (w: its weight, 1 without one) into y, and the
- * 32-element block's q8 form. */
-__device__ __forceinline__ void rms_q8_out(const float *xr, float s, float wv, int64_t b, int64_t K, int lane,
-                                           int64_t m, float *y, int8_t *q, float *qd, float *qs8)
-{
-    int64_t i = b * 32 + lane;
-    float v = 0.f;
-    if (i < K) {
-        v = xr[i] * s * wv;
-        y[m * K + i] = v;
-    }
-    if (q) q8_block(v, lane, q + m * K + b * 32, qd + m * (K / 32) + b, qs8 + m * (K / 8) + b * 4);
-}
-
 /* G blocks per row (blockIdx.x = row * G + slice): each block sums the row's squares (the
  * CPU's order: x * s * w, s = 1 / sqrt(mean + eps) in double), every block in the same
  * order, so all hold the same scale; then its warps scale and quantize the slice's whole
@@ -148,14 +132,6 @@ __global__ void __launch_bounds__(RMS_THREADS) rms_q8_kernel(const float *__rest
         for (int64_t o = b0 * 32 * (int64_t)sizeof(W) + threadIdx.x * 128; o < end; o += (int64_t)RMS_THREADS * 128)
             asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)w + o));
     }
-    /* and the weight of this lane's element of its first RMS_WPRE blocks into registers: the
-     * loop after the reduction then has no load of w left on its path (an L2 round trip) */
-    float wpre[RMS_WPRE];
-#pragma unroll
-    for (int k = 0; k < RMS_WPRE; k++) {
-        int64_t i = (b0 + warp + (int64_t)k * RMS_WARPS) * 32 + lane;
-        wpre[k] = w && i < b1 * 32 && i < K ? wload<W>(w, i) : 1.f;
-    }
     pdl_wait();
     /* thread t's squares of x[t], x[t + 512], ... in that order, loads 4 at a time */
     float ss = 0.f;
@@ -178,16 +154,16 @@ __global__ void __launch_bounds__(RMS_THREADS) rms_q8_kernel(const float *__rest
     }
     __syncthreads();
     float s = scale;
-    int k = 0;
-#pragma unroll
-    for (int kk = 0; kk < RMS_WPRE; kk++) {
-        int64_t b = b0 + warp + (int64_t)kk * RMS_WARPS;
-        if (b >= b1) break;
-        rms_q8_out(xr, s, w ? wpre[kk] : 1.f, b, K, lane, m, y, q, qd, qs8);
-        k = kk + 1;
+    for (int64_t b = b0 + warp; b < b1; b += RMS_WARPS) {
+        int64_t i = b * 32 + lane;
+        float v = 0.f;
+        if (i < K) {
+            v = xr[i] * s;
+            if (w) v *= wload<W>(w, i);
+            y[m * K + i] = v;
+        }
+        if (q) q8_block(v, lane, q + m * K + b * 32, qd + m * (K / 32) + b, qs8 + m * (K / 8) + b * 4);
     }
-    for (int64_t b = b0 + warp + (int64_t)k * RMS_WARPS; b < b1; b += RMS_WARPS)
-        rms_q8_out(xr, s, w && b * 32 + lane < K ? wload<W>(w, b * 32 + lane) : 1.f, b, K, lane, m, y, q, qd, qs8);
 }
 
 
