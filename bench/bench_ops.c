@@ -94,64 +94,54 @@ static result *add_result(const char *name, const char *size, const char *unit)
 
 /* ---- matmul ---- */
 
-/* Prefill-shaped linear with half weights: x [M, K] f32, w [N, K] f16 or bf16. */
-static void bench_linear_half(int64_t M, int64_t N, int64_t K, ct_dtype wt)
+/* Median seconds of ct_linear(x, w) over repeats sized to ~1.5 s (at most cap), after
+ * `warm` untimed calls; the result is read back each time. */
+static double time_linear(const ct_tensor *x, const ct_tensor *w, int warm, int cap, int *reps_out)
 {
-    int64_t sx[2] = {M, K}, sw[2] = {N, K};
-    ct_tensor *x = NULL, *w = NULL, *y = NULL;
-    TRY(ct_rand(2, sx, CT_F32, 3, &x));
-    TRY(ct_rand(2, sw, wt, 4, &w));
     double t[64];
-    for (int i = -1, reps = 0; i < reps; i++) {
+    int reps = 0;
+    for (int i = -warm; i < reps; i++) {
+        ct_tensor *y = NULL;
         double t0 = now_s();
         TRY(ct_linear(x, w, NULL, &y));
         const void *p;
         TRY(ct_tensor_data(y, &p));
         double dt = now_s() - t0;
         ct_tensor_free(y);
-        if (i < 0) reps = repeats_for(dt, 1.5, 25);
+        if (i < 0) reps = repeats_for(dt, 1.5, cap);
         else t[i] = dt;
-        if (i == reps - 1) {
-            char size[40];
-            snprintf(size, sizeof size, "%lldx%lldx%lld", (long long)M, (long long)N, (long long)K);
-            result *r = add_result(wt == CT_BF16 ? "linear bf16 w (ct_linear)" : "linear f16 w (ct_linear)", size, "GFLOP/s");
-            r->value = 2.0 * (double)(M * N * K) / median(t, reps) * 1e-9;
-            r->repeats = reps;
-        }
     }
+    *reps_out = reps;
+    return median(t, reps);
+}
+
+/* Prefill-shaped (GFLOP/s) or, with decode, decode-shaped (GB/s of weight bytes: decode
+ * streams each once; M of 1..8 and w larger than the last-level cache) linear with half
+ * weights: x [M, K] f32, w [N, K] f16 or bf16. */
+static void bench_linear_half_as(int64_t M, int64_t N, int64_t K, ct_dtype wt, bool decode)
+{
+    int64_t sx[2] = {M, K}, sw[2] = {N, K};
+    ct_tensor *x = NULL, *w = NULL;
+    TRY(ct_rand(2, sx, CT_F32, 3, &x));
+    TRY(ct_rand(2, sw, wt, 4, &w));
+    int reps = 0;
+    double med = time_linear(x, w, decode ? 2 : 1, decode ? 40 : 25, &reps);
+    char size[40], name[48];
+    snprintf(size, sizeof size, "%lldx%lldx%lld", (long long)M, (long long)N, (long long)K);
+    if (decode) snprintf(name, sizeof name, "linear %s w decode", ct_dtype_name(wt));
+    else snprintf(name, sizeof name, "linear %s w (ct_linear)", wt == CT_BF16 ? "bf16" : "f16");
+    result *r = add_result(name, size, decode ? "GB/s" : "GFLOP/s");
+    r->value = (decode ? 2.0 * (double)(N * K) : 2.0 * (double)(M * N * K)) / med * 1e-9;
+    r->repeats = reps;
     ct_tensor_free(x);
     ct_tensor_free(w);
 }
 
-/* Decode-shaped linear with half weights: x [M, K] f32 (M of 1..8), w [N, K] f16/bf16
- * larger than the last-level cache, as GB/s of weight bytes (decode streams each once). */
+static void bench_linear_half(int64_t M, int64_t N, int64_t K, ct_dtype wt) { bench_linear_half_as(M, N, K, wt, false); }
+
 static void bench_linear_half_decode(int64_t M, int64_t N, int64_t K, ct_dtype wt)
 {
-    int64_t sx[2] = {M, K}, sw[2] = {N, K};
-    ct_tensor *x = NULL, *w = NULL, *y = NULL;
-    TRY(ct_rand(2, sx, CT_F32, 3, &x));
-    TRY(ct_rand(2, sw, wt, 4, &w));
-    double t[64];
-    for (int i = -2, reps = 0; i < reps; i++) {
-        double t0 = now_s();
-        TRY(ct_linear(x, w, NULL, &y));
-        const void *p;
-        TRY(ct_tensor_data(y, &p));
-        double dt = now_s() - t0;
-        ct_tensor_free(y);
-        if (i < 0) reps = repeats_for(dt, 1.5, 40);
-        else t[i] = dt;
-        if (i == reps - 1) {
-            char size[40], name[48];
-            snprintf(size, sizeof size, "%lldx%lldx%lld", (long long)M, (long long)N, (long long)K);
-            snprintf(name, sizeof name, "linear %s w decode", ct_dtype_name(wt));
-            result *r = add_result(name, size, "GB/s");
-            r->value = 2.0 * (double)(N * K) / median(t, reps) * 1e-9;
-            r->repeats = reps;
-        }
-    }
-    ct_tensor_free(x);
-    ct_tensor_free(w);
+    bench_linear_half_as(M, N, K, wt, true);
 }
 
 /* ---- the core's arithmetic peak (one thread): what a GEMM can reach at best ---- */
