@@ -144,6 +144,15 @@ static __device__ void rows_ok(const fusek_prologue &p, bool *ok)
     }
 }
 
+/* What the rope items need that the q/k/v job does not write: the write indices' check,
+ * the position, and the first item's cos/sin (pair j0, frequency f0). */
+static __device__ void rope_setup(const fusek_prologue &p, int64_t j0, double f0, bool *ok, double *pos, float2 *cs0)
+{
+    rows_ok(p, ok);
+    *pos = (double)ld_idx(p.pos, 0, p.pdt);
+    if (j0 < p.n_dims / 2) *cs0 = pair_cs(p, *pos, f0);
+}
+
 __global__ void rope_rows_kernel(fusek_prologue p)
 {
     __shared__ float nsc[FUSEK_MAX_ROPE][FUSEK_MAX_NORM_HEADS];
@@ -157,17 +166,9 @@ __global__ void rope_rows_kernel(fusek_prologue p)
     double f0 = p.n_rope > 0 ? pair_freq(p, g0 % per) : 0.0, pos = 0.0;
     bool ok[FUSEK_MAX_ROWS] = {false, false};
     float2 cs0 = make_float2(1.0f, 0.0f);
-    if (p.early) {
-        rows_ok(p, ok);
-        pos = (double)ld_idx(p.pos, 0, p.pdt);
-        if (g0 % per < p.n_dims / 2) cs0 = pair_cs(p, pos, f0);
-    }
+    if (p.early) rope_setup(p, g0 % per, f0, ok, &pos, &cs0);
     pdl_wait();
-    if (!p.early) {
-        rows_ok(p, ok);
-        pos = (double)ld_idx(p.pos, 0, p.pdt);
-        if (g0 % per < p.n_dims / 2) cs0 = pair_cs(p, pos, f0);
-    }
+    if (!p.early) rope_setup(p, g0 % per, f0, ok, &pos, &cs0);
     norm_scales(p, nsc);
     int64_t n_rope[FUSEK_MAX_ROPE] = {0, 0}, n_plain[FUSEK_MAX_ROWS] = {0, 0}, total = 0;
     for (int r = 0; r < p.n_rope; r++) total += n_rope[r] = p.rope[r].H * per;
