@@ -482,9 +482,9 @@ static void plan_op(step_op *o, const ct_device *dev, seen_set *h, seg_check *ou
     }
     unsigned char *f = seen_flags(h, o->dst.st);
     bool rows = o->op.kind == CT_OP_SET_ROWS, all = !rows && exec_writes_all(&o->op, o->fresh, o->wlo, o->whi);
-    if (*f & SEEN_INTERNAL) {
-        *f |= all ? SEEN_VALID : 0;
-        if (all) return;
+    if (all && (*f & SEEN_INTERNAL)) { /* a full write of an internal intermediate: nothing to do */
+        *f |= SEEN_VALID;
+        return;
     }
     seg_check c = {idx, -1, rows || (!all && !(*f & SEEN_VALID)), rows || !(*f & SEEN_ORDER), false, NULL};
     *f |= SEEN_ORDER | (all || c.valid ? SEEN_VALID : 0);
