@@ -193,11 +193,9 @@ static void check_file(const char *dir, const char *dev, const char *quant, doub
     free(ref), free(l_cpu);
 }
 
-static void test_mini_a(void)
+/* mini-a's prompt 0 into ids: its length, or -1 (the test skipped: no refdata) */
+static int mini_a_prompt0(const char *dir, int32_t *ids)
 {
-    char dev[32];
-    if (!devcheck_device("opencl", dev, sizeof dev)) return;
-    const char *dir = th_refdata();
     char path[1024];
     char *tokens = NULL;
     if (dir) {
@@ -206,17 +204,26 @@ static void test_mini_a(void)
     }
     if (!tokens) {
         th_skip("no refdata (CTORCH_REFDATA=%s)", dir ? dir : "unset");
-        return;
+        return -1;
     }
-    int32_t ids[MAX_IDS];
     int n = prompt0_ids(tokens, ids);
+    free(tokens);
     CHECK_MSG(n > 0, "tokens.json: no ids for prompt 0");
+    return n;
+}
+
+static void test_mini_a(void)
+{
+    char dev[32];
+    if (!devcheck_device("opencl", dev, sizeof dev)) return;
+    const char *dir = th_refdata();
+    int32_t ids[MAX_IDS];
+    int n = mini_a_prompt0(dir, ids);
     if (n > 0) {
         check_file(dir, dev, "f16", 1e-4, false, ids, n);
         check_file(dir, dev, "q8_0", 1e-3, true, ids, n);
         check_file(dir, dev, "q4_k_m", 1e-3, true, ids, n);
     }
-    free(tokens);
 }
 
 /* Q4_K_M with the one-row kernels and the decode planner's fused launches. The run with
@@ -230,19 +237,8 @@ static void test_mini_a_fused(void)
     char dev[32], chain[64], path[1024];
     if (!devcheck_device("opencl", dev, sizeof dev)) return;
     const char *dir = th_refdata();
-    char *tokens = NULL;
-    if (dir) {
-        snprintf(path, sizeof path, "%s/mini-a/tokens.json", dir);
-        tokens = th_read_file(path, NULL);
-    }
-    if (!tokens) {
-        th_skip("no refdata (CTORCH_REFDATA=%s)", dir ? dir : "unset");
-        return;
-    }
     int32_t ids[MAX_IDS], t_on[N_GEN] = {0}, t_off[N_GEN] = {0};
-    int n = prompt0_ids(tokens, ids);
-    free(tokens);
-    CHECK_MSG(n > 0, "tokens.json: no ids for prompt 0");
+    int n = mini_a_prompt0(dir, ids);
     if (n <= 0) return;
     ocl_quant_test_matvec(OCL_Q_MATVEC_GROUPS);
     check_file(dir, dev, "q4_k_m", 1e-3, true, ids, n);
