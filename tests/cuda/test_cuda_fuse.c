@@ -15,7 +15,9 @@
  *   - the trace shows the groups fused, per layer on the GPU: norm+q/k/v, rope+rows, o+add,
  *     norm+gate/up+swiglu (norm+gate/up where swiglu is the CPU's), down+add.
  * And Gemma 3's extra groups on random tensors (no Gemma model in refdata): per-head q/k
- * norms fused into the rope prologue, post-norm + residual add. */
+ * norms fused into the rope prologue, post-norm + residual add; and the tensor-core decode
+ * attention writing the q8 form its o projection reads (mini-a's head dim, 32, takes the
+ * other attention kernel). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -29,6 +31,7 @@
 #include "devcheck.h"
 #include "harness.h"
 #include "llm/generate.h"
+#include "quant/quant.h"
 
 #define N_GEN 16
 #define NMSE_TOL 1e-3
@@ -462,6 +465,108 @@ static void test_gemma_prologue(void)
     for (int i = 0; i < 8; i++) ct_tensor_free((ct_tensor *)in[i]);
 }
 
+/* ---- decode attention writing the q8 form of the o projection's x ---- */
+
+enum { AQ_TK = 512, AQ_N = 256 };
+
+typedef struct attn_args {
+    const ct_tensor *q, *kc, *vc, *len, *wo, *res;
+    ct_tensor *att, *y;
+} attn_args;
+
+/* forward.c's decode attention and o projection + residual add, on one token */
+static void attn_body(void *ctx)
+{
+    attn_args *a = ctx;
+    ct_sdpa_params sp = {.causal = true, .length = a->len};
+    ct_tensor *flat = NULL, *lin = NULL;
+    CHECK_OK(ct_sdpa(a->q, a->kc, a->vc, NULL, &sp, &a->att));
+    if (a->att) CHECK_OK(ct_view(a->att, 2, (int64_t[]){1, ct_tensor_numel(a->att)}, &flat));
+    if (flat) CHECK_OK(ct_linear(flat, a->wo, NULL, &lin));
+    if (lin) CHECK_OK(ct_add(a->res, lin, &a->y));
+    ct_tensor_free(flat);
+    ct_tensor_free(lin);
+}
+
+/* A Q4_K weight [N, K] of uniform values in [-1, 1]. */
+static ct_tensor *q4k_weight(th_rng *r, int64_t N, int64_t K)
+{
+    ct_tensor *w = NULL;
+    float *row = malloc(sizeof(float) * (size_t)K);
+    void *p = NULL;
+    CHECK_OK(ct_empty(2, (int64_t[]){N, K}, CT_Q4_K, &w));
+    if (w && row && ct_tensor_data_mut(w, &p) == CT_OK)
+        for (int64_t n = 0; n < N; n++) {
+            for (int64_t k = 0; k < K; k++) row[k] = (float)th_uniform(r, -1, 1);
+            CHECK_OK(quant_quantize_row(CT_Q4_K, row, (char *)p + (size_t)n * ct_dtype_row_bytes(CT_Q4_K, K), K));
+        }
+    free(row);
+    return w;
+}
+
+/* The step recorded with sdpa writing the o projection's q8 form (one trace line says so)
+ * and recorded again with CTORCH_CUDA_SDPA_Q8=0 (quantize_q8 makes it), both replayed at
+ * lengths that take the one-block path, the merge of several blocks, and no key: the
+ * attention and the projection + add equal bit for bit, since the q8 form must be
+ * quantize_q8's (a wrong scale, block or sum index changes the integer dots); and the
+ * projection within 2e-2 of the largest eager value (eager rounds x to 8 bits or not:
+ * ~0.5% of a product; a wrong row is O(1)). Hq 6 / Hkv 2 leaves lanes of a warp without a
+ * block, D 128 its q8 blocks 4 a head. */
+static void check_attn_q8(int Hq, int Hkv, int D)
+{
+    th_rng r = {23 + (uint64_t)D};
+    const int64_t K = (int64_t)Hq * D;
+    const ct_tensor *q = th_random(&r, 4, (int64_t[]){1, Hq, 1, D}, CT_F32, -1, 1);
+    const ct_tensor *kc = th_random(&r, 4, (int64_t[]){1, Hkv, AQ_TK, D}, CT_F16, -1, 1);
+    const ct_tensor *vc = th_random(&r, 4, (int64_t[]){1, Hkv, AQ_TK, D}, CT_F16, -2, 2);
+    const ct_tensor *res = th_random(&r, 2, (int64_t[]){1, AQ_N}, CT_F32, -1, 1);
+    ct_tensor *wo = q4k_weight(&r, AQ_N, K), *len = filled(CT_I32, 1);
+    set_idx(len, (int32_t[]){AQ_TK}, 1);
+    CHECK_OK(ct_exec_force_device(g_dev));
+    attn_args a[3] = {{q, kc, vc, len, wo, res, NULL, NULL}, {q, kc, vc, len, wo, res, NULL, NULL},
+                      {q, kc, vc, len, wo, res, NULL, NULL}};
+    ct_step *st[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        FILE *trace = tmpfile();
+        if (i) setenv("CTORCH_CUDA_SDPA_Q8", "0", 1);
+        st[i] = record_traced(attn_body, &a[i], trace);
+        unsetenv("CTORCH_CUDA_SDPA_Q8");
+        if (!trace) continue;
+        CHECK_MSG(count_lines(trace, "fused linear x1+add (") == 1, "Hq %d D %d: the o projection was not fused", Hq, D);
+        CHECK_MSG(count_lines(trace, "on sdpa's q8 form") == !i, "Hq %d D %d: %d lines on sdpa's q8 form, expected %d",
+                  Hq, D, count_lines(trace, "on sdpa's q8 form"), !i);
+        fclose(trace);
+    }
+    static const int32_t L[] = {1, 77, 128, 129, 300, AQ_TK, 0};
+    for (size_t k = 0; k < sizeof L / sizeof L[0] && st[0] && st[1]; k++) {
+        set_idx(len, &L[k], 1);
+        CHECK_OK(ct_step_run(st[0]));
+        CHECK_OK(ct_step_run(st[1]));
+        attn_body(&a[2]);
+        same_bytes(a[0].att, a[1].att, "attention");
+        same_bytes(a[0].y, a[1].y, "o projection + add on sdpa's q8 form");
+        if (a[2].y) close_to(a[0].y, a[2].y, 2e-2, "o projection + add against eager");
+        ct_tensor_free(a[2].att);
+        ct_tensor_free(a[2].y);
+        a[2].att = a[2].y = NULL;
+    }
+    CHECK_OK(ct_exec_force_device(NULL));
+    for (int i = 0; i < 2; i++) {
+        ct_step_free(st[i]);
+        ct_tensor_free(a[i].att);
+        ct_tensor_free(a[i].y);
+    }
+    ct_tensor *all[] = {(ct_tensor *)q, (ct_tensor *)kc, (ct_tensor *)vc, (ct_tensor *)res, wo, len};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ct_tensor_free(all[i]);
+}
+
+static void test_attn_q8(void)
+{
+    if (!devcheck_device("cuda", g_dev, sizeof g_dev)) return;
+    check_attn_q8(8, 1, 64);
+    check_attn_q8(6, 2, 128);
+}
+
 static void test_q4_k_m(void)
 {
     if (!ready()) return;
@@ -483,6 +588,7 @@ int main(int argc, char **argv)
     th_args(argc, argv);
     RUN(test_prologue);
     RUN(test_gemma_prologue);
+    RUN(test_attn_q8);
     RUN(test_q4_k_m);
     RUN(test_f16);
     return th_finish();

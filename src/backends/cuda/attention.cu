@@ -18,6 +18,7 @@
 #include <cuda_fp16.h>
 #include <math.h>
 
+#include "backends/cuda/attention_dec.h"
 #include "backends/cuda/nn_kernels.h"
 
 namespace {
@@ -266,11 +267,19 @@ extern "C" int nn_sdpa_plan(const nn_sdpa *a, int sm_count)
     return nn_sdpa_splits(a->B, a->Hq, a->Hkv, a->Tq, a->Tk, sm_count);
 }
 
+static bool dec_runs(const nn_sdpa *a) { return dec_path(a) && a->n_split >= 1 && (a->n_split == 1 || a->count); }
+
+extern "C" int nn_sdpa_q8_ok(const nn_sdpa *a)
+{
+    return !nn_sdpa_tc_ok(a->Tq, a->D, a->Dv) && dec_path(a) && a->n_split >= 1 && nn_sdpa_dec_tc_ok(a);
+}
+
 extern "C" cudaError_t nn_sdpa_run(const nn_sdpa *a, cudaStream_t s)
 {
+    if (a->oq && !(nn_sdpa_q8_ok(a) && dec_runs(a))) return cudaErrorInvalidValue; /* never a q8 form left unwritten */
     if (a->B * a->Hq * a->Tq == 0 || a->Dv == 0) return cudaSuccess;
     if (nn_sdpa_tc_ok(a->Tq, a->D, a->Dv)) return nn_sdpa_tc_run(a, s);
-    if (dec_path(a) && a->n_split >= 1 && (a->n_split == 1 || a->count)) return nn_sdpa_dec_run(a, s);
+    if (dec_runs(a)) return nn_sdpa_dec_run(a, s);
     if (a->D > 32 * SD_MAXV || a->Dv > 32 * SD_MAXV || a->n_split < 1 || a->n_split > SD_MAX_SPLIT)
         return cudaErrorInvalidValue;
     bool kh = a->kdt == CT_F16, vh = a->vdt == CT_F16;

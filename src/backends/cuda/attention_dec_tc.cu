@@ -112,6 +112,30 @@ __device__ __forceinline__ void load_chunk(uint4 (*kr)[D / 32], uint4 (*vr)[D / 
     }
 }
 
+/* Four output columns at flat index e (a multiple of 4) and, when a.oq is set, their q8 form:
+ * the 8 lanes of an aligned group hold one 32-element block (the callers' thread per
+ * 4 columns, D a multiple of 32), quantized as quant_fused.cu's quantize_q8_kernel does
+ * (d = amax / 127, q = round(v / d), s8 = d * the sum of 8 q), so the o projection that
+ * reads it gets the same bits as from that kernel. */
+__device__ __forceinline__ void dt_store(const nn_sdpa &a, int64_t e, float4 r)
+{
+    float *out = a.out + e; /* out's alignment is the tensor's: element stores */
+    out[0] = r.x, out[1] = r.y, out[2] = r.z, out[3] = r.w;
+    if (!a.oq) return;
+    const int lane = threadIdx.x & 31;
+    const unsigned grp = 0xffu << (lane & 24);
+    float amax = fmaxf(fmaxf(fabsf(r.x), fabsf(r.y)), fmaxf(fabsf(r.z), fabsf(r.w)));
+#pragma unroll
+    for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(grp, amax, o));
+    const float dd = amax / 127.f, id = dd != 0.f ? 1.f / dd : 0.f;
+    const int q0 = max(-127, min(127, __float2int_rn(r.x * id))), q1 = max(-127, min(127, __float2int_rn(r.y * id)));
+    const int q2 = max(-127, min(127, __float2int_rn(r.z * id))), q3 = max(-127, min(127, __float2int_rn(r.w * id)));
+    *reinterpret_cast<char4 *>(a.oq + e) = make_char4((signed char)q0, (signed char)q1, (signed char)q2, (signed char)q3);
+    const int sum = q0 + q1 + q2 + q3 + __shfl_xor_sync(grp, q0 + q1 + q2 + q3, 1);
+    if ((lane & 1) == 0) a.os8[e / 8] = dd * (float)sum;
+    if ((lane & 7) == 0) a.od[e / 32] = dd;
+}
+
 template <int D> __global__ void __launch_bounds__(32 * DT_W) sdpa_dec_tc(nn_sdpa a, int wseg)
 {
     constexpr int NU = D / 32, NK = dt_nk(D), NG = NK / 8, KS = D / 16;
@@ -154,7 +178,10 @@ template <int D> __global__ void __launch_bounds__(32 * DT_W) sdpa_dec_tc(nn_sdp
     const int L = dt_attended(a);
     if (L <= 0) { /* no visible key: zeros; a bad length: NaN (the first block writes) */
         if (blockIdx.x == 0)
-            for (int i = threadIdx.x; i < G * D; i += 32 * DT_W) a.out[(row0 + i / D) * D + i % D] = L == 0 ? 0.0f : NAN;
+            for (int i = threadIdx.x; i < G * D / 4; i += 32 * DT_W) {
+                const float f = L == 0 ? 0.0f : NAN;
+                dt_store(a, (row0 + i / (D / 4)) * D + 4 * (i % (D / 4)), make_float4(f, f, f, f));
+            }
         return;
     }
     const int vlo = a.window > 0 && L > a.window ? L - (int)a.window : 0, vhi = L - 1;
@@ -288,8 +315,7 @@ template <int D> __global__ void __launch_bounds__(32 * DT_W) sdpa_dec_tc(nn_sdp
         if (n_act == 1) {
             const float inv = ls > 0.0f ? 1.0f / ls : 0.0f;
             float4 r = nan ? make_float4(NAN, NAN, NAN, NAN) : make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
-            float *out = a.out + (row0 + hg) * D + d;
-            out[0] = r.x, out[1] = r.y, out[2] = r.z, out[3] = r.w;
+            dt_store(a, (row0 + hg) * D + d, r);
         } else {
             const int64_t pr = (int64_t)blockIdx.x * R + row0 + hg;
             __stcg(reinterpret_cast<float4 *>(po + pr * DvP + d), acc);
@@ -338,9 +364,8 @@ template <int D> __global__ void __launch_bounds__(32 * DT_W) sdpa_dec_tc(nn_sdp
             }
         }
         const float inv = ls > 0.0f ? 1.0f / ls : 0.0f;
-        float *out = a.out + (row0 + hg) * D + d;
-        if (nan) out[0] = out[1] = out[2] = out[3] = NAN;
-        else out[0] = acc.x * inv, out[1] = acc.y * inv, out[2] = acc.z * inv, out[3] = acc.w * inv;
+        dt_store(a, (row0 + hg) * D + d,
+                 nan ? make_float4(NAN, NAN, NAN, NAN) : make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv));
     }
 }
 

@@ -219,11 +219,10 @@ static ct_status run_pool(ct_device *dev, const ct_op *op)
     return launched(dev, e, op_kind_name(op->kind));
 }
 
-static ct_status run_sdpa(ct_device *dev, const ct_op *op)
+static nn_sdpa sdpa_args(const ct_device *dev, const ct_op *op)
 {
     const ct_tensor *q = op->src[0], *k = op->src[1], *v = op->src[2], *mask = op->src[3];
     const ct_tensor *len = op->n_src > 4 ? op->src[4] : NULL;
-    cuda_dev *cd = cuda_of(dev);
     nn_sdpa a = {.q = op_data(q, dev), .k = op_data(k, dev), .v = op_data(v, dev),
                  .mask = mask ? op_data(mask, dev) : NULL, .len = len ? op_data(len, dev) : NULL,
                  .out = op_data(op->dst, dev), .kdt = k->dtype, .vdt = v->dtype, .ldt = len ? len->dtype : CT_I32,
@@ -234,7 +233,13 @@ static ct_status run_sdpa(ct_device *dev, const ct_op *op)
         a.qs[i] = q->stride[i], a.ks[i] = k->stride[i], a.vs[i] = v->stride[i];
         a.ms[i] = mask ? mask->stride[i] : 0;
     }
-    a.n_split = nn_sdpa_plan(&a, cd->sm_count);
+    a.n_split = nn_sdpa_plan(&a, cuda_of(dev)->sm_count);
+    return a;
+}
+
+static ct_status launch_sdpa(ct_device *dev, nn_sdpa a)
+{
+    cuda_dev *cd = cuda_of(dev);
     size_t part_bytes = 0;
     if (a.n_split > 1) {
         /* the partials, then (when the device's own zeroed counters are too few) one merge
@@ -256,6 +261,17 @@ static ct_status run_sdpa(ct_device *dev, const ct_op *op)
     ct_status s = launched(dev, nn_sdpa_run(&a, cd->stream), "sdpa");
     if (a.part) cuda_tmp_free(dev, a.part, part_bytes);
     return s;
+}
+
+static ct_status run_sdpa(ct_device *dev, const ct_op *op) { return launch_sdpa(dev, sdpa_args(dev, op)); }
+
+ct_status cuda_sdpa_q8(ct_device *dev, const ct_op *op, int8_t *q, float *d, float *s8, bool *launched)
+{
+    nn_sdpa a = sdpa_args(dev, op);
+    *launched = op->kind == CT_OP_SDPA && nn_sdpa_q8_ok(&a);
+    if (!*launched) return CT_OK;
+    a.oq = q, a.od = d, a.os8 = s8;
+    return launch_sdpa(dev, a);
 }
 
 ct_status cuda_nn_run(ct_device *dev, const ct_op *op)

@@ -115,6 +115,11 @@ typedef struct nn_sdpa {
     int causal;
     int64_t window;
     int n_split;              /* key segments (each block one), merged by the last block or a second kernel */
+    /* out's q8 form as well (quant_kernels.h cuq_q8, one row per batch of Hq * Dv elements),
+     * or NULL: only where nn_sdpa_q8_ok, so that the decode step's o projection needs no
+     * quantize_q8 launch of its own */
+    int8_t *oq;
+    float *od, *os8;
 } nn_sdpa;
 #define NN_SDPA_MAX_SPLIT 64
 #define NN_SDPA_DEC_MAX_SPLIT 256 /* the decode kernel's segments (attention_dec.cu) */
@@ -127,6 +132,9 @@ int nn_sdpa_tc_ok(int64_t Tq, int64_t D, int64_t Dv);
 int nn_sdpa_dec_ok(int64_t Hq, int64_t Hkv, int64_t Tq, int64_t D, int64_t Dv);
 /* The split count nn_sdpa_run wants for a (a->n_split ignored): from the shape and Tk only. */
 int nn_sdpa_plan(const nn_sdpa *a, int sm_count);
+/* nn_sdpa_run takes the tensor-core decode kernel for a (its count set when n_split > 1),
+ * which also writes out's q8 form. */
+int nn_sdpa_q8_ok(const nn_sdpa *a);
 cudaError_t nn_sdpa_tc_run(const nn_sdpa *a, cudaStream_t s);
 cudaError_t nn_sdpa_dec_run(const nn_sdpa *a, cudaStream_t s);
 /* The decode kernels' split count for a (attention_dec.h: tensor cores where they apply): Tk's only. */

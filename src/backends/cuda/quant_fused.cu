@@ -354,6 +354,8 @@ extern "C" size_t cuq_mv_tmp_bytes(const cuq_mv_job *job)
     return (p.tmp_q8 ? q8_size(job->M, job->K) : 0) + (p.tmp_y ? sizeof(float) * (size_t)(job->M * job->K) : 0);
 }
 
+extern "C" bool cuq_mv_wants_q8(const cuq_mv_job *job) { return !job->norm.on && x_plan(job).tmp_q8; }
+
 extern "C" bool cuq_mv_run(const cuq_mv_job *job, void *tmp, int sm_count, cudaStream_t stream)
 {
     if (!cuq_mv_ok(job)) return false;

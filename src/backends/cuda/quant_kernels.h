@@ -136,6 +136,9 @@ bool cuq_mv_ok(const cuq_mv_job *job);
 /* Device scratch the run needs (x's q8 form, the norm's output, where the job kernel
  * cannot make them itself). */
 size_t cuq_mv_tmp_bytes(const cuq_mv_job *job);
+/* The run would launch quantize_q8 on x first (no norm, no q8 form given): a producer of x
+ * that can write its q8 form as well saves that launch (xq). */
+bool cuq_mv_wants_q8(const cuq_mv_job *job);
 /* Every part's products (and epilogues), reading each weight byte once. */
 bool cuq_mv_run(const cuq_mv_job *job, void *tmp, int sm_count, cudaStream_t stream);
 
