@@ -230,7 +230,9 @@ static void test_rms_norm_q8(void)
                 float *dy = dev_poisoned(sizeof(float) * (size_t)(M * K));
                 void *mem = dev_poisoned(cuq_q8_bytes(M, K));
                 cuq_q8 q = cuq_q8_at(mem, M, K);
-                CHECK(cuq_rms_norm_q8(dx, xr, M, K, no_w ? NULL : dw, wts[iw], eps, dy, with_q ? &q : NULL, 0));
+                /* half the runs read w before the PDL wait (nothing here writes it) */
+                CHECK(cuq_rms_norm_q8(dx, xr, M, K, no_w ? NULL : dw, wts[iw], (iw + M) % 2 == 0, eps, dy,
+                                      with_q ? &q : NULL, 0));
                 CHECK_CUDA(cudaDeviceSynchronize());
                 bool guard;
                 float *y = fetch(dy, M * K, &guard);
@@ -450,7 +452,7 @@ static void same_as_separate(const cuq_mv_job *job, const char *name)
     float *y = dev_poisoned(sizeof(float) * (size_t)(M * K));
     void *qmem = dev_poisoned(cuq_q8_bytes(M, K));
     cuq_q8 q = cuq_q8_at(qmem, M, K);
-    CHECK(cuq_rms_norm_q8(job->x, job->x_row, M, K, job->norm.w, job->norm.wdt, job->norm.eps, y, &q, 0));
+    CHECK(cuq_rms_norm_q8(job->x, job->x_row, M, K, job->norm.w, job->norm.wdt, false, job->norm.eps, y, &q, 0));
     cuq_mv_job sep = *job;
     memset(&sep.norm, 0, sizeof sep.norm);
     sep.x = y;
@@ -560,7 +562,9 @@ static void run_job(const job_spec *s, th_rng *r)
         job.xq = &q;
     }
     if (s->norm)
-        job.norm = (cuq_mv_norm){.on = true, .w = dnw, .wdt = norm_dt[s->norm], .eps = 1e-5f, .y = dy};
+        /* half the norms read their weight before the PDL wait (a separate norm kernel's w_early) */
+        job.norm = (cuq_mv_norm){.on = true, .w = dnw, .wdt = norm_dt[s->norm], .eps = 1e-5f, .y = dy,
+                                 .w_early = (s->norm + s->M) % 2 == 0};
     CHECK_MSG(cuq_mv_ok(&job), "%s: refused", name);
     size_t tb = cuq_mv_tmp_bytes(&job);
     void *tmp = tb ? dev_poisoned(tb) : NULL;
@@ -836,7 +840,7 @@ static void test_refused(void)
     j = ok;
     j.x = (float *)x + 1; /* x misaligned */
     CHECK(!cuq_mv_ok(&j));
-    CHECK(!cuq_rms_norm_q8(x, 2048, 1, 2048, w, CT_F64, 1e-6f, o, NULL, 0));
+    CHECK(!cuq_rms_norm_q8(x, 2048, 1, 2048, w, CT_F64, false, 1e-6f, o, NULL, 0));
     j = ok;
     j.norm = (cuq_mv_norm){.on = true, .w = w, .wdt = CT_F64, .eps = 1e-6f}; /* a norm weight of no float dtype */
     CHECK(!cuq_mv_ok(&j) && !cuq_mv_run(&j, NULL, 1, 0));

@@ -159,8 +159,9 @@ typedef struct mv_plan {
 
 static bool plain_float(ct_dtype t) { return t == CT_F32 || t == CT_F16 || t == CT_BF16; }
 
-static bool mv_norm(const ct_device *dev, const ct_op *op, int64_t M, int64_t K, mv_plan *p)
+static bool mv_norm(const ct_device *dev, const ct_op *ops, const fuse_group *g, int64_t M, int64_t K, mv_plan *p)
 {
+    const ct_op *op = &ops[g->norm];
     const ct_tensor *x = op->src[0], *w = op->src[1];
     if (!w || w->ndim != 1 || w->shape[0] != K || (K > 1 && w->stride[0] != 1) || !plain_float(w->dtype)) return false;
     if (!tensor_is_contiguous(x) || x->shape[x->ndim - 1] != K || shape_numel(x->ndim, x->shape) != M * K) return false;
@@ -171,6 +172,7 @@ static bool mv_norm(const ct_device *dev, const ct_op *op, int64_t M, int64_t K,
     n->wdt = w->dtype;
     n->eps = (float)op->p.norm.eps;
     n->y = (float *)p->job.x;
+    n->w_early = unwritten_before(ops, g, w);
     p->job.x = op_data(x, dev);
     return p->job.x && n->w;
 }
@@ -202,7 +204,7 @@ static bool mv_job(const ct_device *dev, const ct_op *ops, const fuse_group *g, 
     j->K = K;
     j->x = op_data(x, dev); /* contiguous (core/fuse.c): rows K apart */
     j->x_row = K;
-    if (!j->x || (g->norm >= 0 && !mv_norm(dev, &ops[g->norm], M, K, p))) return false;
+    if (!j->x || (g->norm >= 0 && !mv_norm(dev, ops, g, M, K, p))) return false;
     j->n_parts = g->n_lin;
     for (int i = 0; i < g->n_lin; i++)
         if (!mv_part(dev, &ops[g->lin[i]], K, &j->part[i])) return false;

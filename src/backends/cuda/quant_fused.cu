@@ -113,12 +113,15 @@ inline int rms_slices(int64_t K)
  * written by the step: between tokens they fall out of L2, and their loads came after the
  * reduction). Measured on the H100 (ncu, one kernel alone, TinyLlama's 2048-wide rows): one
  * block per row quantizing 4 blocks a warp took 6.0 us, 4 blocks with the prefetch 4.1 us;
- * TinyLlama Q4_K_M tg128 (all else main's) 908-924 -> 989 t/s. */
+ * TinyLlama Q4_K_M tg128 (all else main's) 908-924 -> 989 t/s. Where the caller knows that
+ * nothing before the kernel writes the weight (w_early), its value is read into registers
+ * before the wait instead, and the element each thread scales first is the one it loaded for
+ * the sum: after the reduction no load is left on the path (2048-wide rows). */
 template <typename W>
 __global__ void __launch_bounds__(RMS_THREADS) rms_q8_kernel(const float *__restrict__ x, int64_t x_row, int64_t K,
-                                                              const W *__restrict__ w, float eps, float *__restrict__ y,
-                                                              int8_t *__restrict__ q, float *__restrict__ qd,
-                                                              float *__restrict__ qs8, int G)
+                                                              const W *__restrict__ w, bool w_early, float eps,
+                                                              float *__restrict__ y, int8_t *__restrict__ q,
+                                                              float *__restrict__ qd, float *__restrict__ qs8, int G)
 {
     __shared__ float part[RMS_WARPS];
     __shared__ float scale;
@@ -126,17 +129,23 @@ __global__ void __launch_bounds__(RMS_THREADS) rms_q8_kernel(const float *__rest
     int64_t b0 = (blockIdx.x % G) * per, b1 = b0 + per < nb ? b0 + per : nb;
     const float *xr = x + m * x_row;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    /* this thread's first element to scale (i0) is one it loads for the sum (x[t + 512 j],
+     * j0 < 4: TinyLlama's 2048-wide rows, slices of 16 blocks) */
+    const int64_t i0 = b0 * 32 + threadIdx.x;
+    const int64_t j0 = K <= 4 * RMS_THREADS && (b0 * 32) % RMS_THREADS == 0 ? b0 * 32 / RMS_THREADS : -1;
     pdl_launch_next();
-    if (w) {
+    float w0 = 1.f;
+    if (w && w_early) { /* nothing before this kernel writes w: its value now, not after the reduction */
+        if (b0 + warp < b1 && i0 < K) w0 = wload<W>(w, i0);
+    } else if (w) {
         int64_t end = (b1 * 32 < K ? b1 * 32 : K) * (int64_t)sizeof(W);
         for (int64_t o = b0 * 32 * (int64_t)sizeof(W) + threadIdx.x * 128; o < end; o += (int64_t)RMS_THREADS * 128)
             asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)w + o));
     }
     pdl_wait();
     /* thread t's squares of x[t], x[t + 512], ... in that order, loads 4 at a time */
-    float ss = 0.f;
+    float ss = 0.f, t[4] = {0.f, 0.f, 0.f, 0.f};
     for (int64_t i = threadIdx.x; i < K; i += 4 * RMS_THREADS) {
-        float t[4];
 #pragma unroll
         for (int j = 0; j < 4; j++) t[j] = i + RMS_THREADS * j < K ? xr[i + RMS_THREADS * j] : 0.f;
 #pragma unroll
@@ -148,18 +157,20 @@ __global__ void __launch_bounds__(RMS_THREADS) rms_q8_kernel(const float *__rest
     if (lane == 0) part[warp] = ss;
     __syncthreads();
     if (threadIdx.x == 0) {
-        float t = 0.f;
-        for (int i = 0; i < RMS_WARPS; i++) t += part[i];
-        scale = (float)(1.0 / sqrt((double)t / (double)K + (double)eps));
+        float tt = 0.f;
+        for (int i = 0; i < RMS_WARPS; i++) tt += part[i];
+        scale = (float)(1.0 / sqrt((double)tt / (double)K + (double)eps));
     }
     __syncthreads();
     float s = scale;
     for (int64_t b = b0 + warp; b < b1; b += RMS_WARPS) {
         int64_t i = b * 32 + lane;
+        bool first = i == i0;
         float v = 0.f;
         if (i < K) {
-            v = xr[i] * s;
-            if (w) v *= wload<W>(w, i);
+            v = first && j0 >= 0 ? (j0 == 0 ? t[0] : j0 == 1 ? t[1] : j0 == 2 ? t[2] : t[3]) : xr[i];
+            v *= s;
+            if (w) v *= first && w_early ? w0 : wload<W>(w, i);
             y[m * K + i] = v;
         }
         if (q) q8_block(v, lane, q + m * K + b * 32, qd + m * (K / 32) + b, qs8 + m * (K / 8) + b * 4);
@@ -297,7 +308,7 @@ extern "C" bool cuq_quantize_q8(const float *x, int64_t x_row, int64_t M, int64_
 }
 
 extern "C" bool cuq_rms_norm_q8(const float *x, int64_t x_row, int64_t M, int64_t K, const void *w, ct_dtype wdt,
-                                float eps, float *y, const cuq_q8 *q, cudaStream_t stream)
+                                bool w_early, float eps, float *y, const cuq_q8 *q, cudaStream_t stream)
 {
     if (!x || !y || M < 1 || K < 1 || x_row < K || M > INT32_MAX) return false;
     if (q && (K % 32 != 0 || q->M != M || q->K != K)) return false;
@@ -305,16 +316,17 @@ extern "C" bool cuq_rms_norm_q8(const float *x, int64_t x_row, int64_t M, int64_
     float *qd = q ? q->d : NULL, *qs = q ? q->s8 : NULL;
     int G = rms_slices(K);
     if (M * G > INT32_MAX) return false;
+    w_early = w_early && dev_facts().w_early;
     unsigned g = (unsigned)(M * G);
     switch (w ? wdt : CT_F32) {
     case CT_F32:
-        launch_pdl(rms_q8_kernel<float>, g, RMS_THREADS, stream, x, x_row, K, (const float *)w, eps, y, qq, qd, qs, G);
+        launch_pdl(rms_q8_kernel<float>, g, RMS_THREADS, stream, x, x_row, K, (const float *)w, w_early, eps, y, qq, qd, qs, G);
         break;
     case CT_F16:
-        launch_pdl(rms_q8_kernel<__half>, g, RMS_THREADS, stream, x, x_row, K, (const __half *)w, eps, y, qq, qd, qs, G);
+        launch_pdl(rms_q8_kernel<__half>, g, RMS_THREADS, stream, x, x_row, K, (const __half *)w, w_early, eps, y, qq, qd, qs, G);
         break;
     case CT_BF16:
-        launch_pdl(rms_q8_kernel<__nv_bfloat16>, g, RMS_THREADS, stream, x, x_row, K, (const __nv_bfloat16 *)w, eps, y,
+        launch_pdl(rms_q8_kernel<__nv_bfloat16>, g, RMS_THREADS, stream, x, x_row, K, (const __nv_bfloat16 *)w, w_early, eps, y,
                    qq, qd, qs, G);
         break;
     default: return false;
@@ -370,7 +382,7 @@ extern "C" bool cuq_mv_run(const cuq_mv_job *job, void *tmp, int sm_count, cudaS
         if (job->norm.on) {
             const cuq_mv_norm *nm = &job->norm;
             float *y = xp.tmp_y ? (float *)((char *)tmp + (xp.tmp_q8 ? q8_size(job->M, job->K) : 0)) : nm->y;
-            if (!cuq_rms_norm_q8(x, x_row, job->M, job->K, nm->w, nm->wdt, nm->eps, y, xp.tmp_q8 ? &own : NULL,
+            if (!cuq_rms_norm_q8(x, x_row, job->M, job->K, nm->w, nm->wdt, nm->w_early, nm->eps, y, xp.tmp_q8 ? &own : NULL,
                                  stream))
                 return false;
             x = y;

@@ -42,6 +42,7 @@ struct DevFacts {
     bool fma; /* small one-row jobs without a q8 form dequantize (CTORCH_CUDA_MVFMA=0: none) */
     bool q6k;   /* all-Q6_K jobs through their own kernel (CTORCH_CUDA_MVQ6K=0: the generic one) */
     bool q6mix; /* and Q4_K + Q6_K jobs (CTORCH_CUDA_MVQ6K=0 or 4: the generic one) */
+    bool w_early; /* a norm kernel reads its weight before the PDL wait where allowed (CTORCH_CUDA_NORM_EARLY=0: never) */
 };
 inline const DevFacts &dev_facts()
 {
@@ -69,6 +70,8 @@ inline const DevFacts &dev_facts()
         const char *q6 = getenv("CTORCH_CUDA_MVQ6K");
         f.q6k = !(q6 && q6[0] == '0');
         f.q6mix = f.q6k && !(q6 && q6[0] == '4');
+        const char *ne = getenv("CTORCH_CUDA_NORM_EARLY");
+        f.w_early = !(ne && ne[0] == '0');
         done = true;
     }
     return f;

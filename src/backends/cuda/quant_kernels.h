@@ -90,9 +90,11 @@ cuq_q8 cuq_q8_at(void *mem, int64_t M, int64_t K);
 bool cuq_quantize_q8(const float *x, int64_t x_row, int64_t M, int64_t K, const cuq_q8 *q, cudaStream_t stream);
 /* RMS norm of each row over its K elements, as the CPU's rms_norm (weight of dtype wdt:
  * f32 f16 bf16, K elements, unit stride): y [M, K] contiguous f32, and its q8 form in q
- * (NULL: y only). One kernel: the norm's output is quantized while it is in registers. */
-bool cuq_rms_norm_q8(const float *x, int64_t x_row, int64_t M, int64_t K, const void *w, ct_dtype wdt, float eps,
-                     float *y, const cuq_q8 *q, cudaStream_t stream);
+ * (NULL: y only). One kernel: the norm's output is quantized while it is in registers.
+ * w_early: no work before it in the stream writes w, so the kernel may read w before it
+ * waits for that work (PDL). */
+bool cuq_rms_norm_q8(const float *x, int64_t x_row, int64_t M, int64_t K, const void *w, ct_dtype wdt, bool w_early,
+                     float eps, float *y, const cuq_q8 *q, cudaStream_t stream);
 
 /* The RMS norm a job applies to each row of x before the products (as cuq_rms_norm_q8). */
 typedef struct cuq_mv_norm {
@@ -101,6 +103,7 @@ typedef struct cuq_mv_norm {
     ct_dtype wdt;
     float eps;
     float *y; /* optional [M, K] contiguous f32: the normed rows, written once */
+    bool w_early; /* w is written by nothing before the job (read before the PDL wait) */
 } cuq_mv_norm;
 
 /* Several weights that read one x [M, K] (M <= CUQ_MV_MAX_ROWS), in one launch. With a norm,
