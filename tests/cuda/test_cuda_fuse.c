@@ -140,8 +140,9 @@ static void expect_groups(FILE *trace, const run_cfg *c, const char *what, int w
               c->fault ? c->fault : "none", got, what, want);
 }
 
-/* layers: how many layers run on the GPU; glu: whether swiglu does. */
-static void check(const run_cfg *c, int layers, bool glu)
+/* layers: how many layers run on the GPU; glu: whether swiglu does; rope_job: whether some
+ * q/k/v job takes the attention prologue into its epilogue (quantized q/k/v). */
+static void check(const run_cfg *c, int layers, bool glu, bool rope_job)
 {
     const int V = 32000;
     float *la = malloc(sizeof(float) * (size_t)V * N_GEN), *lb = malloc(sizeof(float) * (size_t)V * N_GEN);
@@ -166,8 +167,22 @@ static void check(const run_cfg *c, int layers, bool glu)
     }
     CHECK_MSG(worst <= NMSE_TOL, "%s (gpu layers %d): logits NMSE %.3g fused vs eager (bound %g)", c->file,
               c->gpu_layers, worst, NMSE_TOL);
-    /* the step is captured once (at its recording): one line per group of each layer */
-    expect_groups(trace, c, "fused rope x2+set_rows x2 (", layers);
+    /* the step is captured once (at its recording): one line per group of each layer; the
+     * prologue is its own kernel or the q/k/v job's epilogue (where x's q8 form feeds a
+     * one-format kernel: Q4_K / Q6_K weights) */
+    int own = count_lines(trace, "fused rope x2+set_rows x2 ("), in_job = count_lines(trace, "with rope x2+set_rows x2 (");
+    CHECK_MSG(own + in_job == layers, "%s: %d prologues fused alone and %d in the q/k/v job, expected %d in all",
+              c->file, own, in_job, layers);
+    CHECK_MSG(!rope_job || in_job > 0, "%s: no prologue in the q/k/v job's epilogue", c->file);
+    if (rope_job) { /* the epilogue rotates as the prologue's kernel does: bit for bit the same decode */
+        int32_t gc[N_GEN];
+        setenv("CTORCH_CUDA_ROPE_JOB", "0", 1);
+        greedy(c, true, gc, la, NULL);
+        unsetenv("CTORCH_CUDA_ROPE_JOB");
+        CHECK_MSG(memcmp(gb, gc, sizeof gb) == 0 && memcmp(la, lb, sizeof(float) * (size_t)V * N_GEN) == 0,
+                  "%s (gpu layers %d): the prologue in the q/k/v job gives other logits than its own kernel", c->file,
+                  c->gpu_layers);
+    }
     expect_groups(trace, c, "fused rms_norm+linear x3 (", layers);
     expect_groups(trace, c, "fused linear x1+add (", 2 * layers);
     expect_groups(trace, c, "fused rms_norm+linear x2+swiglu (", glu ? layers : 0);
@@ -570,16 +585,16 @@ static void test_attn_q8(void)
 static void test_q4_k_m(void)
 {
     if (!ready()) return;
-    check(&(run_cfg){"mini-a-q4_k_m.gguf", INT_MAX, NULL}, 4, true);
-    check(&(run_cfg){"mini-a-q4_k_m.gguf", 2, NULL}, 2, true);
-    check(&(run_cfg){"mini-a-q4_k_m.gguf", INT_MAX, "cuda:swiglu:unsupported"}, 4, false);
+    check(&(run_cfg){"mini-a-q4_k_m.gguf", INT_MAX, NULL}, 4, true, true);
+    check(&(run_cfg){"mini-a-q4_k_m.gguf", 2, NULL}, 2, true, true);
+    check(&(run_cfg){"mini-a-q4_k_m.gguf", INT_MAX, "cuda:swiglu:unsupported"}, 4, false, true);
 }
 
 static void test_f16(void)
 {
     if (!ready()) return;
-    check(&(run_cfg){"mini-a-f16.gguf", INT_MAX, NULL}, 4, true);
-    check(&(run_cfg){"mini-a-f16.gguf", 2, NULL}, 2, true);
+    check(&(run_cfg){"mini-a-f16.gguf", INT_MAX, NULL}, 4, true, false);
+    check(&(run_cfg){"mini-a-f16.gguf", 2, NULL}, 2, true, false);
 }
 
 int main(int argc, char **argv)

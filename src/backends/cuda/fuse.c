@@ -229,24 +229,79 @@ static bool caps_mv(void *ctx, const ct_op *ops, const fuse_group *g)
     return mv_job(ctx, ops, g, &p);
 }
 
-static ct_status run_mv(ct_device *dev, const ct_op *ops, const fuse_group *g, int *done)
+/* *launched: the job's kernels are in the stream. */
+static ct_status launch_mv(ct_device *dev, const cuq_mv_job *j, bool *launched)
 {
-    mv_plan p;
-    if (!mv_job(dev, ops, g, &p)) return CT_OK;
     cuda_dev *cd = cuda_of(dev);
-    cuq_mv_job *j = &p.job;
     void *tmp = NULL;
     size_t tbytes = cuq_mv_tmp_bytes(j);
     ct_status s = CT_OK;
+    *launched = false;
     if (tbytes && (s = cuda_tmp_alloc(dev, tbytes, &tmp)) != CT_OK) return s;
     /* a run that launched nothing declines the group; one that launched a norm or quantize
      * kernel and then failed leaves a launch error for the check */
     if (cuq_mv_run(j, tmp, cd->sm_count, cd->stream)) {
-        if ((s = cuda_check_launch(dev, "fused norm + matvecs")) == CT_OK) *done = g->n;
+        if ((s = cuda_check_launch(dev, "fused norm + matvecs")) == CT_OK) *launched = true;
     }
     /* stream order (and, in a capture, the graph) keeps it until the kernels are done */
     if (tmp) cuda_tmp_free(dev, tmp, tbytes);
     return s;
+}
+
+static ct_status run_mv(ct_device *dev, const ct_op *ops, const fuse_group *g, int *done)
+{
+    mv_plan p;
+    if (!mv_job(dev, ops, g, &p)) return CT_OK;
+    bool launched;
+    ct_status s = launch_mv(dev, &p.job, &launched);
+    if (launched) *done = g->n;
+    return s;
+}
+
+/* ---- q/k/v linears with the attention prologue (rope + row writes) in their epilogue ---- */
+
+/* CTORCH_CUDA_ROPE_JOB=0: the prologue keeps its own kernel (read at each capture). */
+static bool rope_job_on(void)
+{
+    const char *e = getenv("CTORCH_CUDA_ROPE_JOB");
+    return !(e && e[0] == '0');
+}
+
+static int part_of(const cuq_mv_job *j, const float *x)
+{
+    for (int i = 0; i < j->n_parts; i++)
+        if (j->part[i].out == x) return i;
+    return -1;
+}
+
+/* g's linears whose outputs are exactly what h's ropes and plain row writes read (dense
+ * heads), as one job: the prologue's kernel launch and its loads of q/k/v go away. */
+static bool mv_rope_job(const ct_device *dev, const ct_op *ops, const fuse_group *g, const fuse_group *h, mv_plan *p,
+                        fusek_prologue *rp)
+{
+    if (!mv_job(dev, ops, g, p) || !rope_job(dev, ops, h, rp)) return false;
+    cuq_mv_job *j = &p->job;
+    for (int r = 0; r < rp->n_rope; r++) {
+        j->rope_part[r] = part_of(j, rp->rope[r].x);
+        if (rp->rope[r].xh != rp->D) return false;
+    }
+    for (int w = 0; w < rp->n_rows; w++) {
+        const fusek_rows *W = &rp->rows[w];
+        j->rows_part[w] = W->from_rope >= 0 ? -1 : part_of(j, W->src);
+        if (W->from_rope >= 0 ? W->n != rp->rope[W->from_rope].H || W->cols != rp->D : W->s1 != 1 || W->s0 != W->cols)
+            return false;
+    }
+    j->rope = rp;
+    return cuq_mv_ok(j);
+}
+
+static ct_status run_mv_rope(ct_device *dev, const ct_op *ops, const fuse_group *g, const fuse_group *h, bool *done)
+{
+    mv_plan p;
+    fusek_prologue rp;
+    *done = false;
+    if (!mv_rope_job(dev, ops, g, h, &p, &rp)) return CT_OK;
+    return launch_mv(dev, &p.job, done);
 }
 
 /* ---- sdpa writing the q8 form of the x of the linears after it ---- */
@@ -327,12 +382,23 @@ ct_status cuda_fuse_run(ct_device *dev, const ct_op *ops, int n, cuda_run_fn run
         caps.norm_add_ok = caps_norm_add;
     }
     int ng = fuse_plan(ops, n, &caps, plan);
-    bool sdpa_q8 = caps.mv_ok && sdpa_q8_on();
+    bool sdpa_q8 = caps.mv_ok && sdpa_q8_on(), rope_q = caps.mv_ok && rope_job_on();
     ct_status s = CT_OK;
     for (int i = 0; i < ng && s == CT_OK; i++) {
         const fuse_group *g = &plan[i], *h = i + 1 < ng ? &plan[i + 1] : NULL;
         int done = 0;
-        if (g->kind != FUSE_NONE) {
+        if (g->kind == FUSE_MV && h && h->kind == FUSE_ROPE && rope_q) {
+            bool both = false;
+            s = run_mv_rope(dev, ops, g, h, &both);
+            if (s == CT_OK && both) {
+                char what[128], with[128];
+                core_note("%s: step: fused %s with %s", dev->info.name, fuse_describe(ops, g, what, sizeof what),
+                          fuse_describe(ops, h, with, sizeof with));
+                i++;
+                continue;
+            }
+        }
+        if (g->kind != FUSE_NONE && s == CT_OK) {
             s = run_fused(dev, ops, g, &done);
             if (s == CT_OK) note_group(dev, ops, g, done, "");
         }

@@ -4,16 +4,14 @@
 #include <stdlib.h>
 
 #include "backends/cuda/fuse_kernels.h"
+#include "backends/cuda/fuse_rope.cuh"
 #include "backends/cuda/pdl.cuh"
 
-static __device__ __forceinline__ void st_any(void *p, int64_t i, ct_dtype dt, float v)
-{
-    switch (dt) {
-    case CT_F16: ((__half *)p)[i] = __float2half_rn(v); break;
-    case CT_BF16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v); break;
-    default: ((float *)p)[i] = v; break;
-    }
-}
+using furope::ld_idx;
+using furope::pair_cs;
+using furope::pair_freq;
+using furope::rows_ok;
+using furope::st_any;
 
 static __device__ __forceinline__ float ld_w(const void *p, int64_t i, ct_dtype dt)
 {
@@ -36,11 +34,6 @@ static __device__ __forceinline__ float warp_sum(float v)
     return v;
 }
 
-static __device__ __forceinline__ int64_t ld_idx(const void *p, int64_t i, ct_dtype dt)
-{
-    return dt == CT_I32 ? (int64_t)((const int32_t *)p)[i] : ((const int64_t *)p)[i];
-}
-
 /* Pair j of head h of rope r: y written, and the cache rows of the writes that take it. The
  * rotation is the nn group's (double theta, the same f32 roundings), so a replayed step
  * keeps the eager step's keys bit for bit. */
@@ -57,14 +50,6 @@ static __device__ __forceinline__ float rope_in(const fusek_rope &R, const float
     return v;
 }
 
-/* cos and sin of pair j's angle (j < n_dims / 2) as floats. */
-static __device__ __forceinline__ float2 pair_cs(const fusek_prologue &p, double pos, double freq)
-{
-    double theta = pos * p.freq_scale * freq, sd, cd;
-    sincos(theta, &sd, &cd);
-    return make_float2((float)cd, (float)sd);
-}
-
 static __device__ void rope_item(const fusek_prologue &p, int r, int64_t h, int64_t j, float2 cs, const bool *ok,
                                  float sc)
 {
@@ -75,12 +60,12 @@ static __device__ void rope_item(const fusek_prologue &p, int r, int64_t h, int6
     float v[2];
     int cnt = 2;
     if (j < half) {
-        float co = cs.x, si = cs.y;
         i[0] = p.neox ? j : 2 * j;
         i[1] = p.neox ? j + half : 2 * j + 1;
         float x0 = rope_in(R, x, h, i[0], p.D, sc), x1 = rope_in(R, x, h, i[1], p.D, sc);
-        v[0] = __fsub_rn(__fmul_rn(x0, co), __fmul_rn(x1, si));
-        v[1] = __fadd_rn(__fmul_rn(x0, si), __fmul_rn(x1, co));
+        float2 rv = furope::rotate(x0, x1, cs);
+        v[0] = rv.x;
+        v[1] = rv.y;
     } else { /* the dims past n_dims pass through, two per item */
         i[0] = 2 * half + 2 * (j - half);
         i[1] = i[0] + 1;
@@ -102,14 +87,6 @@ static __device__ void rope_item(const fusek_prologue &p, int r, int64_t h, int6
 using cupdl::pdl_launch_next;
 using cupdl::pdl_wait;
 
-/* base^(-j / half) of pair j: theta = pos * freq_scale * this, in the nn group's rope
- * kernel's order of roundings. */
-static __device__ __forceinline__ double pair_freq(const fusek_prologue &p, int64_t j)
-{
-    int64_t half = p.n_dims / 2;
-    return j < half ? pow(p.freq_base, -(double)j / (double)half) : 0.0;
-}
-
 /* The norms' scales of every head (each block computes all of them: a few heads of a few
  * hundred elements), a warp per head. */
 static __device__ void norm_scales(const fusek_prologue &p, float (*sc)[FUSEK_MAX_NORM_HEADS])
@@ -127,21 +104,6 @@ static __device__ void norm_scales(const fusek_prologue &p, float (*sc)[FUSEK_MA
         }
     }
     __syncthreads();
-}
-
-/* Each write's indices in range (set_rows' contract: a write with an index out of range
- * writes nothing); every block checks every index of every write. */
-static __device__ void rows_ok(const fusek_prologue &p, bool *ok)
-{
-    for (int w = 0; w < p.n_rows; w++) {
-        const fusek_rows &W = p.rows[w];
-        int bad = 0;
-        for (int64_t i = threadIdx.x; i < W.n; i += blockDim.x) {
-            int64_t r = ld_idx(W.idx, i * W.is, W.idt);
-            bad |= r < 0 || r >= W.rows;
-        }
-        ok[w] = !__syncthreads_or(bad);
-    }
 }
 
 /* What the rope items need that the q/k/v job does not write: the write indices' check,

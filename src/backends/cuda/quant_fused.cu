@@ -282,6 +282,33 @@ XPlan x_plan(const cuq_mv_job *job)
     return p;
 }
 
+/* The prologue in the job's epilogue: only the one-format kernels (launch_q4k_job,
+ * launch_q6k_job) have it, so the job must be one they take. */
+bool rope_ok(const cuq_mv_job *job)
+{
+    const fusek_prologue *p = job->rope;
+    if (job->M != 1 || job->glu || job->K % 256 != 0 || p->neox || p->n_dims > p->D || p->D < 2 || p->D % 2) return false;
+    if (x_plan(job).stage || has_float(job) || use_fma(job)) return false; /* those kernels read x's q8 form */
+    bool q4 = false, q6 = false;
+    for (int i = 0; i < job->n_parts; i++) {
+        q4 = q4 || job->part[i].wt == CT_Q4_K;
+        q6 = q6 || job->part[i].wt == CT_Q6_K;
+        if (job->part[i].wt != CT_Q4_K && job->part[i].wt != CT_Q6_K) return false;
+    }
+    bool kern = q6 ? dev_facts().q6k && (!q4 || dev_facts().q6mix) : dev_facts().q4k;
+    if (!kern) return false;
+    for (int r = 0; r < p->n_rope; r++) {
+        int i = job->rope_part[r];
+        if (i < 0 || i >= job->n_parts || p->rope[r].ny || job->part[i].N != p->rope[r].H * p->D) return false;
+    }
+    for (int w = 0; w < p->n_rows; w++) {
+        int i = job->rows_part[w];
+        bool plain_ok = i >= 0 && i < job->n_parts && job->part[i].N == p->rows[w].n * p->rows[w].cols;
+        if (p->rows[w].from_rope >= 0 ? i >= 0 : !plain_ok) return false;
+    }
+    return true;
+}
+
 } // namespace
 
 extern "C" size_t cuq_q8_bytes(int64_t M, int64_t K) { return q8_size(M, K); }
@@ -357,7 +384,7 @@ extern "C" bool cuq_mv_ok(const cuq_mv_job *job)
         if ((job->glu != 1 && job->glu != 2) || job->n_parts != 2 || !job->glu_out) return false;
         if (job->part[0].N != job->part[1].N || job->part[0].add || job->part[1].add) return false;
     }
-    return true;
+    return !job->rope || rope_ok(job);
 }
 
 extern "C" size_t cuq_mv_tmp_bytes(const cuq_mv_job *job)
@@ -434,12 +461,21 @@ extern "C" bool cuq_mv_run(const cuq_mv_job *job, void *tmp, int sm_count, cudaS
     a.prefetch = dev_facts().pdl && bytes <= dev_facts().l2 / 10 * 3;
     a.glu = job->glu;
     a.glu_out = job->glu_out;
+    if (job->rope) {
+        a.rp = true;
+        a.rpp = *job->rope;
+        for (int i = 0; i < CUQ_MV_MAX_PARTS; i++) a.part_rope[i] = a.part_rows[i] = -1;
+        for (int r = 0; r < a.rpp.n_rope; r++) a.part_rope[job->rope_part[r]] = (signed char)r;
+        for (int w = 0; w < a.rpp.n_rows; w++)
+            if (job->rows_part[w] >= 0) a.part_rows[job->rows_part[w]] = (signed char)w;
+    }
     /* only where every weight takes it: a Q4_K part beside a Q6_K one keeps the chunk path
      * and its split (the qkv job measured 15% slower with the v part's segments) */
     a.seg = (xq || a.stage_q8) && dev_facts().seg && job->M <= SEG_MAX_M;
     for (int i = 0; i < job->n_parts; i++) a.seg = a.seg && seg_format(job->part[i].wt);
     if (launch_q4k_job(a, job->M, job->glu != 0, rows, sm_count, stream)) return true;
     if (launch_q6k_job(a, job->M, job->glu != 0, rows, sm_count, stream)) return true;
+    if (a.rp) return false; /* cuq_mv_ok (rope_ok) keeps these jobs off this path */
     return job->glu ? launch_m<true>(a, job->M, rows, sm_count, stream)
                     : launch_m<false>(a, job->M, rows, sm_count, stream);
 }

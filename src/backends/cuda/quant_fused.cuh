@@ -10,6 +10,7 @@
 
 #include <type_traits>
 
+#include "backends/cuda/fuse_rope.cuh"
 #include "backends/cuda/pdl.cuh"
 #include "backends/cuda/quant_deq.cuh"
 #include "backends/cuda/quant_fused_seg.cuh"
@@ -113,6 +114,12 @@ struct FuArgs {
     float eps;
     float *y;
     unsigned smem;
+    /* The decode prologue on the parts' outputs (the spec kernels, M = 1: spec_job's rope
+     * epilogue): part i feeds rope part_rope[i] and the plain row write part_rows[i] (-1:
+     * none), both as fuse_kernels.cu's prologue kernel computes them. */
+    bool rp;
+    signed char part_rope[CUQ_MV_MAX_PARTS], part_rows[CUQ_MV_MAX_PARTS];
+    fusek_prologue rpp;
 };
 
 /* Where the dots read x: its q8 form (q, d, s8) and f32 rows (f, f_row apart). */
@@ -558,6 +565,67 @@ __device__ __forceinline__ void prefetch_units(const FuArgs &a, unsigned units, 
 }
 
 
+/* What the rope epilogue needs besides the rows (spec_job's shared memory): the position,
+ * each row write's index check, and each warp's cos / sin for its row of the block's first
+ * unit, found before the PDL wait where the prologue allows it (fusek_prologue::early). */
+struct RopeState {
+    double pos;
+    bool ok[FUSEK_MAX_ROWS];
+    float2 cs[FU_WARPS];
+    float v[FU_WARPS]; /* the unit's row values, for the partner of each pair */
+};
+
+__device__ __forceinline__ void rope_prep(const FuArgs &a, int R, int rb, int s, int lane, RopeState &rs)
+{
+    const fusek_prologue &P = a.rpp;
+    furope::rows_ok(P, rs.ok);
+    if (s != 0 || lane != 0) return;
+    double pos = (double)furope::ld_idx(P.pos, 0, P.pdt);
+    if (rb == 0) rs.pos = pos;
+    unsigned u = blockIdx.x;
+    int pi = unit_part(a, u);
+    int64_t n = (int64_t)(u - a.first_unit[pi]) * R + rb, i = n % P.D;
+    rs.cs[rb] = a.part_rope[pi] >= 0 && i < P.n_dims ? furope::pair_cs(P, pos, furope::pair_freq(P, i / 2))
+                                                       : make_float2(1.f, 0.f);
+}
+
+/* Row n of part pi (value v, on lane 0 of the row's first warp) rotated with its pair's
+ * other row (R >= 2 rows a unit, pairs in one unit) into its rope's output and the cache
+ * rows that take it; a part of a plain row write straight into the cache. Every thread of
+ * the block calls (two barriers). */
+__device__ __forceinline__ void rope_epilogue(const FuArgs &a, int pi, int64_t n, unsigned u, float v, int rb, int s,
+                                              int lane, RopeState &rs)
+{
+    const fusek_prologue &P = a.rpp;
+    bool mine = s == 0 && lane == 0;
+    if (mine) rs.v[rb] = v;
+    __syncthreads();
+    if (mine && n < a.p[pi].N) {
+        int r = a.part_rope[pi], w = a.part_rows[pi];
+        if (r >= 0) {
+            int64_t h = n / P.D, i = n % P.D;
+            float y = v;
+            if (i < P.n_dims) {
+                float2 cs = u == blockIdx.x ? rs.cs[rb] : furope::pair_cs(P, rs.pos, furope::pair_freq(P, i / 2));
+                float o = rs.v[rb ^ 1];
+                y = i & 1 ? furope::rotate(o, v, cs).y : furope::rotate(v, o, cs).x;
+            }
+            P.rope[r].y[h * P.D + i] = y;
+            for (int k = 0; k < P.n_rows; k++) {
+                const fusek_rows &W = P.rows[k];
+                if (W.from_rope != r || !rs.ok[k]) continue;
+                furope::st_any(W.dst, furope::ld_idx(W.idx, h * W.is, W.idt) * W.d0 + i * W.d1, W.ddt, y);
+            }
+        }
+        if (w >= 0 && rs.ok[w]) {
+            const fusek_rows &W = P.rows[w];
+            int64_t h = n / W.cols, c = n % W.cols;
+            furope::st_any(W.dst, furope::ld_idx(W.idx, h * W.is, W.idt) * W.d0 + c * W.d1, W.ddt, v);
+        }
+    }
+    __syncthreads(); /* rs.v is free for the next unit */
+}
+
 /* Blocks take units of R rows (a block per unit, or with CTORCH_CUDA_MVGRID=wave a grid of at
  * most one wave looping over them): first every warp asks L2 for all its rows (the
  * prefetch, before waiting on the predecessor), then computes them. */
@@ -568,12 +636,15 @@ __device__ __forceinline__ void prefetch_units(const FuArgs &a, unsigned units, 
 template <int M, bool GLU, typename Dots> __device__ __forceinline__ void spec_job(const FuArgs &a, Dots dots)
 {
     __shared__ float red[FU_WARPS][2 * CUQ_MV_MAX_ROWS];
+    __shared__ RopeState rs;
     pdl_launch_next();
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int S = a.S, R = FU_WARPS / S, rb = warp / S, s = warp % S;
     unsigned units = a.first_unit[a.n_parts];
     if (a.prefetch) prefetch_units<GLU>(a, units, R, rb, s, S, lane);
+    if (a.rp && a.rpp.early) rope_prep(a, R, rb, s, lane, rs);
     pdl_wait();
+    if (a.rp && !a.rpp.early) rope_prep(a, R, rb, s, lane, rs);
     for (unsigned u = blockIdx.x; u < units; u += gridDim.x) {
         int pi = unit_part(a, u);
         const FuPart &p = a.p[pi];
@@ -587,6 +658,7 @@ template <int M, bool GLU, typename Dots> __device__ __forceinline__ void spec_j
             dots(p, rows, s * 32 + lane, 32 * S, acc);
         }
         reduce_row<NA>(acc, red, warp, s, S, lane);
+        if (!GLU && M == 1 && a.rp) rope_epilogue(a, pi, n, u, acc[0], rb, s, lane, rs);
         if (s != 0 || n >= p.N) continue;
         write_row<M, GLU>(a, p, n, lane, acc);
     }
@@ -604,8 +676,8 @@ void spec_launch(Kern kern, int &occ, FuArgs &a, int64_t rows, int64_t per_row, 
         occ = nb;
     }
     int64_t resident = (int64_t)sm_count * occ * FU_WARPS;
-    int S = 1;
-    while (S < FU_WARPS && rows * S * 2 <= resident && per_row >= 32 * S * 2) S *= 2;
+    int S = 1, smax = a.rp ? FU_WARPS / 2 : FU_WARPS; /* the rope epilogue pairs rows in a unit */
+    while (S < smax && rows * S * 2 <= resident && per_row >= 32 * S * 2) S *= 2;
     a.S = S;
     int R = FU_WARPS / S;
     unsigned u = 0;

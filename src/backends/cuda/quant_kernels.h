@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "backends/cuda/fuse_kernels.h"
 #include "ctorch/core.h"
 
 #ifdef __cplusplus
@@ -133,6 +134,13 @@ typedef struct cuq_mv_job {
      * part[].out are still written. */
     int glu;
     float *glu_out;
+    /* The decode prologue (fuse_kernels.h; NULL: none) done in the job's epilogue: M = 1,
+     * no glu, normal (not neox) rotation without norms. Rope r's x is part rope_part[r]'s
+     * out ([H, D] dense); a row write of a plain source reads part rows_part[w]'s out ([n,
+     * cols] dense; -1 for a write of a rope's output). Only the one-format kernels (all
+     * Q4_K, all Q6_K, Q4_K and Q6_K) take it: cuq_mv_ok says no to the others. */
+    const fusek_prologue *rope;
+    int rope_part[FUSEK_MAX_ROPE], rows_part[FUSEK_MAX_ROWS];
 } cuq_mv_job;
 /* Whether cuq_mv_run has a kernel for this job (formats, M, K, alignment). */
 bool cuq_mv_ok(const cuq_mv_job *job);
