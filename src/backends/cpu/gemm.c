@@ -11,6 +11,8 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+
+#include "backends/cpu/gemm_avx512.h"
 #define GEMM_X86 1
 #endif
 #ifdef CTORCH_HAVE_BLAS
@@ -261,31 +263,9 @@ static inline __attribute__((always_inline, target("avx512f"))) void pack16x16(c
                                                                               const char *src, size_t col_bytes,
                                                                               gemm_btype t)
 {
-    __m512 r[16], u[16];
-    for (int i = 0; i < 16; i++) r[i] = load_col16(src + (size_t)i * col_bytes, t);
-    /* r[i][k] -> after two unpack stages u[4q + c] lane L = columns 4q..4q+3 of k = 4L + c */
-    for (int i = 0; i < 16; i += 2) {
-        u[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        u[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int q = 0; q < 4; q++) {
-        __m512d lo0 = _mm512_castps_pd(u[4 * q]), hi0 = _mm512_castps_pd(u[4 * q + 1]);
-        __m512d lo1 = _mm512_castps_pd(u[4 * q + 2]), hi1 = _mm512_castps_pd(u[4 * q + 3]);
-        r[4 * q + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo0, lo1));
-        r[4 * q + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(lo0, lo1));
-        r[4 * q + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(hi0, hi1));
-        r[4 * q + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(hi0, hi1));
-    }
-    /* 4 x 4 transpose of 128-bit lanes across the four column groups */
-    int nr = g->nr;
-    for (int c = 0; c < 4; c++) {
-        __m512 x0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x44), x1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xEE);
-        __m512 x2 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x44), x3 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xEE);
-        _mm512_storeu_ps(dst + (0 + c) * nr, _mm512_shuffle_f32x4(x0, x2, 0x88));
-        _mm512_storeu_ps(dst + (4 + c) * nr, _mm512_shuffle_f32x4(x0, x2, 0xDD));
-        _mm512_storeu_ps(dst + (8 + c) * nr, _mm512_shuffle_f32x4(x1, x3, 0x88));
-        _mm512_storeu_ps(dst + (12 + c) * nr, _mm512_shuffle_f32x4(x1, x3, 0xDD));
-    }
+    __m512i r[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_castps_si512(load_col16(src + (size_t)i * col_bytes, t));
+    gemm_store_tr16(r, (uint32_t *)dst, g->nr);
 }
 
 __attribute__((target("avx512f"))) static void pack_b_cols(const gemm_job *g, float *dst, int64_t pc, int64_t kc,

@@ -16,6 +16,8 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+#include "backends/cpu/gemm_avx512.h"
 #define BF_X86 1
 #endif
 
@@ -97,26 +99,9 @@ static void pack_a_tiles(void *vctx, int64_t t0, int64_t t1)
 /* 16 columns x 16 pairs (32 bf16 each, one column per register) -> 16 rows of the panel. */
 __attribute__((target("avx512f"))) static void tr16x16(const uint16_t *src, int64_t csb, uint32_t *dst)
 {
-    __m512i r[16], u[16];
+    __m512i r[16];
     for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_si512(src + i * csb);
-    for (int i = 0; i < 16; i += 2) {
-        u[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-        u[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-    }
-    for (int q = 0; q < 4; q++) {
-        r[4 * q + 0] = _mm512_unpacklo_epi64(u[4 * q], u[4 * q + 2]);
-        r[4 * q + 1] = _mm512_unpackhi_epi64(u[4 * q], u[4 * q + 2]);
-        r[4 * q + 2] = _mm512_unpacklo_epi64(u[4 * q + 1], u[4 * q + 3]);
-        r[4 * q + 3] = _mm512_unpackhi_epi64(u[4 * q + 1], u[4 * q + 3]);
-    }
-    for (int c = 0; c < 4; c++) {
-        __m512i x0 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x44), x1 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xEE);
-        __m512i x2 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x44), x3 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xEE);
-        _mm512_storeu_si512(dst + (0 + c) * BF_NR, _mm512_shuffle_i32x4(x0, x2, 0x88));
-        _mm512_storeu_si512(dst + (4 + c) * BF_NR, _mm512_shuffle_i32x4(x0, x2, 0xDD));
-        _mm512_storeu_si512(dst + (8 + c) * BF_NR, _mm512_shuffle_i32x4(x1, x3, 0x88));
-        _mm512_storeu_si512(dst + (12 + c) * BF_NR, _mm512_shuffle_i32x4(x1, x3, 0xDD));
-    }
+    gemm_store_tr16(r, dst, BF_NR);
 }
 
 /* Columns j0..j0+nj of B, every k, as [KP][32] pairs; zero past nj and past K. */
