@@ -7,20 +7,12 @@
 #include "backends/cuda/fuse_rope.cuh"
 #include "backends/cuda/pdl.cuh"
 
-using furope::ld_idx;
+using cudyn::ld_dyn;
+using cudyn::ld_index;
+using cudyn::st_dyn;
 using furope::pair_cs;
 using furope::pair_freq;
 using furope::rows_ok;
-using furope::st_any;
-
-static __device__ __forceinline__ float ld_w(const void *p, int64_t i, ct_dtype dt)
-{
-    switch (dt) {
-    case CT_F16: return __half2float(((const __half *)p)[i]);
-    case CT_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    default: return ((const float *)p)[i];
-    }
-}
 
 /* 1 / sqrt(mean of squares + eps) as the nn group's rms_norm rounds it. */
 static __device__ __forceinline__ float rms_scale(float ss, int64_t n, double eps)
@@ -45,7 +37,7 @@ static __device__ __forceinline__ float rope_in(const fusek_rope &R, const float
     float v = x[i];
     if (!R.ny) return v;
     v = v * sc;
-    if (R.nw) v = v * ld_w(R.nw, i, R.nwdt);
+    if (R.nw) v = v * ld_dyn(R.nw, i, R.nwdt);
     R.ny[h * D + i] = v;
     return v;
 }
@@ -77,8 +69,8 @@ static __device__ void rope_item(const fusek_prologue &p, int r, int64_t h, int6
     for (int w = 0; w < p.n_rows; w++) {
         const fusek_rows &W = p.rows[w];
         if (W.from_rope != r || !ok[w]) continue;
-        int64_t row = ld_idx(W.idx, h * W.is, W.idt);
-        for (int c = 0; c < cnt; c++) st_any(W.dst, row * W.d0 + i[c] * W.d1, W.ddt, v[c]);
+        int64_t row = ld_index(W.idx, h * W.is, W.idt);
+        for (int c = 0; c < cnt; c++) st_dyn(W.dst, row * W.d0 + i[c] * W.d1, W.ddt, v[c]);
     }
 }
 
@@ -111,7 +103,7 @@ static __device__ void norm_scales(const fusek_prologue &p, float (*sc)[FUSEK_MA
 static __device__ void rope_setup(const fusek_prologue &p, int64_t j0, double f0, bool *ok, double *pos, float2 *cs0)
 {
     rows_ok(p, ok);
-    *pos = (double)ld_idx(p.pos, 0, p.pdt);
+    *pos = (double)ld_index(p.pos, 0, p.pdt);
     if (j0 < p.n_dims / 2) *cs0 = pair_cs(p, *pos, f0);
 }
 
@@ -151,8 +143,8 @@ __global__ void rope_rows_kernel(fusek_prologue p)
         while (w < p.n_rows && e >= n_plain[w]) e -= n_plain[w++];
         if (w == p.n_rows || !ok[w]) continue;
         const fusek_rows &W = p.rows[w];
-        int64_t i = e / W.cols, c = e % W.cols, row = ld_idx(W.idx, i * W.is, W.idt);
-        st_any(W.dst, row * W.d0 + c * W.d1, W.ddt, W.src[i * W.s0 + c * W.s1]);
+        int64_t i = e / W.cols, c = e % W.cols, row = ld_index(W.idx, i * W.is, W.idt);
+        st_dyn(W.dst, row * W.d0 + c * W.d1, W.ddt, W.src[i * W.s0 + c * W.s1]);
     }
 }
 
@@ -195,7 +187,7 @@ __global__ void __launch_bounds__(NA_THREADS) norm_add_kernel(fusek_norm_add p)
     float sc = rms_scale(red[0], p.K, p.eps);
     for (int64_t i = threadIdx.x; i < p.K; i += NA_THREADS) {
         float v = x[i] * sc;
-        if (p.w) v = v * ld_w(p.w, i, p.wdt);
+        if (p.w) v = v * ld_dyn(p.w, i, p.wdt);
         y[i] = v;
         z[i] = r[i] + v;
     }

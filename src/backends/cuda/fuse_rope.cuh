@@ -8,23 +8,10 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "backends/cuda/dyn_access.cuh"
 #include "backends/cuda/fuse_kernels.h"
 
 namespace furope {
-
-__device__ __forceinline__ void st_any(void *p, int64_t i, ct_dtype dt, float v)
-{
-    switch (dt) {
-    case CT_F16: ((__half *)p)[i] = __float2half_rn(v); break;
-    case CT_BF16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v); break;
-    default: ((float *)p)[i] = v; break;
-    }
-}
-
-__device__ __forceinline__ int64_t ld_idx(const void *p, int64_t i, ct_dtype dt)
-{
-    return dt == CT_I32 ? (int64_t)((const int32_t *)p)[i] : ((const int64_t *)p)[i];
-}
 
 /* base^(-j / half) of pair j: theta = pos * freq_scale * this, in the nn group's rope
  * kernel's order of roundings. */
@@ -57,7 +44,7 @@ __device__ __forceinline__ void rows_ok(const fusek_prologue &p, bool *ok)
         const fusek_rows &W = p.rows[w];
         int bad = 0;
         for (int64_t i = threadIdx.x; i < W.n; i += blockDim.x) {
-            int64_t r = ld_idx(W.idx, i * W.is, W.idt);
+            int64_t r = cudyn::ld_index(W.idx, i * W.is, W.idt);
             bad |= r < 0 || r >= W.rows;
         }
         ok[w] = !__syncthreads_or(bad);

@@ -10,9 +10,14 @@
 #include <cuda_fp16.h>
 #include <math.h>
 
+#include "backends/cuda/dyn_access.cuh"
 #include "backends/cuda/nn_kernels.h"
 
 namespace {
+
+using cudyn::ld_dyn;
+using cudyn::ld_index;
+using cudyn::st_dyn;
 
 constexpr int ROW_THREADS = 1024; /* the most a row kernel is launched with */
 
@@ -25,27 +30,6 @@ template <> __device__ __forceinline__ float from_f<float>(float v) { return v; 
 template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
 template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
-/* Runtime-typed access, for operands whose dtype is not the kernel's template type. */
-__device__ __forceinline__ float ld_dyn(const void *p, int64_t i, ct_dtype dt)
-{
-    switch (dt) {
-    case CT_F16: return __half2float(((const __half *)p)[i]);
-    case CT_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    default: return ((const float *)p)[i];
-    }
-}
-__device__ __forceinline__ void st_dyn(void *p, int64_t i, ct_dtype dt, float v)
-{
-    switch (dt) {
-    case CT_F16: ((__half *)p)[i] = __float2half_rn(v); break;
-    case CT_BF16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v); break;
-    default: ((float *)p)[i] = v; break;
-    }
-}
-__device__ __forceinline__ int64_t ld_index(const void *p, int64_t i, ct_dtype dt)
-{
-    return dt == CT_I32 ? (int64_t)((const int32_t *)p)[i] : ((const int64_t *)p)[i];
-}
 
 __device__ __forceinline__ void row_offsets(const nn_rows &r, int64_t row, int64_t *o0, int64_t *o1)
 {

@@ -397,15 +397,6 @@ __host__ __device__ constexpr size_t q8_size(int64_t M, int64_t K)
  * it the norm and the q8 form are separate kernels, quant_fused.cu). */
 constexpr unsigned FU_STAGE_MAX = 48u << 10;
 
-__device__ __forceinline__ float norm_w(const void *w, ct_dtype t, int i)
-{
-    switch (t) {
-    case CT_F16: return __half2float(((const __half *)w)[i]);
-    case CT_BF16: return __bfloat162float(((const __nv_bfloat16 *)w)[i]);
-    default: return ((const float *)w)[i];
-    }
-}
-
 /* Each row's RMS scale bit for bit as rms_q8_kernel (quant_fused.cu) computes it: its 512
  * threads' strided sums of squares (thread t here plays its threads t and t + 256), its
  * warps' trees, its 16 partial sums in order, 1 / sqrt(mean + eps) in double. Every block
@@ -458,7 +449,7 @@ __device__ __forceinline__ void x_load(const FuArgs &a, int m, int i, const floa
     float w[4] = {1.f, 1.f, 1.f, 1.f};
     if (a.nw)
 #pragma unroll
-        for (int k = 0; k < 4; k++) w[k] = norm_w(a.nw, a.nwdt, i + k);
+        for (int k = 0; k < 4; k++) w[k] = cudyn::ld_dyn(a.nw, i + k, a.nwdt);
 #pragma unroll
     for (int k = 0; k < 4; k++) {
         v[k] *= s;
@@ -580,7 +571,7 @@ __device__ __forceinline__ void rope_prep(const FuArgs &a, int R, int rb, int s,
     const fusek_prologue &P = a.rpp;
     furope::rows_ok(P, rs.ok);
     if (s != 0 || lane != 0) return;
-    double pos = (double)furope::ld_idx(P.pos, 0, P.pdt);
+    double pos = (double)cudyn::ld_index(P.pos, 0, P.pdt);
     if (rb == 0) rs.pos = pos;
     unsigned u = blockIdx.x;
     int pi = unit_part(a, u);
@@ -614,13 +605,13 @@ __device__ __forceinline__ void rope_epilogue(const FuArgs &a, int pi, int64_t n
             for (int k = 0; k < P.n_rows; k++) {
                 const fusek_rows &W = P.rows[k];
                 if (W.from_rope != r || !rs.ok[k]) continue;
-                furope::st_any(W.dst, furope::ld_idx(W.idx, h * W.is, W.idt) * W.d0 + i * W.d1, W.ddt, y);
+                cudyn::st_dyn(W.dst, cudyn::ld_index(W.idx, h * W.is, W.idt) * W.d0 + i * W.d1, W.ddt, y);
             }
         }
         if (w >= 0 && rs.ok[w]) {
             const fusek_rows &W = P.rows[w];
             int64_t h = n / W.cols, c = n % W.cols;
-            furope::st_any(W.dst, furope::ld_idx(W.idx, h * W.is, W.idt) * W.d0 + c * W.d1, W.ddt, v);
+            cudyn::st_dyn(W.dst, cudyn::ld_index(W.idx, h * W.is, W.idt) * W.d0 + c * W.d1, W.ddt, v);
         }
     }
     __syncthreads(); /* rs.v is free for the next unit */
