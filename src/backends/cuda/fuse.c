@@ -260,10 +260,12 @@ static ct_status run_mv(ct_device *dev, const ct_op *ops, const fuse_group *g, i
 
 /* ---- q/k/v linears with the attention prologue (rope + row writes) in their epilogue ---- */
 
-/* CTORCH_CUDA_ROPE_JOB=0: the prologue keeps its own kernel (read at each capture). */
-static bool rope_job_on(void)
+/* A pairing's switch: on unless the variable starts with 0 (read at each capture, so a test
+ * can record a step both ways): CTORCH_CUDA_ROPE_JOB=0 keeps the prologue's own kernel,
+ * CTORCH_CUDA_SDPA_Q8=0 lets the linears quantize sdpa's output themselves. */
+static bool switch_on(const char *name)
 {
-    const char *e = getenv("CTORCH_CUDA_ROPE_JOB");
+    const char *e = getenv(name);
     return !(e && e[0] == '0');
 }
 
@@ -306,14 +308,6 @@ static ct_status run_mv_rope(ct_device *dev, const ct_op *ops, const fuse_group 
 
 /* ---- sdpa writing the q8 form of the x of the linears after it ---- */
 
-/* CTORCH_CUDA_SDPA_Q8=0: the linears quantize sdpa's output themselves (read at each
- * capture, so a test can record the step both ways). */
-static bool sdpa_q8_on(void)
-{
-    const char *e = getenv("CTORCH_CUDA_SDPA_Q8");
-    return !(e && e[0] == '0');
-}
-
 /* sd: an sdpa op the plan left alone; h: the group after it. When h's linears read sd's whole
  * output and would quantize it first (a quantize_q8 launch), the decode attention kernel
  * writes that q8 form as it writes its output, bit for bit what quantize_q8 makes (measured
@@ -338,11 +332,10 @@ static ct_status run_sdpa_mv(ct_device *dev, const ct_op *ops, const ct_op *sd, 
     cuq_q8 xq = cuq_q8_at(tmp, j->M, j->K);
     s = cuda_sdpa_q8(dev, sd, xq.q, xq.d, xq.s8, sd_done);
     if (s == CT_OK && *sd_done) {
-        cuda_dev *cd = cuda_of(dev);
+        bool launched = false;
         j->xq = &xq;
-        if (cuq_mv_run(j, NULL, cd->sm_count, cd->stream) &&
-            (s = cuda_check_launch(dev, "fused matvecs on sdpa's q8 form")) == CT_OK)
-            *h_done = h->n;
+        s = launch_mv(dev, j, &launched);
+        if (launched) *h_done = h->n;
     }
     cuda_tmp_free(dev, tmp, bytes);
     return s;
@@ -382,7 +375,7 @@ ct_status cuda_fuse_run(ct_device *dev, const ct_op *ops, int n, cuda_run_fn run
         caps.norm_add_ok = caps_norm_add;
     }
     int ng = fuse_plan(ops, n, &caps, plan);
-    bool sdpa_q8 = caps.mv_ok && sdpa_q8_on(), rope_q = caps.mv_ok && rope_job_on();
+    bool sdpa_q8 = caps.mv_ok && switch_on("CTORCH_CUDA_SDPA_Q8"), rope_q = caps.mv_ok && switch_on("CTORCH_CUDA_ROPE_JOB");
     ct_status s = CT_OK;
     for (int i = 0; i < ng && s == CT_OK; i++) {
         const fuse_group *g = &plan[i], *h = i + 1 < ng ? &plan[i + 1] : NULL;
