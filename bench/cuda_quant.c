@@ -16,9 +16,10 @@
  * with the job's own norm, and x quantized by the run: x staged by the job kernel, or with
  * CTORCH_CUDA_MVSTAGE=0 the separate norm / quantize kernels first), GB/s of weight bytes.
  *
- * usage: [CTORCH_BENCH_JOB=SUBSTR] ctorch-bench-cuda-quant [--quick] [--fused | --jobs]
+ * usage: [CTORCH_BENCH_JOB=SUBSTR] [CTORCH_BENCH_COPIES=N] ctorch-bench-cuda-quant [--quick] [--fused | --jobs]
  * (--fused: the fused kernel only; --jobs: its decode-step jobs only; CTORCH_BENCH_JOB:
- * only the jobs whose name holds SUBSTR, e.g. one to profile with ncu) */
+ * only the jobs whose name holds SUBSTR, e.g. one to profile with ncu; CTORCH_BENCH_COPIES: that
+ * many copies of each job's weights, 1 or 2 to see the job with its weights in L2) */
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -135,6 +136,9 @@ static void time_job(const job_shape *js, int sm, cudaStream_t s, int quick, dou
     }
     int copies = (int)(((size_t)256 << 20) / total) + 2;
     if (copies > 64) copies = 64;
+    /* CTORCH_BENCH_COPIES=1: the weight stays in L2 (the kernel's floor when its reads hit) */
+    const char *ce = getenv("CTORCH_BENCH_COPIES");
+    if (ce && atoi(ce) > 0) copies = atoi(ce);
     void **w = malloc(sizeof(void *) * (size_t)copies * CUQ_MV_MAX_PARTS);
     for (int c = 0; c < copies; c++)
         for (int i = 0; i < js->n; i++) {
@@ -165,6 +169,7 @@ static void time_job(const job_shape *js, int sm, cudaStream_t s, int quick, dou
     for (int i = 0; i < js->n; i++)
         job.part[i] = (cuq_mv_part){.wt = js->t[i], .w_row = rb[i], .N = js->N[i], .out = outs + i * M * 65536};
     int reps = quick ? copies : 4 * copies;
+    if (reps < 64) reps = 64;
     void *tmp = NULL;
     for (int i = 0; i < js->n; i++) job.part[i].w = w[i];
     size_t tb = cuq_mv_tmp_bytes(&job);
