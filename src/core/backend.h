@@ -216,6 +216,8 @@ bool device_is_lost(const ct_device *dev);
 void device_table_set(ct_device *const *devs, int n);
 /* The lost device among the bits of `deps`, or NULL. */
 ct_device *device_lost_among(uint32_t deps);
+/* Whether any device of the table is lost. */
+bool device_any_lost(void);
 /* Marks dev lost for the rest of the process (until re-initialization); `why` is kept
  * for the messages of every later access to data that lived only there. */
 void device_mark_lost(ct_device *dev, const char *why);

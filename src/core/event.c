@@ -35,6 +35,8 @@ ct_device *device_lost_among(uint32_t deps)
     return __atomic_load_n(&g_devs[__builtin_ctz(m)], __ATOMIC_ACQUIRE);
 }
 
+bool device_any_lost(void) { return __atomic_load_n(&g_lost_mask, __ATOMIC_ACQUIRE) != 0; }
+
 ct_status event_record(ct_device *dev, ct_event **out)
 {
     *out = NULL;

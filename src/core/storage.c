@@ -17,6 +17,8 @@
 
 static bool is_host(const ct_device *dev) { return !dev || dev->info.kind == CT_DEVICE_CPU; }
 
+static void touched(ct_storage *st) { __atomic_add_fetch(&st->gen, 1, __ATOMIC_RELEASE); }
+
 static storage_transfer_fn g_transfer_hook;
 
 void storage_set_transfer_hook(storage_transfer_fn fn) { __atomic_store_n(&g_transfer_hook, fn, __ATOMIC_RELEASE); }
@@ -325,6 +327,7 @@ ct_status storage_alloc_on(ct_storage *st, ct_device *dev)
         c = &st->copies[st->n_copies++];
         memset(c, 0, sizeof *c);
         c->dev = dev;
+        touched(st);
     }
     ct_status s = dev->ops->alloc(dev, bytes, &c->buf);
     if ((s == CT_ERR_DEVICE_OOM || s == CT_ERR_OOM)) {
@@ -369,6 +372,7 @@ size_t storage_evict(ct_device *dev, size_t want)
             freed += c->buf.size;
             release_copy(c);
             st->copies[i] = st->copies[--st->n_copies];
+            touched(st);
             break;
         }
     }
@@ -384,6 +388,7 @@ void storage_drop_copy(ct_storage *st, const ct_device *dev)
         if (st->copies[i].dev != dev) continue;
         release_copy(&st->copies[i]);
         st->copies[i] = st->copies[--st->n_copies];
+        touched(st);
         return;
     }
 }
@@ -563,6 +568,7 @@ void storage_mark_written_at(ct_storage *st, const ct_device *dev, ct_event *ev,
 {
     ct_storage_copy *w = storage_find(st, dev);
     bool whole = lo == 0 && hi >= st->nbytes;
+    touched(st);
     st->written_on = (ct_device *)dev;
     for (int i = 0; i < st->n_copies; i++) {
         ct_storage_copy *c = &st->copies[i];

@@ -73,6 +73,10 @@ typedef struct ct_storage {
     struct ct_storage *dev_prev, *dev_next;
     bool dev_listed;
     int busy;
+    /* Bumped whenever a copy may stop holding the data (a write, a copy dropped or evicted,
+     * a new one): a check that found the data valid on a device still holds while it is
+     * unchanged and no device is lost (storage_gen; a replay skips such checks). */
+    uint64_t gen;
 } ct_storage;
 
 struct ct_tensor {
@@ -147,6 +151,7 @@ void storage_mark_written_at(ct_storage *st, const struct ct_device *dev, struct
 void storage_mark_written(ct_storage *st, const struct ct_device *dev);
 /* Releases dev's copy (after its pending work), e.g. what a failed attempt allocated. */
 void storage_drop_copy(ct_storage *st, const struct ct_device *dev);
+static inline uint64_t storage_gen(const ct_storage *st) { return __atomic_load_n(&st->gen, __ATOMIC_ACQUIRE); }
 /* Copy i holds all the data (valid, no stale range, its device healthy). */
 bool storage_copy_complete(const ct_storage *st, int i);
 /* Bytes that making dev's copy complete would move: 0, the stale range, or all. */

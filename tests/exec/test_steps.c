@@ -399,7 +399,10 @@ static void device_case(bool async)
     test_backend_uninstall();
 }
 
-/* Every op on test:0, whose backend captures: one launch per replay. */
+/* Every op on test:0, whose backend captures: one launch per replay. A replay skips the
+ * checks of operands it found valid before while their storage is unchanged, so b's bytes
+ * must still go up when the host wrote b (replay 1), when its device copy was dropped (2)
+ * or evicted (3), and only then; x is written before every replay. */
 static void capture_case(bool async)
 {
     CHECK_OK(async ? test_backend_install_async(1, "add,mul") : test_backend_install(1, "add,mul"));
@@ -424,11 +427,20 @@ static void capture_case(bool async)
     ct_step_info in = {0};
     if (st) CHECK_OK(ct_step_get_info(st, &in));
     CHECK_MSG(in.captured, "a step whose ops all ran on test:0 was not captured");
-    for (int rep = 0; st && rep < 3; rep++) {
+    ct_device *dev = exec_find_device("test:0");
+    uint64_t nb = (uint64_t)n * sizeof(float);
+    for (int rep = 0; st && rep < 5; rep++) {
         write_f32(x, &r);
+        if (rep == 1) write_f32(b, &r);
+        if (rep == 2) storage_drop_copy(b->st, dev);
+        if (rep == 3) storage_evict(dev, (size_t)-1);
         int l0 = test_backend_launches(0);
+        uint64_t up = test_backend_uploaded(0);
         CHECK_OK(ct_step_run(st));
         CHECK(test_backend_launches(0) == l0 + 1);
+        uint64_t moved = test_backend_uploaded(0) - up, want = rep >= 1 && rep <= 3 ? 2 * nb : nb;
+        CHECK_MSG(moved == want, "%s: replay %d uploaded %llu bytes, not %llu", async ? "async" : "sync", rep,
+                  (unsigned long long)moved, (unsigned long long)want);
         ct_tensor *e0 = NULL, *e1 = NULL, *e2 = NULL, *e3 = NULL;
         CHECK_OK(ct_mul(x, b, &e0));
         CHECK_OK(ct_add(e0, x, &e1));
