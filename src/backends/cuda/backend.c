@@ -105,24 +105,31 @@ static void fault_rearm_locked(cuda_devx *x)
     }
 }
 
-/* Counts a run of `kind`; true when it is the one that breaks the device. */
-static bool fault_hits(const ct_device *dev, ct_op_kind kind)
+/* Counts runs of the n kinds in order; true when one of them is the run that breaks the
+ * device (the rest do not count). One lock for a whole step's ops: a lock per op made a
+ * decode token's launch (377 ops) 18-20 us of host time on the H100 machine's host, one
+ * lock 4-6 us (bench/gpu/step_timeline.py --host, TinyLlama-shaped Q4_K_M). */
+static bool fault_hits_any(const ct_device *dev, const ct_op_kind *kinds, int n)
 {
     cuda_devx *x = cuda_x(dev);
     pthread_mutex_lock(&x->fault_mu);
     fault_rearm_locked(x);
     bool hit = false;
-    if (!x->faulted && x->fault_kind == (int)kind && --x->fault_left == 0) {
+    for (int i = 0; i < n && !x->faulted && x->fault_kind >= 0 && !hit; i++) {
+        if (x->fault_kind != (int)kinds[i] || --x->fault_left != 0) continue;
         x->faulted = true;
         x->fault_kind = -1;
         snprintf(x->fault_msg, sizeof x->fault_msg,
                  "%s: simulated late fault in %s (CTORCH_CUDA_LATE_FAULT): the device stopped working", dev->info.name,
-                 op_kind_name(kind));
+                 op_kind_name(kinds[i]));
         hit = true;
     }
     pthread_mutex_unlock(&x->fault_mu);
     return hit;
 }
+
+/* Counts a run of `kind`; true when it is the one that breaks the device. */
+static bool fault_hits(const ct_device *dev, ct_op_kind kind) { return fault_hits_any(dev, &kind, 1); }
 
 ct_status cuda_fault_status(const ct_device *dev, const char *what)
 {
@@ -412,8 +419,7 @@ static ct_status cu_step_launch(ct_device *dev, void *handle)
     ct_status s = cuda_enter(dev);
     if (s == CT_OK) s = cuda_fault_status(dev, "a step launch");
     if (s != CT_OK) return s;
-    for (int i = 0; i < g->n_ops; i++)
-        if (fault_hits(dev, g->kinds[i])) return CT_OK; /* the launch "ran" and broke the device */
+    if (fault_hits_any(dev, g->kinds, g->n_ops)) return CT_OK; /* the launch "ran" and broke the device */
     return cuda_status(cudaGraphLaunch(g->exec, cuda_of(dev)->stream), dev, "cudaGraphLaunch");
 }
 
