@@ -620,11 +620,17 @@ __device__ __forceinline__ void rope_epilogue(const FuArgs &a, int pi, int64_t n
 /* Blocks take units of R rows (a block per unit, or with CTORCH_CUDA_MVGRID=wave a grid of at
  * most one wave looping over them): first every warp asks L2 for all its rows (the
  * prefetch, before waiting on the predecessor), then computes them. */
-/* The specialised job kernels' body (quant_fused_q4k.cu, quant_fused_q6k.cu): job_kernel's
+/* The specialised job kernels' body (quant_fused_q4k.cu, quant_fused_q6k.cu; RP: the
+ * kernel that takes the rope epilogue, a variant of its own since the epilogue's registers
+ * made every job of the kernel spill): job_kernel's
  * layout (units of R = 8 / S rows, prefetch before the PDL wait, the same reductions and
  * writes); dots(p, rows, lane0, stride, acc) adds part p's row (and a gated job's up row,
  * rows[1]) times x into acc, the warp's S * 32 lanes taking units lane0, lane0 + stride, ... */
-template <int M, bool GLU, typename Dots> __device__ __forceinline__ void spec_job(const FuArgs &a, Dots dots)
+/* Blocks per SM the RP kernels are built for: 80 registers, where at 64 the epilogue's
+ * state spilled (28-140 bytes a thread); TinyLlama's q/k/v job (320 blocks) stays one wave. */
+constexpr int SPEC_RP_MIN_BLOCKS = 3;
+
+template <int M, bool GLU, bool RP, typename Dots> __device__ __forceinline__ void spec_job(const FuArgs &a, Dots dots)
 {
     __shared__ float red[FU_WARPS][2 * CUQ_MV_MAX_ROWS];
     __shared__ RopeState rs;
@@ -633,9 +639,9 @@ template <int M, bool GLU, typename Dots> __device__ __forceinline__ void spec_j
     int S = a.S, R = FU_WARPS / S, rb = warp / S, s = warp % S;
     unsigned units = a.first_unit[a.n_parts];
     if (a.prefetch) prefetch_units<GLU>(a, units, R, rb, s, S, lane);
-    if (a.rp && a.rpp.early) rope_prep(a, R, rb, s, lane, rs);
+    if (RP && a.rp && a.rpp.early) rope_prep(a, R, rb, s, lane, rs);
     pdl_wait();
-    if (a.rp && !a.rpp.early) rope_prep(a, R, rb, s, lane, rs);
+    if (RP && a.rp && !a.rpp.early) rope_prep(a, R, rb, s, lane, rs);
     for (unsigned u = blockIdx.x; u < units; u += gridDim.x) {
         int pi = unit_part(a, u);
         const FuPart &p = a.p[pi];
@@ -649,7 +655,7 @@ template <int M, bool GLU, typename Dots> __device__ __forceinline__ void spec_j
             dots(p, rows, s * 32 + lane, 32 * S, acc);
         }
         reduce_row<NA>(acc, red, warp, s, S, lane);
-        if (!GLU && M == 1 && a.rp) rope_epilogue(a, pi, n, u, acc[0], rb, s, lane, rs);
+        if (RP && !GLU && M == 1 && a.rp) rope_epilogue(a, pi, n, u, acc[0], rb, s, lane, rs);
         if (s != 0 || n >= p.N) continue;
         write_row<M, GLU>(a, p, n, lane, acc);
     }

@@ -24,26 +24,17 @@ __device__ __forceinline__ void q4k_load(const uint8_t *row, int pu, Q4KPair &r)
     r.w1 = ldw128(q + 16);
 }
 
-/* acc[m] += pair pu times x's row m: its sub-blocks (32-element units 2 pu, 2 pu + 1) as
- * the generic kernel computes each unit (dot_q: chunk 0, then chunk 1). */
-template <int M>
-__device__ __forceinline__ void q4k_pair_dot(const Q4KPair &r, int pu, int64_t K, const int8_t *__restrict__ xq,
+/* acc[i * M + m] += pair pu of row i (of NR) times x's row m: its sub-blocks (32-element
+ * units 2 pu, 2 pu + 1) as the generic kernel computes each unit (dot_q: chunk 0, then
+ * chunk 1). x's loads of a unit serve every row (the gated job's gate and up rows): half the
+ * L1 requests and registers of loading them per row (at 64 registers the gated kernel
+ * spilled 48 bytes a thread with a load per row). */
+template <int M, int NR>
+__device__ __forceinline__ void q4k_pair_dot(const Q4KPair *r, int pu, int64_t K, const int8_t *__restrict__ xq,
                                              const float *__restrict__ xd, const float *__restrict__ xs8, float *acc)
 {
-    const uint32_t hd[4] = {r.h.x, r.h.y, r.h.z, r.h.w};
-    const uint32_t w[8] = {r.w0.x, r.w0.y, r.w0.z, r.w0.w, r.w1.x, r.w1.y, r.w1.z, r.w1.w};
-    float d = cuq::h2f((uint16_t)hd[0]), dmin = cuq::h2f((uint16_t)(hd[0] >> 16));
 #pragma unroll
     for (int jj = 0; jj < 2; jj++) {
-        int j = 2 * (pu % Q4K_PAIRS) + jj, sc, mn;
-        cuq::k4_scale_min(hd + 1, j, sc, mn);
-        float fa = d * (float)sc, fb = -dmin * (float)mn;
-        uint32_t q0[4], q1[4];
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            q0[i] = (w[i] >> (4 * jj)) & 0x0F0F0F0Fu;
-            q1[i] = (w[4 + i] >> (4 * jj)) & 0x0F0F0F0Fu;
-        }
         int64_t u = 2 * (int64_t)pu + jj;
 #pragma unroll
         for (int m = 0; m < M; m++) {
@@ -53,7 +44,24 @@ __device__ __forceinline__ void q4k_pair_dot(const Q4KPair &r, int pu, int64_t K
             float dx = __ldg(xd + m * (K / 32) + u);
             int X[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
             float S[4] = {s4.x, s4.y, s4.z, s4.w};
-            acc[m] = chunk_dot<cuq::Q4_K, 1>(q1, fa, fb, X, S, dx, chunk_dot<cuq::Q4_K, 0>(q0, fa, fb, X, S, dx, acc[m]));
+#pragma unroll
+            for (int i = 0; i < NR; i++) {
+                const uint32_t hd[4] = {r[i].h.x, r[i].h.y, r[i].h.z, r[i].h.w};
+                float d = cuq::h2f((uint16_t)hd[0]), dmin = cuq::h2f((uint16_t)(hd[0] >> 16));
+                int j = 2 * (pu % Q4K_PAIRS) + jj, sc, mn;
+                cuq::k4_scale_min(hd + 1, j, sc, mn);
+                float fa = d * (float)sc, fb = -dmin * (float)mn;
+                const uint32_t w[8] = {r[i].w0.x, r[i].w0.y, r[i].w0.z, r[i].w0.w,
+                                       r[i].w1.x, r[i].w1.y, r[i].w1.z, r[i].w1.w};
+                uint32_t q0[4], q1[4];
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    q0[k] = (w[k] >> (4 * jj)) & 0x0F0F0F0Fu;
+                    q1[k] = (w[4 + k] >> (4 * jj)) & 0x0F0F0F0Fu;
+                }
+                float *a = acc + i * M + m;
+                *a = chunk_dot<cuq::Q4_K, 1>(q1, fa, fb, X, S, dx, chunk_dot<cuq::Q4_K, 0>(q0, fa, fb, X, S, dx, *a));
+            }
         }
     }
 }
@@ -74,10 +82,13 @@ __device__ __forceinline__ void q4k_rows(const uint8_t *const *rows, int l0, int
             for (int k = 0; k < U; k++)
                 if (p0 + k * step < np) q4k_load(rows[i], p0 + k * step, r[i][k]);
 #pragma unroll
-        for (int i = 0; i < NR; i++)
+        for (int k = 0; k < U; k++) {
+            if (p0 + k * step >= np) continue;
+            Q4KPair rk[NR];
 #pragma unroll
-            for (int k = 0; k < U; k++)
-                if (p0 + k * step < np) q4k_pair_dot<M>(r[i][k], p0 + k * step, K, a.xq, a.xd, a.xs8, acc + i * M);
+            for (int i = 0; i < NR; i++) rk[i] = r[i][k];
+            q4k_pair_dot<M, NR>(rk, p0 + k * step, K, a.xq, a.xd, a.xs8, acc);
+        }
     }
 }
 

@@ -140,20 +140,20 @@ __device__ __forceinline__ void q6k_rows(const uint8_t *const *rows, int l0, int
 
 /* spec_job with the Q6_K rows above; MIX: parts of Q4_K and Q6_K (the qkv job whose v is
  * Q6_K), each row through its format's dots (uniform per warp: a warp takes one row). */
-template <int M, bool GLU, bool MIX>
-__global__ void __launch_bounds__(FU_THREADS, Q6K_MIN_BLOCKS) q6k_job_kernel(const FuArgs a)
+template <int M, bool GLU, bool MIX, bool RP>
+__global__ void __launch_bounds__(FU_THREADS, RP ? SPEC_RP_MIN_BLOCKS : Q6K_MIN_BLOCKS) q6k_job_kernel(const FuArgs a)
 {
-    spec_job<M, GLU>(a, [&](const FuPart &p, const uint8_t *const *rows, int l0, int stride, float *acc) {
+    spec_job<M, GLU, RP>(a, [&](const FuPart &p, const uint8_t *const *rows, int l0, int stride, float *acc) {
         if (MIX && p.wt == CT_Q4_K) q4k_rows<M, 1>(rows, l0, stride, a, acc);
         else q6k_rows<M, GLU ? 2 : 1>(rows, l0, stride, a, acc);
     });
 }
 
 /* every lane at least one run (a Q4_K pair where there are Q4_K rows: fewer per row) */
-template <int M, bool GLU, bool MIX> void launch(FuArgs &a, int64_t rows, int sm_count, cudaStream_t st)
+template <int M, bool GLU, bool MIX, bool RP> void launch(FuArgs &a, int64_t rows, int sm_count, cudaStream_t st)
 {
     static int occ;
-    spec_launch(q6k_job_kernel<M, GLU, MIX>, occ, a, rows, a.K / 256 * (MIX ? Q4K_PAIRS : Q6K_RUNS), sm_count, st);
+    spec_launch(q6k_job_kernel<M, GLU, MIX, RP>, occ, a, rows, a.K / 256 * (MIX ? Q4K_PAIRS : Q6K_RUNS), sm_count, st);
 }
 
 /* 0: a part of another format; 1: all Q6_K; 2: Q4_K and Q6_K parts (not gated). */
@@ -175,12 +175,14 @@ bool launch_q6k_job(FuArgs &a, int64_t M, bool glu, int64_t rows, int sm_count, 
     if (!dev_facts().q6k || a.stage || !a.xq || M != 1 || a.K % 256 != 0) return false;
     switch (q6k_kind(a, glu)) {
     case 1:
-        if (glu) launch<1, true, false>(a, rows, sm_count, st);
-        else launch<1, false, false>(a, rows, sm_count, st);
+        if (glu) launch<1, true, false, false>(a, rows, sm_count, st); /* no rope epilogue (rope_ok) */
+        else if (a.rp) launch<1, false, false, true>(a, rows, sm_count, st);
+        else launch<1, false, false, false>(a, rows, sm_count, st);
         return true;
     case 2:
         if (!dev_facts().q6mix) return false;
-        launch<1, false, true>(a, rows, sm_count, st);
+        if (a.rp) launch<1, false, true, true>(a, rows, sm_count, st);
+        else launch<1, false, true, false>(a, rows, sm_count, st);
         return true;
     default: return false;
     }
