@@ -12,6 +12,10 @@
  *   the host's per-op cost included, so short kernels read long; ncu gives kernel times).
  *   `ctorch-bench-cuda-nn dec [rounds [case]]`: the decode kernel alone in a CUDA graph, old and
  *   new side by side (cuda_nn_dec.c).
+ *   `ctorch-bench-cuda-nn conv [iters]`: conv2d on ../shared/ANCHORS.md's layer (N 32, 256 -> 256
+ *   channels, 56x56, 3x3, pad 1) in TFLOP/s, f32 and f16 inputs (the backend computes f32: im2col
+ *   + cuBLAS, TF32 where CTORCH_CUDA_TF32=1), and 2x2 max / avg pooling of its input in GB/s
+ *   (bytes read + written) next to a device copy; bench/gpu/conv_torch.py times PyTorch on the same.
  *   Measured on an H100 (2026-11-24), us per op, main 8286965 -> branch attn5:
  *     prefill pp512           844.5 -> 40.3  (1.3 -> 26.7 TFLOP/s; ncu: 847 -> 40.5 us)
  *     decode 64 (60 seen)      43.1 -> 10.5
@@ -197,10 +201,45 @@ static int bench_sdpa(int iters)
     return 0;
 }
 
+static const ct_conv2d_params g_conv = {.padding = {1, 1}};
+static const ct_pool2d_params g_pool = {.kernel = {2, 2}};
+static ct_status do_conv(ct_tensor *const *in, ct_tensor **out) { return ct_conv2d(in[0], in[1], NULL, &g_conv, out); }
+static ct_status do_maxpool(ct_tensor *const *in, ct_tensor **out) { return ct_max_pool2d(in[0], &g_pool, out); }
+static ct_status do_avgpool(ct_tensor *const *in, ct_tensor **out) { return ct_avg_pool2d(in[0], &g_pool, out); }
+
+static int bench_conv(int iters)
+{
+    const int64_t xs[4] = {32, 256, 56, 56}, ws[4] = {256, 256, 3, 3};
+    const double flop = 2.0 * 32 * 256 * 56 * 56 * 256 * 9;
+    printf("| op | shape | ctorch | yardstick |\n|---|---|---|---|\n");
+    for (int dt = 0; dt < 2; dt++) {
+        ct_dtype t = dt ? CT_F16 : CT_F32;
+        ct_tensor *in[2] = {placed_randn(4, xs, t, 7), placed_randn(4, ws, t, 8)};
+        double s = time_op(do_conv, in, iters);
+        printf("| conv2d %s in (f32 compute) | 32x256x56x56, 3x3 pad 1 | %.1f TFLOP/s (%.2f ms) | PyTorch f16 681 TFLOP/s "
+               "(ANCHORS.md; conv_torch.py in the same run) |\n",
+               ct_dtype_name(t), flop / s / 1e12, s * 1e3);
+        ct_tensor_free(in[0]);
+        ct_tensor_free(in[1]);
+    }
+    ct_tensor *x = placed_randn(4, xs, CT_F32, 9);
+    size_t bytes = (size_t)(32 * 256 * 56 * 56) * 4, moved = bytes + bytes / 4;
+    double cp = memcpy_gbps(bytes);
+    op_fn pools[2] = {do_maxpool, do_avgpool};
+    for (int i = 0; i < 2; i++) {
+        double s = time_op(pools[i], &x, 4 * iters);
+        printf("| %s f32 | 32x256x56x56, 2x2 | %.0f GB/s | memcpy d2d %.0f GB/s (%.0f%%) |\n", i ? "avg_pool2d" : "max_pool2d",
+               (double)moved / s / 1e9, cp, 100.0 * (double)moved / s / 1e9 / cp);
+    }
+    ct_tensor_free(x);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (ct_exec_init() != CT_OK) die("init");
     if (argc > 1 && strcmp(argv[1], "sdpa") == 0) return bench_sdpa(argc > 2 ? atoi(argv[2]) : 50);
+    if (argc > 1 && strcmp(argv[1], "conv") == 0) return bench_conv(argc > 2 ? atoi(argv[2]) : 10);
     if (argc > 1 && strcmp(argv[1], "dec") == 0) return bench_dec(argc > 2 ? atoi(argv[2]) : 20, argc > 3 ? atoi(argv[3]) : -1);
     printf("| op | shape | ctorch | yardstick | ratio |\n|---|---|---|---|---|\n");
     static const int64_t rows_cols[][2] = {{8192, 8192}, {32768, 4096}, {4096, 32000}};
