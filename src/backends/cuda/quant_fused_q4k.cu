@@ -2,20 +2,24 @@
  * and most down matrices), x's q8 form given: the decode step's common case.
  *
  * The generic job kernel (quant_fused.cuh) dispatches over every format and dtype, and its
- * register count is the largest of all those paths (64: half occupancy, so a gate/up job's
- * 704 blocks take 1.33 waves), and each lane takes 32-element units, two lanes reading
- * the same 32 quant bytes (the low and high nibbles of a pair of sub-blocks). Here a lane
- * takes a pair of sub-blocks (64 elements: the block's 16-byte header and its 32 quant
- * bytes, three 16-byte loads that bypass L1) and, in a gated job, the gate row's and the
- * up row's pairs, all loads issued before the math; one format means few registers, so
- * more blocks per SM and every load of a wave in flight at once. Each 16-element chunk's
- * products are the generic kernel's (chunk_dot, same formula and order within a unit);
- * only which lane adds which unit, and so the sums' order, differ.
- * Measured on the H100 (CTORCH_CUDA_MVQ4K=0 / 1, one binary): ncu, one kernel alone, gate/up
- * 12.96 -> 11.96 us; TinyLlama Q4_K_M tg128 897 -> 931 t/s with the o job's x quantized
- * (quant_fused.cu's use_fma). Back to back in the job bench (--jobs), where each launch
- * overlaps the previous one's tail, the generic kernel stays ahead (gate/up 8.41 vs 9.56 us):
- * its 32-element units spread a row over twice the warps. */
+ * register count is the largest of all those paths. Here a lane takes a half of a pair of
+ * sub-blocks (quant_fused_q4k.cuh: the block's 16-byte header and 16 of the pair's 32 quant
+ * bytes, two 16-byte loads that bypass L1: chunk h of both sub-blocks), neighbouring lanes
+ * the two halves of a pair, so a warp's x loads are dense; in a gated job the gate row's and
+ * the up row's halves, all loads issued before the math, x loaded once for both rows. One
+ * format means few registers: no spill at 64 (4 blocks per SM). Each 16-element chunk's
+ * products are the generic kernel's (chunk_dot's formula); only which lane adds which chunk,
+ * and so the sums' order, differ.
+ * Measured on the H100 (TinyLlama-shaped Q4_K_M, `ctorch bench -d cuda -p 0 -n 128 -r 3`, the
+ * previous build and this one alternating in one run):
+ *   - a pair a lane, 64 registers, the rope epilogue in every Q4_K kernel: ncu counted 146,432
+ *     local-memory (spill) requests for one gate/up job against 90,112 global loads;
+ *   - the epilogue in kernels of its own and x loaded once for gate and up (no spill but 4 / 12
+ *     bytes): 1,133 / 1,194 / 1,193 -> 1,261 / 1,261 / 1,280 t/s;
+ *   - halves a lane (no spill; the o and Q4_K down jobs get two warps a row, one wave): 1,258 /
+ *     1,294 / 1,275 -> 1,364 / 1,364 / 1,341 t/s; in the step's timeline the o / down jobs
+ *     4.69 -> 3.76 us a launch, q/k/v with its epilogue 4.31 -> 3.73, gate/up 8.68 -> 8.30
+ *     (one instance each). */
 #include "backends/cuda/quant_fused_q4k.cuh"
 
 namespace cufu {
@@ -37,7 +41,7 @@ __global__ void __launch_bounds__(FU_THREADS, RP ? SPEC_RP_MIN_BLOCKS : Q4K_MIN_
 template <int M, bool GLU, bool RP> void launch(FuArgs &a, int64_t rows, int sm_count, cudaStream_t st)
 {
     static int occ;
-    spec_launch(q4k_job_kernel<M, GLU, RP>, occ, a, rows, a.K / 256 * Q4K_PAIRS, sm_count, st);
+    spec_launch(q4k_job_kernel<M, GLU, RP>, occ, a, rows, a.K / 256 * Q4K_HALVES, sm_count, st);
 }
 
 bool all_q4k(const FuArgs &a, bool glu)

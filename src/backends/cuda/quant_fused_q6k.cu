@@ -149,11 +149,11 @@ __global__ void __launch_bounds__(FU_THREADS, RP ? SPEC_RP_MIN_BLOCKS : Q6K_MIN_
     });
 }
 
-/* every lane at least one run (a Q4_K pair where there are Q4_K rows: fewer per row) */
+/* every lane at least one run (a Q4_K half where there are Q4_K rows: as many per block) */
 template <int M, bool GLU, bool MIX, bool RP> void launch(FuArgs &a, int64_t rows, int sm_count, cudaStream_t st)
 {
     static int occ;
-    spec_launch(q6k_job_kernel<M, GLU, MIX, RP>, occ, a, rows, a.K / 256 * (MIX ? Q4K_PAIRS : Q6K_RUNS), sm_count, st);
+    spec_launch(q6k_job_kernel<M, GLU, MIX, RP>, occ, a, rows, a.K / 256 * (MIX ? Q4K_HALVES : Q6K_RUNS), sm_count, st);
 }
 
 /* 0: a part of another format; 1: all Q6_K; 2: Q4_K and Q6_K parts (not gated). */
