@@ -21,13 +21,19 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
 fi
 GPU=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)
 
-if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+# The tests read the refdata folder the build was configured with (CTORCH_REFDATA, default
+# ../shared/refdata); CTORCH_REFDATA=DIR in the environment points an existing build there too.
+REF_ARG=""
+[ -n "${CTORCH_REFDATA:-}" ] && REF_ARG="-DCTORCH_REFDATA=$CTORCH_REFDATA"
+if [ ! -f "$BUILD/CMakeCache.txt" ] || [ -n "$REF_ARG" ]; then
   say "configuring $BUILD"
   ARCH_ARG=""
   [ -n "${CUDA_ARCHS:-}" ] && ARCH_ARG="-DCMAKE_CUDA_ARCHITECTURES=$CUDA_ARCHS"
-  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCTORCH_WERROR=ON -DCTORCH_CUDA=ON $ARCH_ARG \
+  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCTORCH_WERROR=ON -DCTORCH_CUDA=ON $ARCH_ARG $REF_ARG \
     >"$BUILD.configure.log" 2>&1 || { say "configure failed: $BUILD.configure.log"; exit 1; }
 fi
+REFDATA=$(sed -n 's/^CTORCH_REFDATA:PATH=//p' "$BUILD/CMakeCache.txt")
+[ -d "$REFDATA" ] || say "no refdata at $REFDATA: the agreement tests will skip (set CTORCH_REFDATA=DIR)"
 say "building $BUILD (-j$JOBS)"
 t0=$(date +%s)
 cmake --build "$BUILD" -j"$JOBS" >"$BUILD/gpu-check-build.log" 2>&1 || { say "build failed: $BUILD/gpu-check-build.log"; exit 1; }
@@ -58,6 +64,8 @@ case " $PASSES " in *" cuda_only "*) say "CUDA tests alone"; R3=$(CTEST_ARGS="-L
 
 # ---------------------------------------------------------------- summary
 echo "## gpu-check: $GPU"
+echo
+echo "refdata: $REFDATA $([ -d "$REFDATA" ] && echo "(found)" || echo "(missing: the agreement tests skipped)")"
 echo
 echo "| run | passed | failed | skipped | seconds |"
 echo "|---|---:|---:|---:|---:|"
