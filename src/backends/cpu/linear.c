@@ -100,6 +100,24 @@ static void rows_portable(const row_job *j, const void *w, const float *x, int64
 }
 
 #ifdef LIN_X86
+/* One x row, nw weight rows ws0 elements apart: elements k0.. of each row's sum. */
+static void w1_tail(const row_job *j, const void *w, const float *x, int64_t K, int64_t k0, float *res, int nw)
+{
+    size_t es = ct_dtype_block_bytes(j->wt);
+    for (int r = 0; r < nw; r++) {
+        const void *wr = (const char *)w + (size_t)(r * j->ws0) * es;
+        for (int64_t k = k0; k < K; k++) res[r] += w_elem(wr, j->wt, k) * x[k];
+    }
+}
+
+static void w1_portable(const row_job *j, const void *w, const float *x, int64_t K, float *res, int nw)
+{
+    for (int r = 0; r < nw; r++) res[r] = 0.0f;
+    w1_tail(j, w, x, K, 0, res, nw);
+}
+#endif
+
+#ifdef LIN_X86
 #define ROW_CASES(F, WT)                                                                                               \
     case WT * 16 + 1: F(j, w, x, K, res, 1, WT); break;                                                                      \
     case WT * 16 + 2: F(j, w, x, K, res, 2, WT); break;                                                                      \
@@ -150,6 +168,43 @@ static inline __attribute__((always_inline, target("avx512f"))) void rows512(con
     rows_tail(j, w, x, K, k, res);
 }
 
+/* One activation row (decode): W1_ROWS weight rows per pass, one accumulator each.
+ * Each x vector loaded serves all of them, where the per-row kernel loaded x once per
+ * weight vector: for a 5,632-wide x (the down projection) that is twice the bytes of the
+ * f16 weights, from L2 once the weight stream has pushed x out of L1. F16 TinyLlama
+ * decode, 2 threads, medians of each linear over a traced run: down 690 -> 515 us
+ * (34 -> 45 GB/s), gate/up 550 -> 495, the others ~5% faster. A row's sum does not
+ * depend on the rows beside it, so results do not depend on how rows are split. */
+#define W1_ROWS 8
+
+static inline __attribute__((always_inline, target("avx512f"))) void w1_512(const row_job *j, const void *w, const float *x, int64_t K,
+                                                                             float *res, const int NW, const ct_dtype wt)
+{
+    size_t es = wt == CT_F32 ? 4 : 2;
+    __m512 acc[W1_ROWS];
+    int64_t k = 0;
+#pragma GCC unroll 8
+    for (int r = 0; r < NW; r++) acc[r] = _mm512_setzero_ps();
+    for (; k + 16 <= K; k += 16) {
+        __m512 x0 = _mm512_loadu_ps(x + k);
+#pragma GCC unroll 8
+        for (int r = 0; r < NW; r++) acc[r] = _mm512_fmadd_ps(load16((const char *)w + (size_t)(r * j->ws0) * es, k, wt), x0, acc[r]);
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < NW; r++) res[r] = _mm512_reduce_add_ps(acc[r]);
+    w1_tail(j, w, x, K, k, res, NW);
+}
+
+__attribute__((target("avx512f"))) static void w1_avx512(const row_job *j, const void *w, const float *x, int64_t K, float *res, int nw)
+{
+    switch ((int)j->wt * 16 + nw) {
+        ROW_CASES(w1_512, CT_F32)
+        ROW_CASES(w1_512, CT_F16)
+        ROW_CASES(w1_512, CT_BF16)
+    default: w1_portable(j, w, x, K, res, nw); break;
+    }
+}
+
 __attribute__((target("avx512f"))) static void rows_avx512(const row_job *j, const void *w, const float *x, int64_t K, float *res)
 {
     switch ((int)j->wt * 16 + (int)j->M) {
@@ -193,6 +248,35 @@ static inline __attribute__((always_inline, target("avx2,fma,f16c"))) void rows2
     rows_tail(j, w, x, K, k, res);
 }
 
+static inline __attribute__((always_inline, target("avx2,fma,f16c"))) void w1_256(const row_job *j, const void *w, const float *x, int64_t K,
+                                                                                   float *res, const int NW,
+                                                                                   const ct_dtype wt)
+{
+    size_t es = wt == CT_F32 ? 4 : 2;
+    __m256 acc[W1_ROWS];
+    int64_t k = 0;
+#pragma GCC unroll 8
+    for (int r = 0; r < NW; r++) acc[r] = _mm256_setzero_ps();
+    for (; k + 8 <= K; k += 8) {
+        __m256 x0 = _mm256_loadu_ps(x + k);
+#pragma GCC unroll 8
+        for (int r = 0; r < NW; r++) acc[r] = _mm256_fmadd_ps(load8((const char *)w + (size_t)(r * j->ws0) * es, k, wt), x0, acc[r]);
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < NW; r++) res[r] = hsum256(acc[r]);
+    w1_tail(j, w, x, K, k, res, NW);
+}
+
+__attribute__((target("avx2,fma,f16c"))) static void w1_avx2(const row_job *j, const void *w, const float *x, int64_t K, float *res, int nw)
+{
+    switch ((int)j->wt * 16 + nw) {
+        ROW_CASES(w1_256, CT_F32)
+        ROW_CASES(w1_256, CT_F16)
+        ROW_CASES(w1_256, CT_BF16)
+    default: w1_portable(j, w, x, K, res, nw); break;
+    }
+}
+
 __attribute__((target("avx2,fma,f16c"))) static void rows_avx2(const row_job *j, const void *w, const float *x, int64_t K, float *res)
 {
     switch ((int)j->wt * 16 + (int)j->M) {
@@ -208,10 +292,32 @@ __attribute__((target("avx2,fma,f16c"))) static void rows_avx2(const row_job *j,
  * L1 while the group's weight pieces stream past it; each weight byte is still read once. */
 #define FUSED_GROUP 32
 
+/* M == 1 at a SIMD level: W1_ROWS weight rows per x pass (w1_512). */
+static bool one_x_rows(const row_job *j, int64_t n0, int64_t n1, cpu_simd lvl)
+{
+#ifdef LIN_X86
+    if (j->M != 1 || lvl < CPU_SIMD_AVX2) return false;
+    size_t es = ct_dtype_block_bytes(j->wt);
+    float res[W1_ROWS];
+    for (int64_t n = n0; n < n1; n += W1_ROWS) {
+        int nw = (int)min64(W1_ROWS, n1 - n);
+        const void *w = (const char *)j->w + (size_t)(n * j->ws0) * es;
+        if (lvl >= CPU_SIMD_AVX512) w1_avx512(j, w, j->x, j->K, res, nw);
+        else w1_avx2(j, w, j->x, j->K, res, nw);
+        for (int r = 0; r < nw; r++) j->out[n + r] = res[r] + (j->bias ? j->bias[n + r] : 0.0f);
+    }
+    return true;
+#else
+    (void)j, (void)n0, (void)n1, (void)lvl;
+    return false;
+#endif
+}
+
 static void fused_rows(void *vctx, int64_t n0, int64_t n1)
 {
     const row_job *j = vctx;
     cpu_simd lvl = cpu_simd_level();
+    if (one_x_rows(j, n0, n1, lvl)) return;
     size_t es = ct_dtype_block_bytes(j->wt);
     int64_t kb = max64(256, (24576 / (4 * j->M)) & ~(int64_t)31);
     float res[DECODE_ROWS], sums[FUSED_GROUP][DECODE_ROWS];
