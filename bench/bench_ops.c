@@ -353,6 +353,43 @@ static void bench_conv(int64_t batch, int64_t ch, int64_t hw)
     ct_tensor_free(w);
 }
 
+/* ---- prefill attention ---- */
+
+/* Causal self-attention over a T-token prompt with an f16 KV cache (the LLM's layout):
+ * q [1, Hq, T, D] f32, k/v [1, Hkv, T, D] f16; GFLOP/s counts the two products over the
+ * causal half (2 * Hq * T * T * D * 2 / 2) and nothing for the softmax. */
+static void bench_sdpa(const char *model, int64_t Hq, int64_t Hkv, int64_t T, int64_t D)
+{
+    int64_t qs[4] = {1, Hq, T, D}, ks[4] = {1, Hkv, T, D};
+    ct_tensor *q = NULL, *k32 = NULL, *v32 = NULL, *k = NULL, *v = NULL;
+    TRY(ct_randn(4, qs, CT_F32, 11, &q));
+    TRY(ct_randn(4, ks, CT_F32, 12, &k32));
+    TRY(ct_randn(4, ks, CT_F32, 13, &v32));
+    TRY(ct_cast(k32, CT_F16, &k));
+    TRY(ct_cast(v32, CT_F16, &v));
+    ct_sdpa_params p = {.causal = true};
+    double t[64];
+    int reps = 0;
+    for (int i = -1; i < reps; i++) {
+        ct_tensor *y = NULL;
+        double t0 = now_s();
+        TRY(ct_sdpa(q, k, v, NULL, &p, &y));
+        const void *d;
+        TRY(ct_tensor_data(y, &d));
+        double dt = now_s() - t0;
+        ct_tensor_free(y);
+        if (i < 0) reps = repeats_for(dt, 1.5, 64);
+        else t[i] = dt;
+    }
+    char size[64];
+    snprintf(size, sizeof size, "%s T%lld %lld/%lld heads D%lld", model, (long long)T, (long long)Hq, (long long)Hkv,
+             (long long)D);
+    result *r = add_result("sdpa causal, f16 KV", size, "GFLOP/s");
+    r->value = 2.0 * (double)(Hq * T * T * D) / median(t, reps) * 1e-9;
+    r->repeats = reps;
+    ct_tensor_free(q), ct_tensor_free(k32), ct_tensor_free(v32), ct_tensor_free(k), ct_tensor_free(v);
+}
+
 /* ---- eager dispatch overhead ---- */
 
 static void bench_dispatch(int iters)
@@ -524,11 +561,12 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--json")) json = true;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) g_only = argv[++i];
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: ctorch-bench-ops [--quick] [--json] [--only matmul|peak|decode|bandwidth|conv2d|dispatch]\n"
+            printf("usage: ctorch-bench-ops [--quick] [--json] [--only matmul|peak|decode|bandwidth|conv2d|sdpa|dispatch]\n"
                    "  matmul 256..2048 vs cblas_sgemm, f16/bf16-weight linear (prefill shapes), f16/bf16 decode-shaped linear (GB/s),\n"
                    "  one core's f32 FMA and bf16 dot peak,\n"
                    "  add/softmax on 64 MiB vs memcpy,\n"
-                   "  a ResNet conv2d layer, and the eager dispatch cost of a 1-element add.\n"
+                   "  a ResNet conv2d layer, causal prefill attention (TinyLlama and Gemma 3 shapes, f16 KV),\n"
+                   "  and the eager dispatch cost of a 1-element add.\n"
                    "  --quick: tiny sizes and 3 repeats (smoke test); --json: machine-readable output.\n");
             return 0;
         } else {
@@ -579,6 +617,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "conv2d ...\n");
         if (g_quick) bench_conv(1, 8, 16);
         else bench_conv(8, 64, 56);
+    }
+    if (selected("sdpa")) {
+        fprintf(stderr, "sdpa ...\n");
+        if (g_quick) bench_sdpa("tiny", 4, 2, 40, 16);
+        else {
+            bench_sdpa("TinyLlama", 32, 4, 128, 64);
+            bench_sdpa("TinyLlama", 32, 4, 512, 64);
+            bench_sdpa("Gemma 3 270M", 4, 1, 512, 256);
+        }
     }
     if (selected("dispatch")) {
         fprintf(stderr, "dispatch ...\n");

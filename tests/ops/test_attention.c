@@ -253,6 +253,12 @@ static void test_sdpa(void)
         {1, 2, 1, 3, 0, 8, 8, false, 0, 0, CT_F32, 0, 0},       /* Tk = 0 */
         {0, 2, 1, 3, 4, 8, 8, false, 0, 0, CT_F32, 0, 0},       /* B = 0 */
         {1, 1, 1, 1, 1, 1, 1, false, 0, 0, CT_F16, 0, 0},
+        /* prefill without a mask takes the 16 x 16 tile kernel at AVX-512 (attention_tile.c): partial
+         * query blocks and key chunks, f16 caches, a window, Dv != D, a large scale */
+        {1, 4, 2, 37, 70, 64, 64, true, 0, 0, CT_F16, 1, 0},
+        {2, 2, 1, 20, 50, 16, 24, true, 7, 0, CT_F16, 0, 0},
+        {1, 3, 3, 17, 17, 8, 8, false, 0, 0, CT_F32, 0, 4.0},
+        {1, 2, 2, 5, 33, 256, 256, true, 0, 0, CT_F16, 0, 0},
     };
     cpu_simd hw = cpu_simd_level();
     for (int lvl = 0; lvl <= (int)hw; lvl++) {
@@ -267,6 +273,38 @@ static void test_sdpa(void)
 }
 
 /* q in bf16 and k/v in f64 are converted by the frontend. */
+/* Prefill (several query rows): a NaN in one row's query gives that row NaNs and leaves the
+ * others as they are, at every SIMD level (the tile kernel keeps rows in vector lanes). */
+static void test_sdpa_nan_prefill(void)
+{
+    float qn[6] = {0.5f, 1, NAN, 1, -1, 0.25f}, kn[8] = {1, 0, 0, 1, 1, 1, -1, 2}, vn[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    cpu_simd hw = cpu_simd_level();
+    for (int lvl = 0; lvl <= (int)hw; lvl++) {
+        cpu_simd_set_level((cpu_simd)lvl);
+        ct_tensor *tq = NULL, *tk = NULL, *tv = NULL, *y = NULL;
+        CHECK_OK(ct_tensor_from_data(4, (int64_t[]){1, 1, 3, 2}, CT_F32, qn, &tq));
+        CHECK_OK(ct_tensor_from_data(4, (int64_t[]){1, 1, 4, 2}, CT_F32, kn, &tk));
+        CHECK_OK(ct_tensor_from_data(4, (int64_t[]){1, 1, 4, 2}, CT_F32, vn, &tv));
+        CHECK_OK(ct_sdpa(tq, tk, tv, NULL, NULL, &y));
+        for (int i = 0; i < 6 && y; i++) {
+            int row = i / 2, col = i % 2;
+            double o = 0, want = 0, l = 0;
+            CHECK_OK(ct_tensor_item(y, i, &o));
+            if (row == 1) {
+                CHECK_MSG(isnan(o), "simd %d: row 1 has a NaN query but gave %g", lvl, o);
+                continue;
+            }
+            for (int j = 0; j < 4; j++) {
+                double s = exp((qn[2 * row] * kn[2 * j] + qn[2 * row + 1] * kn[2 * j + 1]) / sqrt(2.0));
+                want += s * vn[2 * j + col], l += s;
+            }
+            CHECK_MSG(fabs(o - want / l) < 1e-5, "simd %d: row %d col %d: %g, want %g", lvl, row, col, o, want / l);
+        }
+        ct_tensor_free(tq), ct_tensor_free(tk), ct_tensor_free(tv), ct_tensor_free(y);
+    }
+    cpu_simd_set_level(hw);
+}
+
 static void test_sdpa_casts(void)
 {
     th_rng r = {302};
@@ -291,6 +329,7 @@ static void test_sdpa_casts(void)
     CHECK_OK(ct_tensor_item(y, 0, &o));
     CHECK(isnan(o));
     ct_tensor_free(tq), ct_tensor_free(tk), ct_tensor_free(tv), ct_tensor_free(y);
+    test_sdpa_nan_prefill();
 }
 
 static void test_sdpa_errors(void)

@@ -17,15 +17,13 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "backends/cpu/cpu.h"
+#include "backends/cpu/attention.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define ATT_X86 1
 #endif
 
-#define SDPA_QB 16  /* query rows per task (Tq > 1) */
-#define SDPA_KC 128 /* keys per chunk */
 #define SDPA_DECODE_TASKS 16 /* decode tasks to aim for (heads x key segments): 2 per thread up to 8 */
 
 static void set_status(ct_status *dst, ct_status s)
@@ -161,15 +159,6 @@ static ct_status run_rope(ct_device *dev, const ct_op *op)
 
 /* ---- vector kernels for SDPA ---- */
 
-typedef struct att_vec {
-    float (*dot)(const float *a, const float *b, int64_t n);
-    /* q . k_u for the 4 rows k + u * ks: q is loaded once for four keys */
-    void (*dot4)(const float *q, const float *k, int64_t ks, int64_t n, float *out);
-    /* y += sum_u p[u] * v_u for the 4 rows v + u * vs: y is loaded and stored once */
-    void (*axpy4)(float *y, const float *p, const float *v, int64_t vs, int64_t n);
-    void (*axpy)(float *y, float a, const float *x, int64_t n); /* y += a * x */
-    void (*scal)(float *y, float a, int64_t n);
-} att_vec;
 
 static float dot_portable(const float *a, const float *b, int64_t n)
 {
@@ -334,36 +323,13 @@ static att_vec att_vec_select(void)
 
 /* ---- SDPA ---- */
 
-typedef struct sdpa_ctx {
-    const char *q, *k, *v, *mask; /* first elements */
-    float *out;                   /* contiguous [B, Hq, Tq, Dv] */
-    int64_t qs[4], ks[4], vs[4], ms[4];
-    ct_dtype kdt, vdt;
-    int64_t B, Hq, Hkv, G, Tq, Tk, D, Dv;
-    int64_t n_qblk, rows_max;     /* query blocks per head (Tq > 1); rows per task */
-    int64_t n_seg;                /* key segments per task (decode split), 1 = none */
-    float scale;
-    bool causal, decode;
-    int64_t window;
-    att_vec f;
-    float *part;                  /* n_seg > 1: [task][seg][row][Dv + 2] partial (acc, m, l) */
-    ct_status status;
-} sdpa_ctx;
-
-typedef struct sdpa_scratch {
-    const float **q;
-    float **o;
-    const float **mrow;
-    int64_t *lo, *hi;
-    float *m, *l, *acc, *sc, *kbuf, *vbuf;
-    bool *nan;
-} sdpa_scratch;
 
 static void *scratch_alloc(const sdpa_ctx *c, sdpa_scratch *s)
 {
     int64_t R = c->rows_max;
     size_t bytes = (size_t)R * (3 * sizeof(void *) + 2 * sizeof(int64_t) + 2 * sizeof(float) + sizeof(bool)) +
                    sizeof(float) * (size_t)(R * c->Dv + SDPA_KC + SDPA_KC * (c->D + c->Dv)) + 64;
+    if (c->tile) bytes += sizeof(float) * (size_t)(SDPA_QB * (c->D + c->Dv)) + 64;
     char *p = cpu_scratch(CPU_SCRATCH_SDPA_TASK, bytes); /* per thread: each worker has its own */
     if (!p) return NULL;
     char *at = p;
@@ -379,6 +345,11 @@ static void *scratch_alloc(const sdpa_ctx *c, sdpa_scratch *s)
     TAKE(sc, float, SDPA_KC);
     TAKE(kbuf, float, SDPA_KC * c->D);
     TAKE(vbuf, float, SDPA_KC * c->Dv);
+    if (c->tile) {
+        at = (char *)(((uintptr_t)at + 63) & ~(uintptr_t)63);
+        TAKE(qt, float, SDPA_QB * c->D);
+        TAKE(acct, float, SDPA_QB * c->Dv);
+    }
     TAKE(nan, bool, R);
 #undef TAKE
     return p;
@@ -509,6 +480,10 @@ static void sdpa_tasks(void *vctx, int64_t b, int64_t e)
         int64_t task = t / c->n_seg, seg = t % c->n_seg;
         const char *kb, *vb;
         int64_t R = sdpa_rows(c, &s, task, &kb, &vb);
+        if (c->tile) {
+            sdpa_tile(c, &s, R, kb, vb);
+            continue;
+        }
         int64_t jlo = seg * c->Tk / c->n_seg, jhi = (seg + 1) * c->Tk / c->n_seg - 1;
         sdpa_block(c, &s, R, kb, vb, jlo, jhi);
         for (int64_t r = 0; r < R; r++) {
@@ -579,6 +554,7 @@ static ct_status run_sdpa(ct_device *dev, const ct_op *op)
     c.decode = c.Tq == 1;
     c.n_qblk = (c.Tq + SDPA_QB - 1) / SDPA_QB;
     c.rows_max = c.decode ? c.G : SDPA_QB;
+    c.tile = sdpa_tile_fits(&c);
     int64_t n_tasks = c.decode ? c.B * c.Hkv : c.B * c.Hq * c.n_qblk;
     /* Decode with few KV heads splits the keys into segments so every thread has work. The split
      * depends on the sizes only, never on the thread count: merging segments rounds differently from
