@@ -30,24 +30,21 @@ bool sdpa_tile_fits(const sdpa_ctx *c)
            (c->kdt == CT_F32 || c->kdt == CT_F16) && (c->vdt == CT_F32 || c->vdt == CT_F16);
 }
 
-/* e^x for x <= 0 (0 below -104, NaN for NaN). */
-TILE_INLINE __m512 exp_le0(__m512 x)
-{
-    x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x); /* a NaN x stays NaN (max returns its second operand) */
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x); /* ln 2 in two parts: r exact */
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 5040);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
+/* exp: the element-wise ops' polynomial (simd_exp.h), instantiated for AVX-512 here;
+ * v_exp_neg takes x <= 0 (0 below -104, NaN for NaN). */
+#define EWS(name) tile_##name
+#define EWS_FN TILE_INLINE
+#define V __m512
+#define SET1 _mm512_set1_ps
+#define MUL _mm512_mul_ps
+#define MAXV _mm512_max_ps
+#define MINV _mm512_min_ps
+#define FMA _mm512_fmadd_ps
+#define FNMA _mm512_fnmadd_ps
+#define ROUND(x) _mm512_roundscale_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define EWS_SCALEF _mm512_scalef_ps
+#include "backends/cpu/simd_exp.h"
+#define exp_le0 tile_v_exp_neg
 
 /* Keys (or values) j0 .. j0+n-1 as f32 rows of width `w` in buf, zero rows up to 16:
  * padding must be finite, since it is multiplied by probabilities of 0. */

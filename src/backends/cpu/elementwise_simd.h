@@ -8,57 +8,7 @@
  *   EWS_SCALEF(p,n)  p * 2^n for integral n, when the set has it (AVX-512 vscalefps)
  * No include guard on purpose. */
 
-/* exp with |relative error| < 2e-7: x = n*ln2 + r, |r| <= ln2/2, e^r by its
- * degree-7 Taylor polynomial (truncation < 1e-8), 2^n applied as two factors
- * so results down in the subnormal range and up to overflow stay right.
- * Clamping first keeps n in [-150, 128]; NaN passes through MINV/MAXV. */
-EWS_FN V EWS(v_exp)(V x)
-{
-    x = MAXV(SET1(-104.0f), MINV(SET1(88.8f), x));
-    V n = ROUND(MUL(x, SET1(1.44269504088896341f)));
-    V r = FNMA(n, SET1(0.693359375f), x);    /* ln2 split so n*hi is exact */
-    r = FNMA(n, SET1(-2.12194440e-4f), r);
-    V p = SET1(1.0f / 5040.0f);
-    p = FMA(p, r, SET1(1.0f / 720.0f));
-    p = FMA(p, r, SET1(1.0f / 120.0f));
-    p = FMA(p, r, SET1(1.0f / 24.0f));
-    p = FMA(p, r, SET1(1.0f / 6.0f));
-    p = FMA(p, r, SET1(0.5f));
-    p = FMA(p, r, SET1(1.0f));
-    p = FMA(p, r, SET1(1.0f));
-#ifdef EWS_SCALEF
-    return EWS_SCALEF(p, n);
-#else
-    VI ni = CVTI(n), n1 = ISRAI(ni, 1), n2 = ISUB(ni, n1);
-    V s1 = ITOF(ISLLI(IADD(n1, ISET1(127)), 23)), s2 = ITOF(ISLLI(IADD(n2, ISET1(127)), 23));
-    return MUL(MUL(p, s1), s2);
-#endif
-}
-
-#ifdef EWS_SCALEF
-EWS_FN V EWS(v_exp_neg)(V x) { return EWS(v_exp)(x); }
-#else
-/* exp for x <= 0 only (softmax's x - max): results below FLT_MIN flush to 0,
- * so n stays in [-126, 0] and one 2^n factor does; same polynomial. */
-EWS_FN V EWS(v_exp_neg)(V x)
-{
-    V lo = SET1(-87.3365447f); /* ln(FLT_MIN) */
-    V xc = MAXV(lo, x);
-    V n = ROUND(MUL(xc, SET1(1.44269504088896341f)));
-    V r = FNMA(n, SET1(0.693359375f), xc);
-    r = FNMA(n, SET1(-2.12194440e-4f), r);
-    V p = SET1(1.0f / 5040.0f);
-    p = FMA(p, r, SET1(1.0f / 720.0f));
-    p = FMA(p, r, SET1(1.0f / 120.0f));
-    p = FMA(p, r, SET1(1.0f / 24.0f));
-    p = FMA(p, r, SET1(1.0f / 6.0f));
-    p = FMA(p, r, SET1(0.5f));
-    p = FMA(p, r, SET1(1.0f));
-    p = FMA(p, r, SET1(1.0f));
-    V s = ITOF(ISLLI(IADD(CVTI(n), ISET1(127)), 23));
-    return SEL_LT(x, lo, ZERO(), MUL(p, s));
-}
-#endif
+#include "backends/cpu/simd_exp.h"
 
 /* 1 / (1 + e^-|x|), times e^-|x| for negative x: exp never overflows, so
  * far negative inputs keep their (tiny) value instead of flushing to 0. */
