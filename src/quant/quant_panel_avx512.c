@@ -422,31 +422,57 @@ P_ENTRY(p_gemm_q8_0_sign, p_q8_0_sign)
  * row-by-row dot. ---- */
 #define R4_QBYTES (32 * 64)
 #define R4_BLOCK_BYTES (R4_QBYTES + 128 + 128 + 32 + 32)
-#ifndef R4_PF
-#define R4_PF (2 * R4_BLOCK_BYTES)
-#endif
+/* Q5_K adds its fifth bits after the nibbles: vector sb, lane r, byte j holds the fifth bits
+ * of nibble vector 4sb + j of row r (bit t: quant 8v + t); 2,880 bytes per 16 rows x 256
+ * against the weights' 2,816. */
+#define R5_HBYTES (8 * 64)
+#define R5_BLOCK_BYTES (R4_BLOCK_BYTES + R5_HBYTES)
+#define RK_BLOCK_BYTES(five) ((five) ? R5_BLOCK_BYTES : R4_BLOCK_BYTES)
 
-static void r_pack_q4_k(const void *vw, size_t ws, int nw, int64_t K, void *vpanel)
+/* The fifth bits of block b of row i (Q5_K) in the layout above. */
+static void r_q5_high(const blk_q5_k *w, int i, uint8_t *hb)
 {
+    for (int v = 0; v < 32; v++) {
+        uint8_t byte = 0;
+        for (int t = 0; t < 8; t++) {
+            int l = 8 * v + t, c = l / 64, m = l % 64;
+            int bit = m < 32 ? (w->qh[m] >> (2 * c)) & 1 : (w->qh[m - 32] >> (2 * c + 1)) & 1;
+            byte |= (uint8_t)(bit << t);
+        }
+        hb[(v / 4) * 64 + 4 * i + v % 4] = byte;
+    }
+}
+
+/* Q4_K (five false) and Q5_K blocks of 16 rows, repacked: nibble vectors, Q5_K's fifth
+ * bits, then the rows' scales, mins, d and dmin. */
+P_INLINE void r_pack_k4(const void *vw, size_t ws, int nw, int64_t K, void *vpanel, const bool five)
+{
+    const size_t bsz = five ? sizeof(blk_q5_k) : sizeof(blk_q4_k);
+    const __m512i m4 = _mm512_set1_epi8(0xF);
     uint8_t *panel = vpanel;
     for (int64_t b = 0; b < K / QKK; b++) {
-        uint8_t *dst = panel + (size_t)b * R4_BLOCK_BYTES;
-        uint8_t *sc = dst + R4_QBYTES, *mn = sc + 128;
+        uint8_t *dst = panel + (size_t)b * RK_BLOCK_BYTES(five);
+        uint8_t *hb = dst + R4_QBYTES, *sc = hb + (five ? R5_HBYTES : 0), *mn = sc + 128;
         uint16_t d[16] = {0}, dm[16] = {0};
-        if (b + 1 < K / QKK) p_prefetch_rows(vw, ws, nw, (size_t)(b + 1) * sizeof(blk_q4_k), sizeof(blk_q4_k));
+        if (b + 1 < K / QKK) p_prefetch_rows(vw, ws, nw, (size_t)(b + 1) * bsz, bsz);
         for (int c = 0; c < 4; c++) {
             __m512i r[16];
-            p_kchunk_rows(vw, ws, nw, b, c, P_Q4_K, r);
+            p_kchunk_rows(vw, ws, nw, b, c, five ? P_Q5_K : P_Q4_K, r);
             /* r[j]: quants 64c + 4j .. +3 per lane; pair j = 2i, 2i+1 into vector 8c + i */
             for (int i = 0; i < 8; i++)
-                _mm512_storeu_si512(dst + (size_t)(8 * c + i) * 64, _mm512_or_si512(r[2 * i], _mm512_slli_epi16(r[2 * i + 1], 4)));
+                _mm512_storeu_si512(dst + (size_t)(8 * c + i) * 64,
+                                    _mm512_or_si512(_mm512_and_si512(r[2 * i], m4),
+                                                    _mm512_slli_epi16(_mm512_and_si512(r[2 * i + 1], m4), 4)));
         }
+        if (five) memset(hb, 0, R5_HBYTES);
         for (int i = 0; i < 16; i++) {
             uint8_t sm[16] = {0};
             if (i < nw) {
-                const blk_q4_k *w = (const blk_q4_k *)((const char *)vw + (size_t)i * ws) + b;
+                /* d, dmin and scales sit at the same offsets in both block types */
+                const blk_q4_k *w = (const blk_q4_k *)((const char *)vw + (size_t)i * ws + (size_t)b * bsz);
                 quant_k4_unpack(w->scales, sm);
                 d[i] = w->d, dm[i] = w->dmin;
+                if (five) r_q5_high((const blk_q5_k *)w, i, hb);
             }
             for (int s = 0; s < 8; s++) sc[16 * s + i] = sm[s], mn[16 * s + i] = sm[8 + s];
         }
@@ -455,17 +481,33 @@ static void r_pack_q4_k(const void *vw, size_t ws, int nw, int64_t K, void *vpan
     }
 }
 
+static void r_pack_q4_k(const void *vw, size_t ws, int nw, int64_t K, void *panel) { r_pack_k4(vw, ws, nw, K, panel, false); }
+static void r_pack_q5_k(const void *vw, size_t ws, int nw, int64_t K, void *panel) { r_pack_k4(vw, ws, nw, K, panel, true); }
+
 P_INLINE __m512 p_u8x16_ps(const uint8_t *p) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p))); }
 
-P_INLINE void r_q4_k(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs,
-                     float *s, size_t ss, int nw, const int NA)
+/* Adds Q5_K's fifth bits (16 where set) to the quants of nibble vector 4sb + j: byte j of
+ * each lane of hv, spread over the lane's four bytes, selects bit b for byte b of lo and
+ * bit 4 + b for byte b of hi. */
+P_INLINE void r_q5_add_high(__m512i hv, const int j, __m512i *lo, __m512i *hi)
+{
+    const __m512i sixteen = _mm512_set1_epi8(16);
+    const int rep = 0x01010101;
+    __m512i spread = _mm512_shuffle_epi8(hv, _mm512_set4_epi32((12 + j) * rep, (8 + j) * rep, (4 + j) * rep, j * rep));
+    *lo = _mm512_mask_add_epi8(*lo, _mm512_test_epi8_mask(spread, _mm512_set1_epi32(0x08040201)), *lo, sixteen);
+    *hi = _mm512_mask_add_epi8(*hi, _mm512_test_epi8_mask(spread, _mm512_set1_epi32((int)0x80402010u)), *hi, sixteen);
+}
+
+P_INLINE void r_k4(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
+                   size_t ss, int nw, const int NA, const bool five)
 {
     const __m512i m4 = _mm512_set1_epi8(0xF);
     __m512 tot[QUANT_PANEL_MAX_A];
 #pragma GCC unroll 4
     for (int j = 0; j < NA; j++) tot[j] = _mm512_setzero_ps();
     for (int64_t b = 0; b < K / QKK; b++) {
-        const uint8_t *pq = panel + (size_t)b * R4_BLOCK_BYTES, *sc = pq + R4_QBYTES, *mn = sc + 128;
+        const uint8_t *pq = panel + (size_t)b * RK_BLOCK_BYTES(five), *hb = pq + R4_QBYTES;
+        const uint8_t *sc = hb + (five ? R5_HBYTES : 0), *mn = sc + 128;
         const blk_q8_k *ab[QUANT_PANEL_MAX_A];
         __m512 bacc[QUANT_PANEL_MAX_A], macc[QUANT_PANEL_MAX_A];
 #pragma GCC unroll 4
@@ -474,14 +516,17 @@ P_INLINE void r_q4_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
         for (int sb = 0; sb < 8; sb++) {
             __m512i i0[QUANT_PANEL_MAX_A], i1[QUANT_PANEL_MAX_A];
             /* decode streams the panels from memory faster than the hardware prefetchers
-             * run ahead: fetch R4_PF bytes ahead, a block's 37 lines over its 8 sub-blocks */
-            for (int l = 0; l < 5; l++) _mm_prefetch((const char *)pq + R4_PF + (5 * sb + l) * 64, _MM_HINT_T0);
+             * run ahead: fetch two blocks ahead, a block's 37 (Q5_K: 45) lines over its 8 sub-blocks */
+            for (int l = 0; l < (five ? 6 : 5); l++)
+                _mm_prefetch((const char *)pq + 2 * RK_BLOCK_BYTES(five) + ((five ? 6 : 5) * sb + l) * 64, _MM_HINT_T0);
+            __m512i hv = five ? _mm512_loadu_si512(hb + (size_t)sb * 64) : _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int j = 0; j < NA; j++) i0[j] = i1[j] = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int v = 4 * sb; v < 4 * sb + 4; v++) {
                 __m512i q = _mm512_loadu_si512(pq + (size_t)v * 64);
                 __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+                if (five) r_q5_add_high(hv, v - 4 * sb, &lo, &hi);
 #pragma GCC unroll 4
                 for (int j = 0; j < NA; j++) {
                     qz_dpbusd_x2(&i0[j], &i1[j], lo, p_bcast4(ab[j]->qs + 8 * v), hi, p_bcast4(ab[j]->qs + 8 * v + 4));
@@ -503,6 +548,18 @@ P_INLINE void r_q4_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
         }
     }
     p_store(s, ss, tot, nw, NA);
+}
+
+P_INLINE void r_q4_k(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs,
+                     float *s, size_t ss, int nw, const int NA)
+{
+    r_k4(K, panel, a, as, aux, xs, s, ss, nw, NA, false);
+}
+
+P_INLINE void r_q5_k(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs,
+                     float *s, size_t ss, int nw, const int NA)
+{
+    r_k4(K, panel, a, as, aux, xs, s, ss, nw, NA, true);
 }
 
 /* ---- Q8_0 and Q4_0 kept for decode, at the weights' own size (a Q4_0 panel of bytes is
@@ -632,6 +689,7 @@ P_INLINE void p_q4_0(int64_t K, const uint8_t *panel, const char *a, size_t as, 
 P_ENTRY(p_gemm_q8_0, p_q8_0_full)
 P_ENTRY(p_gemm_q4_0, p_q4_0)
 P_ENTRY(r_gemm_q4_k, r_q4_k)
+P_ENTRY(r_gemm_q5_k, r_q5_k)
 
 QUANT_TARGET_END
 
@@ -645,6 +703,7 @@ static const quant_panel_kernels g_panel_q8_0_sign = {P8_BLOCK_BYTES, 2, p_pack_
 #endif
 
 static const quant_panel_kernels g_repack_q4_k = {R4_BLOCK_BYTES, 8, r_pack_q4_k, p_aux_q4_k, r_gemm_q4_k};
+static const quant_panel_kernels g_repack_q5_k = {R5_BLOCK_BYTES, 8, r_pack_q5_k, p_aux_q4_k, r_gemm_q5_k};
 
 static const quant_panel_kernels g_repack_q8_0 = {R8_BLOCK_BYTES(false), 2, r_pack_q8_0, p_aux_q8_0, r_gemm_q8_0};
 static const quant_panel_kernels g_repack_q4_0 = {R8_BLOCK_BYTES(true), 2, r_pack_q4_0, p_aux_q4_0, r_gemm_q4_0};
@@ -652,6 +711,7 @@ static const quant_panel_kernels g_repack_q4_0 = {R8_BLOCK_BYTES(true), 2, r_pac
 void QZ_SYM(quant_repack_fill_avx512)(quant_panel_table tab)
 {
     tab[CT_Q4_K] = &g_repack_q4_k;
+    tab[CT_Q5_K] = &g_repack_q5_k;
     tab[CT_Q8_0] = &g_repack_q8_0;
     tab[CT_Q4_0] = &g_repack_q4_0;
 }

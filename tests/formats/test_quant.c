@@ -334,10 +334,12 @@ static void test_panels(void)
         CHECK(quant_get_panel_at(CT_Q5_K, QUANT_SIMD_AVX512_VNNI) != NULL);
         CHECK(quant_get_panel_at(CT_Q4_0, QUANT_SIMD_AVX512_VNNI) != NULL);
         CHECK(quant_get_repack_at(CT_Q4_K, QUANT_SIMD_AVX512_VNNI) != NULL);
+        CHECK(quant_get_repack_at(CT_Q5_K, QUANT_SIMD_AVX512_VNNI) != NULL);
     }
     if (quant_simd_supported(QUANT_SIMD_AVX512)) {
         CHECK(quant_get_panel_at(CT_Q4_0, QUANT_SIMD_AVX512) != NULL);
         CHECK(quant_get_repack_at(CT_Q4_K, QUANT_SIMD_AVX512) != NULL);
+        CHECK(quant_get_repack_at(CT_Q5_K, QUANT_SIMD_AVX512) != NULL);
     }
     for (int lv = QUANT_SIMD_AVX512; lv <= QUANT_SIMD_AVX512_VNNI; lv++)
         if (quant_simd_supported((quant_simd)lv)) /* decode of the legacy formats relies on these */
