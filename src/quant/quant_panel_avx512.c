@@ -489,18 +489,6 @@ static void r_pack_q5_k(const void *vw, size_t ws, int nw, int64_t K, void *pane
 
 P_INLINE __m512 p_u8x16_ps(const uint8_t *p) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p))); }
 
-/* Adds Q5_K's fifth bits (16 where set) to the quants of nibble vector 4sb + j: byte j of
- * each lane of hv, spread over the lane's four bytes, selects bit b for byte b of lo and
- * bit 4 + b for byte b of hi. */
-P_INLINE void r_q5_add_high(__m512i hv, const int j, __m512i *lo, __m512i *hi)
-{
-    const __m512i sixteen = _mm512_set1_epi8(16);
-    const int rep = 0x01010101;
-    __m512i spread = _mm512_shuffle_epi8(hv, _mm512_set4_epi32((12 + j) * rep, (8 + j) * rep, (4 + j) * rep, j * rep));
-    *lo = _mm512_mask_add_epi8(*lo, _mm512_test_epi8_mask(spread, _mm512_set1_epi32(0x08040201)), *lo, sixteen);
-    *hi = _mm512_mask_add_epi8(*hi, _mm512_test_epi8_mask(spread, _mm512_set1_epi32((int)0x80402010u)), *hi, sixteen);
-}
-
 P_INLINE void r_k4(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
                    size_t ss, int nw, const int NA, const bool five)
 {
@@ -529,7 +517,7 @@ P_INLINE void r_k4(int64_t K, const uint8_t *panel, const char *a, size_t as, co
             for (int v = 4 * sb; v < 4 * sb + 4; v++) {
                 __m512i q = _mm512_loadu_si512(pq + (size_t)v * 64);
                 __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-                if (five) r_q5_add_high(hv, v - 4 * sb, &lo, &hi);
+                if (five) p_add_fifth(hv, v - 4 * sb, &lo, &hi);
 #pragma GCC unroll 4
                 for (int j = 0; j < NA; j++) {
                     qz_dpbusd_x2(&i0[j], &i1[j], lo, p_bcast4(ab[j]->qs + 8 * v), hi, p_bcast4(ab[j]->qs + 8 * v + 4));
@@ -646,7 +634,7 @@ P_INLINE void r_32(int64_t K, const uint8_t *panel, const char *a, size_t as, co
             for (int v = 0; v < 4; v++) {
                 __m512i x = _mm512_loadu_si512(pq + (size_t)v * 64);
                 __m512i lo = _mm512_and_si512(x, m4), hi = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
-                if (q5) r_q5_add_high(hv, v, &lo, &hi);
+                if (q5) p_add_fifth(hv, v, &lo, &hi);
 #pragma GCC unroll 4
                 for (int j = 0; j < NA; j++) {
                     const int8_t *q = ((const blk_q8_0 *)(a + (size_t)j * as) + b)->qs + 8 * v;
@@ -746,6 +734,7 @@ void QZ_SYM(quant_repack_fill_avx512)(quant_panel_table tab)
     tab[CT_Q8_0] = &g_repack_q8_0;
     tab[CT_Q4_0] = &g_repack_q4_0;
     tab[CT_Q5_0] = &g_repack_q5_0;
+    QZ_SYM(quant_repack_legacy_fill_avx512)(tab);
 }
 
 void QZ_SYM(quant_panel_fill_avx512)(quant_panel_table tab)

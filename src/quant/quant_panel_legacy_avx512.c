@@ -186,11 +186,116 @@ P_INLINE void l_gemm_aff(int64_t K, const uint8_t *panel, const char *a, size_t 
 P_ENTRY(l_gemm_q5_0, l_gemm_off)
 P_ENTRY(l_gemm_q8_1, l_gemm_aff)
 
+/* ---- Q4_1 and Q5_1 kept for decode, at about the weights' size: per block of 32 and 16
+ * rows, 4 nibble vectors (low nibbles quants 8v..8v+3 of each row, high nibbles 8v+4..8v+7,
+ * as the Q4_0 repack), Q5_1's rows' qh words (byte v: the fifth bits of nibble vector v),
+ * then the 16 rows' f16 d and m. The activation sums are the panels' (l_aux_q8_1). ---- */
+#define LR_QBYTES (4 * 64)
+#define LR_BLOCK_BYTES(five) (LR_QBYTES + ((five) ? 64 : 0) + 64)
+#define LR_PF 2048 /* bytes fetched ahead, as the other decode repacks */
+
+P_INLINE void l_rpack(const void *vw, size_t ws, int nw, int64_t K, void *vpanel, const bool five)
+{
+    const size_t bsz = five ? sizeof(blk_q5_1) : sizeof(blk_q4_1);
+    uint8_t *panel = vpanel;
+    int64_t nb = K / QK;
+    for (int64_t b = 0; b < nb; b += 2) {
+        bool pair = b + 1 < nb;
+        if (b + 2 < nb) p_prefetch_rows(vw, ws, nw, (size_t)(b + 2) * bsz, 2 * bsz);
+        __m512i r[16];
+        for (int i = 0; i < 16; i++) {
+            const char *blk = (const char *)vw + (size_t)i * ws + (size_t)b * bsz;
+            const size_t qo = five ? offsetof(blk_q5_1, qs) : offsetof(blk_q4_1, qs);
+            r[i] = i >= nw ? _mm512_setzero_si512()
+                           : p_join(l_nibbles((const uint8_t *)blk + qo),
+                                    pair ? l_nibbles((const uint8_t *)blk + bsz + qo) : _mm256_setzero_si256());
+        }
+        p_transpose16(r);
+        for (int h = 0; h < (pair ? 2 : 1); h++) {
+            uint8_t *dst = panel + (size_t)(b + h) * LR_BLOCK_BYTES(five), *dm = dst + LR_BLOCK_BYTES(five) - 64;
+            for (int v = 0; v < 4; v++)
+                _mm512_storeu_si512(dst + (size_t)v * 64, _mm512_or_si512(r[8 * h + 2 * v], _mm512_slli_epi16(r[8 * h + 2 * v + 1], 4)));
+            for (int i = 0; i < 16; i++) {
+                const char *blk = (const char *)vw + (size_t)i * ws + (size_t)(b + h) * bsz;
+                uint16_t dmi[2] = {0, 0};
+                uint32_t qh = 0;
+                if (i < nw) {
+                    memcpy(dmi, blk, sizeof dmi);
+                    if (five) memcpy(&qh, ((const blk_q5_1 *)blk)->qh, sizeof qh);
+                }
+                if (five) memcpy(dst + LR_QBYTES + 4 * i, &qh, sizeof qh);
+                memcpy(dm + 2 * i, &dmi[0], 2);
+                memcpy(dm + 32 + 2 * i, &dmi[1], 2);
+            }
+        }
+    }
+}
+
+static void l_rpack_q4_1(const void *vw, size_t ws, int nw, int64_t K, void *panel) { l_rpack(vw, ws, nw, K, panel, false); }
+static void l_rpack_q5_1(const void *vw, size_t ws, int nw, int64_t K, void *panel) { l_rpack(vw, ws, nw, K, panel, true); }
+
+/* out = sum_b d_w d_a isum + m_w (d_a sum a), as l_gemm's affine path */
+P_INLINE void l_rgemm(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
+                      size_t ss, int nw, const int NA, const bool five)
+{
+    const __m512i m4 = _mm512_set1_epi8(0xF);
+    __m512 tot[QUANT_PANEL_MAX_A];
+#pragma GCC unroll 4
+    for (int j = 0; j < NA; j++) tot[j] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < K / QK; b++) {
+        const uint8_t *pq = panel + (size_t)b * LR_BLOCK_BYTES(five), *dm = pq + LR_BLOCK_BYTES(five) - 64;
+        for (int l = 0; l < LR_BLOCK_BYTES(five); l += 64) _mm_prefetch((const char *)pq + LR_PF + l, _MM_HINT_T0);
+        __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dm));
+        __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(dm + 32)));
+        __m512i hv = five ? _mm512_loadu_si512(pq + LR_QBYTES) : _mm512_setzero_si512();
+        __m512i i0[QUANT_PANEL_MAX_A], i1[QUANT_PANEL_MAX_A];
+#pragma GCC unroll 4
+        for (int j = 0; j < NA; j++) i0[j] = i1[j] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; v++) {
+            __m512i x = _mm512_loadu_si512(pq + (size_t)v * 64);
+            __m512i lo = _mm512_and_si512(x, m4), hi = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
+            if (five) p_add_fifth(hv, v, &lo, &hi);
+#pragma GCC unroll 4
+            for (int j = 0; j < NA; j++) {
+                const int8_t *q = l_act_qs(a, as, j, b, true) + 8 * v;
+                qz_dpbusd_x2(&i0[j], &i1[j], lo, p_bcast4(q), hi, p_bcast4(q + 4));
+            }
+        }
+#pragma GCC unroll 4
+        for (int j = 0; j < NA; j++) {
+            const float *x = aux + (size_t)j * xs + 2 * b;
+            __m512 is = _mm512_cvtepi32_ps(_mm512_add_epi32(i0[j], i1[j]));
+            tot[j] = _mm512_fmadd_ps(is, _mm512_mul_ps(dw, _mm512_set1_ps(x[0])), tot[j]);
+            tot[j] = _mm512_fmadd_ps(mw, _mm512_set1_ps(x[1]), tot[j]);
+        }
+    }
+    p_store(s, ss, tot, nw, NA);
+}
+
+P_INLINE void l_rgemm4(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
+                       size_t ss, int nw, const int NA)
+{
+    l_rgemm(K, panel, a, as, aux, xs, s, ss, nw, NA, false);
+}
+
+P_INLINE void l_rgemm5(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
+                       size_t ss, int nw, const int NA)
+{
+    l_rgemm(K, panel, a, as, aux, xs, s, ss, nw, NA, true);
+}
+
+P_ENTRY(l_rgemm_q4_1, l_rgemm4)
+P_ENTRY(l_rgemm_q5_1, l_rgemm5)
+
 QUANT_TARGET_END
 
 static const quant_panel_kernels g_panel_q4_1 = {L_BLOCK_BYTES_DM, 2, l_pack_q4_1, l_aux_q8_1, l_gemm_q8_1};
 static const quant_panel_kernels g_panel_q5_0 = {L_BLOCK_BYTES_D, 2, l_pack_q5_0, l_aux_q5_0, l_gemm_q5_0};
 static const quant_panel_kernels g_panel_q5_1 = {L_BLOCK_BYTES_DM, 2, l_pack_q5_1, l_aux_q8_1, l_gemm_q8_1};
+
+static const quant_panel_kernels g_repack_q4_1 = {LR_BLOCK_BYTES(false), 2, l_rpack_q4_1, l_aux_q8_1, l_rgemm_q4_1};
+static const quant_panel_kernels g_repack_q5_1 = {LR_BLOCK_BYTES(true), 2, l_rpack_q5_1, l_aux_q8_1, l_rgemm_q5_1};
 
 void QZ_SYM(quant_panel_legacy_fill_avx512)(quant_panel_table tab)
 {
@@ -198,6 +303,13 @@ void QZ_SYM(quant_panel_legacy_fill_avx512)(quant_panel_table tab)
     tab[CT_Q5_0] = &g_panel_q5_0;
     tab[CT_Q5_1] = &g_panel_q5_1;
 }
+
+void QZ_SYM(quant_repack_legacy_fill_avx512)(quant_panel_table tab)
+{
+    tab[CT_Q4_1] = &g_repack_q4_1;
+    tab[CT_Q5_1] = &g_repack_q5_1;
+}
 #else
 void QZ_SYM(quant_panel_legacy_fill_avx512)(quant_panel_table tab) { (void)tab; }
+void QZ_SYM(quant_repack_legacy_fill_avx512)(quant_panel_table tab) { (void)tab; }
 #endif

@@ -344,7 +344,8 @@ static void test_panels(void)
     for (int lv = QUANT_SIMD_AVX512; lv <= QUANT_SIMD_AVX512_VNNI; lv++)
         if (quant_simd_supported((quant_simd)lv)) /* decode of the legacy formats relies on these */
             CHECK(quant_get_repack_at(CT_Q8_0, (quant_simd)lv) && quant_get_repack_at(CT_Q4_0, (quant_simd)lv) &&
-                  quant_get_repack_at(CT_Q5_0, (quant_simd)lv));
+                  quant_get_repack_at(CT_Q5_0, (quant_simd)lv) && quant_get_repack_at(CT_Q4_1, (quant_simd)lv) &&
+                  quant_get_repack_at(CT_Q5_1, (quant_simd)lv));
     CHECK(quant_get_repack(CT_F16) == NULL);
     enum { PR = QUANT_PANEL_ROWS, MA = QUANT_PANEL_MAX_A, SS = QUANT_PANEL_ROWS + 3 };
     const float sentinel = 12345.f;

@@ -693,7 +693,7 @@ static ct_status linear_quant(const ct_device *dev, const ct_tensor *w, const ch
     act_job aj = {at, x, rsx, a, arow, K, pk, NULL, 0};
     if (pk) {
         aj.auxrow = (size_t)(K / ct_dtype_block_size(wt)) * (size_t)pk->aux_n;
-        /* scratch, not malloc: decode (Q8_0, Q4_0, Q5_0, Q4_K, Q5_K kept repacked) comes here every token */
+        /* scratch, not malloc: decode (weights kept repacked) comes here every token */
         aj.aux = cpu_scratch(CPU_SCRATCH_LINEAR_AUX, sizeof(float) * (size_t)max64(1, M * (int64_t)aj.auxrow));
         if (!aj.aux) return core_err(CT_ERR_OOM, "linear: no memory for the activation sums of %lld rows", (long long)M);
     }
