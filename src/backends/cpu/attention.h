@@ -45,10 +45,19 @@ typedef struct sdpa_scratch {
     bool *nan;
 } sdpa_scratch;
 
-/* Whether sdpa_tile can take this prefill (AVX-512, no explicit mask). */
+/* Whether sdpa_tile can take this prefill (AVX2 or AVX-512, no explicit mask). */
 bool sdpa_tile_fits(const sdpa_ctx *c);
 /* The R <= SDPA_QB rows set up in s (sdpa_rows) against all their keys; writes their
  * outputs. */
 void sdpa_tile(const sdpa_ctx *c, sdpa_scratch *s, int64_t R, const char *kb, const char *vb);
+
+/* What sdpa_tile's AVX-512 and AVX2 kernels share (attention_tile.c, attention_tile_avx2.c). */
+typedef struct sdpa_tile_rows {
+    int32_t lo[16], hi[16]; /* each row's key range, empty past R */
+    int64_t tlo, thi;       /* the range all rows span */
+} sdpa_tile_rows;
+void sdpa_tile_setup(const sdpa_ctx *c, sdpa_scratch *s, int64_t R, sdpa_tile_rows *tr);
+void sdpa_tile_load(const char *base, int64_t stride, ct_dtype dt, int64_t j0, int64_t n, int64_t w, int64_t pad, float *buf);
+void sdpa_tile_avx2(const sdpa_ctx *c, sdpa_scratch *s, int64_t R, const char *kb, const char *vb);
 
 #endif

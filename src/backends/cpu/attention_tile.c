@@ -10,6 +10,8 @@
  * accumulates acc transposed (acc[dv] holds output element dv of the 16 rows) with V's
  * elements broadcast. The output is transposed back once per task.
  *
+ * AVX2 machines run the same scheme on 8-lane vectors (attention_tile_avx2.c).
+ *
  * Same results as the general kernel up to f32 rounding: another summation order, and
  * exp from a degree-7 polynomial after range reduction (error ~2e-7 relative, against
  * expf's 1 ulp). Rows with no key give zeros and a NaN score gives a NaN row, as there. */
@@ -26,7 +28,7 @@
 
 bool sdpa_tile_fits(const sdpa_ctx *c)
 {
-    return cpu_simd_level() >= CPU_SIMD_AVX512 && !c->decode && !c->mask && c->Tk <= INT32_MAX &&
+    return cpu_simd_level() >= CPU_SIMD_AVX2 && !c->decode && !c->mask && c->Tk <= INT32_MAX &&
            (c->kdt == CT_F32 || c->kdt == CT_F16) && (c->vdt == CT_F32 || c->vdt == CT_F16);
 }
 
@@ -34,21 +36,16 @@ bool sdpa_tile_fits(const sdpa_ctx *c)
  * v_exp_neg takes x <= 0 (0 below -104, NaN for NaN). */
 #define EWS(name) tile_##name
 #define EWS_FN TILE_INLINE
-#define V __m512
-#define SET1 _mm512_set1_ps
-#define MUL _mm512_mul_ps
-#define MAXV _mm512_max_ps
-#define MINV _mm512_min_ps
-#define FMA _mm512_fmadd_ps
-#define FNMA _mm512_fnmadd_ps
-#define ROUND(x) _mm512_roundscale_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-#define EWS_SCALEF _mm512_scalef_ps
+#include "backends/cpu/simd_vocab_avx512.h"
 #include "backends/cpu/simd_exp.h"
+#include "backends/cpu/simd_vocab_undef.h"
+#undef EWS
+#undef EWS_FN
 #define exp_le0 tile_v_exp_neg
 
-/* Keys (or values) j0 .. j0+n-1 as f32 rows of width `w` in buf, zero rows up to 16:
+/* Keys (or values) j0 .. j0+n-1 as f32 rows of width `w` in buf, zero rows up to `pad`:
  * padding must be finite, since it is multiplied by probabilities of 0. */
-static void load_rows(const char *base, int64_t stride, ct_dtype dt, int64_t j0, int64_t n, int64_t w, float *buf)
+void sdpa_tile_load(const char *base, int64_t stride, ct_dtype dt, int64_t j0, int64_t n, int64_t w, int64_t pad, float *buf)
 {
     size_t es = ct_dtype_block_bytes(dt);
     for (int64_t j = 0; j < n; j++) {
@@ -56,7 +53,22 @@ static void load_rows(const char *base, int64_t stride, ct_dtype dt, int64_t j0,
         if (dt == CT_F16) cpu_f16_to_f32_row((const uint16_t *)row, buf + j * w, w);
         else memcpy(buf + j * w, row, sizeof(float) * (size_t)w);
     }
-    if (n < 16) memset(buf + n * w, 0, sizeof(float) * (size_t)((16 - n) * w));
+    if (n < pad) memset(buf + n * w, 0, sizeof(float) * (size_t)((pad - n) * w));
+}
+
+/* q of the task's rows transposed into s->qt ([D][16], zero past R), each row's key range
+ * (empty past R) and the range all rows span. */
+void sdpa_tile_setup(const sdpa_ctx *c, sdpa_scratch *s, int64_t R, sdpa_tile_rows *tr)
+{
+    tr->tlo = INT64_MAX, tr->thi = -1;
+    for (int r = 0; r < 16; r++) {
+        bool live = r < R && s->lo[r] <= s->hi[r];
+        tr->lo[r] = live ? (int32_t)s->lo[r] : INT32_MAX;
+        tr->hi[r] = live ? (int32_t)s->hi[r] : -1;
+        if (live && s->lo[r] < tr->tlo) tr->tlo = s->lo[r];
+        if (live && s->hi[r] > tr->thi) tr->thi = s->hi[r];
+        for (int64_t d = 0; d < c->D; d++) s->qt[d * 16 + r] = r < R ? s->q[r][d * c->qs[3]] : 0.0f;
+    }
 }
 
 /* Scores of the 16 keys in kbuf against the 16 rows of qt, scaled: sc[u] lane r = q_r . k_u * scale. */
@@ -120,29 +132,21 @@ TILE_INLINE void tile_pv(float *acc, const __m512 p[16], __m512 alpha, const flo
     }
 }
 
-TILE_TARGET void sdpa_tile(const sdpa_ctx *c, sdpa_scratch *s, int64_t R, const char *kb, const char *vb)
+TILE_TARGET static void tile512(const sdpa_ctx *c, sdpa_scratch *s, int64_t R, const char *kb, const char *vb)
 {
     int64_t D = c->D, Dv = c->Dv;
     float *acc = s->acct;
-    int32_t lo[16], hi[16];
-    int64_t tlo = INT64_MAX, thi = -1;
-    for (int r = 0; r < 16; r++) {
-        bool live = r < R && s->lo[r] <= s->hi[r];
-        lo[r] = live ? (int32_t)s->lo[r] : INT32_MAX;
-        hi[r] = live ? (int32_t)s->hi[r] : -1;
-        if (live && s->lo[r] < tlo) tlo = s->lo[r];
-        if (live && s->hi[r] > thi) thi = s->hi[r];
-        for (int64_t d = 0; d < D; d++) s->qt[d * 16 + r] = r < R ? s->q[r][d * c->qs[3]] : 0.0f;
-    }
-    tile_state st = {_mm512_set1_ps(-INFINITY), _mm512_setzero_ps(), _mm512_loadu_si512(lo), _mm512_loadu_si512(hi), 0};
+    sdpa_tile_rows tr;
+    sdpa_tile_setup(c, s, R, &tr);
+    tile_state st = {_mm512_set1_ps(-INFINITY), _mm512_setzero_ps(), _mm512_loadu_si512(tr.lo), _mm512_loadu_si512(tr.hi), 0};
     memset(acc, 0, sizeof(float) * (size_t)(16 * Dv));
-    for (int64_t j0 = tlo; j0 <= thi; j0 += 16) {
-        int64_t n = thi - j0 + 1 < 16 ? thi - j0 + 1 : 16;
+    for (int64_t j0 = tr.tlo; j0 <= tr.thi; j0 += 16) {
+        int64_t n = tr.thi - j0 + 1 < 16 ? tr.thi - j0 + 1 : 16;
         __m512 p[16];
-        load_rows(kb, c->ks[2], c->kdt, j0, n, D, s->kbuf);
+        sdpa_tile_load(kb, c->ks[2], c->kdt, j0, n, D, 16, s->kbuf);
         tile_scores(s->qt, s->kbuf, D, c->scale, p);
         __m512 alpha = tile_softmax(&st, p, j0);
-        load_rows(vb, c->vs[2], c->vdt, j0, n, Dv, s->vbuf);
+        sdpa_tile_load(vb, c->vs[2], c->vdt, j0, n, Dv, 16, s->vbuf);
         tile_pv(acc, p, alpha, s->vbuf, Dv);
     }
     float l[16], inv[16];
@@ -152,6 +156,12 @@ TILE_TARGET void sdpa_tile(const sdpa_ctx *c, sdpa_scratch *s, int64_t R, const 
         bool nan = (st.nan >> r) & 1;
         for (int64_t dv = 0; dv < Dv; dv++) s->o[r][dv] = nan ? NAN : acc[dv * 16 + r] * inv[r];
     }
+}
+
+void sdpa_tile(const sdpa_ctx *c, sdpa_scratch *s, int64_t R, const char *kb, const char *vb)
+{
+    if (cpu_simd_level() >= CPU_SIMD_AVX512) tile512(c, s, R, kb, vb);
+    else sdpa_tile_avx2(c, s, R, kb, vb);
 }
 #else
 bool sdpa_tile_fits(const sdpa_ctx *c)

@@ -1,0 +1,35 @@
+/* Takes back what simd_vocab_avx2.h or simd_vocab_avx512.h defined. No include guard on
+ * purpose. */
+#undef W
+#undef V
+#undef VI
+#undef LD
+#undef ST
+#undef STNT
+#undef SET1
+#undef ZERO
+#undef ADD
+#undef SUB
+#undef MUL
+#undef DIV
+#undef MAXV
+#undef MINV
+#undef FMA
+#undef FNMA
+#undef FMS
+#undef SQRT
+#undef EWS_BITS
+#undef ANDV
+#undef ANDNOTV
+#undef XORV
+#undef ROUND
+#undef CVTI
+#undef IADD
+#undef ISUB
+#undef ISRAI
+#undef ISLLI
+#undef ISET1
+#undef ITOF
+#undef SEL_LT
+#undef SEL_UNORD
+#undef EWS_SCALEF
