@@ -55,6 +55,27 @@ P_INLINE __m256i l_bytes(const char *blk, const l_type t)
     }
 }
 
+/* Blocks b and b+1 (when pair) of 16 rows as bytes, transposed (r[8h + t]: quants 4t..4t+3 of
+ * each row of block b+h); rows past nw are zero. nib: the nibbles alone (the decode repack
+ * keeps the fifth bits apart). */
+P_INLINE void l_gather(const void *vw, size_t ws, int nw, int64_t b, const l_type t, const bool pair, const bool nib,
+                       __m512i r[16])
+{
+    const size_t bsz = t == L_Q4_1 ? sizeof(blk_q4_1) : t == L_Q5_0 ? sizeof(blk_q5_0) : sizeof(blk_q5_1);
+    const size_t qo = t == L_Q4_1 ? offsetof(blk_q4_1, qs) : t == L_Q5_0 ? offsetof(blk_q5_0, qs) : offsetof(blk_q5_1, qs);
+    for (int i = 0; i < 16; i++) {
+        const char *blk = (const char *)vw + (size_t)i * ws + (size_t)b * bsz;
+        if (i >= nw) {
+            r[i] = _mm512_setzero_si512();
+            continue;
+        }
+        __m256i lo = nib ? l_nibbles((const uint8_t *)blk + qo) : l_bytes(blk, t);
+        __m256i hi = !pair ? _mm256_setzero_si256() : nib ? l_nibbles((const uint8_t *)blk + bsz + qo) : l_bytes(blk + bsz, t);
+        r[i] = p_join(lo, hi);
+    }
+    p_transpose16(r);
+}
+
 /* Two blocks of 16 rows per transpose, as the Q8_0 packer does; rows past nw are zero. */
 P_INLINE void l_pack(const void *vw, size_t ws, int nw, int64_t K, void *vpanel, const l_type t)
 {
@@ -66,12 +87,7 @@ P_INLINE void l_pack(const void *vw, size_t ws, int nw, int64_t K, void *vpanel,
         bool pair = b + 1 < nb;
         if (b + 2 < nb) p_prefetch_rows(vw, ws, nw, (size_t)(b + 2) * bsz, 2 * bsz);
         __m512i r[16];
-        for (int i = 0; i < 16; i++) {
-            const char *blk = (const char *)vw + (size_t)i * ws + (size_t)b * bsz;
-            r[i] = i >= nw ? _mm512_setzero_si512()
-                           : p_join(l_bytes(blk, t), pair ? l_bytes(blk + bsz, t) : _mm256_setzero_si256());
-        }
-        p_transpose16(r);
+        l_gather(vw, ws, nw, b, t, pair, false, r);
         for (int h = 0; h < (pair ? 2 : 1); h++) {
             uint8_t *dst = panel + (size_t)(b + h) * pbb;
             float *dv = (float *)(dst + L_QBYTES), *mv = dv + 16;
@@ -203,14 +219,7 @@ P_INLINE void l_rpack(const void *vw, size_t ws, int nw, int64_t K, void *vpanel
         bool pair = b + 1 < nb;
         if (b + 2 < nb) p_prefetch_rows(vw, ws, nw, (size_t)(b + 2) * bsz, 2 * bsz);
         __m512i r[16];
-        for (int i = 0; i < 16; i++) {
-            const char *blk = (const char *)vw + (size_t)i * ws + (size_t)b * bsz;
-            const size_t qo = five ? offsetof(blk_q5_1, qs) : offsetof(blk_q4_1, qs);
-            r[i] = i >= nw ? _mm512_setzero_si512()
-                           : p_join(l_nibbles((const uint8_t *)blk + qo),
-                                    pair ? l_nibbles((const uint8_t *)blk + bsz + qo) : _mm256_setzero_si256());
-        }
-        p_transpose16(r);
+        l_gather(vw, ws, nw, b, five ? L_Q5_1 : L_Q4_1, pair, true, r);
         for (int h = 0; h < (pair ? 2 : 1); h++) {
             uint8_t *dst = panel + (size_t)(b + h) * LR_BLOCK_BYTES(five), *dm = dst + LR_BLOCK_BYTES(five) - 64;
             for (int v = 0; v < 4; v++)
