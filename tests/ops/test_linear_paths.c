@@ -1,5 +1,6 @@
 /* ct_linear's kernel paths that the model-shaped tests leave out, against a double
- * reference: the fused decode kernel for every row count 1..8 with f32/f16/bf16
+ * reference: the fused decode kernel for every row count 1..8 (and, for one row, every weight-row
+ * group size 1..7) with f32/f16/bf16
  * weights at every SIMD level (each row count is its own unrolled variant), K past
  * the fused kernel's K-block; K = 0; x views that cannot be read as rows; f64 and
  * transposed weights; a quantized weight of one row; the kept copy of large half weights. Then the argument checks of
@@ -81,6 +82,19 @@ static void test_fused_rows(void)
                 ct_tensor_free(w);
             }
             ct_tensor_free(b);
+            /* one activation row against 1..7 weight rows: every group size of the kernel that
+             * takes eight weight rows per pass over x (linear.c w1_512 / w1_256) */
+            for (int wi = 0; wi < 3; wi++)
+                for (int64_t n = 1; n < 8; n++) {
+                    int64_t swn[2] = {n, K}, sx[2] = {1, K};
+                    ct_tensor *w = th_random(&r, 2, swn, wts[wi], -1, 1), *x = th_random(&r, 2, sx, CT_F32, -1, 1);
+                    char what[96];
+                    snprintf(what, sizeof what, "level %d %s M 1 N %lld K %lld", lvl, ct_dtype_name(wts[wi]), (long long)n,
+                             (long long)K);
+                    check(x, w, NULL, what);
+                    ct_tensor_free(x);
+                    ct_tensor_free(w);
+                }
         }
     }
     cpu_simd_set_level(saved);
