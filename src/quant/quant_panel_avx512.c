@@ -432,18 +432,15 @@ P_ENTRY(p_gemm_q8_0_sign, p_q8_0_sign)
 #define R5_BLOCK_BYTES (R4_BLOCK_BYTES + R5_HBYTES)
 #define RK_BLOCK_BYTES(five) ((five) ? R5_BLOCK_BYTES : R4_BLOCK_BYTES)
 
-/* The fifth bits of block b of row i (Q5_K) in the layout above. */
-static void r_q5_high(const blk_q5_k *w, int i, uint8_t *hb)
+/* Vector 8c + i's fifth bits, from the chunk's transposed quants (lo: r[2i], hi: r[2i+1], bit 4
+ * of each byte) into the layout above: lane L's byte holds lo's four bits, then hi's. */
+P_INLINE void r_q5_high(__m512i lo, __m512i hi, int v, uint8_t *hb)
 {
-    for (int v = 0; v < 32; v++) {
-        uint8_t byte = 0;
-        for (int t = 0; t < 8; t++) {
-            int l = 8 * v + t, c = l / 64, m = l % 64;
-            int bit = m < 32 ? (w->qh[m] >> (2 * c)) & 1 : (w->qh[m - 32] >> (2 * c + 1)) & 1;
-            byte |= (uint8_t)(bit << t);
-        }
-        hb[(v / 4) * 64 + 4 * i + v % 4] = byte;
-    }
+    /* << 3 moves each byte's bit 4 to its sign bit (quants are at most 31: nothing crosses bytes
+     * that matters); one mask bit per byte, four per lane */
+    uint64_t ml = _mm512_movepi8_mask(_mm512_slli_epi16(lo, 3)), mh = _mm512_movepi8_mask(_mm512_slli_epi16(hi, 3));
+    for (int L = 0; L < 16; L++)
+        hb[(v / 4) * 64 + 4 * L + v % 4] = (uint8_t)(((ml >> (4 * L)) & 0xF) | (((mh >> (4 * L)) & 0xF) << 4));
 }
 
 /* Q4_K (five false) and Q5_K blocks of 16 rows, repacked: nibble vectors, Q5_K's fifth
@@ -462,12 +459,13 @@ P_INLINE void r_pack_k4(const void *vw, size_t ws, int nw, int64_t K, void *vpan
             __m512i r[16];
             p_kchunk_rows(vw, ws, nw, b, c, five ? P_Q5_K : P_Q4_K, r);
             /* r[j]: quants 64c + 4j .. +3 per lane; pair j = 2i, 2i+1 into vector 8c + i */
-            for (int i = 0; i < 8; i++)
+            for (int i = 0; i < 8; i++) {
                 _mm512_storeu_si512(dst + (size_t)(8 * c + i) * 64,
                                     _mm512_or_si512(_mm512_and_si512(r[2 * i], m4),
                                                     _mm512_slli_epi16(_mm512_and_si512(r[2 * i + 1], m4), 4)));
+                if (five) r_q5_high(r[2 * i], r[2 * i + 1], 8 * c + i, hb);
+            }
         }
-        if (five) memset(hb, 0, R5_HBYTES);
         for (int i = 0; i < 16; i++) {
             uint8_t sm[16] = {0};
             if (i < nw) {
@@ -475,7 +473,6 @@ P_INLINE void r_pack_k4(const void *vw, size_t ws, int nw, int64_t K, void *vpan
                 const blk_q4_k *w = (const blk_q4_k *)((const char *)vw + (size_t)i * ws + (size_t)b * bsz);
                 quant_k4_unpack(w->scales, sm);
                 d[i] = w->d, dm[i] = w->dmin;
-                if (five) r_q5_high((const blk_q5_k *)w, i, hb);
             }
             for (int s = 0; s < 8; s++) sc[16 * s + i] = sm[s], mn[16 * s + i] = sm[8 + s];
         }
