@@ -256,22 +256,20 @@ P_INLINE __m256i p_q4_0_bytes(const blk_q4_0 *b)
     return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
 }
 
-/* Blocks b and b+1 (when pair) of 16 rows (Q8_0, Q4_0, or Q5_0's nibbles) as unsigned bytes,
- * transposed: r[8h + t] holds quants 4t..4t+3 of each row of block b+h. */
+/* Blocks b and b+1 (when pair) of 16 rows (Q8_0, Q4_0) as unsigned bytes, transposed: r[8h + t]
+ * holds quants 4t..4t+3 of each row of block b+h. */
 P_INLINE void p_gather_32(const void *vw, size_t ws, int nw, int64_t b, const size_t bsz, const bool q4, const bool pair,
                           __m512i r[16])
 {
-    /* Q5_0's nibbles sit after its fifth bits; read as a Q4_0 block from qoff bytes on */
-    const size_t qoff = bsz == sizeof(blk_q5_0) ? offsetof(blk_q5_0, qs) - offsetof(blk_q4_0, qs) : 0;
     for (int i = 0; i < 16; i++) {
         const char *blk = (const char *)vw + (size_t)i * ws + (size_t)b * bsz;
         if (i >= nw) {
             r[i] = _mm512_setzero_si512();
             continue;
         }
-        __m256i lo = q4 ? p_q4_0_bytes((const blk_q4_0 *)(blk + qoff)) : p_q8_flip((const blk_q8_0 *)blk);
+        __m256i lo = q4 ? p_q4_0_bytes((const blk_q4_0 *)blk) : p_q8_flip((const blk_q8_0 *)blk);
         __m256i hi = !pair ? _mm256_setzero_si256()
-                     : q4  ? p_q4_0_bytes((const blk_q4_0 *)(blk + bsz + qoff))
+                     : q4  ? p_q4_0_bytes((const blk_q4_0 *)(blk + bsz))
                            : p_q8_flip((const blk_q8_0 *)(blk + bsz));
         r[i] = p_join(lo, hi);
     }
@@ -333,7 +331,6 @@ P_INLINE void p_aux_32(const void *va, int64_t K, float *aux, const float off)
 
 static void p_aux_q8_0(const void *va, int64_t K, float *aux) { p_aux_32(va, K, aux, 128.f); }
 static void p_aux_q4_0(const void *va, int64_t K, float *aux) { p_aux_32(va, K, aux, 8.f); }
-static void p_aux_q5_0(const void *va, int64_t K, float *aux) { p_aux_32(va, K, aux, 16.f); }
 
 /* full: the stored quants span 0..255 (Q8_0), not 0..15 (Q4_0) */
 P_INLINE void p_q8_0(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs,
@@ -550,25 +547,19 @@ P_INLINE void r_q5_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
     r_k4(K, panel, a, as, aux, xs, s, ss, nw, NA, true);
 }
 
-/* ---- Q8_0, Q4_0 and Q5_0 kept for decode, at the weights' own size (a Q4_0 panel of bytes
- * is twice that, and decode only streams): per block of 32 and 16 rows, Q8_0 keeps its 8
- * quad vectors of q + 128, Q4_0 and Q5_0 4 vectors whose low nibbles hold quants 8v..8v+3
- * of each row and high nibbles 8v+4..8v+7 (as the Q4_K repack), Q5_0 then its fifth bits
- * (added as Q5_K's are); then the 16 rows' f16 scales. The activation sums are the panels'
- * (p_aux_32 with the weights' zero point: 128, 8, 16). ---- */
+/* ---- Q8_0 and Q4_0 kept for decode, at the weights' own size (a Q4_0 panel of bytes is
+ * twice that, and decode only streams): per block of 32 and 16 rows, Q8_0 keeps its 8
+ * quad vectors of q + 128, Q4_0 4 vectors whose low nibbles hold quants 8v..8v+3 of each
+ * row and high nibbles 8v+4..8v+7 (as the Q4_K repack); then the 16 rows' f16 scales.
+ * The activation sums are the panels' (p_aux_q8_0 / p_aux_q4_0). Q5_0's, with Q4_1's and
+ * Q5_1's, is in quant_panel_legacy_avx512.c. ---- */
 #define R8_QBYTES(q4) ((q4) ? 4 * 64 : 8 * 64)
 #define R8_BLOCK_BYTES(q4) (R8_QBYTES(q4) + 32)
-/* Q5_0: Q4_0's nibble vectors, then the 16 rows' fifth bits (each row's qh word in its lane:
- * byte v holds those of nibble vector v, bit t quant 8v + t), then the scales */
-#define R8_BLOCK_BYTES5 (R8_QBYTES(true) + 64 + 32)
-#define R8_BB(q4, q5) ((q5) ? R8_BLOCK_BYTES5 : R8_BLOCK_BYTES(q4))
-#define R8_SCOFF(q4, q5) (R8_QBYTES(q4) + ((q5) ? 64 : 0))
 #ifndef R8_PF
 #define R8_PF 2048 /* bytes fetched ahead: about the Q4_K repack's distance */
 #endif
 
-P_INLINE void r_pack_32(const void *vw, size_t ws, int nw, int64_t K, void *vpanel, const size_t bsz, const bool q4,
-                        const bool q5)
+P_INLINE void r_pack_32(const void *vw, size_t ws, int nw, int64_t K, void *vpanel, const size_t bsz, const bool q4)
 {
     uint8_t *panel = vpanel;
     int64_t nb = K / QK;
@@ -578,51 +569,39 @@ P_INLINE void r_pack_32(const void *vw, size_t ws, int nw, int64_t K, void *vpan
         __m512i r[16];
         p_gather_32(vw, ws, nw, b, bsz, q4, pair, r);
         for (int h = 0; h < (pair ? 2 : 1); h++) {
-            uint8_t *dst = panel + (size_t)(b + h) * R8_BB(q4, q5);
+            uint8_t *dst = panel + (size_t)(b + h) * R8_BLOCK_BYTES(q4);
             uint16_t d[16];
             p_scales_32(vw, ws, nw, b + h, bsz, d);
             for (int v = 0; v < (q4 ? 4 : 8); v++) {
                 __m512i x = q4 ? _mm512_or_si512(r[8 * h + 2 * v], _mm512_slli_epi16(r[8 * h + 2 * v + 1], 4)) : r[8 * h + v];
                 _mm512_storeu_si512(dst + (size_t)v * 64, x);
             }
-            if (q5)
-                for (int i = 0; i < 16; i++) {
-                    uint32_t qh = 0;
-                    if (i < nw) memcpy(&qh, ((const blk_q5_0 *)((const char *)vw + (size_t)i * ws) + b + h)->qh, sizeof qh);
-                    memcpy(dst + R8_QBYTES(q4) + 4 * i, &qh, sizeof qh);
-                }
-            memcpy(dst + R8_SCOFF(q4, q5), d, sizeof d);
+            memcpy(dst + R8_QBYTES(q4), d, sizeof d);
         }
     }
 }
 
 static void r_pack_q8_0(const void *vw, size_t ws, int nw, int64_t K, void *panel)
 {
-    r_pack_32(vw, ws, nw, K, panel, sizeof(blk_q8_0), false, false);
+    r_pack_32(vw, ws, nw, K, panel, sizeof(blk_q8_0), false);
 }
 
 static void r_pack_q4_0(const void *vw, size_t ws, int nw, int64_t K, void *panel)
 {
-    r_pack_32(vw, ws, nw, K, panel, sizeof(blk_q4_0), true, false);
-}
-
-static void r_pack_q5_0(const void *vw, size_t ws, int nw, int64_t K, void *panel)
-{
-    r_pack_32(vw, ws, nw, K, panel, sizeof(blk_q5_0), true, true);
+    r_pack_32(vw, ws, nw, K, panel, sizeof(blk_q4_0), true);
 }
 
 P_INLINE void r_32(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
-                   size_t ss, int nw, const int NA, const bool q4, const bool q5)
+                   size_t ss, int nw, const int NA, const bool q4)
 {
     const __m512i m4 = _mm512_set1_epi8(0xF);
     __m512 tot[QUANT_PANEL_MAX_A];
 #pragma GCC unroll 4
     for (int j = 0; j < NA; j++) tot[j] = _mm512_setzero_ps();
     for (int64_t b = 0; b < K / QK; b++) {
-        const uint8_t *pq = panel + (size_t)b * R8_BB(q4, q5);
-        for (int l = 0; l < R8_BB(q4, q5); l += 64) _mm_prefetch((const char *)pq + R8_PF + l, _MM_HINT_T0);
-        __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pq + R8_SCOFF(q4, q5))));
-        __m512i hv = q5 ? _mm512_loadu_si512(pq + R8_QBYTES(q4)) : _mm512_setzero_si512();
+        const uint8_t *pq = panel + (size_t)b * R8_BLOCK_BYTES(q4);
+        for (int l = 0; l < R8_BLOCK_BYTES(q4); l += 64) _mm_prefetch((const char *)pq + R8_PF + l, _MM_HINT_T0);
+        __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pq + R8_QBYTES(q4))));
         __m512i i0[QUANT_PANEL_MAX_A], i1[QUANT_PANEL_MAX_A];
 #pragma GCC unroll 4
         for (int j = 0; j < NA; j++) i0[j] = i1[j] = _mm512_setzero_si512();
@@ -631,7 +610,6 @@ P_INLINE void r_32(int64_t K, const uint8_t *panel, const char *a, size_t as, co
             for (int v = 0; v < 4; v++) {
                 __m512i x = _mm512_loadu_si512(pq + (size_t)v * 64);
                 __m512i lo = _mm512_and_si512(x, m4), hi = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
-                if (q5) p_add_fifth(hv, v, &lo, &hi);
 #pragma GCC unroll 4
                 for (int j = 0; j < NA; j++) {
                     const int8_t *q = ((const blk_q8_0 *)(a + (size_t)j * as) + b)->qs + 8 * v;
@@ -663,24 +641,17 @@ P_INLINE void r_32(int64_t K, const uint8_t *panel, const char *a, size_t as, co
 P_INLINE void r_q8_0(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
                      size_t ss, int nw, const int NA)
 {
-    r_32(K, panel, a, as, aux, xs, s, ss, nw, NA, false, false);
+    r_32(K, panel, a, as, aux, xs, s, ss, nw, NA, false);
 }
 
 P_INLINE void r_q4_0(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
                      size_t ss, int nw, const int NA)
 {
-    r_32(K, panel, a, as, aux, xs, s, ss, nw, NA, true, false);
-}
-
-P_INLINE void r_q5_0(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
-                     size_t ss, int nw, const int NA)
-{
-    r_32(K, panel, a, as, aux, xs, s, ss, nw, NA, true, true);
+    r_32(K, panel, a, as, aux, xs, s, ss, nw, NA, true);
 }
 
 P_ENTRY(r_gemm_q8_0, r_q8_0)
 P_ENTRY(r_gemm_q4_0, r_q4_0)
-P_ENTRY(r_gemm_q5_0, r_q5_0)
 P_ENTRY(p_gemm_q4_k, p_q4_k)
 P_ENTRY(p_gemm_q6_k, p_q6_k)
 static_assert(P_BLOCK_BYTES == P_K16_BLOCK_BYTES, "Q3_K panels reuse the Q6_K layout");
@@ -722,7 +693,6 @@ static const quant_panel_kernels g_repack_q5_k = {R5_BLOCK_BYTES, 8, r_pack_q5_k
 
 static const quant_panel_kernels g_repack_q8_0 = {R8_BLOCK_BYTES(false), 2, r_pack_q8_0, p_aux_q8_0, r_gemm_q8_0};
 static const quant_panel_kernels g_repack_q4_0 = {R8_BLOCK_BYTES(true), 2, r_pack_q4_0, p_aux_q4_0, r_gemm_q4_0};
-static const quant_panel_kernels g_repack_q5_0 = {R8_BLOCK_BYTES5, 2, r_pack_q5_0, p_aux_q5_0, r_gemm_q5_0};
 
 void QZ_SYM(quant_repack_fill_avx512)(quant_panel_table tab)
 {
@@ -730,7 +700,6 @@ void QZ_SYM(quant_repack_fill_avx512)(quant_panel_table tab)
     tab[CT_Q5_K] = &g_repack_q5_k;
     tab[CT_Q8_0] = &g_repack_q8_0;
     tab[CT_Q4_0] = &g_repack_q4_0;
-    tab[CT_Q5_0] = &g_repack_q5_0;
     QZ_SYM(quant_repack_legacy_fill_avx512)(tab);
 }
 

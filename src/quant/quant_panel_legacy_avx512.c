@@ -58,10 +58,12 @@ P_INLINE __m256i l_bytes(const char *blk, const l_type t)
 /* Blocks b and b+1 (when pair) of 16 rows as bytes, transposed (r[8h + t]: quants 4t..4t+3 of
  * each row of block b+h); rows past nw are zero. nib: the nibbles alone (the decode repack
  * keeps the fifth bits apart). */
+P_INLINE size_t l_bsz(const l_type t) { return t == L_Q4_1 ? sizeof(blk_q4_1) : t == L_Q5_0 ? sizeof(blk_q5_0) : sizeof(blk_q5_1); }
+
 P_INLINE void l_gather(const void *vw, size_t ws, int nw, int64_t b, const l_type t, const bool pair, const bool nib,
                        __m512i r[16])
 {
-    const size_t bsz = t == L_Q4_1 ? sizeof(blk_q4_1) : t == L_Q5_0 ? sizeof(blk_q5_0) : sizeof(blk_q5_1);
+    const size_t bsz = l_bsz(t);
     const size_t qo = t == L_Q4_1 ? offsetof(blk_q4_1, qs) : t == L_Q5_0 ? offsetof(blk_q5_0, qs) : offsetof(blk_q5_1, qs);
     for (int i = 0; i < 16; i++) {
         const char *blk = (const char *)vw + (size_t)i * ws + (size_t)b * bsz;
@@ -79,7 +81,7 @@ P_INLINE void l_gather(const void *vw, size_t ws, int nw, int64_t b, const l_typ
 /* Two blocks of 16 rows per transpose, as the Q8_0 packer does; rows past nw are zero. */
 P_INLINE void l_pack(const void *vw, size_t ws, int nw, int64_t K, void *vpanel, const l_type t)
 {
-    const size_t bsz = t == L_Q4_1 ? sizeof(blk_q4_1) : t == L_Q5_0 ? sizeof(blk_q5_0) : sizeof(blk_q5_1);
+    const size_t bsz = l_bsz(t);
     const size_t pbb = t == L_Q5_0 ? L_BLOCK_BYTES_D : L_BLOCK_BYTES_DM;
     uint8_t *panel = vpanel;
     int64_t nb = K / QK;
@@ -202,26 +204,28 @@ P_INLINE void l_gemm_aff(int64_t K, const uint8_t *panel, const char *a, size_t 
 P_ENTRY(l_gemm_q5_0, l_gemm_off)
 P_ENTRY(l_gemm_q8_1, l_gemm_aff)
 
-/* ---- Q4_1 and Q5_1 kept for decode, at about the weights' size: per block of 32 and 16
- * rows, 4 nibble vectors (low nibbles quants 8v..8v+3 of each row, high nibbles 8v+4..8v+7,
- * as the Q4_0 repack), Q5_1's rows' qh words (byte v: the fifth bits of nibble vector v),
- * then the 16 rows' f16 d and m. The activation sums are the panels' (l_aux_q8_1). ---- */
+/* ---- Q4_1, Q5_0 and Q5_1 kept for decode, at about the weights' size: per block of 32 and
+ * 16 rows, 4 nibble vectors (low nibbles quants 8v..8v+3 of each row, high nibbles 8v+4..8v+7,
+ * as the Q4_0 repack), Q5_0's and Q5_1's rows' qh words (byte v: the fifth bits of nibble
+ * vector v), then the 16 rows' f16 d (and m). The activation sums are the panels'
+ * (l_aux_q5_0, l_aux_q8_1). ---- */
 #define LR_QBYTES (4 * 64)
-#define LR_BLOCK_BYTES(five) (LR_QBYTES + ((five) ? 64 : 0) + 64)
+#define LR_HBYTES(t) ((t) == L_Q4_1 ? 0 : 64)
+#define LR_BLOCK_BYTES(t) (LR_QBYTES + LR_HBYTES(t) + ((t) == L_Q5_0 ? 32 : 64))
 #define LR_PF 2048 /* bytes fetched ahead, as the other decode repacks */
 
-P_INLINE void l_rpack(const void *vw, size_t ws, int nw, int64_t K, void *vpanel, const bool five)
+P_INLINE void l_rpack(const void *vw, size_t ws, int nw, int64_t K, void *vpanel, const l_type t)
 {
-    const size_t bsz = five ? sizeof(blk_q5_1) : sizeof(blk_q4_1);
+    const size_t bsz = l_bsz(t), qho = t == L_Q5_0 ? offsetof(blk_q5_0, qh) : offsetof(blk_q5_1, qh);
     uint8_t *panel = vpanel;
     int64_t nb = K / QK;
     for (int64_t b = 0; b < nb; b += 2) {
         bool pair = b + 1 < nb;
         if (b + 2 < nb) p_prefetch_rows(vw, ws, nw, (size_t)(b + 2) * bsz, 2 * bsz);
         __m512i r[16];
-        l_gather(vw, ws, nw, b, five ? L_Q5_1 : L_Q4_1, pair, true, r);
+        l_gather(vw, ws, nw, b, t, pair, true, r);
         for (int h = 0; h < (pair ? 2 : 1); h++) {
-            uint8_t *dst = panel + (size_t)(b + h) * LR_BLOCK_BYTES(five), *dm = dst + LR_BLOCK_BYTES(five) - 64;
+            uint8_t *dst = panel + (size_t)(b + h) * LR_BLOCK_BYTES(t), *dm = dst + LR_QBYTES + LR_HBYTES(t);
             for (int v = 0; v < 4; v++)
                 _mm512_storeu_si512(dst + (size_t)v * 64, _mm512_or_si512(r[8 * h + 2 * v], _mm512_slli_epi16(r[8 * h + 2 * v + 1], 4)));
             for (int i = 0; i < 16; i++) {
@@ -229,34 +233,37 @@ P_INLINE void l_rpack(const void *vw, size_t ws, int nw, int64_t K, void *vpanel
                 uint16_t dmi[2] = {0, 0};
                 uint32_t qh = 0;
                 if (i < nw) {
-                    memcpy(dmi, blk, sizeof dmi);
-                    if (five) memcpy(&qh, ((const blk_q5_1 *)blk)->qh, sizeof qh);
+                    memcpy(dmi, blk, t == L_Q5_0 ? 2 : 4);
+                    if (t != L_Q4_1) memcpy(&qh, blk + qho, sizeof qh);
                 }
-                if (five) memcpy(dst + LR_QBYTES + 4 * i, &qh, sizeof qh);
+                if (t != L_Q4_1) memcpy(dst + LR_QBYTES + 4 * i, &qh, sizeof qh);
                 memcpy(dm + 2 * i, &dmi[0], 2);
-                memcpy(dm + 32 + 2 * i, &dmi[1], 2);
+                if (t != L_Q5_0) memcpy(dm + 32 + 2 * i, &dmi[1], 2);
             }
         }
     }
 }
 
-static void l_rpack_q4_1(const void *vw, size_t ws, int nw, int64_t K, void *panel) { l_rpack(vw, ws, nw, K, panel, false); }
-static void l_rpack_q5_1(const void *vw, size_t ws, int nw, int64_t K, void *panel) { l_rpack(vw, ws, nw, K, panel, true); }
+static void l_rpack_q4_1(const void *vw, size_t ws, int nw, int64_t K, void *panel) { l_rpack(vw, ws, nw, K, panel, L_Q4_1); }
+static void l_rpack_q5_0(const void *vw, size_t ws, int nw, int64_t K, void *panel) { l_rpack(vw, ws, nw, K, panel, L_Q5_0); }
+static void l_rpack_q5_1(const void *vw, size_t ws, int nw, int64_t K, void *panel) { l_rpack(vw, ws, nw, K, panel, L_Q5_1); }
 
-/* out = sum_b d_w d_a isum + m_w (d_a sum a), as l_gemm's affine path */
+/* l_gemm's two formulas on the kept layout: Q4_1/Q5_1 d_w d_a isum + m_w (d_a sum a), Q5_0
+ * d_w d_a (isum - 16 sum a) */
 P_INLINE void l_rgemm(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
-                      size_t ss, int nw, const int NA, const bool five)
+                      size_t ss, int nw, const int NA, const l_type t)
 {
+    const bool affine = t != L_Q5_0;
     const __m512i m4 = _mm512_set1_epi8(0xF);
     __m512 tot[QUANT_PANEL_MAX_A];
 #pragma GCC unroll 4
     for (int j = 0; j < NA; j++) tot[j] = _mm512_setzero_ps();
     for (int64_t b = 0; b < K / QK; b++) {
-        const uint8_t *pq = panel + (size_t)b * LR_BLOCK_BYTES(five), *dm = pq + LR_BLOCK_BYTES(five) - 64;
-        for (int l = 0; l < LR_BLOCK_BYTES(five); l += 64) _mm_prefetch((const char *)pq + LR_PF + l, _MM_HINT_T0);
+        const uint8_t *pq = panel + (size_t)b * LR_BLOCK_BYTES(t), *dm = pq + LR_QBYTES + LR_HBYTES(t);
+        for (int l = 0; l < LR_BLOCK_BYTES(t); l += 64) _mm_prefetch((const char *)pq + LR_PF + l, _MM_HINT_T0);
         __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dm));
-        __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(dm + 32)));
-        __m512i hv = five ? _mm512_loadu_si512(pq + LR_QBYTES) : _mm512_setzero_si512();
+        __m512 mw = affine ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(dm + 32))) : _mm512_setzero_ps();
+        __m512i hv = t != L_Q4_1 ? _mm512_loadu_si512(pq + LR_QBYTES) : _mm512_setzero_si512();
         __m512i i0[QUANT_PANEL_MAX_A], i1[QUANT_PANEL_MAX_A];
 #pragma GCC unroll 4
         for (int j = 0; j < NA; j++) i0[j] = i1[j] = _mm512_setzero_si512();
@@ -264,10 +271,10 @@ P_INLINE void l_rgemm(int64_t K, const uint8_t *panel, const char *a, size_t as,
         for (int v = 0; v < 4; v++) {
             __m512i x = _mm512_loadu_si512(pq + (size_t)v * 64);
             __m512i lo = _mm512_and_si512(x, m4), hi = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
-            if (five) p_add_fifth(hv, v, &lo, &hi);
+            if (t != L_Q4_1) p_add_fifth(hv, v, &lo, &hi);
 #pragma GCC unroll 4
             for (int j = 0; j < NA; j++) {
-                const int8_t *q = l_act_qs(a, as, j, b, true) + 8 * v;
+                const int8_t *q = l_act_qs(a, as, j, b, affine) + 8 * v;
                 qz_dpbusd_x2(&i0[j], &i1[j], lo, p_bcast4(q), hi, p_bcast4(q + 4));
             }
         }
@@ -275,27 +282,39 @@ P_INLINE void l_rgemm(int64_t K, const uint8_t *panel, const char *a, size_t as,
         for (int j = 0; j < NA; j++) {
             const float *x = aux + (size_t)j * xs + 2 * b;
             __m512 is = _mm512_cvtepi32_ps(_mm512_add_epi32(i0[j], i1[j]));
-            tot[j] = _mm512_fmadd_ps(is, _mm512_mul_ps(dw, _mm512_set1_ps(x[0])), tot[j]);
-            tot[j] = _mm512_fmadd_ps(mw, _mm512_set1_ps(x[1]), tot[j]);
+            if (affine) {
+                tot[j] = _mm512_fmadd_ps(is, _mm512_mul_ps(dw, _mm512_set1_ps(x[0])), tot[j]);
+                tot[j] = _mm512_fmadd_ps(mw, _mm512_set1_ps(x[1]), tot[j]);
+            } else {
+                is = _mm512_sub_ps(is, _mm512_set1_ps(x[0]));
+                tot[j] = _mm512_fmadd_ps(is, _mm512_mul_ps(dw, _mm512_set1_ps(x[1])), tot[j]);
+            }
         }
     }
     p_store(s, ss, tot, nw, NA);
 }
 
-P_INLINE void l_rgemm4(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
-                       size_t ss, int nw, const int NA)
+P_INLINE void l_rgemm41(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
+                        size_t ss, int nw, const int NA)
 {
-    l_rgemm(K, panel, a, as, aux, xs, s, ss, nw, NA, false);
+    l_rgemm(K, panel, a, as, aux, xs, s, ss, nw, NA, L_Q4_1);
 }
 
-P_INLINE void l_rgemm5(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
-                       size_t ss, int nw, const int NA)
+P_INLINE void l_rgemm50(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
+                        size_t ss, int nw, const int NA)
 {
-    l_rgemm(K, panel, a, as, aux, xs, s, ss, nw, NA, true);
+    l_rgemm(K, panel, a, as, aux, xs, s, ss, nw, NA, L_Q5_0);
 }
 
-P_ENTRY(l_rgemm_q4_1, l_rgemm4)
-P_ENTRY(l_rgemm_q5_1, l_rgemm5)
+P_INLINE void l_rgemm51(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
+                        size_t ss, int nw, const int NA)
+{
+    l_rgemm(K, panel, a, as, aux, xs, s, ss, nw, NA, L_Q5_1);
+}
+
+P_ENTRY(l_rgemm_q4_1, l_rgemm41)
+P_ENTRY(l_rgemm_q5_0, l_rgemm50)
+P_ENTRY(l_rgemm_q5_1, l_rgemm51)
 
 QUANT_TARGET_END
 
@@ -303,8 +322,9 @@ static const quant_panel_kernels g_panel_q4_1 = {L_BLOCK_BYTES_DM, 2, l_pack_q4_
 static const quant_panel_kernels g_panel_q5_0 = {L_BLOCK_BYTES_D, 2, l_pack_q5_0, l_aux_q5_0, l_gemm_q5_0};
 static const quant_panel_kernels g_panel_q5_1 = {L_BLOCK_BYTES_DM, 2, l_pack_q5_1, l_aux_q8_1, l_gemm_q8_1};
 
-static const quant_panel_kernels g_repack_q4_1 = {LR_BLOCK_BYTES(false), 2, l_rpack_q4_1, l_aux_q8_1, l_rgemm_q4_1};
-static const quant_panel_kernels g_repack_q5_1 = {LR_BLOCK_BYTES(true), 2, l_rpack_q5_1, l_aux_q8_1, l_rgemm_q5_1};
+static const quant_panel_kernels g_repack_q4_1 = {LR_BLOCK_BYTES(L_Q4_1), 2, l_rpack_q4_1, l_aux_q8_1, l_rgemm_q4_1};
+static const quant_panel_kernels g_repack_q5_0 = {LR_BLOCK_BYTES(L_Q5_0), 2, l_rpack_q5_0, l_aux_q5_0, l_rgemm_q5_0};
+static const quant_panel_kernels g_repack_q5_1 = {LR_BLOCK_BYTES(L_Q5_1), 2, l_rpack_q5_1, l_aux_q8_1, l_rgemm_q5_1};
 
 void QZ_SYM(quant_panel_legacy_fill_avx512)(quant_panel_table tab)
 {
@@ -316,6 +336,7 @@ void QZ_SYM(quant_panel_legacy_fill_avx512)(quant_panel_table tab)
 void QZ_SYM(quant_repack_legacy_fill_avx512)(quant_panel_table tab)
 {
     tab[CT_Q4_1] = &g_repack_q4_1;
+    tab[CT_Q5_0] = &g_repack_q5_0;
     tab[CT_Q5_1] = &g_repack_q5_1;
 }
 #else
