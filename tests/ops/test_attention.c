@@ -253,7 +253,7 @@ static void test_sdpa(void)
         {1, 2, 1, 3, 0, 8, 8, false, 0, 0, CT_F32, 0, 0},       /* Tk = 0 */
         {0, 2, 1, 3, 4, 8, 8, false, 0, 0, CT_F32, 0, 0},       /* B = 0 */
         {1, 1, 1, 1, 1, 1, 1, false, 0, 0, CT_F16, 0, 0},
-        /* prefill without a mask takes the 16 x 16 tile kernel at AVX-512 (attention_tile.c): partial
+        /* prefill without a mask takes the tile kernels at AVX2 and AVX-512 (attention_tile*.c): partial
          * query blocks and key chunks, f16 caches, a window, Dv != D, a large scale */
         {1, 4, 2, 37, 70, 64, 64, true, 0, 0, CT_F16, 1, 0},
         {2, 2, 1, 20, 50, 16, 24, true, 7, 0, CT_F16, 0, 0},
@@ -272,7 +272,6 @@ static void test_sdpa(void)
     cpu_simd_set_level(hw);
 }
 
-/* q in bf16 and k/v in f64 are converted by the frontend. */
 /* Prefill (several query rows): a NaN in one row's query gives that row NaNs and leaves the
  * others as they are, at every SIMD level (the tile kernel keeps rows in vector lanes). */
 static void test_sdpa_nan_prefill(void)
@@ -305,6 +304,7 @@ static void test_sdpa_nan_prefill(void)
     cpu_simd_set_level(hw);
 }
 
+/* q in bf16 and k/v in f64 are converted by the frontend. */
 static void test_sdpa_casts(void)
 {
     th_rng r = {302};
