@@ -15,13 +15,32 @@ bool fuse_same_view(const ct_tensor *a, const ct_tensor *b)
     return true;
 }
 
+/* Whether two device copies, pieces of one recorded step's arena, hold bytes [alo, ahi) and
+ * [blo, bhi) of their storages in the same place: the arena gives two intermediates whose
+ * lifetimes do not meet the same bytes, and a fused group runs several ops' lifetimes as
+ * one (a linear's input, last read by the linear, beside the add's output after it). On a
+ * backend whose pointers are handles the pieces share the arena's handle, at offsets. */
+static bool arena_pieces_meet(const ct_storage_copy *a, size_t alo, size_t ahi, const ct_storage_copy *b, size_t blo,
+                              size_t bhi)
+{
+    if (a->dev != b->dev || !a->buf.borrowed || !b->buf.borrowed || !a->buf.ptr || !b->buf.ptr) return false;
+    uintptr_t pa = a->buf.offset, pb = b->buf.offset;
+    if (a->buf.ptr != b->buf.ptr) pa += (uintptr_t)a->buf.ptr, pb += (uintptr_t)b->buf.ptr;
+    return pa + alo < pb + bhi && pb + blo < pa + ahi;
+}
+
 bool fuse_overlap(const ct_tensor *a, const ct_tensor *b)
 {
-    if (!a || !b || a->st != b->st) return false;
+    if (!a || !b) return false;
     size_t alo, ahi, blo, bhi;
     tensor_byte_range(a, &alo, &ahi);
     tensor_byte_range(b, &blo, &bhi);
-    return alo < ahi && blo < bhi && alo < bhi && blo < ahi;
+    if (alo >= ahi || blo >= bhi) return false;
+    if (a->st == b->st) return alo < bhi && blo < ahi;
+    for (int i = 0; i < a->st->n_copies; i++)
+        for (int j = 0; j < b->st->n_copies; j++)
+            if (arena_pieces_meet(&a->st->copies[i], alo, ahi, &b->st->copies[j], blo, bhi)) return true;
+    return false;
 }
 
 static bool f32_dense(const ct_tensor *t) { return t && t->dtype == CT_F32 && tensor_is_contiguous(t); }

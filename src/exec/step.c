@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fuse.h"
 #include "exec/state.h"
 
 #define STEP_ALIGN 64
@@ -284,24 +285,82 @@ int step_plan_conflicts(const ct_step *s)
 
 static ct_device *copy_device(const ct_storage_copy *c) { return c->dev ? c->dev : exec_host_device(); }
 
-/* One slot per device copy of each intermediate. */
+/* ---- fused launches: one lifetime for a group's buffers ---- */
+
+static bool any_group(void *ctx, const ct_op *ops, const fuse_group *g)
+{
+    (void)ctx, (void)ops, (void)g;
+    return true;
+}
+
+/* span[i] = the ops [lo, hi] that op i may be launched with as one kernel: a group of
+ * core/fuse.c's (every kind allowed, so each backend's groups lie inside these), a linear
+ * group together with the rope group after it (the CUDA q/k/v job's rope epilogue). Such
+ * a kernel reads its inputs while it writes its outputs, so its buffers must not share
+ * bytes although their ops' lifetimes do not meet: a linear's input, last read by the
+ * linear, got the bytes of the add's output after it, and the fused linear+add wrote over x
+ * while other blocks still read it (F16 decode on an H200: logits that changed from run
+ * to run). */
+typedef struct op_span {
+    int lo, hi;
+} op_span;
+
+static op_span *fuse_spans(ct_step *s)
+{
+    int n = s->n_ops;
+    op_span *span = malloc(sizeof *span * (size_t)(n ? n : 1));
+    ct_op *ops = malloc(sizeof *ops * (size_t)(n ? n : 1));
+    fuse_group *g = malloc(sizeof *g * (size_t)(n ? n : 1));
+    if (!span || !ops || !g) {
+        free(span), free(ops), free(g);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) { /* the recorded copies: the ops' own tensors may be freed by now */
+        step_op *o = &s->ops[i];
+        ops[i] = o->op;
+        for (int j = 0; j < o->op.n_src; j++) ops[i].src[j] = o->has_src[j] ? &o->src[j] : NULL;
+        ops[i].dst = &o->dst;
+    }
+    fuse_caps caps = {NULL, any_group, any_group, any_group};
+    int ng = fuse_plan(ops, n, &caps, g);
+    for (int k = 0; k < ng; k++) {
+        int hi = g[k].first + g[k].n - 1;
+        if (g[k].kind == FUSE_MV && k + 1 < ng && g[k + 1].kind == FUSE_ROPE) hi = g[k + 1].first + g[k + 1].n - 1;
+        for (int i = g[k].first; i <= hi; i++) span[i] = (op_span){g[k].first, hi};
+        if (hi > g[k].first + g[k].n - 1) k++;
+    }
+    free(ops), free(g);
+    return span;
+}
+
+/* One slot per device copy of each intermediate, alive over the spans of its first and
+ * last ops. */
 static ct_status gather_slots(ct_step *s)
 {
+    op_span *span = fuse_spans(s);
+    if (!span) return core_err(CT_ERR_OOM, "ct_step_end: out of memory planning %d ops", s->n_ops);
     int n = 0;
     for (int b = 0; b < s->n_bufs; b++)
         if (s->bufs[b].inter) n += s->bufs[b].st->n_copies;
     s->slots = calloc((size_t)(n ? n : 1), sizeof *s->slots);
-    if (!s->slots) return core_err(CT_ERR_OOM, "ct_step_end: out of memory");
+    if (!s->slots) {
+        free(span);
+        return core_err(CT_ERR_OOM, "ct_step_end: out of memory");
+    }
     for (int b = 0; b < s->n_bufs; b++) {
         step_buf *sb = &s->bufs[b];
         if (!sb->inter) continue;
         for (int c = 0; c < sb->st->n_copies; c++) {
             if (!sb->st->copies[c].buf.ptr) continue;
             size_t size = (sb->st->nbytes + STEP_ALIGN - 1) / STEP_ALIGN * STEP_ALIGN;
-            s->slots[s->n_slots++] = (step_slot){b, c, copy_device(&sb->st->copies[c]), size ? size : STEP_ALIGN, 0,
-                                                 sb->first, sb->output ? s->n_ops : sb->last};
+            /* ops past a rewind's mark have no span: their own index */
+            int lo = sb->first < s->n_ops ? span[sb->first].lo : sb->first;
+            int hi = sb->output ? s->n_ops : sb->last < s->n_ops ? span[sb->last].hi : sb->last;
+            s->slots[s->n_slots++] =
+                (step_slot){b, c, copy_device(&sb->st->copies[c]), size ? size : STEP_ALIGN, 0, lo, hi};
         }
     }
+    free(span);
     return CT_OK;
 }
 

@@ -106,6 +106,49 @@ out:
     ct_tensor_free(x);
 }
 
+/* ---- a linear and the add after it: one fused launch on a GPU ---- */
+
+/* x = tanh(in) dies at the linear, z = linear(x) + r is born at the add after it: their
+ * lifetimes do not meet, but a backend runs linear + add as one kernel that reads x while
+ * it writes z (core/fuse.c's group), so the plan must not give them the same bytes. Found
+ * on an H200: F16 decode's fused o-projection + residual overwrote its input. */
+static void test_fused_group_arena(void)
+{
+    th_rng r = {7};
+    int64_t K = 1024, N = 512, xs[2] = {1, K}, ws[2] = {N, K}, rs[2] = {1, N};
+    ct_tensor *in = th_random(&r, 2, xs, CT_F32, -1, 1), *w = th_random(&r, 2, ws, CT_F32, -1, 1);
+    ct_tensor *res = th_random(&r, 2, rs, CT_F32, -1, 1), *x = NULL, *y = NULL, *z = NULL, *want = NULL;
+    ct_step *st = NULL;
+    /* on the CPU: one copy per buffer, and the replay bit for bit the eager ops (a GPU would
+     * fuse linear + add into a kernel that sums in another order) */
+    CHECK_OK(ct_exec_force_device("cpu"));
+    CHECK_OK(ct_step_begin());
+    CHECK_OK(ct_tanh(in, &x));
+    CHECK_OK(ct_linear(x, w, NULL, &y));
+    ct_tensor_free(x);
+    CHECK_OK(ct_add(y, res, &z));
+    ct_tensor_free(y);
+    CHECK_OK(ct_step_end(&st));
+    if (st) {
+        ct_step_info info;
+        CHECK_OK(ct_step_get_info(st, &info));
+        CHECK_MSG(step_plan_conflicts(st) == 0, "%d pairs of live buffers share bytes", step_plan_conflicts(st));
+        /* x, y and z each their own bytes (z could have reused x's, were the ops apart) */
+        size_t sum = (size_t)(K + N + N) * sizeof(float);
+        CHECK_MSG(info.arena_bytes == sum, "arena %zu bytes, want %zu", info.arena_bytes, sum);
+        CHECK_OK(ct_step_run(st));
+        ct_tensor *t = NULL, *l = NULL;
+        CHECK_OK(ct_tanh(in, &t));
+        CHECK_OK(ct_linear(t, w, NULL, &l));
+        CHECK_OK(ct_add(l, res, &want));
+        CHECK_MSG(same_bytes(z, want), "the replayed step differs from eager");
+        ct_tensor_free(t), ct_tensor_free(l);
+    }
+    ct_exec_force_device(NULL);
+    ct_step_free(st);
+    ct_tensor_free(in), ct_tensor_free(w), ct_tensor_free(res), ct_tensor_free(z), ct_tensor_free(want);
+}
+
 /* ---- every op the LLM's decode uses, at changing positions ---- */
 
 enum { D = 64, HQ = 4, HKV = 2, HD = 16, NCTX = 48, V = 40, FF = 96 };
@@ -558,6 +601,7 @@ int main(int argc, char **argv)
 {
     th_args(argc, argv);
     RUN(test_chain_arena);
+    RUN(test_fused_group_arena);
     RUN(test_llm_ops_swiglu);
     RUN(test_llm_ops_geglu_window);
     RUN(test_stale_and_errors);
