@@ -260,6 +260,9 @@ static void test_sdpa(void)
         {1, 3, 3, 17, 17, 8, 8, false, 0, 0, CT_F32, 0, 4.0},
         {1, 2, 2, 5, 33, 256, 256, true, 0, 0, CT_F16, 0, 0},
     };
+    /* the CPU's kernels at each SIMD level: on a machine with a GPU the chain would send these
+     * prompts to its tensor-core attention, whose f16 rounding test_cuda_nn bounds */
+    CHECK_OK(ct_exec_force_device("cpu"));
     cpu_simd hw = cpu_simd_level();
     for (int lvl = 0; lvl <= (int)hw; lvl++) {
         cpu_simd_set_level((cpu_simd)lvl);
@@ -270,6 +273,7 @@ static void test_sdpa(void)
         }
     }
     cpu_simd_set_level(hw);
+    ct_exec_force_device(NULL);
 }
 
 /* Prefill (several query rows): a NaN in one row's query gives that row NaNs and leaves the
