@@ -94,12 +94,15 @@ static void test_softmax(void)
     if (!dev()) return;
     static const ct_dtype dts[] = {CT_F32, CT_F16, CT_BF16};
     /* rows cached in shared memory (256 or 1024 threads; 12270 floats: just under the default
-     * 48 KiB, which the kernel's static buffer shares), rows too long to cache, short rows */
-    static const int64_t shapes[][3] = {{37, 1000, 0}, {300, 17, 0}, {3, 50001, 0}, {64, 3, 0}, {4, 6, 130},
-                                        {2, 70001, 0}, {5, 20000, 0}, {3, 12270, 0}};
+     * 48 KiB, which the kernel's static buffer shares), rows too long to cache, short rows;
+     * dense rows of whole 16-byte chunks held in registers (1000, 20000), at the register
+     * path's limit (32768 f32 / 65536 f16 values) and one chunk past it (32772 f32, 65544 f16) */
+    static const int64_t shapes[][3] = {{37, 1000, 0}, {300, 17, 0},   {3, 50001, 0},  {64, 3, 0},
+                                        {4, 6, 130},   {2, 70001, 0},  {5, 20000, 0},  {3, 12270, 0},
+                                        {2, 32768, 0}, {2, 32772, 0}, {2, 65536, 0}, {2, 65544, 0}};
     uint64_t seed = 1;
     for (int d = 0; d < 3; d++)
-        for (int si = 0; si < 8; si++)
+        for (int si = 0; si < 12; si++)
             for (int variant = 0; variant < 4; variant++) {
                 int nd = shapes[si][2] ? 3 : 2;
                 ct_tensor *x = rnd(seed++, dts[d], nd, shapes[si], -8, 8);
@@ -126,9 +129,10 @@ static ct_status norm_fn(ct_tensor *const *in, int n_in, ct_tensor **out, void *
     norm_ctx *c = vctx;
     ct_tensor *x = in[0], *t = NULL;
     ct_status s = CT_OK;
-    if (c->narrow) { /* rows that are not adjacent: a column range of a wider tensor */
+    if (c->narrow) { /* rows that are not adjacent: a column range of a wider tensor (narrow 2:
+                      * from column 0, so the first row is aligned and the next ones are not) */
         int nd = ct_tensor_ndim(x);
-        s = ct_narrow(x, nd - 1, 1, ct_tensor_shape(x)[nd - 1] - 2, &t), x = t;
+        s = ct_narrow(x, nd - 1, c->narrow == 2 ? 0 : 1, ct_tensor_shape(x)[nd - 1] - 2, &t), x = t;
     }
     ct_tensor *w = n_in > 1 ? in[1] : NULL, *b = n_in > 2 ? in[2] : NULL;
     if (s == CT_OK) {
@@ -144,18 +148,21 @@ static void test_rms_norm(void)
 {
     if (!dev()) return;
     static const ct_dtype dts[] = {CT_F32, CT_F16, CT_BF16};
-    static const int64_t shapes[][3] = {{5, 7, 2050}, {33, 4099, 0}, {3, 40000, 0}, {9, 1, 0}, {2, 60001, 0}};
+    /* odd widths; whole 16-byte chunks (2048 after narrowing 2050, 4096, 40000: registers) */
+    static const int64_t shapes[][3] = {{5, 7, 2050}, {33, 4099, 0}, {3, 40000, 0},
+                                        {9, 1, 0},    {2, 60001, 0}, {6, 4096, 0}};
     uint64_t seed = 100;
     for (int d = 0; d < 3; d++)
-        for (int si = 0; si < 5; si++)
-            for (int variant = 0; variant < 3; variant++) {
+        for (int si = 0; si < 6; si++)
+            for (int variant = 0; variant < 4; variant++) {
                 int nd = shapes[si][2] ? 3 : 2;
-                if (variant == 2 && shapes[si][nd - 1] < 3) continue;
+                if (variant >= 2 && shapes[si][nd - 1] < 3) continue;
                 ct_tensor *in[2] = {rnd(seed++, dts[d], nd, shapes[si], -3, 3), NULL};
-                int64_t D = shapes[si][nd - 1] - (variant == 2 ? 2 : 0);
-                /* variants: f32 weight, no weight, a narrowed input with an f16 weight */
-                if (variant != 1) in[1] = rnd(seed++, variant == 2 ? CT_F16 : CT_F32, 1, &D, 0.5, 1.5);
-                norm_ctx c = {.kind = 0, .narrow = variant == 2, .eps = 1e-6};
+                int64_t D = shapes[si][nd - 1] - (variant >= 2 ? 2 : 0);
+                /* variants: f32 weight, no weight, a narrowed input (from column 1 or 0) with an
+                 * f16 weight */
+                if (variant != 1) in[1] = rnd(seed++, variant >= 2 ? CT_F16 : CT_F32, 1, &D, 0.5, 1.5);
+                norm_ctx c = {.kind = 0, .narrow = variant >= 2 ? variant - 1 : 0, .eps = 1e-6};
                 char what[96];
                 snprintf(what, sizeof what, "rms_norm %s shape#%d variant %d", ct_dtype_name(dts[d]), si, variant);
                 dc(what, norm_fn, in, variant == 1 ? 1 : 2, &c, tol_of(dts[d]));
@@ -168,21 +175,24 @@ static void test_layer_norm(void)
     if (!dev()) return;
     static const ct_dtype dts[] = {CT_F32, CT_F16, CT_BF16};
     uint64_t seed = 200;
-    for (int d = 0; d < 3; d++)
-        for (int variant = 0; variant < 3; variant++) {
-            int64_t shape[3] = {6, 13, 515};
-            int k = variant == 1 ? 2 : 1;
-            ct_tensor *in[3] = {rnd(seed++, dts[d], 3, shape, -2, 5), NULL, NULL};
-            if (variant != 2) {
-                in[1] = rnd(seed++, CT_F32, k, shape + 3 - k, 0.5, 1.5);
-                in[2] = rnd(seed++, CT_F16, k, shape + 3 - k, -1, 1);
+    /* an odd width, and one of whole 16-byte chunks (rows held in registers) */
+    for (int wi = 0; wi < 2; wi++)
+        for (int d = 0; d < 3; d++)
+            for (int variant = 0; variant < 3; variant++) {
+                int64_t shape[3] = {6, 13, wi ? 512 : 515};
+                int k = variant == 1 ? 2 : 1;
+                ct_tensor *in[3] = {rnd(seed++, dts[d], 3, shape, -2, 5), NULL, NULL};
+                if (variant != 2) {
+                    in[1] = rnd(seed++, CT_F32, k, shape + 3 - k, 0.5, 1.5);
+                    in[2] = rnd(seed++, CT_F16, k, shape + 3 - k, -1, 1);
+                }
+                norm_ctx c = {.kind = 1, .norm_ndim = k, .eps = 1e-5};
+                char what[96];
+                snprintf(what, sizeof what, "layer_norm %s width %lld norm_ndim %d variant %d", ct_dtype_name(dts[d]),
+                         (long long)shape[2], k, variant);
+                dc(what, norm_fn, in, variant == 2 ? 1 : 3, &c, tol_of(dts[d]));
+                free_all(in, 3);
             }
-            norm_ctx c = {.kind = 1, .norm_ndim = k, .eps = 1e-5};
-            char what[96];
-            snprintf(what, sizeof what, "layer_norm %s norm_ndim %d variant %d", ct_dtype_name(dts[d]), k, variant);
-            dc(what, norm_fn, in, variant == 2 ? 1 : 3, &c, tol_of(dts[d]));
-            free_all(in, 3);
-        }
 }
 
 static void test_batch_norm(void)

@@ -193,6 +193,35 @@ __device__ __forceinline__ void row_write(const T *x, T *y, int64_t n, int64_t x
 
 __host__ __device__ __forceinline__ bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
+/* What a row op writes for element i of value v, once the row's statistics are known. */
+struct softmax_out {
+    float m, inv, lse;
+    int log_mode;
+    __device__ float operator()(int64_t, float v) const { return log_mode ? (v - m) - lse : __expf(v - m) * inv; }
+};
+__device__ __forceinline__ softmax_out make_softmax_out(float m, float s, int log_mode)
+{
+    return {m, (float)(1.0 / (double)s), log_mode ? (float)::log((double)s) : 0.0f, log_mode};
+}
+/* rms norm (b == nullptr, mean 0) and layer norm */
+struct norm_out {
+    float mean, rstd;
+    const void *w, *b;
+    ct_dtype wdt, bdt;
+    int64_t ws;
+    __device__ float operator()(int64_t i, float v) const
+    {
+        float r = (v - mean) * rstd;
+        if (w) r *= ld_dyn(w, i * ws, wdt);
+        if (b) r += ld_dyn(b, i, bdt);
+        return r;
+    }
+};
+__device__ __forceinline__ float norm_rstd(float sq, int64_t n, double eps)
+{
+    return (float)(1.0 / sqrt((double)sq / (double)n + eps));
+}
+
 template <typename T>
 __global__ void __launch_bounds__(ROW_THREADS) softmax_kernel(const T *x, T *y, nn_rows rows, int64_t n, int64_t xs,
                                                               int64_t ys, int log_mode, int cached)
@@ -215,13 +244,7 @@ __global__ void __launch_bounds__(ROW_THREADS) softmax_kernel(const T *x, T *y, 
     if (buf) __syncthreads();
     float m = block_max(tm, red);
     float s = block_sum(ts * __expf(tm - m), red);
-    if (log_mode) {
-        float lse = (float)::log((double)s);
-        row_write(xr, yr, n, xs, ys, vec, buf, [&](int64_t, float v) { return (v - m) - lse; });
-    } else {
-        float inv = (float)(1.0 / (double)s);
-        row_write(xr, yr, n, xs, ys, vec, buf, [&](int64_t, float v) { return __expf(v - m) * inv; });
-    }
+    row_write(xr, yr, n, xs, ys, vec, buf, make_softmax_out(m, s, log_mode));
 }
 
 template <typename T>
@@ -243,11 +266,7 @@ __global__ void __launch_bounds__(ROW_THREADS) norm_kernel(int kind, const T *x,
         row_each(xr, n, xs, vec, buf, [&](float v) { ss += v * v; });
         if (buf) __syncthreads();
         ss = block_sum(ss, red);
-        float sc = (float)(1.0 / sqrt((double)ss / (double)n + eps));
-        row_write(xr, yr, n, xs, ys, vec, buf, [&](int64_t i, float v) {
-            float r = v * sc;
-            return w ? r * ld_dyn(w, i * ws, wdt) : r;
-        });
+        row_write(xr, yr, n, xs, ys, vec, buf, norm_out{0.0f, norm_rstd(ss, n, eps), w, nullptr, wdt, bdt, ws});
         return;
     }
     float sum = 0.0f;
@@ -260,13 +279,112 @@ __global__ void __launch_bounds__(ROW_THREADS) norm_kernel(int kind, const T *x,
         var += d * d;
     }
     var = block_sum(var, red);
-    float rstd = (float)(1.0 / sqrt((double)var / (double)n + eps));
-    row_write(xr, yr, n, xs, ys, vec, buf, [&](int64_t i, float v) {
-        float r = (v - mean) * rstd;
-        if (w) r *= ld_dyn(w, i * ws, wdt);
-        if (b) r += ld_dyn(b, i, bdt);
-        return r;
-    });
+    row_write(xr, yr, n, xs, ys, vec, buf, norm_out{mean, norm_rstd(var, n, eps), w, b, wdt, bdt, ws});
+}
+
+/* Dense rows of at most REG_CHUNKS 16-byte chunks per thread stay in registers, raw, from
+ * the load to the write: every load is issued before the first reduction and no element
+ * passes through shared memory. The f32 shared-memory cache above costs f16 rows bank
+ * conflicts (a thread's 8 values are 32 bytes apart from its neighbour's) and keeps one
+ * block per SM on long rows. */
+constexpr int REG_CHUNKS = 8;
+
+template <typename T> struct reg_row {
+    static constexpr int E = 16 / sizeof(T);
+    uint4 raw[REG_CHUNKS];
+    int nv; /* chunks in the row (at most REG_CHUNKS * ROW_THREADS) */
+
+    __device__ reg_row(const T *x, int64_t n) : nv((int)(n / E))
+    {
+#pragma unroll
+        for (int k = 0; k < REG_CHUNKS; k++) {
+            int c = threadIdx.x + k * blockDim.x;
+            if (c < nv) raw[k] = ((const uint4 *)x)[c];
+        }
+    }
+    template <typename F> __device__ void each(F f) const
+    {
+#pragma unroll
+        for (int k = 0; k < REG_CHUNKS; k++) {
+            int c = threadIdx.x + k * blockDim.x;
+            if (c < nv) chunk_each<T>(raw[k], c, f);
+        }
+    }
+    template <typename G> __device__ void write(T *y, G g) const
+    {
+#pragma unroll
+        for (int k = 0; k < REG_CHUNKS; k++) {
+            int c = threadIdx.x + k * blockDim.x;
+            if (c >= nv) continue;
+            uint4 outv;
+            T *o = (T *)&outv;
+            const T *e = (const T *)&raw[k];
+#pragma unroll
+            for (int u = 0; u < E; u++) o[u] = from_f<T>(g(c * E + u, to_f<T>(e[u])));
+            ((uint4 *)y)[c] = outv;
+        }
+    }
+};
+
+/* The register path of softmax and the norms (kind: 0 rms, 1 layer, 2 softmax, 3 log
+ * softmax; SM: kind >= 2, a kernel of its own so neither carries the other's registers);
+ * every row is dense and 16-byte aligned (reg_row_threads checked). */
+template <typename T, bool SM>
+__global__ void __launch_bounds__(ROW_THREADS) reg_row_kernel(int kind, const T *x, T *y, nn_rows rows, int64_t n,
+                                                              const void *w, ct_dtype wdt, int64_t ws, const void *b,
+                                                              ct_dtype bdt, double eps)
+{
+    __shared__ float red[33];
+    int64_t ox, oy;
+    row_offsets(rows, blockIdx.x, &oy, &ox);
+    T *yr = y + oy;
+    reg_row<T> row(x + ox, n);
+    if constexpr (SM) {
+        float tm = -INFINITY;
+        row.each([&](int64_t, float v) { tm = fmaxf(tm, v); });
+        float m = block_max(tm, red);
+        float ts = 0.0f;
+        row.each([&](int64_t, float v) { ts += __expf(v - m); });
+        row.write(yr, make_softmax_out(m, block_sum(ts, red), kind == 3));
+        return;
+    }
+    float mean = 0.0f;
+    if (kind == 1) {
+        float sum = 0.0f;
+        row.each([&](int64_t, float v) { sum += v; });
+        mean = block_sum(sum, red) / (float)n;
+    }
+    float sq = 0.0f;
+    row.each([&](int64_t, float v) { sq += (v - mean) * (v - mean); });
+    row.write(yr, norm_out{mean, norm_rstd(block_sum(sq, red), n, eps), w, kind == 1 ? b : nullptr, wdt, bdt, ws});
+}
+
+/* Threads for the register path of rows of n elements, or 0 when they do not fit it (not
+ * dense, not every row 16-byte aligned, or too long): about four chunks a thread. */
+template <typename T> int reg_row_threads(const void *x, const void *y, const nn_rows &rows, int64_t n, int64_t xs,
+                                          int64_t ys)
+{
+    constexpr int64_t E = 16 / sizeof(T);
+    if (xs != 1 || ys != 1 || n % E != 0 || !aligned16(x) || !aligned16(y)) return 0;
+    for (int d = 0; d < rows.nd; d++)
+        if (rows.shape[d] > 1 && (rows.st[0][d] % E != 0 || rows.st[1][d] % E != 0)) return 0;
+    int64_t nv = n / E, t = 128;
+    while (t < ROW_THREADS && t * 4 < nv) t *= 2;
+    return nv <= t * REG_CHUNKS ? (int)t : 0;
+}
+
+template <typename T>
+cudaError_t reg_row_launch(int kind, const void *x, void *y, nn_rows rows, int64_t n_rows, int64_t n, int threads,
+                           const void *w, ct_dtype wdt, int64_t ws, const void *b, ct_dtype bdt, double eps,
+                           cudaStream_t s)
+{
+    if (kind >= 2)
+        reg_row_kernel<T, true><<<(unsigned)n_rows, threads, 0, s>>>(kind, (const T *)x, (T *)y, rows, n, w, wdt, ws, b,
+                                                                     bdt, eps);
+    else
+        reg_row_kernel<T, false><<<(unsigned)n_rows, threads, 0, s>>>(kind, (const T *)x, (T *)y, rows, n, w, wdt, ws,
+                                                                      b, bdt, eps);
+    return cudaGetLastError();
 }
 
 /* Long rows get more threads: a block per SM (their cache fills shared memory) must still
@@ -295,6 +413,8 @@ template <typename T>
 cudaError_t softmax_t(const void *x, void *y, nn_rows rows, int64_t n_rows, int64_t n, int64_t xs, int64_t ys, int log,
                       size_t smem_max, cudaStream_t s)
 {
+    int rt = reg_row_threads<T>(x, y, rows, n, xs, ys);
+    if (rt) return reg_row_launch<T>(log ? 3 : 2, x, y, rows, n_rows, n, rt, nullptr, CT_F32, 0, nullptr, CT_F32, 0.0, s);
     size_t sm = row_cache_bytes(n, smem_max);
     cudaError_t e = set_smem(softmax_kernel<T>, sm, smem_max);
     if (e != cudaSuccess) return e;
@@ -307,6 +427,8 @@ cudaError_t norm_t(int kind, const void *x, void *y, nn_rows rows, int64_t n_row
                    const void *w, ct_dtype wdt, int64_t ws, const void *b, ct_dtype bdt, double eps, size_t smem_max,
                    cudaStream_t s)
 {
+    int rt = reg_row_threads<T>(x, y, rows, n, xs, ys);
+    if (rt) return reg_row_launch<T>(kind, x, y, rows, n_rows, n, rt, w, wdt, ws, b, bdt, eps, s);
     size_t sm = row_cache_bytes(n, smem_max);
     cudaError_t e = set_smem(norm_kernel<T>, sm, smem_max);
     if (e != cudaSuccess) return e;
