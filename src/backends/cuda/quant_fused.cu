@@ -86,7 +86,7 @@ __global__ void quantize_q8_kernel(const float *__restrict__ x, int64_t x_row, i
     if (gw >= M * nb) return;
     int64_t m = gw / nb, b = gw % nb;
     pdl_wait();
-    q8_block(x[m * x_row + b * 32 + lane], lane, q + m * K + b * 32, d + m * nb + b, s8 + m * (K / 8) + b * 4);
+    q8_block(ld_act(x + m * x_row + b * 32 + lane), lane, q + m * K + b * 32, d + m * nb + b, s8 + m * (K / 8) + b * 4);
 }
 
 template <typename W> __device__ __forceinline__ float wload(const W *w, int64_t i);
@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(RMS_THREADS) rms_q8_kernel(const float *__rest
     float ss = 0.f, t[4] = {0.f, 0.f, 0.f, 0.f};
     for (int64_t i = threadIdx.x; i < K; i += 4 * RMS_THREADS) {
 #pragma unroll
-        for (int j = 0; j < 4; j++) t[j] = i + RMS_THREADS * j < K ? xr[i + RMS_THREADS * j] : 0.f;
+        for (int j = 0; j < 4; j++) t[j] = i + RMS_THREADS * j < K ? ld_act(xr + i + RMS_THREADS * j) : 0.f;
 #pragma unroll
         for (int j = 0; j < 4; j++)
             if (i + RMS_THREADS * j < K) ss = fmaf(t[j], t[j], ss);
@@ -168,7 +168,7 @@ __global__ void __launch_bounds__(RMS_THREADS) rms_q8_kernel(const float *__rest
         bool first = i == i0;
         float v = 0.f;
         if (i < K) {
-            v = first && j0 >= 0 ? (j0 == 0 ? t[0] : j0 == 1 ? t[1] : j0 == 2 ? t[2] : t[3]) : xr[i];
+            v = first && j0 >= 0 ? (j0 == 0 ? t[0] : j0 == 1 ? t[1] : j0 == 2 ? t[2] : t[3]) : ld_act(xr + i);
             v *= s;
             if (w) v *= first && w_early ? w0 : wload<W>(w, i);
             y[m * K + i] = v;

@@ -25,6 +25,7 @@ constexpr int FU_THREADS = 256, FU_WARPS = FU_THREADS / 32;
  * into L2 before it waits, so the weight stream overlaps the norm, the previous job or the
  * launch latency. */
 using cupdl::launch_pdl;
+using cupdl::ld_act;
 using cupdl::pdl_launch_next;
 using cupdl::pdl_wait;
 
@@ -187,10 +188,9 @@ __device__ __forceinline__ void dot_q(const uint8_t *__restrict__ row, int u0, i
 using cuq::dot8;
 
 /* dot8 reading x from shared memory (SH) or through the read-only path. */
-template <bool SH> __device__ __forceinline__ float dot8x(const float *__restrict__ x, const float *v, float s)
+template <bool SH> __device__ __forceinline__ float dot8x(const float *x, const float *v, float s)
 {
-    if constexpr (!SH) return dot8(x, v, s);
-    return cuq::fma8(*(const float4 *)x, *((const float4 *)x + 1), v, s);
+    return cuq::fma8(ldx<SH>((const float4 *)x), ldx<SH>((const float4 *)x + 1), v, s);
 }
 
 /* acc[m] += this lane's chunks of a quantized row, dequantized, times x in f32 (one row of
@@ -206,7 +206,8 @@ __device__ __forceinline__ void dot_deq(const uint8_t *__restrict__ row, int c0,
         int ea, eb;
         cuq::deq_chunk<F>(row, c, v, ea, eb);
 #pragma unroll
-        for (int m = 0; m < M; m++) acc[m] = dot8(x + m * x_row + eb, v + 8, dot8(x + m * x_row + ea, v, acc[m]));
+        for (int m = 0; m < M; m++)
+            acc[m] = dot8x<false>(x + m * x_row + eb, v + 8, dot8x<false>(x + m * x_row + ea, v, acc[m]));
     }
 }
 

@@ -38,9 +38,9 @@ __device__ __forceinline__ void q4k_half_dot(const Q4KHalf *r, int hu, int64_t K
         int64_t u = 2 * (int64_t)pu + jj;
 #pragma unroll
         for (int m = 0; m < M; m++) {
-            int4 X = __ldg((const int4 *)(xq + m * K + 32 * u + 16 * h));
-            float2 S = __ldg((const float2 *)(xs8 + m * (K / 8) + 4 * u + 2 * h));
-            float dx = __ldg(xd + m * (K / 32) + u), xs = S.x + S.y;
+            int4 X = ld_act((const int4 *)(xq + m * K + 32 * u + 16 * h));
+            float2 S = ld_act((const float2 *)(xs8 + m * (K / 8) + 4 * u + 2 * h));
+            float dx = ld_act(xd + m * (K / 32) + u), xs = S.x + S.y;
 #pragma unroll
             for (int i = 0; i < NR; i++) {
                 const uint32_t hd[4] = {r[i].h.x, r[i].h.y, r[i].h.z, r[i].h.w};

@@ -111,9 +111,9 @@ __device__ __forceinline__ void q6k_run_dot(const Q6KRun &r, int ru, int64_t K, 
 #pragma unroll
         for (int c = 0; c < 2; c++) {
             int64_t e = e0 + 64 * c;
-            int4 x4 = __ldg((const int4 *)(xq + m * K + e));
-            float2 s2 = __ldg((const float2 *)(xs8 + m * (K / 8) + e / 8));
-            float dx = __ldg(xd + m * (K / 32) + e / 32);
+            int4 x4 = ld_act((const int4 *)(xq + m * K + e));
+            float2 s2 = ld_act((const float2 *)(xs8 + m * (K / 8) + e / 8));
+            float dx = ld_act(xd + m * (K / 32) + e / 32);
             /* chunk_dot's run layout for an in-order chunk: its 16 quants against X[4h'..4h'+3] */
             int X[8] = {x4.x, x4.y, x4.z, x4.w, x4.x, x4.y, x4.z, x4.w};
             float S[4] = {s2.x, s2.y, s2.x, s2.y};

@@ -16,6 +16,7 @@
 
 #include <stdint.h>
 
+#include "backends/cuda/pdl.cuh"
 #include "backends/cuda/quant_deq.cuh"
 #include "backends/cuda/quant_kernels.h"
 
@@ -33,11 +34,11 @@ __device__ __forceinline__ uint4 ldw128(const void *p)
 __device__ __forceinline__ uint32_t lds32(const uint8_t *p) { return *(const uint32_t *)p; }
 
 /* A load of x's q8 form or f32 copy: from shared memory where the job kernel staged them
- * (SH), else from global memory through the read-only path. */
+ * (SH), else from global memory, where the kernel before wrote them (cupdl::ld_act). */
 template <bool SH, class T> __device__ __forceinline__ T ldx(const T *p)
 {
     if constexpr (SH) return *p;
-    else return __ldg(p);
+    else return cupdl::ld_act(p);
 }
 
 /* The n words of bytes [p, p + 4n) of shared memory where p is 2-byte aligned: n + 1
