@@ -299,6 +299,46 @@ static void test_alias(void)
     pool_free();
 }
 
+/* Distinct intermediates can be pieces of one recorded step's arena at the same bytes
+ * (exec/step.c gives them out by lifetime): the o projection's input and the add's output
+ * there must not merge, since the fused kernel reads x while it writes the sum. Arena
+ * pieces are marked borrowed (their memory is the step's, never freed with the storage);
+ * on a backend whose pointers are handles they share one handle at offsets. */
+static void arena_piece(ct_tensor *t, uintptr_t ptr, size_t offset)
+{
+    t->st->copies[0].buf = (ct_buffer){.ptr = (void *)ptr, .size = t->st->nbytes, .borrowed = true, .offset = offset};
+}
+
+static void test_arena_alias(void)
+{
+    static const struct {
+        uintptr_t att, x1;
+        size_t att_off, x1_off;
+        bool merge;
+    } cases[] = {
+        {0x10000, 0x10000, 0, 0, false},      /* the same bytes */
+        {0x10000, 0x10200, 0, 0, false},      /* x1 starts inside att's 1 KiB */
+        {0x10000, 0x10400, 0, 0, true},       /* side by side */
+        {0x20000, 0x20000, 0, 512, false},    /* one handle, overlapping offsets */
+        {0x20000, 0x20000, 0, 4096, true},    /* one handle, apart */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        layer L;
+        build_layer(&L);
+        arena_piece(L.att, cases[c].att, cases[c].att_off);
+        arena_piece(L.x1, cases[c].x1, cases[c].x1_off);
+        int ng = plan(L.ops + LO, 2, &g_caps, g_out);
+        if (cases[c].merge) EXPECT(g_out, ng, MV(2));
+        else EXPECT(g_out, ng, NO, NO);
+        /* storages that are not arena pieces never share bytes, whatever their pointers */
+        L.x1->st->copies[0].buf.borrowed = false;
+        CHECK(!fuse_overlap(L.att, L.x1));
+        L.x1->st->copies[0].buf = (ct_buffer){0};
+        L.att->st->copies[0].buf = (ct_buffer){0};
+        pool_free();
+    }
+}
+
 static void test_epilogue_misses(void)
 {
     layer L;
@@ -524,6 +564,7 @@ int main(int argc, char **argv)
     RUN(test_bias);
     RUN(test_strided_x);
     RUN(test_alias);
+    RUN(test_arena_alias);
     RUN(test_epilogue_misses);
     RUN(test_rope_misses);
     RUN(test_backend_refuses);

@@ -527,7 +527,26 @@ static void test_view_errors(void)
     CHECK_STATUS(ct_unsqueeze(t, -5, &v), CT_ERR_INVALID_ARG);
     CHECK_STATUS(ct_alias(NULL, &v), CT_ERR_INVALID_ARG);
     CHECK_STATUS(ct_alias(t, NULL), CT_ERR_INVALID_ARG);
+    /* a NULL tensor or a NULL out: an error naming the call, never a crash */
+    CHECK_STATUS(ct_transpose(NULL, 0, 1, &v), CT_ERR_INVALID_ARG);
+    CHECK_STATUS(ct_transpose(t, 0, 1, NULL), CT_ERR_INVALID_ARG);
+    CHECK_STATUS(ct_slice(NULL, 0, 0, 1, 1, &v), CT_ERR_INVALID_ARG);
+    CHECK_STATUS(ct_slice(t, 0, 0, 1, 1, NULL), CT_ERR_INVALID_ARG);
+    CHECK_STATUS(ct_narrow(NULL, 0, 0, 1, &v), CT_ERR_INVALID_ARG);
+    CHECK_STATUS(ct_narrow(t, 0, 0, 1, NULL), CT_ERR_INVALID_ARG);
+    CHECK_STATUS(ct_select(NULL, 0, 0, &v), CT_ERR_INVALID_ARG);
+    CHECK_STATUS(ct_select(t, 0, 0, NULL), CT_ERR_INVALID_ARG);
+    CHECK_STATUS(ct_expand(NULL, 3, s, &v), CT_ERR_INVALID_ARG);
+    CHECK_STATUS(ct_expand(t, 3, s, NULL), CT_ERR_INVALID_ARG);
+    CHECK_STATUS(ct_squeeze(NULL, 0, &v), CT_ERR_INVALID_ARG);
+    CHECK_STATUS(ct_squeeze(t, 0, NULL), CT_ERR_INVALID_ARG);
+    CHECK_STATUS(ct_unsqueeze(NULL, 0, &v), CT_ERR_INVALID_ARG);
+    CHECK_STATUS(ct_unsqueeze(t, 0, NULL), CT_ERR_INVALID_ARG);
+    CHECK_MSG(strstr(ct_last_error(), "ct_unsqueeze") != NULL, "message: %s", ct_last_error());
     CHECK(v == NULL);
+    /* the accessors answer for NULL without dereferencing it */
+    CHECK(ct_tensor_strides(NULL) == NULL && ct_tensor_offset(NULL) == 0 && ct_tensor_dtype(NULL) == CT_F32);
+    CHECK(ct_tensor_dim(NULL, 0) == -1 && ct_tensor_dim(t, 3) == -1 && ct_tensor_dim(t, -1) == 4);
     /* 8 dims is the limit */
     int64_t s8[8] = {1, 1, 1, 2, 1, 3, 1, 4};
     ct_tensor *t8 = NULL;

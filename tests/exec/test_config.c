@@ -120,6 +120,41 @@ static void test_values_reach_their_readers(void)
     unsetenv("CTORCH_STRICT");
 }
 
+/* The kernel cache's folder: CTORCH_CACHE_DIR, else $XDG_CACHE_HOME/ctorch, else
+ * $HOME/.cache/ctorch, else none; a path too long for the buffer means no disk cache
+ * rather than a cut one. */
+static void test_cache_dir(void)
+{
+    const char *home = getenv("HOME"), *xdg = getenv("XDG_CACHE_HOME"), *dir = getenv("CTORCH_CACHE_DIR");
+    char *home_was = home ? strdup(home) : NULL, *xdg_was = xdg ? strdup(xdg) : NULL, *dir_was = dir ? strdup(dir) : NULL;
+    unsetenv("CTORCH_CACHE_DIR");
+    setenv("XDG_CACHE_HOME", "/tmp/xdg-test", 1);
+    CHECK_OK(ct_exec_reinit());
+    CHECK_MSG(!strcmp(config_current()->cache_dir, "/tmp/xdg-test/ctorch"), "%s", config_current()->cache_dir);
+    setenv("XDG_CACHE_HOME", "", 1); /* empty: as if unset */
+    setenv("HOME", "/tmp/home-test", 1);
+    setenv("CTORCH_LOG", "warning", 1);
+    CHECK_OK(ct_exec_reinit());
+    CHECK_MSG(!strcmp(config_current()->cache_dir, "/tmp/home-test/.cache/ctorch"), "%s", config_current()->cache_dir);
+    CHECK(config_current()->log_level == CT_LOG_WARN);
+    unsetenv("CTORCH_LOG");
+    char longp[1024];
+    memset(longp, 'a', sizeof longp - 1);
+    longp[0] = '/', longp[sizeof longp - 1] = 0;
+    setenv("HOME", longp, 1);
+    CHECK_OK(ct_exec_reinit());
+    CHECK(config_current()->cache_dir[0] == 0);
+    unsetenv("HOME");
+    CHECK_OK(ct_exec_reinit());
+    CHECK(config_current()->cache_dir[0] == 0);
+    if (home_was) setenv("HOME", home_was, 1);
+    if (xdg_was) setenv("XDG_CACHE_HOME", xdg_was, 1);
+    else unsetenv("XDG_CACHE_HOME");
+    if (dir_was) setenv("CTORCH_CACHE_DIR", dir_was, 1);
+    free(home_was), free(xdg_was), free(dir_was);
+    CHECK_OK(ct_exec_reinit());
+}
+
 /* A trace file survives a re-initialization with the same setting (not truncated). */
 static void test_trace_kept_across_reinit(void)
 {
@@ -153,5 +188,6 @@ int main(void)
     RUN(test_bad_values);
     RUN(test_values_reach_their_readers);
     RUN(test_trace_kept_across_reinit);
+    RUN(test_cache_dir);
     return th_finish();
 }
