@@ -89,6 +89,10 @@ usage "-n trailing garbage"  "-n wants an integer, got '5x'"   -- run -m "$M" -p
 usage "-n with space"        "-n wants an integer, got ' 5'"   -- run -m "$M" -p hi -n ' 5'
 usage "-n overflow"          "-n must be >= -1, got 99999999999" -- run -m "$M" -p hi -n 99999999999
 usage "--temp garbage"       "--temp wants a finite number, got '0.7x'" -- run -m "$M" -p hi --temp 0.7x
+usage "--temp with space"    "--temp wants a finite number, got ' 1'" -- run -m "$M" -p hi --temp ' 1'
+usage "--temp empty"         "--temp wants a finite number, got ''" -- run -m "$M" -p hi --temp ''
+usage "-n empty"             "-n wants an integer, got ''"     -- run -m "$M" -p hi -n ''
+usage "-n word"              "-n wants an integer, got 'x5'"   -- run -m "$M" -p hi -n x5
 usage "--repeat-penalty 0"   "--repeat-penalty must be > 0"    -- run -m "$M" -p hi --repeat-penalty 0
 usage "-ngl validated"       "-ngl takes a number of layers (0 or more), all or auto, got 'lots'" -- run -m "$M" -p hi -ngl lots
 usage "-ngl < 0"             "-ngl takes a number of layers (0 or more), all or auto, got '-3'" -- run -m "$M" -p hi -ngl -3
@@ -147,6 +151,9 @@ nl='
 [ "$(tk -e -p '\x41\x7a')" = "$(tk -p 'Az')" ] && ok "-e \\xNN" || bad "-e \\xNN" "differs"
 [ "$(tk -e -p 'a\\n\"\q')" = "$(tk -p 'a\n"\q')" ] && ok "-e \\\\ \\\" and unknown kept" || bad "-e \\\\" "differs"
 [ "$(tk -e -p 'x\x4')" = "$(tk -p 'x\x4')" ] && ok "-e short \\x kept" || bad "-e short \\x" "differs"
+[ "$(tk -e -p '\x4A\x6a\x4F')" = "$(tk -p 'JjO')" ] && ok "-e \\xNN, both cases" || bad "-e \\xNN cases" "differs"
+[ "$(tk -e -p '\xZ1\x4Z\xg0')" = "$(tk -p '\xZ1\x4Z\xg0')" ] && ok "-e \\x without two hex digits kept" || bad "-e bad \\x" "differs"
+[ "$(tk -e -p "a\\rb\\'c\\")" = "$(tk -p "a$(printf '\r')b'c\\")" ] && ok "-e \\r \\' and a last backslash" || bad "-e \\r" "differs"
 [ "$(tk -p 'a\nb')" != "$(tk -p "a${nl}b")" ] && ok "no -e: backslashes kept" || bad "no -e" "escaped anyway"
 go run -m "$M" -e -p 'a\nb' -n 4 --temp 0; a=$(cat "$TMP/out")
 go run -m "$M" -p "a${nl}b" -n 4 --temp 0; b=$(cat "$TMP/out")
