@@ -90,6 +90,21 @@ usage "-n with space"        "-n wants an integer, got ' 5'"   -- run -m "$M" -p
 usage "-n overflow"          "-n must be >= -1, got 99999999999" -- run -m "$M" -p hi -n 99999999999
 usage "--temp garbage"       "--temp wants a finite number, got '0.7x'" -- run -m "$M" -p hi --temp 0.7x
 usage "--temp with space"    "--temp wants a finite number, got ' 1'" -- run -m "$M" -p hi --temp ' 1'
+usage "chat two templates"   "--chat-template and --chat-template-file conflict" -- chat -m "$M" --chat-template chatml --chat-template-file "$M"
+usage "chat --ignore-eos, no -n" "--ignore-eos needs -n N" -- chat -m "$M" --ignore-eos
+usage "info -m and a model"  "two models given"                -- info -m "$M" "$M"
+usage "help unknown command" "unknown command 'bogus'"         -- help bogus
+# the command list: -h, --help and help alone print it on stdout
+for h in -h --help help; do
+  go $h
+  [ $rc -eq 0 ] && grep -q 'quantize' "$TMP/out" && ok "ctorch $h lists the commands" || bad "ctorch $h" "exit $rc"
+done
+# CTORCH_LOG=debug is a level the command accepts (not an error), as are its other names
+for lv in debug DEBUG error; do
+  CTORCH_LOG=$lv go info "$M"
+  [ $rc -eq 0 ] && ok "CTORCH_LOG=$lv info" || bad "CTORCH_LOG=$lv info" "exit $rc"
+done
+unset CTORCH_LOG # an assignment before a function call may outlive it (dash)
 usage "--temp empty"         "--temp wants a finite number, got ''" -- run -m "$M" -p hi --temp ''
 usage "-n empty"             "-n wants an integer, got ''"     -- run -m "$M" -p hi -n ''
 usage "-n word"              "-n wants an integer, got 'x5'"   -- run -m "$M" -p hi -n x5
