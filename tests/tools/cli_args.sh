@@ -95,16 +95,24 @@ usage "chat --ignore-eos, no -n" "--ignore-eos needs -n N" -- chat -m "$M" --ign
 usage "info -m and a model"  "two models given"                -- info -m "$M" "$M"
 usage "help unknown command" "unknown command 'bogus'"         -- help bogus
 # the command list: -h, --help and help alone print it on stdout
-for h in -h --help help; do
+for h in -h --help help '--help run'; do
   go $h
   [ $rc -eq 0 ] && grep -q 'quantize' "$TMP/out" && ok "ctorch $h lists the commands" || bad "ctorch $h" "exit $rc"
 done
-# CTORCH_LOG=debug is a level the command accepts (not an error), as are its other names
+# CTORCH_LOG's level names, read by the command's own log lines: debug keeps the model line,
+# error drops it
 for lv in debug DEBUG error; do
-  CTORCH_LOG=$lv go info "$M"
-  [ $rc -eq 0 ] && ok "CTORCH_LOG=$lv info" || bad "CTORCH_LOG=$lv info" "exit $rc"
+  CTORCH_LOG=$lv go run -m "$M" -p hi -n 1 --temp 0
+  if [ $lv = error ]; then want=0; else want=1; fi
+  [ $rc -eq 0 ] && [ "$(grep -c '^model:' "$TMP/err")" -eq $want ] && ok "CTORCH_LOG=$lv run" || bad "CTORCH_LOG=$lv run" "exit $rc"
 done
 unset CTORCH_LOG # an assignment before a function call may outlive it (dash)
+# CTORCH_STATS=1: the executor's summary after the run, on stderr
+CTORCH_STATS=1 go run -m "$M" -p hi -n 1 --temp 0
+[ $rc -eq 0 ] && grep -q '^ctorch executor summary' "$TMP/err" && ok "CTORCH_STATS=1 summary" || bad "CTORCH_STATS=1" "no summary"
+unset CTORCH_STATS
+go run -m "$M" -p hi -n 1 --temp 0
+grep -q '^ctorch executor summary' "$TMP/err" && bad "no CTORCH_STATS" "summary printed anyway" || ok "no CTORCH_STATS: no summary"
 usage "--temp empty"         "--temp wants a finite number, got ''" -- run -m "$M" -p hi --temp ''
 usage "-n empty"             "-n wants an integer, got ''"     -- run -m "$M" -p hi -n ''
 usage "-n word"              "-n wants an integer, got 'x5'"   -- run -m "$M" -p hi -n x5
