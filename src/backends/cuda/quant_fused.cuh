@@ -185,9 +185,8 @@ __device__ __forceinline__ void dot_q(const uint8_t *__restrict__ row, int u0, i
     }
 }
 
-using cuq::dot8;
-
-/* dot8 reading x from shared memory (SH) or through the read-only path. */
+/* 8 weights times x's 8 values, x from shared memory (SH) or from global memory, where the
+ * kernel before wrote it (ldx). */
 template <bool SH> __device__ __forceinline__ float dot8x(const float *x, const float *v, float s)
 {
     return cuq::fma8(ldx<SH>((const float4 *)x), ldx<SH>((const float4 *)x + 1), v, s);
