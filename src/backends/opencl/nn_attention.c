@@ -66,17 +66,23 @@ static att_plan att_plan_for(const ct_device *dev, const ct_op *op)
 #define DEC_MIN_GROUPS 32     /* so that a small device (PoCL) runs the split-and-merge path too */
 #define DEC_MERGE_FLOATS 16384 /* partial floats one kv head's merge reads, about at most */
 #define DEC_MAX_SPLIT 1024
+/* Keys per split, at least, at the length the kernel reads: on the H200 a TinyLlama decode
+ * step's attention cost 27 us a layer at lengths under 128 with 31 splits of a few keys,
+ * each group's fixed latency chain and the merge's global round trips dominating. With
+ * 64 (one run, tg128 alternated): 594-599 -> 617-630 t/s after no prompt, 590-598 ->
+ * 644-647 after 512 tokens; 16, 32 and 128 within those ranges. */
+#define DEC_MIN_KEYS 64
 
 typedef struct dec_plan {
     size_t wg;
-    int nsplit, chunk, segmax;
+    int nsplit, chunk, segmax, min_keys;
     int64_t G, heads; /* heads: B * Hkv */
     size_t local[4];  /* qloc, kv, sc, red bytes */
 } dec_plan;
 
 /* Diagnostic switches for tuning on a device: the splits per kv head
- * (CTORCH_OPENCL_ATT_SPLIT) and the work-group size (CTORCH_OPENCL_ATT_WG); 0: the
- * backend's choice. */
+ * (CTORCH_OPENCL_ATT_SPLIT), the work-group size (CTORCH_OPENCL_ATT_WG) and the fewest keys
+ * a split takes (CTORCH_OPENCL_ATT_MINKEYS); 0: the backend's choice. */
 static int64_t dec_env(const char *name)
 {
     const char *e = getenv(name);
@@ -115,6 +121,10 @@ static bool dec_plan_for(const ct_device *dev, const ct_op *op, dec_plan *p)
     p->nsplit = (int)n;
     p->segmax = (int)((Tk + n - 1) / n);
     if (p->segmax < 1) p->segmax = 1;
+    /* a forced split count is used whole (the tests' merge paths at any length) */
+    int64_t mk = forced > 0 ? 1 : dec_env("CTORCH_OPENCL_ATT_MINKEYS");
+    if (mk <= 0) mk = DEC_MIN_KEYS;
+    p->min_keys = (int)(mk < p->segmax ? mk : p->segmax);
     int64_t row = D + 1 > Dv ? D + 1 : Dv;
     for (p->chunk = DEC_CHUNK;; p->chunk /= 2) {
         p->local[0] = sizeof(float) * (size_t)(p->G * D);
@@ -179,6 +189,7 @@ static ct_status dec_run(ct_device *dev, const ct_op *op, const dec_plan *p, con
     if (p->nsplit > 1) s = ocl_zero_now(dev, buf, cnt_off, bytes - cnt_off);
     cl_int dtk = k->dtype == CT_F16, dtv = v->dtype == CT_F16, has_mask = mask != NULL, has_len = len != NULL;
     cl_int len64 = len && len->dtype == CT_I64, nsplit = p->nsplit, chunk = p->chunk, segmax = p->segmax;
+    cl_int min_keys = p->min_keys;
     cl_long window = op->p.attn.window;
     cl_float scale = (cl_float)op->p.attn.scale;
     cl_ulong co = cnt_off;
@@ -189,7 +200,7 @@ static ct_status dec_run(ct_device *dev, const ct_op *op, const dec_plan *p, con
                    OCL_ARG(Hkv),    OCL_ARG(Tk),      OCL_ARG(D),        OCL_ARG(Dv),       OCL_ARG(t->qs),
                    OCL_ARG(t->ks),  OCL_ARG(t->vs),   OCL_ARG(t->ms),    OCL_ARG(dtk),      OCL_ARG(dtv),
                    OCL_ARG(has_mask), OCL_ARG(has_len), OCL_ARG(len64),  OCL_ARG(window),   OCL_ARG(scale),
-                   OCL_ARG(nsplit), OCL_ARG(chunk),   OCL_ARG(segmax),   OCL_ARG(pitch),    OCL_LOCAL(p->local[0]),
+                   OCL_ARG(nsplit), OCL_ARG(chunk),   OCL_ARG(segmax),   OCL_ARG(min_keys), OCL_ARG(pitch),    OCL_LOCAL(p->local[0]),
                    OCL_LOCAL(p->local[1]), OCL_LOCAL(p->local[2]), OCL_LOCAL(p->local[3])};
     if (s == CT_OK) s = nn_launch(dev, "attention", "att_decode", (int)(sizeof a / sizeof a[0]), a, 1, &global, &wg);
     ocl_tmp_free(dev, buf, bytes);

@@ -189,9 +189,9 @@ kernel void att_combine(global const float *part, global uchar *ob, ulong oo, lo
 
 /* Decode attention (one query row per head) split over the attended keys. One work-group
  * per (batch, kv head, split): its G query heads share every K and V load. The attended
- * range [lo, L) is read here and cut into nsplit equal segments, so the grid depends only
- * on the cache's shape (a recorded step replays it at every position) while every
- * work-group gets keys. A segment (at most segmax keys) is walked in chunks of C keys:
+ * range [lo, L) is read here and cut into up to nsplit equal segments of min_keys keys or
+ * more, so the grid depends only on the cache's shape (a recorded step replays it at every
+ * position) while a short length needs no merge. A segment (at most segmax keys) is walked in chunks of C keys:
  * first K into local memory and the G x segment scores, then one softmax over the segment
  * (no online rescaling: the scores all fit), then V chunk by chunk into the G x Dv
  * accumulators, ATT_DACC (head, dim) pairs per work-item. Each group writes its partial
@@ -241,7 +241,7 @@ kernel void att_decode(global const uchar *qb, ulong qo, global const uchar *kb,
                        ulong vo, global const uchar *mb, ulong mo, global const uchar *lb, ulong lo_, global uchar *ob,
                        ulong oo, global float *part, ulong cnt_off, long Hq, long Hkv, long Tk, int D, int Dv,
                        long4 qs, long4 ks, long4 vs, long4 ms, int dtk, int dtv, int has_mask, int has_len, int len64,
-                       long window, float scale, int nsplit, int C, int segmax, int pitch, local float *qloc,
+                       long window, float scale, int nsplit, int C, int segmax, int min_keys, int pitch, local float *qloc,
                        local float *kv, local float *sc, local float *red)
 {
     local int last;
@@ -259,7 +259,12 @@ kernel void att_decode(global const uchar *qb, ulong qo, global const uchar *kb,
     if (has_len) L = len64 ? *(global const long *)(lb + lo_) : (long)*(global const int *)(lb + lo_);
     bool bad = L < 0 || L > Tk;
     long lo = window > 0 ? max(L - window, 0L) : 0L, n = bad ? 0 : max(L - lo, 0L);
-    long seglen = (n + nsplit - 1) / nsplit, s0 = lo + seg * seglen;
+    /* splits in use at this length: at least min_keys keys each (the host keeps that within
+     * segmax), so a short prefix is one work-group's with no merge, and the groups past
+     * them leave at once; every group computes the same ne from L */
+    int ne = (int)clamp((n + min_keys - 1) / min_keys, 1L, (long)nsplit);
+    if (seg >= ne) return;
+    long seglen = (n + ne - 1) / ne, s0 = lo + seg * seglen;
     int ns = (int)clamp(lo + n - s0, 0L, seglen);
 
     for (int i = l; i < G * D; i += ls) {
@@ -326,7 +331,7 @@ kernel void att_decode(global const uchar *qb, ulong qo, global const uchar *kb,
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     global float *o = (global float *)(ob + oo) + (b * Hq + h0) * Dv;
-    if (nsplit == 1) {
+    if (ne == 1) {
 #pragma unroll
         for (int i = 0; i < ATT_DACC; i++) {
             int p = l + i * ls;
@@ -354,13 +359,13 @@ kernel void att_decode(global const uchar *qb, ulong qo, global const uchar *kb,
     /* publish the partial before counting this split in */
     ATT_FENCE_GLOBAL();
     barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
-    if (l == 0) last = atomic_inc(counters + bh) == nsplit - 1;
+    if (l == 0) last = atomic_inc(counters + bh) == ne - 1;
     barrier(CLK_LOCAL_MEM_FENCE);
     if (!last) return;
     if (l == 0) atomic_xchg(counters + bh, 0); /* ready for the next launch */
     ATT_FENCE_GLOBAL();
     /* the merge: every split's partial rescaled to the head's common max */
-    for (int p = l; p < G * nsplit; p += ls) {
+    for (int p = l; p < G * ne; p += ls) {
         int s = p / G, r = p - s * G;
         pm[r * nsplit + s] = all[nsplit * GD + 2 * p];
         pl[r * nsplit + s] = all[nsplit * GD + 2 * p + 1];
@@ -368,7 +373,7 @@ kernel void att_decode(global const uchar *qb, ulong qo, global const uchar *kb,
     barrier(CLK_LOCAL_MEM_FENCE);
     if (l < G) {
         float mx = -INFINITY, nan_row = 0.0f;
-        for (int s = 0; s < nsplit; s++) {
+        for (int s = 0; s < ne; s++) {
             float m = pm[l * nsplit + s];
             if (isnan(m)) nan_row = 1.0f;
             else if (pl[l * nsplit + s] > 0.0f) mx = fmax(mx, m);
@@ -377,15 +382,15 @@ kernel void att_decode(global const uchar *qb, ulong qo, global const uchar *kb,
         rnan[l] = nan_row;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int p = l; p < G * nsplit; p += ls) { /* pm becomes each split's weight */
-        int r = p / nsplit;
-        float m = pm[p], mx = rm[r];
-        pm[p] = (pl[p] > 0.0f && mx > -INFINITY) ? exp(m - mx) : 0.0f;
+    for (int p = l; p < G * ne; p += ls) { /* pm becomes each split's weight */
+        int r = p / ne, i = r * nsplit + (p - r * ne);
+        float m = pm[i], mx = rm[r];
+        pm[i] = (pl[i] > 0.0f && mx > -INFINITY) ? exp(m - mx) : 0.0f;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     if (l < G) {
         float sum = 0.0f;
-        for (int s = 0; s < nsplit; s++) sum += pm[l * nsplit + s] * pl[l * nsplit + s];
+        for (int s = 0; s < ne; s++) sum += pm[l * nsplit + s] * pl[l * nsplit + s];
         rl[l] = sum;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -397,7 +402,7 @@ kernel void att_decode(global const uchar *qb, ulong qo, global const uchar *kb,
             int r = p / Dv;
             float a = 0.0f;
 #pragma unroll 8
-            for (int s = 0; s < nsplit; s++) a = fma(pm[r * nsplit + s], all[s * GD + p], a);
+            for (int s = 0; s < ne; s++) a = fma(pm[r * nsplit + s], all[s * GD + p], a);
             o[p] = rnan[r] != 0.0f ? NAN : (rl[r] > 0.0f ? a / rl[r] : 0.0f);
         }
     }
