@@ -6,6 +6,7 @@
  *   shapes (f16 in/out, f32 accumulation).
  * Ops are forced onto cuda:0 with their inputs already there (placed), so no transfer is
  * timed; each figure is the best of 5 rounds of `iters` back-to-back ops ended by a sync.
+ *   `ctorch-bench-cuda-nn rows`: the row ops alone.
  *   `ctorch-bench-cuda-nn sdpa [iters]`: attention alone, the TinyLlama layer (32 query
  *   heads, 4 KV heads, head dim 64, f16 cache): prefill pp512 (causal, 512 x 512) and decode
  *   (Tq 1, the length in a device tensor) over caches of 64..4096 slots; us per op (eager:
@@ -266,6 +267,7 @@ int main(int argc, char **argv)
             ct_tensor_free(in[1]);
         }
     }
+    if (argc > 1 && strcmp(argv[1], "rows") == 0) return 0; /* the row ops only */
     static const int gemm_n[] = {2048, 4096, 8192};
     for (size_t i = 0; i < sizeof gemm_n / sizeof gemm_n[0]; i++) {
         int64_t n = gemm_n[i], shape[2] = {n, n};

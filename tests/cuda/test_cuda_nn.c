@@ -96,13 +96,15 @@ static void test_softmax(void)
     /* rows cached in shared memory (256 or 1024 threads; 12270 floats: just under the default
      * 48 KiB, which the kernel's static buffer shares), rows too long to cache, short rows;
      * dense rows of whole 16-byte chunks held in registers (1000, 20000), at the register
-     * path's limit (32768 f32 / 65536 f16 values) and one chunk past it (32772 f32, 65544 f16) */
+     * path's limit (32768 f32 / 65536 f16 values) and one chunk past it (32772 f32, 65544 f16);
+     * 2-byte rows at the exp-once kernel's limit (4096: 4 chunks a thread) and past it (4104) */
     static const int64_t shapes[][3] = {{37, 1000, 0}, {300, 17, 0},   {3, 50001, 0},  {64, 3, 0},
                                         {4, 6, 130},   {2, 70001, 0},  {5, 20000, 0},  {3, 12270, 0},
-                                        {2, 32768, 0}, {2, 32772, 0}, {2, 65536, 0}, {2, 65544, 0}};
+                                        {2, 32768, 0}, {2, 32772, 0}, {2, 65536, 0}, {2, 65544, 0},
+                                        {3, 4096, 0},  {3, 4104, 0}};
     uint64_t seed = 1;
     for (int d = 0; d < 3; d++)
-        for (int si = 0; si < 12; si++)
+        for (int si = 0; si < 14; si++)
             for (int variant = 0; variant < 4; variant++) {
                 int nd = shapes[si][2] ? 3 : 2;
                 ct_tensor *x = rnd(seed++, dts[d], nd, shapes[si], -8, 8);
@@ -178,13 +180,13 @@ static void test_layer_norm(void)
     /* an odd width, and one of whole 16-byte chunks (rows held in registers) */
     for (int wi = 0; wi < 2; wi++)
         for (int d = 0; d < 3; d++)
-            for (int variant = 0; variant < 3; variant++) {
+            for (int variant = 0; variant < 4; variant++) { /* 3: an f32 bias (the vector loads) */
                 int64_t shape[3] = {6, 13, wi ? 512 : 515};
                 int k = variant == 1 ? 2 : 1;
                 ct_tensor *in[3] = {rnd(seed++, dts[d], 3, shape, -2, 5), NULL, NULL};
                 if (variant != 2) {
                     in[1] = rnd(seed++, CT_F32, k, shape + 3 - k, 0.5, 1.5);
-                    in[2] = rnd(seed++, CT_F16, k, shape + 3 - k, -1, 1);
+                    in[2] = rnd(seed++, variant == 3 ? CT_F32 : CT_F16, k, shape + 3 - k, -1, 1);
                 }
                 norm_ctx c = {.kind = 1, .norm_ndim = k, .eps = 1e-5};
                 char what[96];

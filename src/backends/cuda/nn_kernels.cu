@@ -10,6 +10,8 @@
 #include <cuda_fp16.h>
 #include <math.h>
 
+#include <type_traits>
+
 #include "backends/cuda/dyn_access.cuh"
 #include "backends/cuda/nn_kernels.h"
 
@@ -29,6 +31,30 @@ template <typename T> __device__ __forceinline__ T from_f(float v);
 template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
 template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
 template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+/* A 16-byte chunk of T from its values in f32: half and bf16 pairs rounded by one packed
+ * conversion each (cvt.rn.f16x2.f32), the same rounding as from_f, half the instructions:
+ * f16 row ops are bound by instructions per byte as much as by bytes. */
+template <typename T> __device__ __forceinline__ uint4 pack_chunk(const float *v);
+template <> __device__ __forceinline__ uint4 pack_chunk<float>(const float *v)
+{
+    return make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3]));
+}
+template <> __device__ __forceinline__ uint4 pack_chunk<__half>(const float *v)
+{
+    uint4 o;
+    __half2 *h = (__half2 *)&o;
+#pragma unroll
+    for (int k = 0; k < 4; k++) h[k] = __floats2half2_rn(v[2 * k], v[2 * k + 1]);
+    return o;
+}
+template <> __device__ __forceinline__ uint4 pack_chunk<__nv_bfloat16>(const float *v)
+{
+    uint4 o;
+    __nv_bfloat162 *h = (__nv_bfloat162 *)&o;
+#pragma unroll
+    for (int k = 0; k < 4; k++) h[k] = __floats2bfloat162_rn(v[2 * k], v[2 * k + 1]);
+    return o;
+}
 
 
 __device__ __forceinline__ void row_offsets(const nn_rows &r, int64_t row, int64_t *o0, int64_t *o1)
@@ -310,21 +336,81 @@ template <typename T> struct reg_row {
             if (c < nv) chunk_each<T>(raw[k], c, f);
         }
     }
-    template <typename G> __device__ void write(T *y, G g) const
+    /* g(c, v) turns chunk c's E values (f32) into the output's, in place */
+    template <typename G> __device__ void write_chunks(T *y, G g) const
     {
 #pragma unroll
         for (int k = 0; k < REG_CHUNKS; k++) {
             int c = threadIdx.x + k * blockDim.x;
             if (c >= nv) continue;
-            uint4 outv;
-            T *o = (T *)&outv;
+            float v[E];
             const T *e = (const T *)&raw[k];
 #pragma unroll
-            for (int u = 0; u < E; u++) o[u] = from_f<T>(g(c * E + u, to_f<T>(e[u])));
-            ((uint4 *)y)[c] = outv;
+            for (int u = 0; u < E; u++) v[u] = to_f<T>(e[u]);
+            g(c, v);
+            ((uint4 *)y)[c] = pack_chunk<T>(v);
         }
     }
+    template <typename G> __device__ void write(T *y, G g) const
+    {
+        write_chunks(y, [&](int64_t c, float *v) {
+#pragma unroll
+            for (int u = 0; u < E; u++) v[u] = g(c * E + u, v[u]);
+        });
+    }
 };
+
+/* E f32 values of a dense, 16-byte aligned array from element c * E: E / 4 vector loads
+ * (a norm's weight and bias, read by every row: from L1/L2, but one load per element
+ * through ld_dyn's dtype switch was the f16 norms' limit: H200 rms_norm f16 62 / 65 / 47%
+ * of a copy in session 14, 92 / 96 / 75% with these at the same threads per row). */
+template <int E> __device__ __forceinline__ void ld_f32_chunk(const void *p, int64_t c, float *o)
+{
+#pragma unroll
+    for (int k = 0; k < E / 4; k++) {
+        float4 v = ((const float4 *)p)[c * (E / 4) + k];
+        o[4 * k] = v.x, o[4 * k + 1] = v.y, o[4 * k + 2] = v.z, o[4 * k + 3] = v.w;
+    }
+}
+
+/* Softmax of 2-byte rows of at most SOFT2_CHUNKS chunks a thread (rows of 4,096 halves or
+ * fewer take 128 threads with 4 or fewer): each exp is taken once and kept in f32
+ * registers until the write, where reg_row_kernel takes it again. The H200's
+ * special-function units take 16 exps a cycle per SM, so two per element cost an f16 row
+ * about half its memory time (an f32 row, with twice the bytes, a quarter): 32768x4096 f16
+ * 85 -> 96% of a device copy. Same arithmetic, in the same order, as reg_row_kernel's. */
+constexpr int SOFT2_CHUNKS = 4;
+
+template <typename T>
+__global__ void __launch_bounds__(ROW_THREADS) soft2_kernel(const T *x, T *y, nn_rows rows, int64_t n)
+{
+    __shared__ float red[33];
+    int64_t ox, oy;
+    row_offsets(rows, blockIdx.x, &oy, &ox);
+    constexpr int E = reg_row<T>::E;
+    reg_row<T> row(x + ox, n); /* chunks past SOFT2_CHUNKS are never loaded (nv bounds them) */
+    float tm = -INFINITY;
+    row.each([&](int64_t, float v) { tm = fmaxf(tm, v); });
+    float m = block_max(tm, red), ts = 0.0f, ex[SOFT2_CHUNKS][E];
+#pragma unroll
+    for (int k = 0; k < SOFT2_CHUNKS; k++) {
+        if (threadIdx.x + k * blockDim.x >= row.nv) continue;
+        const T *e = (const T *)&row.raw[k];
+#pragma unroll
+        for (int u = 0; u < E; u++) ts += (ex[k][u] = __expf(to_f<T>(e[u]) - m));
+    }
+    softmax_out g = make_softmax_out(m, block_sum(ts, red), 0);
+    T *yr = y + oy;
+#pragma unroll
+    for (int k = 0; k < SOFT2_CHUNKS; k++) {
+        int c = threadIdx.x + k * blockDim.x;
+        if (c >= row.nv) continue;
+        float v[E];
+#pragma unroll
+        for (int u = 0; u < E; u++) v[u] = ex[k][u] * g.inv;
+        ((uint4 *)yr)[c] = pack_chunk<T>(v);
+    }
+}
 
 /* The register path of softmax and the norms (kind: 0 rms, 1 layer, 2 softmax, 3 log
  * softmax; SM: kind >= 2, a kernel of its own so neither carries the other's registers);
@@ -356,11 +442,33 @@ __global__ void __launch_bounds__(ROW_THREADS) reg_row_kernel(int kind, const T 
     }
     float sq = 0.0f;
     row.each([&](int64_t, float v) { sq += (v - mean) * (v - mean); });
-    row.write(yr, norm_out{mean, norm_rstd(block_sum(sq, red), n, eps), w, kind == 1 ? b : nullptr, wdt, bdt, ws});
+    norm_out g{mean, norm_rstd(block_sum(sq, red), n, eps), w, kind == 1 ? b : nullptr, wdt, bdt, ws};
+    /* not for bf16 rows: their conversions leave too few registers (spills) */
+    bool wvec = w && wdt == CT_F32 && ws == 1 && aligned16(w) && (!g.b || (bdt == CT_F32 && aligned16(g.b)));
+    if (std::is_same<T, __nv_bfloat16>::value || !wvec) {
+        row.write(yr, g);
+        return;
+    }
+    constexpr int E = reg_row<T>::E;
+    row.write_chunks(yr, [&](int64_t c, float *v) { /* norm_out's arithmetic in its order */
+        float wv[E];
+        ld_f32_chunk<E>(w, c, wv);
+#pragma unroll
+        for (int u = 0; u < E; u++) v[u] = (v[u] - mean) * g.rstd * wv[u];
+        if (!g.b) return;
+        ld_f32_chunk<E>(g.b, c, wv);
+#pragma unroll
+        for (int u = 0; u < E; u++) v[u] += wv[u];
+    });
 }
 
 /* Threads for the register path of rows of n elements, or 0 when they do not fit it (not
- * dense, not every row 16-byte aligned, or too long): about four chunks a thread. */
+ * dense, not every row 16-byte aligned, or too long): the fewest (128 at least) that hold
+ * the row in REG_CHUNKS chunks each. Fewer, fuller threads leave room for more rows per SM
+ * and more loads in flight per thread; on the H200, against about four chunks a thread
+ * (ctorch-bench-cuda-nn rows, % of a device copy, 8192x8192 / 32768x4096 / 4096x32000):
+ * softmax f16 81 / 85 / 63 -> 94 / 96 / 94, rms_norm f16 92 / 96 / 75 -> 92 / 96 / 94,
+ * f32 rows 92-97 either way; two chunks a thread 55-75. */
 template <typename T> int reg_row_threads(const void *x, const void *y, const nn_rows &rows, int64_t n, int64_t xs,
                                           int64_t ys)
 {
@@ -369,7 +477,7 @@ template <typename T> int reg_row_threads(const void *x, const void *y, const nn
     for (int d = 0; d < rows.nd; d++)
         if (rows.shape[d] > 1 && (rows.st[0][d] % E != 0 || rows.st[1][d] % E != 0)) return 0;
     int64_t nv = n / E, t = 128;
-    while (t < ROW_THREADS && t * 4 < nv) t *= 2;
+    while (t < ROW_THREADS && t * REG_CHUNKS < nv) t *= 2;
     return nv <= t * REG_CHUNKS ? (int)t : 0;
 }
 
@@ -378,6 +486,12 @@ cudaError_t reg_row_launch(int kind, const void *x, void *y, nn_rows rows, int64
                            const void *w, ct_dtype wdt, int64_t ws, const void *b, ct_dtype bdt, double eps,
                            cudaStream_t s)
 {
+    if constexpr (sizeof(T) == 2) {
+        if (kind == 2 && n / 8 <= (int64_t)threads * SOFT2_CHUNKS) {
+            soft2_kernel<T><<<(unsigned)n_rows, threads, 0, s>>>((const T *)x, (T *)y, rows, n);
+            return cudaGetLastError();
+        }
+    }
     if (kind >= 2)
         reg_row_kernel<T, true><<<(unsigned)n_rows, threads, 0, s>>>(kind, (const T *)x, (T *)y, rows, n, w, wdt, ws, b,
                                                                      bdt, eps);
