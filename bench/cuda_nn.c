@@ -33,23 +33,9 @@
 #include <time.h>
 
 #include "ctorch/ctorch.h"
+#include "dev_bench.h"
 
 #define DEV "cuda:0"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void die(const char *what)
-{
-    fprintf(stderr, "bench cuda_nn: %s: %s\n", what, ct_last_error());
-    exit(1);
-}
-
-typedef ct_status (*op_fn)(ct_tensor *const *in, ct_tensor **out);
 
 static ct_status do_softmax(ct_tensor *const *in, ct_tensor **out) { return ct_softmax(in[0], -1, out); }
 static ct_status do_rms(ct_tensor *const *in, ct_tensor **out) { return ct_rms_norm(in[0], in[1], 1e-6, out); }
@@ -59,53 +45,22 @@ static ct_status do_matmul(ct_tensor *const *in, ct_tensor **out) { return ct_ma
 static ct_status do_softmax_out(ct_tensor *const *in, ct_tensor **out) { return ct_softmax_out(in[0], -1, *out); }
 static ct_status do_rms_out(ct_tensor *const *in, ct_tensor **out) { return ct_rms_norm_out(in[0], in[1], 1e-6, *out); }
 
-/* Seconds per op: best of 5 rounds. dst: the output of an `out` form (kept), else NULL
- * (each op allocates its result, freed at once). */
-static double time_op_into(op_fn fn, ct_tensor *const *in, ct_tensor *dst, int iters)
+static double time_op_into(db_op_fn fn, ct_tensor *const *in, ct_tensor *dst, int iters)
 {
-    double best = 1e30;
-    if (ct_exec_force_device(DEV) != CT_OK) die("no " DEV);
-    for (int round = 0; round < 6; round++) {
-        if (ct_device_sync(DEV) != CT_OK) die("sync");
-        double t0 = now();
-        for (int i = 0; i < iters; i++) {
-            ct_tensor *y = dst;
-            if (fn(in, &y) != CT_OK) die("op");
-            ct_exec_record rec;
-            if (ct_exec_last(&rec) != CT_OK || strcmp(rec.device, DEV) != 0) {
-                fprintf(stderr, "bench cuda_nn: the op ran on %s, not %s\n", rec.device, DEV);
-                exit(1);
-            }
-            if (!dst) ct_tensor_free(y);
-        }
-        if (ct_device_sync(DEV) != CT_OK) die("sync");
-        double t = (now() - t0) / iters;
-        if (round > 0 && t < best) best = t; /* round 0 warms up (allocator, cuBLAS heuristics) */
-    }
-    ct_exec_force_device(NULL);
-    return best;
+    return db_time(DEV, fn, in, dst, iters);
 }
 
-static double time_op(op_fn fn, ct_tensor *const *in, int iters) { return time_op_into(fn, in, NULL, iters); }
+static double time_op(db_op_fn fn, ct_tensor *const *in, int iters) { return db_time(DEV, fn, in, NULL, iters); }
 
 static ct_tensor *placed_randn(int nd, const int64_t *shape, ct_dtype dt, uint64_t seed)
 {
-    ct_tensor *f = NULL, *t = NULL;
-    if (ct_randn(nd, shape, CT_F32, seed, &f) != CT_OK) die("randn");
-    if (dt != CT_F32) {
-        if (ct_cast(f, dt, &t) != CT_OK) die("cast");
-        ct_tensor_free(f);
-    } else {
-        t = f;
-    }
-    if (ct_tensor_place(t, DEV) != CT_OK) die("place");
-    return t;
+    return db_placed_randn(DEV, nd, shape, dt, seed);
 }
 
 static double memcpy_gbps(size_t bytes)
 {
     void *a, *b;
-    if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess) die("cudaMalloc");
+    if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess) db_die("cudaMalloc");
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
@@ -132,11 +87,11 @@ static double cublas_tflops(int n)
     size_t bytes = (size_t)n * n * 2;
     if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess ||
         cudaMalloc(&c, bytes) != cudaSuccess)
-        die("cudaMalloc");
+        db_die("cudaMalloc");
     cudaMemset(a, 0, bytes);
     cudaMemset(b, 0, bytes);
     cublasHandle_t h;
-    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) die("cublasCreate");
+    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) db_die("cublasCreate");
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
@@ -179,7 +134,7 @@ static double sdpa_us(int64_t Tq, int64_t Tk, int64_t L, int iters)
     if (L < Tk) {
         int32_t l = (int32_t)L;
         if (ct_tensor_from_data(1, (int64_t[]){1}, CT_I32, &l, &g_len) != CT_OK || ct_tensor_place(g_len, DEV) != CT_OK)
-            die("length");
+            db_die("length");
     }
     double t = time_op(do_sdpa, in, iters);
     for (int i = 0; i < 3; i++) ct_tensor_free(in[i]);
@@ -226,7 +181,7 @@ static int bench_conv(int iters)
     ct_tensor *x = placed_randn(4, xs, CT_F32, 9);
     size_t bytes = (size_t)(32 * 256 * 56 * 56) * 4, moved = bytes + bytes / 4;
     double cp = memcpy_gbps(bytes);
-    op_fn pools[2] = {do_maxpool, do_avgpool};
+    db_op_fn pools[2] = {do_maxpool, do_avgpool};
     for (int i = 0; i < 2; i++) {
         double s = time_op(pools[i], &x, 4 * iters);
         printf("| %s f32 | 32x256x56x56, 2x2 | %.0f GB/s | memcpy d2d %.0f GB/s (%.0f%%) |\n", i ? "avg_pool2d" : "max_pool2d",
@@ -238,7 +193,7 @@ static int bench_conv(int iters)
 
 int main(int argc, char **argv)
 {
-    if (ct_exec_init() != CT_OK) die("init");
+    if (ct_exec_init() != CT_OK) db_die("init");
     if (argc > 1 && strcmp(argv[1], "sdpa") == 0) return bench_sdpa(argc > 2 ? atoi(argv[2]) : 50);
     if (argc > 1 && strcmp(argv[1], "conv") == 0) return bench_conv(argc > 2 ? atoi(argv[2]) : 10);
     if (argc > 1 && strcmp(argv[1], "dec") == 0) return bench_dec(argc > 2 ? atoi(argv[2]) : 20, argc > 3 ? atoi(argv[3]) : -1);
