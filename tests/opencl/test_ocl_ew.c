@@ -242,6 +242,21 @@ static void test_binary(void)
             ct_tensor_free(a);
         }
     }
+    /* dense operands of one float dtype go four elements a work-item: lengths that leave a
+     * last quad of 1, 2 or 3 elements, and one of whole quads */
+    static const int64_t lens[] = {37, 38, 39, 1000};
+    for (int t = 0; t < 3; t++)
+        for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
+            for (int o = 0; o < 3; o++) {
+                static const int dops[3] = {OP_ADD, OP_MAXIMUM, OP_SWIGLU};
+                static const char *dnames[3] = {"add", "maximum", "swiglu"};
+                ct_tensor *in[2] = {rnd(90 + l, 1, &lens[l], dts[t], -9, 9), rnd(95 + l, 1, &lens[l], dts[t], -9, 9)};
+                char what[64];
+                snprintf(what, sizeof what, "%s %s dense, %lld", dnames[o], ct_dtype_name(dts[t]), (long long)lens[l]);
+                check(what, (ew_case){.op = dops[o]}, in, 2, dops[o] == OP_SWIGLU ? (t ? 1e-5 : 1e-10) : 0);
+                ct_tensor_free(in[0]);
+                ct_tensor_free(in[1]);
+            }
     /* a NaN meets maximum/minimum: it wins on both sides, as on the CPU */
     float nanv[4] = {NAN, 1, 2, NAN}, one[4] = {0, NAN, 3, 4};
     int64_t s4[1] = {4};

@@ -202,7 +202,19 @@ static ct_status io_launch_n(ct_device *dev, const ct_op *op, ew_io *io, const c
 {
     ct_status s = ocl_args(dev, io->k, kernel, n, args);
     size_t g = (size_t)shape_numel(op->dst->ndim, op->dst->shape);
+    if (io->d.contig == EW_VEC4) g = (g + 3) / 4;
     return s == CT_OK ? ocl_launch(dev, io->k, kernel, 1, &g, NULL) : s;
+}
+
+/* Four elements a work-item (ew.cl's EW_VEC4 path) for ew_binary/ew_scalar/ew_unary when
+ * every operand is dense and all share one float dtype (f32, f16, bf16). */
+static void io_vec4(ew_io *io, const ct_op *op, int n_src)
+{
+    ct_dtype t = op->dst->dtype;
+    if (!io->d.contig || io->d.nd != 1 || (t != CT_F32 && t != CT_F16 && t != CT_BF16)) return;
+    for (int i = 0; i < n_src; i++)
+        if (op->src[i]->dtype != t) return;
+    io->d.contig = EW_VEC4;
 }
 #define io_launch(dev, op, io, kernel, ...)                                                                  \
     io_launch_n((dev), (op), (io), (kernel), (int)(sizeof((ocl_arg[]){__VA_ARGS__}) / sizeof(ocl_arg)),   \
@@ -213,6 +225,7 @@ static ct_status run_binary(ct_device *dev, const ct_op *op)
     ew_io io;
     ct_status s = io_setup(dev, op, "ew_binary", 2, &io);
     if (s != CT_OK) return s;
+    io_vec4(&io, op, 2);
     cl_int ddt = op->dst->dtype, sdt = op->src[0]->dtype, code = ew_code(op->kind);
     return io_launch(dev, op, &io, "ew_binary", OCL_ARG(io.d), OCL_ARG(io.m[0]), OCL_ARG(io.off[0]), OCL_ARG(ddt),
                      OCL_ARG(io.m[1]), OCL_ARG(io.off[1]), OCL_ARG(io.m[2]), OCL_ARG(io.off[2]), OCL_ARG(sdt),
@@ -224,6 +237,7 @@ static ct_status run_scalar(ct_device *dev, const ct_op *op)
     ew_io io;
     ct_status s = io_setup(dev, op, "ew_scalar", 1, &io);
     if (s != CT_OK) return s;
+    io_vec4(&io, op, 1);
     cl_int ddt = op->dst->dtype, sdt = op->src[0]->dtype, code = ew_code(op->kind);
     double a = op->p.s.a;
     cl_float sf = (float)a;
@@ -246,6 +260,7 @@ static ct_status run_unary(ct_device *dev, const ct_op *op)
     ew_io io;
     ct_status s = io_setup(dev, op, "ew_unary", 1, &io);
     if (s != CT_OK) return s;
+    io_vec4(&io, op, 1);
     cl_int ddt = op->dst->dtype, sdt = op->src[0]->dtype, code = ew_code(op->kind);
     cl_float p0 = (float)op->p.s.a, p1 = (float)op->p.s.b;
     cl_long lo = bound_i(op->p.s.a), hi = bound_i(op->p.s.b), b0 = bits_of(op->p.s.a), b1 = bits_of(op->p.s.b);

@@ -11,8 +11,9 @@
 typedef struct ew_nd {
     int64_t shape[CT_MAX_DIMS];
     int64_t st[EW_OPS][CT_MAX_DIMS];
-    int32_t nd, contig, pad0, pad1;
+    int32_t nd, contig, pad0, pad1; /* contig: 1 dense, EW_VEC4 dense and moved four at a time */
 } ew_nd;
+#define EW_VEC4 4 /* kernels/ew.cl's four-elements-a-work-item path */
 
 /* The walk over `shape` for operands t[0..n) (each broadcast to shape, aligned right). */
 void ew_nd_build(ew_nd *d, int ndim, const int64_t *shape, const ct_tensor *const *t, int n);

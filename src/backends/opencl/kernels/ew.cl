@@ -404,9 +404,46 @@ static double binary_d(int k, double a, double b)
 #endif
 
 /* dst = a OP b (sdt: the sources' dtype; ddt: dst's). */
+/* ---- four elements a work-item (ew.c sets d.contig to EW_VEC4): dense operands of one
+ * float dtype, so each moves in 16- or 8-byte loads instead of one element at a time
+ * (NVIDIA's OpenCL ran f32 add at 63% and f16 at 26% of a copy one element a work-item;
+ * on PoCL, 2 threads, 16M elements: add f32 5-6 -> 10 GB/s, f16 2 -> 6). Elements
+ * 4q .. 4q+3 of n = d.shape[0]; the last quad may be partial. Same arithmetic. */
+#define EW_VEC4 4
+
+static float4 ld_f4(global const uchar *p, long q, int dt)
+{
+    if (dt == DT_F32) return vload4(q, (global const float *)p);
+    if (dt == DT_F16) return vload_half4(q, (global const half *)p);
+    return as_float4(convert_uint4(vload4(q, (global const ushort *)p)) << 16);
+}
+
+static void st_f4(global uchar *p, long q, int dt, float4 v)
+{
+    if (dt == DT_F32) vstore4(v, q, (global float *)p);
+    else if (dt == DT_F16) vstore_half4(v, q, (global half *)p);
+    else vstore4((ushort4)(f_to_bf16(v.s0), f_to_bf16(v.s1), f_to_bf16(v.s2), f_to_bf16(v.s3)), q, (global ushort *)p);
+}
+
+/* The quad's element count (4, or the tail's) for work-item q. */
+static int quad_len(const ew_nd *d, long q) { return (int)min(4L, d->shape[0] - 4 * q); }
+
 kernel void ew_binary(ew_nd d, global uchar *dst, ulong doff, int ddt, global const uchar *a, ulong aoff,
                       global const uchar *b, ulong boff, int sdt, int k)
 {
+    if (d.contig == EW_VEC4) {
+        long q = get_global_id(0);
+        global uchar *dp = dst + doff;
+        global const uchar *ap = a + aoff, *bp = b + boff;
+        if (quad_len(&d, q) == 4) {
+            float4 x = ld_f4(ap, q, sdt), y = ld_f4(bp, q, sdt);
+            st_f4(dp, q, ddt, (float4)(binary_f(k, x.s0, y.s0), binary_f(k, x.s1, y.s1), binary_f(k, x.s2, y.s2),
+                                       binary_f(k, x.s3, y.s3)));
+        } else {
+            for (long i = 4 * q; i < d.shape[0]; i++) st_f(dp, i, ddt, binary_f(k, ld_f(ap, i, sdt), ld_f(bp, i, sdt)));
+        }
+        return;
+    }
     long i = get_global_id(0), o[3];
     nd_offsets(&d, i, 3, o);
     global uchar *dp = dst + doff;
@@ -428,6 +465,19 @@ kernel void ew_binary(ew_nd d, global uchar *dst, ulong doff, int ddt, global co
 kernel void ew_scalar(ew_nd d, global uchar *dst, ulong doff, int ddt, global const uchar *a, ulong aoff, int sdt,
                       int k, float sf, long si, long sbits)
 {
+    if (d.contig == EW_VEC4) {
+        long q = get_global_id(0);
+        global uchar *dp = dst + doff;
+        global const uchar *ap = a + aoff;
+        if (quad_len(&d, q) == 4) {
+            float4 x = ld_f4(ap, q, sdt);
+            st_f4(dp, q, ddt, (float4)(binary_f(k, x.s0, sf), binary_f(k, x.s1, sf), binary_f(k, x.s2, sf),
+                                       binary_f(k, x.s3, sf)));
+        } else {
+            for (long i = 4 * q; i < d.shape[0]; i++) st_f(dp, i, ddt, binary_f(k, ld_f(ap, i, sdt), sf));
+        }
+        return;
+    }
     long i = get_global_id(0), o[2];
     nd_offsets(&d, i, 2, o);
     global uchar *dp = dst + doff;
@@ -450,6 +500,19 @@ kernel void ew_scalar(ew_nd d, global uchar *dst, ulong doff, int ddt, global co
 kernel void ew_unary(ew_nd d, global uchar *dst, ulong doff, int ddt, global const uchar *a, ulong aoff, int sdt,
                      int k, float p0, float p1, long lo, long hi, long p0bits, long p1bits)
 {
+    if (d.contig == EW_VEC4) {
+        long q = get_global_id(0);
+        global uchar *dp = dst + doff;
+        global const uchar *ap = a + aoff;
+        if (quad_len(&d, q) == 4) {
+            float4 x = ld_f4(ap, q, sdt);
+            st_f4(dp, q, ddt, (float4)(unary_f(k, x.s0, p0, p1), unary_f(k, x.s1, p0, p1), unary_f(k, x.s2, p0, p1),
+                                       unary_f(k, x.s3, p0, p1)));
+        } else {
+            for (long i = 4 * q; i < d.shape[0]; i++) st_f(dp, i, ddt, unary_f(k, ld_f(ap, i, sdt), p0, p1));
+        }
+        return;
+    }
     long i = get_global_id(0), o[2];
     nd_offsets(&d, i, 2, o);
     global uchar *dp = dst + doff;
