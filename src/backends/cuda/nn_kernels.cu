@@ -34,28 +34,23 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float
 /* A 16-byte chunk of T from its values in f32: half and bf16 pairs rounded by one packed
  * conversion each (cvt.rn.f16x2.f32), the same rounding as from_f, half the instructions:
  * f16 row ops are bound by instructions per byte as much as by bytes. */
-template <typename T> __device__ __forceinline__ uint4 pack_chunk(const float *v);
-template <> __device__ __forceinline__ uint4 pack_chunk<float>(const float *v)
+__device__ __forceinline__ __half2 pair_rn(float a, float b, __half) { return __floats2half2_rn(a, b); }
+__device__ __forceinline__ __nv_bfloat162 pair_rn(float a, float b, __nv_bfloat16) { return __floats2bfloat162_rn(a, b); }
+template <typename T> __device__ __forceinline__ uint4 pack_chunk(const float *v)
 {
-    return make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3]));
-}
-template <> __device__ __forceinline__ uint4 pack_chunk<__half>(const float *v)
-{
-    uint4 o;
-    __half2 *h = (__half2 *)&o;
+    if constexpr (sizeof(T) == 4) {
+        return make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3]));
+    } else {
+        uint4 o;
+        uint32_t *w = (uint32_t *)&o;
 #pragma unroll
-    for (int k = 0; k < 4; k++) h[k] = __floats2half2_rn(v[2 * k], v[2 * k + 1]);
-    return o;
+        for (int k = 0; k < 4; k++) {
+            auto pr = pair_rn(v[2 * k], v[2 * k + 1], T());
+            memcpy(w + k, &pr, sizeof pr);
+        }
+        return o;
+    }
 }
-template <> __device__ __forceinline__ uint4 pack_chunk<__nv_bfloat16>(const float *v)
-{
-    uint4 o;
-    __nv_bfloat162 *h = (__nv_bfloat162 *)&o;
-#pragma unroll
-    for (int k = 0; k < 4; k++) h[k] = __floats2bfloat162_rn(v[2 * k], v[2 * k + 1]);
-    return o;
-}
-
 
 __device__ __forceinline__ void row_offsets(const nn_rows &r, int64_t row, int64_t *o0, int64_t *o1)
 {

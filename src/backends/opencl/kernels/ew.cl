@@ -425,23 +425,34 @@ static void st_f4(global uchar *p, long q, int dt, float4 v)
     else vstore4((ushort4)(f_to_bf16(v.s0), f_to_bf16(v.s1), f_to_bf16(v.s2), f_to_bf16(v.s3)), q, (global ushort *)p);
 }
 
-/* The quad's element count (4, or the tail's) for work-item q. */
-static int quad_len(const ew_nd *d, long q) { return (int)min(4L, d->shape[0] - 4 * q); }
+/* One element of the three kernels' forms: 0 binary (a, b), 1 with a scalar (a, s),
+ * 2 unary (a; p0, p1 its parameters). */
+static float quad_op(int form, int k, float x, float y, float p0, float p1)
+{
+    if (form == 2) return unary_f(k, x, p0, p1);
+    return binary_f(k, x, form == 0 ? y : p0);
+}
+
+/* Work-item q's elements 4q .. 4q+3 (fewer in the last quad); b is read in form 0 only. */
+static void ew_quad(const ew_nd *d, global uchar *dp, int ddt, global const uchar *ap, global const uchar *bp,
+                    int sdt, int form, int k, float p0, float p1)
+{
+    long q = get_global_id(0);
+    if (d->shape[0] - 4 * q >= 4) {
+        float4 x = ld_f4(ap, q, sdt), y = form == 0 ? ld_f4(bp, q, sdt) : (float4)(0.0f);
+        st_f4(dp, q, ddt, (float4)(quad_op(form, k, x.s0, y.s0, p0, p1), quad_op(form, k, x.s1, y.s1, p0, p1),
+                                   quad_op(form, k, x.s2, y.s2, p0, p1), quad_op(form, k, x.s3, y.s3, p0, p1)));
+        return;
+    }
+    for (long i = 4 * q; i < d->shape[0]; i++)
+        st_f(dp, i, ddt, quad_op(form, k, ld_f(ap, i, sdt), form == 0 ? ld_f(bp, i, sdt) : 0.0f, p0, p1));
+}
 
 kernel void ew_binary(ew_nd d, global uchar *dst, ulong doff, int ddt, global const uchar *a, ulong aoff,
                       global const uchar *b, ulong boff, int sdt, int k)
 {
     if (d.contig == EW_VEC4) {
-        long q = get_global_id(0);
-        global uchar *dp = dst + doff;
-        global const uchar *ap = a + aoff, *bp = b + boff;
-        if (quad_len(&d, q) == 4) {
-            float4 x = ld_f4(ap, q, sdt), y = ld_f4(bp, q, sdt);
-            st_f4(dp, q, ddt, (float4)(binary_f(k, x.s0, y.s0), binary_f(k, x.s1, y.s1), binary_f(k, x.s2, y.s2),
-                                       binary_f(k, x.s3, y.s3)));
-        } else {
-            for (long i = 4 * q; i < d.shape[0]; i++) st_f(dp, i, ddt, binary_f(k, ld_f(ap, i, sdt), ld_f(bp, i, sdt)));
-        }
+        ew_quad(&d, dst + doff, ddt, a + aoff, b + boff, sdt, 0, k, 0.0f, 0.0f);
         return;
     }
     long i = get_global_id(0), o[3];
@@ -466,16 +477,7 @@ kernel void ew_scalar(ew_nd d, global uchar *dst, ulong doff, int ddt, global co
                       int k, float sf, long si, long sbits)
 {
     if (d.contig == EW_VEC4) {
-        long q = get_global_id(0);
-        global uchar *dp = dst + doff;
-        global const uchar *ap = a + aoff;
-        if (quad_len(&d, q) == 4) {
-            float4 x = ld_f4(ap, q, sdt);
-            st_f4(dp, q, ddt, (float4)(binary_f(k, x.s0, sf), binary_f(k, x.s1, sf), binary_f(k, x.s2, sf),
-                                       binary_f(k, x.s3, sf)));
-        } else {
-            for (long i = 4 * q; i < d.shape[0]; i++) st_f(dp, i, ddt, binary_f(k, ld_f(ap, i, sdt), sf));
-        }
+        ew_quad(&d, dst + doff, ddt, a + aoff, a + aoff, sdt, 1, k, sf, 0.0f);
         return;
     }
     long i = get_global_id(0), o[2];
@@ -501,16 +503,7 @@ kernel void ew_unary(ew_nd d, global uchar *dst, ulong doff, int ddt, global con
                      int k, float p0, float p1, long lo, long hi, long p0bits, long p1bits)
 {
     if (d.contig == EW_VEC4) {
-        long q = get_global_id(0);
-        global uchar *dp = dst + doff;
-        global const uchar *ap = a + aoff;
-        if (quad_len(&d, q) == 4) {
-            float4 x = ld_f4(ap, q, sdt);
-            st_f4(dp, q, ddt, (float4)(unary_f(k, x.s0, p0, p1), unary_f(k, x.s1, p0, p1), unary_f(k, x.s2, p0, p1),
-                                       unary_f(k, x.s3, p0, p1)));
-        } else {
-            for (long i = 4 * q; i < d.shape[0]; i++) st_f(dp, i, ddt, unary_f(k, ld_f(ap, i, sdt), p0, p1));
-        }
+        ew_quad(&d, dst + doff, ddt, a + aoff, a + aoff, sdt, 2, k, p0, p1);
         return;
     }
     long i = get_global_id(0), o[2];
