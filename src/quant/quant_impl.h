@@ -118,6 +118,7 @@ void quant_panel_fill_avx512(quant_panel_table tab);
 void quant_panel_legacy_fill_avx512(quant_panel_table tab); /* both called by quant_panel_fill_avx512 */
 void quant_panel_k23_fill_avx512(quant_panel_table tab);
 void quant_repack_fill_avx512(quant_panel_table tab);
+void quant_repack_fill_avx2(quant_panel_table tab); /* for AVX2 and AVX2_VNNI */
 void quant_repack_legacy_fill_avx512(quant_panel_table tab); /* called by quant_repack_fill_avx512 */
 void quant_panel_fill_avx512_novnni(quant_panel_table tab);
 void quant_panel_legacy_fill_avx512_novnni(quant_panel_table tab);

@@ -109,6 +109,8 @@ static void fill_tables(void)
     quant_dot_fill_avx2(g_tabs[QUANT_SIMD_AVX2]);
     quant_act_fill_avx2(g_acts[QUANT_SIMD_AVX2]);
     quant_panel_fill_avx2(g_panels[QUANT_SIMD_AVX2]);
+    quant_repack_fill_avx2(g_repacks[QUANT_SIMD_AVX2]);
+    quant_repack_fill_avx2(g_repacks[QUANT_SIMD_AVX2_VNNI]);
     quant_dot_fill_avxvnni(g_tabs[QUANT_SIMD_AVX2_VNNI]);
     quant_dot_fill_avx512_novnni(g_tabs[QUANT_SIMD_AVX512]);
     quant_nr_fill_avx512_novnni(g_nrs[QUANT_SIMD_AVX512]);
