@@ -522,48 +522,56 @@ A_ENTRY(a_gemm_q6_k, a_b_q6_k)
 A_ENTRY(a_gemm_q3_k, a_b_q3_k)
 A_ENTRY(a_gemm_q2_k, a_b_q2_k)
 
-/* ---- Q4_0 kept for decode at its weights' size: the avx512 repack's layout (per block of
- * 32 and 16 rows, 4 vectors whose low nibbles hold quants 8v..8v+3 of each row and high
- * nibbles 8v+4..8v+7, then the 16 rows' f16 scales); the per-call panel above holds bytes,
- * twice that, and decode only streams. Row dots at this level decoded a TinyLlama-shaped
- * Q4_0 at 35-37 t/s where the avx512 repack gives 55 (Zen 4, 2 threads, CTORCH_SIMD=avx2).
- * The pack is scalar: it runs once, when the weight is placed. ---- */
+/* ---- Q4_0 and Q4_1 kept for decode at about their weights' size: the avx512 repacks'
+ * layout (per block of 32 and 16 rows, 4 vectors whose low nibbles hold quants 8v..8v+3 of
+ * each row and high nibbles 8v+4..8v+7, then the 16 rows' f16 d, and Q4_1's f16 m); the
+ * per-call panels above hold bytes, twice that, and decode only streams. Row dots at this
+ * level decoded a TinyLlama-shaped Q4_0 at 35-37 t/s where the avx512 repack gives 55 (Zen 4,
+ * 2 threads, CTORCH_SIMD=avx2). The pack is scalar: it runs once, when the weight is placed. ---- */
 #define AR4_QBYTES (4 * 64)
-#define AR4_BYTES (AR4_QBYTES + 32)
-#define AR4_PF 2048 /* bytes fetched ahead, as the avx512 repack */
+#define AR4_BYTES(affine) (AR4_QBYTES + ((affine) ? 64 : 32))
+#define AR4_PF 2048 /* bytes fetched ahead, as the avx512 repacks */
 
-static uint8_t q4_0_quant(const blk_q4_0 *w, int e) { return e < 16 ? w->qs[e] & 0xF : w->qs[e - 16] >> 4; }
+/* Quant e (0..31) of a 4-bit block's 16 bytes of nibbles. */
+static uint8_t nib_quant(const uint8_t *qs, int e) { return e < 16 ? qs[e] & 0xF : qs[e - 16] >> 4; }
 
-static void ar_pack_q4_0(const void *vw, size_t ws, int nw, int64_t K, void *vpanel)
+static void ar_pack_4bit(const void *vw, size_t ws, int nw, int64_t K, void *vpanel, const bool affine)
 {
+    const size_t bsz = affine ? sizeof(blk_q4_1) : sizeof(blk_q4_0), qso = affine ? offsetof(blk_q4_1, qs) : offsetof(blk_q4_0, qs);
     uint8_t *panel = vpanel;
     for (int64_t b = 0; b < K / QK; b++) {
-        uint8_t *dst = panel + (size_t)b * AR4_BYTES;
-        uint16_t d[16];
+        uint8_t *dst = panel + (size_t)b * AR4_BYTES(affine);
+        uint16_t dm[2][16];
         for (int r = 0; r < 16; r++) {
-            const blk_q4_0 *w = r < nw ? (const blk_q4_0 *)((const char *)vw + (size_t)r * ws) + b : NULL;
-            d[r] = w ? w->d : 0;
+            const uint8_t *blk = r < nw ? (const uint8_t *)vw + (size_t)r * ws + (size_t)b * bsz : NULL;
+            dm[0][r] = dm[1][r] = 0;
+            if (blk) memcpy(dm[0] + r, blk, 2);
+            if (blk && affine) memcpy(dm[1] + r, blk + 2, 2);
             for (int v = 0; v < 4; v++)
                 for (int i = 0; i < 4; i++)
-                    dst[64 * v + 4 * r + i] = w ? (uint8_t)(q4_0_quant(w, 8 * v + i) | q4_0_quant(w, 8 * v + 4 + i) << 4) : 0;
+                    dst[64 * v + 4 * r + i] = blk ? (uint8_t)(nib_quant(blk + qso, 8 * v + i) | nib_quant(blk + qso, 8 * v + 4 + i) << 4) : 0;
         }
-        memcpy(dst + AR4_QBYTES, d, sizeof d);
+        memcpy(dst + AR4_QBYTES, dm, affine ? sizeof dm : sizeof dm[0]);
     }
 }
 
-/* Rows 8h .. 8h+7: sum_b d_w d_a (isum - 8 sum a). The 8 vpmaddubsw results of a block add
- * up in int16: 8 * 2 * 15 * 127 = 30480 < 2^15. */
-A_INLINE void ar_q4_0(int64_t K, const uint8_t *panel, int h, const char *a, size_t as, const float *aux, size_t xs,
-                      float *s, size_t ss, int n8, const int NA)
+static void ar_pack_q4_0(const void *vw, size_t ws, int nw, int64_t K, void *p) { ar_pack_4bit(vw, ws, nw, K, p, false); }
+static void ar_pack_q4_1(const void *vw, size_t ws, int nw, int64_t K, void *p) { ar_pack_4bit(vw, ws, nw, K, p, true); }
+
+/* Rows 8h .. 8h+7: Q4_0 sum_b d_w d_a (isum - 8 sum a), Q4_1 sum_b d_w d_a isum + m_w (d_a
+ * sum a). A block's 8 vpmaddubsw results add up in int16: 8 * 2 * 15 * 127 = 30480 < 2^15. */
+A_INLINE void ar_4bit(int64_t K, const uint8_t *panel, int h, const char *a, size_t as, const float *aux, size_t xs,
+                      float *s, size_t ss, int n8, const int NA, const bool affine)
 {
     const __m256i m4 = _mm256_set1_epi8(0xF), ones = _mm256_set1_epi16(1);
+    const size_t abs = affine ? sizeof(blk_q8_1) : sizeof(blk_q8_0), aqo = affine ? offsetof(blk_q8_1, qs) : offsetof(blk_q8_0, qs);
     __m256 tot[QUANT_PANEL_MAX_A];
 #pragma GCC unroll 4
     for (int j = 0; j < NA; j++) tot[j] = _mm256_setzero_ps();
     for (int64_t b = 0; b < K / QK; b++) {
-        const uint8_t *pq = panel + (size_t)b * AR4_BYTES;
+        const uint8_t *pq = panel + (size_t)b * AR4_BYTES(affine);
         if (!h)
-            for (int l = 0; l < AR4_BYTES; l += 64) _mm_prefetch((const char *)pq + AR4_PF + l, _MM_HINT_T0);
+            for (int l = 0; l < AR4_BYTES(affine); l += 64) _mm_prefetch((const char *)pq + AR4_PF + l, _MM_HINT_T0);
         __m256i a16[QUANT_PANEL_MAX_A];
 #pragma GCC unroll 4
         for (int v = 0; v < 4; v++) {
@@ -571,34 +579,54 @@ A_INLINE void ar_q4_0(int64_t K, const uint8_t *panel, int h, const char *a, siz
             __m256i lo = _mm256_and_si256(x, m4), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
 #pragma GCC unroll 4
             for (int j = 0; j < NA; j++) {
-                const int8_t *q = ((const blk_q8_0 *)(a + (size_t)j * as) + b)->qs + 8 * v;
+                const int8_t *q = (const int8_t *)(a + (size_t)j * as + (size_t)b * abs + aqo) + 8 * v;
                 __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, a_bcast4(q)), _mm256_maddubs_epi16(hi, a_bcast4(q + 4)));
                 a16[j] = v ? _mm256_add_epi16(a16[j], p) : p;
             }
         }
-        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pq + AR4_QBYTES + 16 * h)));
+        const uint8_t *dm = pq + AR4_QBYTES + 16 * h;
+        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dm));
+        __m256 mw = affine ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dm + 32))) : _mm256_setzero_ps();
 #pragma GCC unroll 4
         for (int j = 0; j < NA; j++) {
             const float *x = aux + (size_t)j * xs + 2 * b;
-            __m256 is = _mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(a16[j], ones)), _mm256_set1_ps(x[0]));
-            tot[j] = _mm256_fmadd_ps(is, _mm256_mul_ps(dw, _mm256_set1_ps(x[1])), tot[j]);
+            __m256 is = _mm256_cvtepi32_ps(_mm256_madd_epi16(a16[j], ones));
+            if (affine) {
+                tot[j] = _mm256_fmadd_ps(is, _mm256_mul_ps(dw, _mm256_set1_ps(x[0])), tot[j]);
+                tot[j] = _mm256_fmadd_ps(mw, _mm256_set1_ps(x[1]), tot[j]);
+            } else {
+                is = _mm256_sub_ps(is, _mm256_set1_ps(x[0]));
+                tot[j] = _mm256_fmadd_ps(is, _mm256_mul_ps(dw, _mm256_set1_ps(x[1])), tot[j]);
+            }
         }
     }
     a_store(s, ss, tot, n8, NA);
 }
 
-static void ar_gemm_q4_0(int64_t K, const void *panel, const void *a, size_t as, const float *aux, size_t xs, int na,
-                         float *s, size_t ss, int nw)
+A_INLINE void ar_gemm_4bit(int64_t K, const void *panel, const void *a, size_t as, const float *aux, size_t xs, int na,
+                           float *s, size_t ss, int nw, const bool affine)
 {
     for (int h = 0; h < 2 && 8 * h < nw; h++) {
         float *sh = s + 8 * h;
         switch (na) {
-        case 1: ar_q4_0(K, panel, h, a, as, aux, xs, sh, ss, nw - 8 * h, 1); break;
-        case 2: ar_q4_0(K, panel, h, a, as, aux, xs, sh, ss, nw - 8 * h, 2); break;
-        case 3: ar_q4_0(K, panel, h, a, as, aux, xs, sh, ss, nw - 8 * h, 3); break;
-        default: ar_q4_0(K, panel, h, a, as, aux, xs, sh, ss, nw - 8 * h, 4); break;
+        case 1: ar_4bit(K, panel, h, a, as, aux, xs, sh, ss, nw - 8 * h, 1, affine); break;
+        case 2: ar_4bit(K, panel, h, a, as, aux, xs, sh, ss, nw - 8 * h, 2, affine); break;
+        case 3: ar_4bit(K, panel, h, a, as, aux, xs, sh, ss, nw - 8 * h, 3, affine); break;
+        default: ar_4bit(K, panel, h, a, as, aux, xs, sh, ss, nw - 8 * h, 4, affine); break;
         }
     }
+}
+
+static void ar_gemm_q4_0(int64_t K, const void *panel, const void *a, size_t as, const float *aux, size_t xs, int na,
+                         float *s, size_t ss, int nw)
+{
+    ar_gemm_4bit(K, panel, a, as, aux, xs, na, s, ss, nw, false);
+}
+
+static void ar_gemm_q4_1(int64_t K, const void *panel, const void *a, size_t as, const float *aux, size_t xs, int na,
+                         float *s, size_t ss, int nw)
+{
+    ar_gemm_4bit(K, panel, a, as, aux, xs, na, s, ss, nw, true);
 }
 
 QUANT_TARGET_END
@@ -673,9 +701,14 @@ static const quant_panel_kernels g_q6_k = {A_K_BYTES, 16, a_pack_q6_k, a_aux_q6_
 static const quant_panel_kernels g_q3_k = {A_K_BYTES, 16, a_pack_q3_k, a_aux_q3_k, a_gemm_q3_k};
 static const quant_panel_kernels g_q2_k = {A_Q2K_BYTES, 1, a_pack_q2_k, a_aux_q2_k, a_gemm_q2_k};
 
-static const quant_panel_kernels g_r_q4_0 = {AR4_BYTES, 2, ar_pack_q4_0, a_aux_q4_0, ar_gemm_q4_0};
+static const quant_panel_kernels g_r_q4_0 = {AR4_BYTES(false), 2, ar_pack_q4_0, a_aux_q4_0, ar_gemm_q4_0};
+static const quant_panel_kernels g_r_q4_1 = {AR4_BYTES(true), 2, ar_pack_q4_1, a_aux_q8_1, ar_gemm_q4_1};
 
-void quant_repack_fill_avx2(quant_panel_table tab) { tab[CT_Q4_0] = &g_r_q4_0; }
+void quant_repack_fill_avx2(quant_panel_table tab)
+{
+    tab[CT_Q4_0] = &g_r_q4_0;
+    tab[CT_Q4_1] = &g_r_q4_1;
+}
 
 void quant_panel_fill_avx2(quant_panel_table tab)
 {
