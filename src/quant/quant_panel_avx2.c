@@ -522,75 +522,105 @@ A_ENTRY(a_gemm_q6_k, a_b_q6_k)
 A_ENTRY(a_gemm_q3_k, a_b_q3_k)
 A_ENTRY(a_gemm_q2_k, a_b_q2_k)
 
-/* ---- Q4_0 and Q4_1 kept for decode at about their weights' size: the avx512 repacks'
- * layout (per block of 32 and 16 rows, 4 vectors whose low nibbles hold quants 8v..8v+3 of
- * each row and high nibbles 8v+4..8v+7, then the 16 rows' f16 d, and Q4_1's f16 m); the
- * per-call panels above hold bytes, twice that, and decode only streams. Row dots at this
- * level decoded a TinyLlama-shaped Q4_0 at 35-37 t/s where the avx512 repack gives 55 (Zen 4,
- * 2 threads, CTORCH_SIMD=avx2). The pack is scalar: it runs once, when the weight is placed. ---- */
-#define AR4_QBYTES (4 * 64)
-#define AR4_BYTES(affine) (AR4_QBYTES + ((affine) ? 64 : 32))
-#define AR4_PF 2048 /* bytes fetched ahead, as the avx512 repacks */
+/* ---- Q4_0, Q4_1, Q5_0 and Q5_1 kept for decode at about their weights' size: the avx512
+ * repacks' layout (quant_panel_avx512.c, quant_panel_legacy_avx512.c: per block of 32 and 16
+ * rows, 4 vectors whose low nibbles hold quants 8v..8v+3 of each row and high nibbles
+ * 8v+4..8v+7; Q5's rows' qh words, byte v holding the fifth bits of vector v; then the 16
+ * rows' f16 d, and the affine formats' f16 m). The per-call panels above hold bytes, twice
+ * that, and decode only streams. Row dots at this level decoded a TinyLlama-shaped Q4_0 at
+ * 35-37 t/s where the avx512 repack gives 55 (Zen 4, 2 threads, CTORCH_SIMD=avx2). The pack
+ * is scalar: it runs once, when the weight is placed. ---- */
+typedef enum { AR_Q4_0, AR_Q4_1, AR_Q5_0, AR_Q5_1 } ar_type;
+#define AR_AFFINE(t) ((t) == AR_Q4_1 || (t) == AR_Q5_1)
+#define AR_FIFTH(t) ((t) >= AR_Q5_0)
+#define AR_QBYTES (4 * 64)
+#define AR_HBYTES(t) (AR_FIFTH(t) ? 64 : 0)
+#define AR_BYTES(t) (AR_QBYTES + AR_HBYTES(t) + (AR_AFFINE(t) ? 64 : 32))
+#define AR_PF 2048 /* bytes fetched ahead, as the avx512 repacks */
 
-/* Quant e (0..31) of a 4-bit block's 16 bytes of nibbles. */
+/* Quant e's low four bits (0..31) from a block's 16 bytes of nibbles. */
 static uint8_t nib_quant(const uint8_t *qs, int e) { return e < 16 ? qs[e] & 0xF : qs[e - 16] >> 4; }
 
-static void ar_pack_4bit(const void *vw, size_t ws, int nw, int64_t K, void *vpanel, const bool affine)
+static void ar_pack(const void *vw, size_t ws, int nw, int64_t K, void *vpanel, const ar_type t)
 {
-    const size_t bsz = affine ? sizeof(blk_q4_1) : sizeof(blk_q4_0), qso = affine ? offsetof(blk_q4_1, qs) : offsetof(blk_q4_0, qs);
+    static const size_t bsz[] = {sizeof(blk_q4_0), sizeof(blk_q4_1), sizeof(blk_q5_0), sizeof(blk_q5_1)};
+    static const size_t qso[] = {offsetof(blk_q4_0, qs), offsetof(blk_q4_1, qs), offsetof(blk_q5_0, qs), offsetof(blk_q5_1, qs)};
+    static const size_t qho[] = {0, 0, offsetof(blk_q5_0, qh), offsetof(blk_q5_1, qh)};
     uint8_t *panel = vpanel;
     for (int64_t b = 0; b < K / QK; b++) {
-        uint8_t *dst = panel + (size_t)b * AR4_BYTES(affine);
-        uint16_t dm[2][16];
+        uint8_t *dst = panel + (size_t)b * AR_BYTES(t), *dm = dst + AR_QBYTES + AR_HBYTES(t);
         for (int r = 0; r < 16; r++) {
-            const uint8_t *blk = r < nw ? (const uint8_t *)vw + (size_t)r * ws + (size_t)b * bsz : NULL;
-            dm[0][r] = dm[1][r] = 0;
-            if (blk) memcpy(dm[0] + r, blk, 2);
-            if (blk && affine) memcpy(dm[1] + r, blk + 2, 2);
+            const uint8_t *blk = r < nw ? (const uint8_t *)vw + (size_t)r * ws + (size_t)b * bsz[t] : NULL;
+            static const uint8_t zero[4] = {0, 0, 0, 0};
+            memcpy(dm + 2 * r, blk ? blk : zero, 2); /* d first in every format */
+            if (AR_AFFINE(t)) memcpy(dm + 32 + 2 * r, blk ? blk + 2 : zero, 2);
+            if (AR_FIFTH(t)) memcpy(dst + AR_QBYTES + 4 * r, blk ? blk + qho[t] : zero, 4);
             for (int v = 0; v < 4; v++)
                 for (int i = 0; i < 4; i++)
-                    dst[64 * v + 4 * r + i] = blk ? (uint8_t)(nib_quant(blk + qso, 8 * v + i) | nib_quant(blk + qso, 8 * v + 4 + i) << 4) : 0;
+                    dst[64 * v + 4 * r + i] =
+                        blk ? (uint8_t)(nib_quant(blk + qso[t], 8 * v + i) | nib_quant(blk + qso[t], 8 * v + 4 + i) << 4) : 0;
         }
-        memcpy(dst + AR4_QBYTES, dm, affine ? sizeof dm : sizeof dm[0]);
     }
 }
 
-static void ar_pack_q4_0(const void *vw, size_t ws, int nw, int64_t K, void *p) { ar_pack_4bit(vw, ws, nw, K, p, false); }
-static void ar_pack_q4_1(const void *vw, size_t ws, int nw, int64_t K, void *p) { ar_pack_4bit(vw, ws, nw, K, p, true); }
+static void ar_pack_q4_0(const void *vw, size_t ws, int nw, int64_t K, void *p) { ar_pack(vw, ws, nw, K, p, AR_Q4_0); }
+static void ar_pack_q4_1(const void *vw, size_t ws, int nw, int64_t K, void *p) { ar_pack(vw, ws, nw, K, p, AR_Q4_1); }
+static void ar_pack_q5_0(const void *vw, size_t ws, int nw, int64_t K, void *p) { ar_pack(vw, ws, nw, K, p, AR_Q5_0); }
+static void ar_pack_q5_1(const void *vw, size_t ws, int nw, int64_t K, void *p) { ar_pack(vw, ws, nw, K, p, AR_Q5_1); }
 
-/* Rows 8h .. 8h+7: Q4_0 sum_b d_w d_a (isum - 8 sum a), Q4_1 sum_b d_w d_a isum + m_w (d_a
- * sum a). A block's 8 vpmaddubsw results add up in int16: 8 * 2 * 15 * 127 = 30480 < 2^15. */
-A_INLINE void ar_4bit(int64_t K, const uint8_t *panel, int h, const char *a, size_t as, const float *aux, size_t xs,
-                      float *s, size_t ss, int n8, const int NA, const bool affine)
+/* 16 added to the bytes of lo (hi) whose quant has its fifth bit set: byte v of each lane of
+ * hv spread over the lane's four bytes, bit i for byte i of lo and bit 4 + i for hi. */
+A_INLINE void ar_add_fifth(__m256i hv, const int v, __m256i *lo, __m256i *hi)
 {
+    const int rep = 0x01010101;
+    const __m256i sixteen = _mm256_set1_epi8(16), blo = _mm256_set1_epi32(0x08040201), bhi = _mm256_set1_epi32((int)0x80402010u);
+    __m256i spread = _mm256_shuffle_epi8(hv, _mm256_setr_epi32(v * rep, (4 + v) * rep, (8 + v) * rep, (12 + v) * rep, v * rep,
+                                                              (4 + v) * rep, (8 + v) * rep, (12 + v) * rep));
+    *lo = _mm256_add_epi8(*lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, blo), blo), sixteen));
+    *hi = _mm256_add_epi8(*hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bhi), bhi), sixteen));
+}
+
+/* Rows 8h .. 8h+7: Q4_0/Q5_0 sum_b d_w d_a (isum - zero sum a), Q4_1/Q5_1 sum_b d_w d_a isum +
+ * m_w (d_a sum a). vpmaddubsw results add up in int16 over RUN vectors: 4-bit quants a whole
+ * block (8 * 2 * 15 * 127 = 30480 < 2^15), 5-bit ones half of it (4 * 2 * 31 * 127 = 31496). */
+A_INLINE void ar_kernel(int64_t K, const uint8_t *panel, int h, const char *a, size_t as, const float *aux, size_t xs,
+                        float *s, size_t ss, int n8, const int NA, const ar_type t)
+{
+    const bool affine = AR_AFFINE(t);
+    const int run = AR_FIFTH(t) ? 2 : 4; /* nibble vectors per int16 run (two products each) */
     const __m256i m4 = _mm256_set1_epi8(0xF), ones = _mm256_set1_epi16(1);
     const size_t abs = affine ? sizeof(blk_q8_1) : sizeof(blk_q8_0), aqo = affine ? offsetof(blk_q8_1, qs) : offsetof(blk_q8_0, qs);
     __m256 tot[QUANT_PANEL_MAX_A];
 #pragma GCC unroll 4
     for (int j = 0; j < NA; j++) tot[j] = _mm256_setzero_ps();
     for (int64_t b = 0; b < K / QK; b++) {
-        const uint8_t *pq = panel + (size_t)b * AR4_BYTES(affine);
+        const uint8_t *pq = panel + (size_t)b * AR_BYTES(t);
         if (!h)
-            for (int l = 0; l < AR4_BYTES(affine); l += 64) _mm_prefetch((const char *)pq + AR4_PF + l, _MM_HINT_T0);
-        __m256i a16[QUANT_PANEL_MAX_A];
+            for (int l = 0; l < AR_BYTES(t); l += 64) _mm_prefetch((const char *)pq + AR_PF + l, _MM_HINT_T0);
+        __m256i hv = AR_FIFTH(t) ? a_load(pq + AR_QBYTES + 32 * h) : _mm256_setzero_si256();
+        __m256i a16[QUANT_PANEL_MAX_A], i32[QUANT_PANEL_MAX_A];
+#pragma GCC unroll 4
+        for (int j = 0; j < NA; j++) i32[j] = _mm256_setzero_si256();
 #pragma GCC unroll 4
         for (int v = 0; v < 4; v++) {
             __m256i x = a_load(pq + (size_t)v * 64 + 32 * h);
             __m256i lo = _mm256_and_si256(x, m4), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+            if (AR_FIFTH(t)) ar_add_fifth(hv, v, &lo, &hi);
 #pragma GCC unroll 4
             for (int j = 0; j < NA; j++) {
                 const int8_t *q = (const int8_t *)(a + (size_t)j * as + (size_t)b * abs + aqo) + 8 * v;
                 __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, a_bcast4(q)), _mm256_maddubs_epi16(hi, a_bcast4(q + 4)));
-                a16[j] = v ? _mm256_add_epi16(a16[j], p) : p;
+                a16[j] = v % run ? _mm256_add_epi16(a16[j], p) : p;
+                if (v % run == run - 1) i32[j] = _mm256_add_epi32(i32[j], _mm256_madd_epi16(a16[j], ones));
             }
         }
-        const uint8_t *dm = pq + AR4_QBYTES + 16 * h;
+        const uint8_t *dm = pq + AR_QBYTES + AR_HBYTES(t) + 16 * h;
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dm));
         __m256 mw = affine ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dm + 32))) : _mm256_setzero_ps();
 #pragma GCC unroll 4
         for (int j = 0; j < NA; j++) {
             const float *x = aux + (size_t)j * xs + 2 * b;
-            __m256 is = _mm256_cvtepi32_ps(_mm256_madd_epi16(a16[j], ones));
+            __m256 is = _mm256_cvtepi32_ps(i32[j]);
             if (affine) {
                 tot[j] = _mm256_fmadd_ps(is, _mm256_mul_ps(dw, _mm256_set1_ps(x[0])), tot[j]);
                 tot[j] = _mm256_fmadd_ps(mw, _mm256_set1_ps(x[1]), tot[j]);
@@ -603,31 +633,30 @@ A_INLINE void ar_4bit(int64_t K, const uint8_t *panel, int h, const char *a, siz
     a_store(s, ss, tot, n8, NA);
 }
 
-A_INLINE void ar_gemm_4bit(int64_t K, const void *panel, const void *a, size_t as, const float *aux, size_t xs, int na,
-                           float *s, size_t ss, int nw, const bool affine)
+A_INLINE void ar_gemm(int64_t K, const void *panel, const void *a, size_t as, const float *aux, size_t xs, int na,
+                      float *s, size_t ss, int nw, const ar_type t)
 {
     for (int h = 0; h < 2 && 8 * h < nw; h++) {
         float *sh = s + 8 * h;
         switch (na) {
-        case 1: ar_4bit(K, panel, h, a, as, aux, xs, sh, ss, nw - 8 * h, 1, affine); break;
-        case 2: ar_4bit(K, panel, h, a, as, aux, xs, sh, ss, nw - 8 * h, 2, affine); break;
-        case 3: ar_4bit(K, panel, h, a, as, aux, xs, sh, ss, nw - 8 * h, 3, affine); break;
-        default: ar_4bit(K, panel, h, a, as, aux, xs, sh, ss, nw - 8 * h, 4, affine); break;
+        case 1: ar_kernel(K, panel, h, a, as, aux, xs, sh, ss, nw - 8 * h, 1, t); break;
+        case 2: ar_kernel(K, panel, h, a, as, aux, xs, sh, ss, nw - 8 * h, 2, t); break;
+        case 3: ar_kernel(K, panel, h, a, as, aux, xs, sh, ss, nw - 8 * h, 3, t); break;
+        default: ar_kernel(K, panel, h, a, as, aux, xs, sh, ss, nw - 8 * h, 4, t); break;
         }
     }
 }
 
-static void ar_gemm_q4_0(int64_t K, const void *panel, const void *a, size_t as, const float *aux, size_t xs, int na,
-                         float *s, size_t ss, int nw)
-{
-    ar_gemm_4bit(K, panel, a, as, aux, xs, na, s, ss, nw, false);
-}
-
-static void ar_gemm_q4_1(int64_t K, const void *panel, const void *a, size_t as, const float *aux, size_t xs, int na,
-                         float *s, size_t ss, int nw)
-{
-    ar_gemm_4bit(K, panel, a, as, aux, xs, na, s, ss, nw, true);
-}
+#define AR_GEMM(name, t)                                                                                         \
+    static void name(int64_t K, const void *panel, const void *a, size_t as, const float *aux, size_t xs, int na, \
+                     float *s, size_t ss, int nw)                                                                  \
+    {                                                                                                              \
+        ar_gemm(K, panel, a, as, aux, xs, na, s, ss, nw, t);                                                       \
+    }
+AR_GEMM(ar_gemm_q4_0, AR_Q4_0)
+AR_GEMM(ar_gemm_q4_1, AR_Q4_1)
+AR_GEMM(ar_gemm_q5_0, AR_Q5_0)
+AR_GEMM(ar_gemm_q5_1, AR_Q5_1)
 
 QUANT_TARGET_END
 
@@ -701,13 +730,17 @@ static const quant_panel_kernels g_q6_k = {A_K_BYTES, 16, a_pack_q6_k, a_aux_q6_
 static const quant_panel_kernels g_q3_k = {A_K_BYTES, 16, a_pack_q3_k, a_aux_q3_k, a_gemm_q3_k};
 static const quant_panel_kernels g_q2_k = {A_Q2K_BYTES, 1, a_pack_q2_k, a_aux_q2_k, a_gemm_q2_k};
 
-static const quant_panel_kernels g_r_q4_0 = {AR4_BYTES(false), 2, ar_pack_q4_0, a_aux_q4_0, ar_gemm_q4_0};
-static const quant_panel_kernels g_r_q4_1 = {AR4_BYTES(true), 2, ar_pack_q4_1, a_aux_q8_1, ar_gemm_q4_1};
+static const quant_panel_kernels g_r_q4_0 = {AR_BYTES(AR_Q4_0), 2, ar_pack_q4_0, a_aux_q4_0, ar_gemm_q4_0};
+static const quant_panel_kernels g_r_q4_1 = {AR_BYTES(AR_Q4_1), 2, ar_pack_q4_1, a_aux_q8_1, ar_gemm_q4_1};
+static const quant_panel_kernels g_r_q5_0 = {AR_BYTES(AR_Q5_0), 2, ar_pack_q5_0, a_aux_q5_0, ar_gemm_q5_0};
+static const quant_panel_kernels g_r_q5_1 = {AR_BYTES(AR_Q5_1), 2, ar_pack_q5_1, a_aux_q8_1, ar_gemm_q5_1};
 
 void quant_repack_fill_avx2(quant_panel_table tab)
 {
     tab[CT_Q4_0] = &g_r_q4_0;
     tab[CT_Q4_1] = &g_r_q4_1;
+    tab[CT_Q5_0] = &g_r_q5_0;
+    tab[CT_Q5_1] = &g_r_q5_1;
 }
 
 void quant_panel_fill_avx2(quant_panel_table tab)
