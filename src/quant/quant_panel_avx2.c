@@ -334,6 +334,24 @@ A_INLINE void a_q8_0(int64_t K, const uint8_t *panel, const char *a, size_t as, 
     a_store(s, ss, tot, n8, NA);
 }
 
+/* tot[j] += block b's integer sums i32[j] with its scales: d_w d_a (isum - zero * sum a), or
+ * (affine) d_w d_a isum + m_w (d_a sum a); aux row j holds the block's two activation terms. */
+A_INLINE void a_leg_scales(__m256 *tot, const __m256i *i32, __m256 dw, __m256 mw, const float *aux, size_t xs, int64_t b,
+                           const int NA, const bool affine)
+{
+#pragma GCC unroll 4
+    for (int j = 0; j < NA; j++) {
+        const float *x = aux + (size_t)j * xs + 2 * b;
+        __m256 is = _mm256_cvtepi32_ps(i32[j]);
+        if (affine) {
+            tot[j] = _mm256_fmadd_ps(is, _mm256_mul_ps(dw, _mm256_set1_ps(x[0])), tot[j]);
+            tot[j] = _mm256_fmadd_ps(mw, _mm256_set1_ps(x[1]), tot[j]);
+        } else {
+            tot[j] = _mm256_fmadd_ps(_mm256_sub_ps(is, _mm256_set1_ps(x[0])), _mm256_mul_ps(dw, _mm256_set1_ps(x[1])), tot[j]);
+        }
+    }
+}
+
 /* Q4_0/Q5_0: sum_b d_w d_a (isum - zero * sum a); Q4_1/Q5_1 (affine): sum_b d_w d_a isum + m_w (d_a sum a) */
 A_INLINE void a_leg(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
                     size_t ss, int n8, const int NA, const int RUN, const bool affine)
@@ -354,19 +372,8 @@ A_INLINE void a_leg(int64_t K, const uint8_t *panel, const char *a, size_t as, c
         }
         a_isum(pq, 0, 8, RUN, aq, i32, NA);
         const float *dp = (const float *)(pq + A_LEG_QBYTES);
-        __m256 dw = _mm256_loadu_ps(dp);
-#pragma GCC unroll 4
-        for (int j = 0; j < NA; j++) {
-            const float *x = aux + (size_t)j * xs + 2 * b;
-            __m256 is = _mm256_cvtepi32_ps(i32[j]);
-            if (affine) {
-                tot[j] = _mm256_fmadd_ps(is, _mm256_mul_ps(dw, _mm256_set1_ps(x[0])), tot[j]);
-                tot[j] = _mm256_fmadd_ps(_mm256_loadu_ps(dp + 16), _mm256_set1_ps(x[1]), tot[j]);
-            } else {
-                is = _mm256_sub_ps(is, _mm256_set1_ps(x[0]));
-                tot[j] = _mm256_fmadd_ps(is, _mm256_mul_ps(dw, _mm256_set1_ps(x[1])), tot[j]);
-            }
-        }
+        a_leg_scales(tot, i32, _mm256_loadu_ps(dp), affine ? _mm256_loadu_ps(dp + 16) : _mm256_setzero_ps(), aux, xs, b, NA,
+                     affine);
     }
     a_store(s, ss, tot, n8, NA);
 }
@@ -617,18 +624,7 @@ A_INLINE void ar_kernel(int64_t K, const uint8_t *panel, int h, const char *a, s
         const uint8_t *dm = pq + AR_QBYTES + AR_HBYTES(t) + 16 * h;
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dm));
         __m256 mw = affine ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dm + 32))) : _mm256_setzero_ps();
-#pragma GCC unroll 4
-        for (int j = 0; j < NA; j++) {
-            const float *x = aux + (size_t)j * xs + 2 * b;
-            __m256 is = _mm256_cvtepi32_ps(i32[j]);
-            if (affine) {
-                tot[j] = _mm256_fmadd_ps(is, _mm256_mul_ps(dw, _mm256_set1_ps(x[0])), tot[j]);
-                tot[j] = _mm256_fmadd_ps(mw, _mm256_set1_ps(x[1]), tot[j]);
-            } else {
-                is = _mm256_sub_ps(is, _mm256_set1_ps(x[0]));
-                tot[j] = _mm256_fmadd_ps(is, _mm256_mul_ps(dw, _mm256_set1_ps(x[1])), tot[j]);
-            }
-        }
+        a_leg_scales(tot, i32, dw, mw, aux, xs, b, NA, affine);
     }
     a_store(s, ss, tot, n8, NA);
 }
