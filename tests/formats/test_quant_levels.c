@@ -40,7 +40,8 @@ static void collect_owned(void)
             g_own.wide[lv][3 * i] = (const void *)quant_get_vec_dot_nr_at(k_types[i], (quant_simd)lv);
             const quant_panel_kernels *pk = quant_get_panel_at(k_types[i], (quant_simd)lv);
             if (pk != quant_get_panel_at(k_types[i], QUANT_SIMD_AVX2)) g_own.wide[lv][3 * i + 1] = pk;
-            g_own.wide[lv][3 * i + 2] = quant_get_repack_at(k_types[i], (quant_simd)lv);
+            const quant_panel_kernels *rp = quant_get_repack_at(k_types[i], (quant_simd)lv);
+            if (rp != quant_get_repack_at(k_types[i], QUANT_SIMD_AVX2)) g_own.wide[lv][3 * i + 2] = rp; /* AVX2_VNNI shares AVX2's */
         }
     quant_test_set_cpu_features(NULL);
 }
@@ -172,7 +173,10 @@ static void test_avx2_only(void)
     check_never_selected("avx2 only", (1u << QUANT_SIMD_AVX2_VNNI) | (1u << QUANT_SIMD_AVX512) | (1u << QUANT_SIMD_AVX512_VNNI));
     for (int i = 0; i < N_TYPES; i++) {
         CHECK(quant_get_vec_dot_nr(k_types[i]) == NULL);
-        CHECK(quant_get_repack(k_types[i]) == NULL);
+        /* decode keeps the 4- and 5-bit legacy formats repacked at AVX2 too, nothing else */
+        ct_dtype t = k_types[i];
+        bool kept = t == CT_Q4_0 || t == CT_Q4_1 || t == CT_Q5_0 || t == CT_Q5_1;
+        CHECK_MSG((quant_get_repack(t) != NULL) == kept, "avx2 only: %s repack %s", ct_dtype_name(t), kept ? "missing" : "present");
         /* every weight format has AVX2 panels (Q8_1 and Q8_K are activation formats) */
         bool weight = k_types[i] != CT_Q8_1 && k_types[i] != CT_Q8_K;
         CHECK_MSG((quant_get_panel(k_types[i]) != NULL) == weight, "avx2 only: %s panels %s", ct_dtype_name(k_types[i]),
@@ -227,7 +231,8 @@ static void test_caps(void)
                 for (int t = 0; t < N_TYPES; t++) {
                     CHECK(!owned_by(QUANT_SIMD_AVX512_VNNI, quant_get_vec_dot(k_types[t])));
                     CHECK(!owned_by(QUANT_SIMD_AVX512, quant_get_vec_dot(k_types[t])));
-                    CHECK(quant_get_repack(k_types[t]) == NULL);
+                    const quant_panel_kernels *r = quant_get_repack(k_types[t]); /* none, or AVX2's own */
+                    CHECK(!r || (c == 1 && r == quant_get_repack_at(k_types[t], QUANT_SIMD_AVX2)));
                     CHECK(c == 1 || quant_get_panel(k_types[t]) == NULL);
                     CHECK(!wide_owned_by(QUANT_SIMD_AVX512_VNNI, quant_get_panel(k_types[t])));
                     CHECK(!wide_owned_by(QUANT_SIMD_AVX512, quant_get_panel(k_types[t])));
