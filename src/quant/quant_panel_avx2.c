@@ -334,6 +334,13 @@ A_INLINE void a_q8_0(int64_t K, const uint8_t *panel, const char *a, size_t as, 
     a_store(s, ss, tot, n8, NA);
 }
 
+/* Block b's activation quants in row j: Q8_0 rows, or Q8_1 for the affine formats. */
+A_INLINE const int8_t *a_leg_act(const char *a, size_t as, int j, int64_t b, const bool affine)
+{
+    const char *row = a + (size_t)j * as;
+    return affine ? ((const blk_q8_1 *)row + b)->qs : ((const blk_q8_0 *)row + b)->qs;
+}
+
 /* tot[j] += block b's integer sums i32[j] with its scales: d_w d_a (isum - zero * sum a), or
  * (affine) d_w d_a isum + m_w (d_a sum a); aux row j holds the block's two activation terms. */
 A_INLINE void a_leg_scales(__m256 *tot, const __m256i *i32, __m256 dw, __m256 mw, const float *aux, size_t xs, int64_t b,
@@ -365,11 +372,7 @@ A_INLINE void a_leg(int64_t K, const uint8_t *panel, const char *a, size_t as, c
         const int8_t *aq[QUANT_PANEL_MAX_A];
         __m256i i32[QUANT_PANEL_MAX_A];
 #pragma GCC unroll 4
-        for (int j = 0; j < NA; j++) {
-            const char *row = a + (size_t)j * as;
-            aq[j] = affine ? ((const blk_q8_1 *)row + b)->qs : ((const blk_q8_0 *)row + b)->qs;
-            i32[j] = _mm256_setzero_si256();
-        }
+        for (int j = 0; j < NA; j++) aq[j] = a_leg_act(a, as, j, b, affine), i32[j] = _mm256_setzero_si256();
         a_isum(pq, 0, 8, RUN, aq, i32, NA);
         const float *dp = (const float *)(pq + A_LEG_QBYTES);
         a_leg_scales(tot, i32, _mm256_loadu_ps(dp), affine ? _mm256_loadu_ps(dp + 16) : _mm256_setzero_ps(), aux, xs, b, NA,
@@ -596,7 +599,6 @@ A_INLINE void ar_kernel(int64_t K, const uint8_t *panel, int h, const char *a, s
     const bool affine = AR_AFFINE(t);
     const int run = AR_FIFTH(t) ? 2 : 4; /* nibble vectors per int16 run (two products each) */
     const __m256i m4 = _mm256_set1_epi8(0xF), ones = _mm256_set1_epi16(1);
-    const size_t abs = affine ? sizeof(blk_q8_1) : sizeof(blk_q8_0), aqo = affine ? offsetof(blk_q8_1, qs) : offsetof(blk_q8_0, qs);
     __m256 tot[QUANT_PANEL_MAX_A];
 #pragma GCC unroll 4
     for (int j = 0; j < NA; j++) tot[j] = _mm256_setzero_ps();
@@ -615,7 +617,7 @@ A_INLINE void ar_kernel(int64_t K, const uint8_t *panel, int h, const char *a, s
             if (AR_FIFTH(t)) ar_add_fifth(hv, v, &lo, &hi);
 #pragma GCC unroll 4
             for (int j = 0; j < NA; j++) {
-                const int8_t *q = (const int8_t *)(a + (size_t)j * as + (size_t)b * abs + aqo) + 8 * v;
+                const int8_t *q = a_leg_act(a, as, j, b, affine) + 8 * v;
                 __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, a_bcast4(q)), _mm256_maddubs_epi16(hi, a_bcast4(q + 4)));
                 a16[j] = v % run ? _mm256_add_epi16(a16[j], p) : p;
                 if (v % run == run - 1) i32[j] = _mm256_add_epi32(i32[j], _mm256_madd_epi16(a16[j], ones));

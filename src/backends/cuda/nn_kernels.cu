@@ -482,7 +482,7 @@ cudaError_t reg_row_launch(int kind, const void *x, void *y, nn_rows rows, int64
                            cudaStream_t s)
 {
     if constexpr (sizeof(T) == 2) {
-        if (kind == 2 && n / 8 <= (int64_t)threads * SOFT2_CHUNKS) {
+        if (kind == 2 && n / reg_row<T>::E <= (int64_t)threads * SOFT2_CHUNKS) {
             soft2_kernel<T><<<(unsigned)n_rows, threads, 0, s>>>((const T *)x, (T *)y, rows, n);
             return cudaGetLastError();
         }

@@ -191,8 +191,8 @@ kernel void att_combine(global const float *part, global uchar *ob, ulong oo, lo
  * per (batch, kv head, split): its G query heads share every K and V load. The attended
  * range [lo, L) is read here and cut into up to nsplit equal segments of min_keys keys or
  * more, so the grid depends only on the cache's shape (a recorded step replays it at every
- * position) while a short length needs no merge. A segment (at most segmax keys) is walked in chunks of C keys:
- * first K into local memory and the G x segment scores, then one softmax over the segment
+ * position) while a short length needs no merge. A segment (at most segmax keys) is walked
+ * in chunks of C keys: first K into local memory and the G x segment scores, then one softmax over the segment
  * (no online rescaling: the scores all fit), then V chunk by chunk into the G x Dv
  * accumulators, ATT_DACC (head, dim) pairs per work-item. Each group writes its partial
  * (acc[Dv], m, l per head); the last group of a (batch, kv head) to finish, found with an

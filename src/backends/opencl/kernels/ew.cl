@@ -403,13 +403,12 @@ static double binary_d(int k, double a, double b)
 }
 #endif
 
-/* dst = a OP b (sdt: the sources' dtype; ddt: dst's). */
 /* ---- four elements a work-item (ew.c sets d.contig to EW_VEC4): dense operands of one
  * float dtype, so each moves in 16- or 8-byte loads instead of one element at a time
  * (NVIDIA's OpenCL ran f32 add at 63% and f16 at 26% of a copy one element a work-item;
  * on PoCL, 2 threads, 16M elements: add f32 5-6 -> 10 GB/s, f16 2 -> 6). Elements
  * 4q .. 4q+3 of n = d.shape[0]; the last quad may be partial. Same arithmetic. */
-#define EW_VEC4 4
+#define EW_VEC4 4 /* ew.h's */
 
 static float4 ld_f4(global const uchar *p, long q, int dt)
 {
@@ -448,6 +447,7 @@ static void ew_quad(const ew_nd *d, global uchar *dp, int ddt, global const ucha
         st_f(dp, i, ddt, quad_op(form, k, ld_f(ap, i, sdt), form == 0 ? ld_f(bp, i, sdt) : 0.0f, p0, p1));
 }
 
+/* dst = a OP b (sdt: the sources' dtype; ddt: dst's). */
 kernel void ew_binary(ew_nd d, global uchar *dst, ulong doff, int ddt, global const uchar *a, ulong aoff,
                       global const uchar *b, ulong boff, int sdt, int k)
 {
