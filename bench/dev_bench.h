@@ -1,7 +1,7 @@
 /* Timing ops forced onto one device for the device benches (cuda_nn.c, ocl_ops.c): inputs
  * placed there first so no transfer is timed; each figure is the best of 5 rounds of
  * `iters` back-to-back ops ended by a device sync (round 0 warms up). Header-only: each
- * bench is one program. */
+ * bench is one program; static inline, so a bench that uses part of it still builds with -Werror. */
 #ifndef CT_BENCH_DEV_BENCH_H
 #define CT_BENCH_DEV_BENCH_H
 
@@ -12,14 +12,14 @@
 
 #include "ctorch/ctorch.h"
 
-static double db_now(void)
+static inline double db_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void db_die(const char *what)
+static inline void db_die(const char *what)
 {
     fprintf(stderr, "bench: %s: %s\n", what, ct_last_error());
     exit(1);
@@ -29,7 +29,7 @@ typedef ct_status (*db_op_fn)(ct_tensor *const *in, ct_tensor **out);
 
 /* Seconds per op on dev. dst: the output of an `out` form (kept), else NULL (each op
  * allocates its result, freed at once). Exits if an op ran anywhere else. */
-static double db_time(const char *dev, db_op_fn fn, ct_tensor *const *in, ct_tensor *dst, int iters)
+static inline double db_time(const char *dev, db_op_fn fn, ct_tensor *const *in, ct_tensor *dst, int iters)
 {
     double best = 1e30;
     if (ct_exec_force_device(dev) != CT_OK) db_die(dev);
@@ -55,7 +55,7 @@ static double db_time(const char *dev, db_op_fn fn, ct_tensor *const *in, ct_ten
 }
 
 /* Normal values (seeded) of dtype dt, placed on dev. */
-static ct_tensor *db_placed_randn(const char *dev, int nd, const int64_t *shape, ct_dtype dt, uint64_t seed)
+static inline ct_tensor *db_placed_randn(const char *dev, int nd, const int64_t *shape, ct_dtype dt, uint64_t seed)
 {
     ct_tensor *f = NULL, *t = NULL;
     if (ct_randn(nd, shape, CT_F32, seed, &f) != CT_OK) db_die("randn");

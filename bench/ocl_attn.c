@@ -15,29 +15,16 @@
  * work: it hardly moves with the attended length or the split count. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "ctorch/ctorch.h"
+#include "dev_bench.h"
 
 #define DEV "opencl:0"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void die(const char *what)
-{
-    fprintf(stderr, "ctorch-bench-ocl-attn: %s: %s\n", what, ct_last_error());
-    exit(1);
-}
 
 static ct_tensor *placed(int64_t *shape, ct_dtype dt, uint64_t seed)
 {
     ct_tensor *t = NULL;
-    if (ct_randn(4, shape, dt, seed, &t) != CT_OK || ct_tensor_place(t, DEV) != CT_OK) die("input");
+    if (ct_randn(4, shape, dt, seed, &t) != CT_OK || ct_tensor_place(t, DEV) != CT_OK) db_die("input");
     return t;
 }
 
@@ -49,25 +36,25 @@ int main(int argc, char **argv)
     }
     int64_t Hq = atoll(argv[1]), Hkv = atoll(argv[2]), D = atoll(argv[3]), Tk = atoll(argv[4]), L = atoll(argv[5]);
     int window = argc > 6 ? atoi(argv[6]) : 0, iters = argc > 7 ? atoi(argv[7]) : 200;
-    if (ct_exec_init() != CT_OK) die("init");
+    if (ct_exec_init() != CT_OK) db_die("init");
     int64_t qs[4] = {1, Hq, 1, D}, ks[4] = {1, Hkv, Tk, D};
     ct_tensor *q = placed(qs, CT_F32, 5), *k = placed(ks, CT_F16, 6), *v = placed(ks, CT_F16, 7), *len = NULL;
     int32_t l32 = (int32_t)L;
     if (ct_tensor_from_data(1, (int64_t[]){1}, CT_I32, &l32, &len) != CT_OK || ct_tensor_place(len, DEV) != CT_OK)
-        die("length");
+        db_die("length");
     ct_sdpa_params p = {.causal = true, .window = window, .length = len};
-    if (ct_exec_force_device(DEV) != CT_OK) die("no " DEV);
+    if (ct_exec_force_device(DEV) != CT_OK) db_die("no " DEV);
     double best = 1e30;
     for (int round = 0; round < 4; round++) {
-        if (ct_device_sync(DEV) != CT_OK) die("sync");
-        double t0 = now();
+        if (ct_device_sync(DEV) != CT_OK) db_die("sync");
+        double t0 = db_now();
         for (int i = 0; i < iters; i++) {
             ct_tensor *y = NULL;
-            if (ct_sdpa(q, k, v, NULL, &p, &y) != CT_OK) die("sdpa");
+            if (ct_sdpa(q, k, v, NULL, &p, &y) != CT_OK) db_die("sdpa");
             ct_tensor_free(y);
         }
-        if (ct_device_sync(DEV) != CT_OK) die("sync");
-        double t = (now() - t0) / iters;
+        if (ct_device_sync(DEV) != CT_OK) db_die("sync");
+        double t = (db_now() - t0) / iters;
         if (round > 0 && t < best) best = t;
     }
     printf("| decode sdpa Hq %lld Hkv %lld D %lld | %lld slots, %lld attended, window %d | %.1f us per op (eager) |\n",
