@@ -74,11 +74,23 @@ static ct_status conv_common(const char *opname, const ct_tensor *x, const ct_te
             return core_err(CT_ERR_SHAPE, "%s: input %s or weight %s is too large", opname, SHAPE_STR(x), SHAPE_STR(w));
     if (w->shape[2] < 1 || w->shape[3] < 1)
         return core_err(CT_ERR_SHAPE, "%s: weight %s has an empty kernel", opname, SHAPE_STR(w));
-    *cd = ops_promote(x->dtype, w->dtype) == CT_F64 ? CT_F64 : CT_F32;
+    /* Half operands of one type stay half (a backend accumulates in f32 and rounds once, as
+     * the casts around an f32 op would; cuDNN's tensor cores take them as they are); any
+     * other mix computes in f32, or f64 when either operand is f64. */
+    if (x->dtype == w->dtype && (x->dtype == CT_F16 || x->dtype == CT_BF16)) *cd = x->dtype;
+    else *cd = ops_promote(x->dtype, w->dtype) == CT_F64 ? CT_F64 : CT_F32;
     return CT_OK;
 }
 
-/* Casts the operands to the compute dtype, makes the weight (and for transposed
+/* The bias's dtype for compute dtype cd: cd itself, or f32 beside half operands (an f32
+ * bias is not rounded to half before it is added). */
+static ct_dtype conv_bias_dtype(ct_dtype cd, ct_dtype bias)
+{
+    if (cd != CT_F16 && cd != CT_BF16) return cd;
+    return bias == cd ? cd : CT_F32;
+}
+
+/* Casts the operands to the compute dtype (the bias to conv_bias_dtype), makes the weight (and for transposed
  * conv the input) contiguous, runs the op and casts the result to out_dt. */
 static ct_status conv_run(ct_op_kind kind, const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias,
                           const ct_conv2d_params *p, ct_dtype cd, ct_dtype out_dt, const int64_t *oshape,
@@ -88,7 +100,7 @@ static ct_status conv_run(ct_op_kind kind, const ct_tensor *x, const ct_tensor *
     const ct_tensor *xu, *wu, *bu = NULL;
     ct_status s = ops_as_dtype(x, cd, &tmp[0], &xu);
     if (s == CT_OK) s = ops_as_dtype(w, cd, &tmp[1], &wu);
-    if (s == CT_OK && bias) s = ops_as_dtype(bias, cd, &tmp[2], &bu);
+    if (s == CT_OK && bias) s = ops_as_dtype(bias, conv_bias_dtype(cd, bias->dtype), &tmp[2], &bu);
     if (s == CT_OK) s = ct_contiguous(wu, &tmp[3]);
     if (s == CT_OK) wu = tmp[3];
     if (s == CT_OK && kind == CT_OP_CONV_TRANSPOSE2D) {

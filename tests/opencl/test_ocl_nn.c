@@ -736,23 +736,27 @@ static ct_status conv_fn(ct_tensor *const *in, int n, ct_tensor **out, void *vct
 static void test_conv(void)
 {
     if (!have_device()) return;
-    for (int tr = 0; tr < 2; tr++)
-        for (int v = 0; v < 3; v++) {
-            /* v 0: plain; 1: stride, padding, dilation, bias; 2: groups, strided input */
-            int64_t G = v == 2 ? 2 : 1, C = 4, O = 6;
-            int64_t xs[4] = {2, C, 13, 11};
-            int64_t ws[4] = {tr ? C : O, tr ? O / G : C / G, 3, v == 1 ? 2 : 3}, bs[1] = {O};
-            conv_ctx c = {.transposed = tr, .strided = v == 2, .bias = v != 0};
-            c.p.groups = (int)G;
-            if (v == 1) c.p = (ct_conv2d_params){.stride = {2, 1}, .padding = {1, 2}, .dilation = {2, 2}, .groups = 1,
-                                                 .output_padding = {tr, 0}};
-            ct_tensor *in[3] = {gen(4, xs, CT_F32, c.strided, -1, 1), th_random(&rng, 4, ws, CT_F32, -1, 1),
-                                th_random(&rng, 1, bs, CT_F32, -1, 1)};
-            char what[64];
-            snprintf(what, sizeof what, "%s variant %d", tr ? "conv_transpose2d" : "conv2d", v);
-            devcheck_op(DEV, what, conv_fn, in, 3, &c, TOL_F32);
-            for (int i = 0; i < 3; i++) ct_tensor_free(in[i]);
-        }
+    static const ct_dtype dts[] = {CT_F32, CT_F16, CT_BF16};
+    for (int d = 0; d < 3; d++)
+        for (int tr = 0; tr < 2; tr++)
+            for (int v = 0; v < 3; v++) {
+                /* v 0: plain; 1: stride, padding, dilation, bias (f32 beside half operands);
+                 * 2: groups, strided input, bias of the operands' dtype */
+                int64_t G = v == 2 ? 2 : 1, C = 4, O = 6;
+                int64_t xs[4] = {2, C, 13, 11};
+                int64_t ws[4] = {tr ? C : O, tr ? O / G : C / G, 3, v == 1 ? 2 : 3}, bs[1] = {O};
+                conv_ctx c = {.transposed = tr, .strided = v == 2, .bias = v != 0};
+                c.p.groups = (int)G;
+                if (v == 1) c.p = (ct_conv2d_params){.stride = {2, 1}, .padding = {1, 2}, .dilation = {2, 2}, .groups = 1,
+                                                     .output_padding = {tr, 0}};
+                ct_tensor *in[3] = {gen(4, xs, dts[d], c.strided, -1, 1), th_random(&rng, 4, ws, dts[d], -1, 1),
+                                    th_random(&rng, 1, bs, v == 1 ? CT_F32 : dts[d], -1, 1)};
+                char what[64];
+                snprintf(what, sizeof what, "%s %s variant %d", tr ? "conv_transpose2d" : "conv2d",
+                         ct_dtype_name(dts[d]), v);
+                devcheck_op(DEV, what, conv_fn, in, 3, &c, tol_for(dts[d]));
+                for (int i = 0; i < 3; i++) ct_tensor_free(in[i]);
+            }
 }
 
 int main(int argc, char **argv)

@@ -95,21 +95,6 @@ static void test_conv2d(void)
         }
 }
 
-static void test_conv2d_f16(void)
-{
-    th_rng r = {102};
-    conv_case c = {1, 2, 5, 5, 3, 3, 3, {{1, 1}, {1, 1}, {0, 0}, 1, {0, 0}}, true};
-    ct_tensor *x = th_random(&r, 4, (int64_t[]){1, 2, 5, 5}, CT_F16, -1, 1), *y = NULL;
-    ct_tensor *w = th_random(&r, 4, (int64_t[]){3, 2, 3, 3}, CT_F16, -1, 1), *b = th_random(&r, 1, (int64_t[]){3}, CT_F16, -1, 1);
-    CHECK_OK(ct_conv2d(x, w, b, &c.p, &y));
-    CHECK(ct_tensor_dtype(y) == CT_F16);
-    double *xv = th_values(x), *wv = th_values(w), *bv = th_values(b), *yv = th_values(y), want[75];
-    conv_ref(&c, xv, wv, bv, 5, 5, want);
-    CHECK(th_allclose(yv, want, 75, 1e-2, 1e-3)); /* f16 output rounding: 2^-11 relative on values up to ~8 */
-    free(xv), free(wv), free(bv), free(yv);
-    ct_tensor_free(x), ct_tensor_free(w), ct_tensor_free(b), ct_tensor_free(y);
-}
-
 static void convt_ref(const conv_case *c, const double *x, const double *w, const double *b, int64_t Ho, int64_t Wo,
                       double *y)
 {
@@ -173,6 +158,42 @@ static void test_conv_transpose2d(void)
         }
 }
 
+/* f16/bf16 operands stay half (the result too): products and sums in f32 and one rounding,
+ * against the double loops on the same (half) values. An f32 bias is added unrounded.
+ * Tolerance: the output's rounding, half an ulp (relative 2^-11 for f16, 2^-8 for bf16),
+ * with half as much again for the f32 sums (< 1e-6 relative on 19 terms), and 1e-6 absolute
+ * for outputs near zero. */
+static void test_conv_half(void)
+{
+    th_rng r = {102};
+    conv_case c = {2, 4, 5, 6, 6, 3, 3, {{2, 1}, {1, 1}, {1, 2}, 2, {0, 0}}, true};
+    conv_case ct = {2, 4, 4, 3, 6, 3, 2, {{2, 1}, {1, 0}, {1, 1}, 2, {1, 0}}, true};
+    const ct_dtype dts[] = {CT_F16, CT_BF16};
+    for (int di = 0; di < 2; di++)
+        for (int tr = 0; tr < 2; tr++)
+            for (int layout = 0; layout < 3; layout++) {
+                const conv_case *k = tr ? &ct : &c;
+                ct_dtype dt = dts[di], bdt = layout == 1 ? CT_F32 : dt;
+                int64_t G = k->p.groups, wsh[4] = {tr ? k->C : k->O, tr ? k->O / G : k->C / G, k->kH, k->kW};
+                ct_tensor *x = conv_input(&r, k, dt, layout), *y = NULL;
+                ct_tensor *w = th_random(&r, 4, wsh, dt, -1, 1), *b = th_random(&r, 1, &k->O, bdt, -1, 1);
+                CHECK_OK(tr ? ct_conv_transpose2d(x, w, b, &k->p, &y) : ct_conv2d(x, w, b, &k->p, &y));
+                if (!y) continue;
+                CHECK(ct_tensor_dtype(y) == dt);
+                const int64_t *ys = ct_tensor_shape(y);
+                int64_t n = ys[0] * ys[1] * ys[2] * ys[3];
+                double *xv = th_values(x), *wv = th_values(w), *bv = th_values(b), *yv = th_values(y);
+                double *want = malloc(sizeof(double) * (size_t)n);
+                if (tr) convt_ref(k, xv, wv, bv, ys[2], ys[3], want);
+                else conv_ref(k, xv, wv, bv, ys[2], ys[3], want);
+                double rtol = 1.5 * (dt == CT_F16 ? 1.0 / 2048 : 1.0 / 256);
+                CHECK_MSG(th_allclose(yv, want, n, 1e-6, rtol), "%s %s layout %d", tr ? "conv_transpose2d" : "conv2d",
+                          ct_dtype_name(dt), layout);
+                free(xv), free(wv), free(bv), free(yv), free(want);
+                ct_tensor_free(x), ct_tensor_free(w), ct_tensor_free(b), ct_tensor_free(y);
+            }
+}
+
 static void test_conv_errors(void)
 {
     th_rng r = {104};
@@ -211,7 +232,7 @@ static void test_conv_errors(void)
 int main(void)
 {
     RUN(test_conv2d);
-    RUN(test_conv2d_f16);
+    RUN(test_conv_half);
     RUN(test_conv_transpose2d);
     RUN(test_conv_errors);
     return th_finish();

@@ -1,4 +1,5 @@
-/* conv2d (im2col + GEMM) and conv_transpose2d (GEMM + col2im), f32 and f64.
+/* conv2d (im2col + GEMM) and conv_transpose2d (GEMM + col2im), f32 and f64; f16/bf16
+ * through f32 copies.
  * Work is split over (batch, group) tasks; the column buffer is tiled so its
  * size stays bounded whatever the image size. GEMM is OpenBLAS when available,
  * else a cache-blocked loop the compiler vectorizes. */
@@ -25,7 +26,6 @@ typedef struct conv_ctx {
     const void *x, *w, *bias;
     void *y;
     int64_t bias_stride;
-    bool f64;
     ct_status status;
 } conv_ctx;
 
@@ -194,17 +194,10 @@ typedef struct conv_ctx {
 CONV_DEFINE(float, f32, CONV_SGEMM)
 CONV_DEFINE(double, f64, CONV_DGEMM)
 
-ct_status cpu_run_conv(ct_device *dev, const ct_op *op); /* called by cpu_run_nn (nn.c) */
-
-ct_status cpu_run_conv(ct_device *dev, const ct_op *op)
+static void conv_geom_of(const ct_op *op, conv_geom *g)
 {
-    const ct_tensor *x = op->src[0], *w = op->src[1], *bias = op->src[2], *y = op->dst;
-    bool tr = op->kind == CT_OP_CONV_TRANSPOSE2D;
+    const ct_tensor *x = op->src[0], *w = op->src[1], *y = op->dst;
     const ct_conv2d_params *p = &op->p.conv;
-    conv_ctx c = {.x = op_data(x, dev), .w = op_data(w, dev), .bias = bias ? op_data(bias, dev) : NULL,
-                  .y = op_data(y, dev), .bias_stride = bias ? bias->stride[0] : 0, .f64 = y->dtype == CT_F64,
-                  .status = CT_OK};
-    conv_geom *g = &c.g;
     g->N = x->shape[0], g->C = x->shape[1], g->H = x->shape[2], g->W = x->shape[3];
     g->O = y->shape[1], g->Ho = y->shape[2], g->Wo = y->shape[3];
     g->kH = w->shape[2], g->kW = w->shape[3], g->G = p->groups;
@@ -212,8 +205,64 @@ ct_status cpu_run_conv(ct_device *dev, const ct_op *op)
     g->sh = p->stride[0], g->sw = p->stride[1], g->ph = p->padding[0], g->pw = p->padding[1];
     g->dh = p->dilation[0], g->dw = p->dilation[1];
     for (int i = 0; i < 4; i++) g->xs[i] = x->stride[i];
+}
+
+/* A contiguous f32 copy of t's elements (any float dtype, any strides), or NULL. */
+static float *widen(const ct_tensor *t, const ct_device *dev)
+{
+    int64_t n = ct_tensor_numel(t), idx[CT_MAX_DIMS] = {0};
+    float *f = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    if (!f) return NULL;
+    const char *base = op_data(t, dev);
+    size_t es = ct_dtype_block_bytes(t->dtype);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t off = 0;
+        for (int d = 0; d < t->ndim; d++) off += idx[d] * t->stride[d];
+        f[i] = cpu_load_f32(base + off * (int64_t)es, t->dtype);
+        for (int d = t->ndim - 1; d >= 0 && ++idx[d] == t->shape[d]; d--) idx[d] = 0;
+    }
+    return f;
+}
+
+/* f16/bf16 operands: the f32 kernels on widened copies, the result rounded once into y
+ * (contiguous), the same bits as casts around an f32 op. */
+static ct_status conv_half(const ct_device *dev, const ct_op *op, conv_ctx *c, cpu_range_fn fn)
+{
+    const ct_tensor *bias = op->src[2], *y = op->dst;
+    int64_t ny = ct_tensor_numel(y);
+    float *xf = widen(op->src[0], dev), *wf = widen(op->src[1], dev), *bf = bias ? widen(bias, dev) : NULL;
+    float *yf = malloc(sizeof(float) * (size_t)ny);
+    ct_status s = CT_OK;
+    if (!xf || !wf || (bias && !bf) || !yf)
+        s = core_err(CT_ERR_OOM, "%s: no memory for the f32 copies of its %s operands", op_kind_name(op->kind),
+                     ct_dtype_name(y->dtype));
+    if (s == CT_OK) {
+        conv_geom *g = &c->g;
+        g->xs[3] = 1, g->xs[2] = g->W, g->xs[1] = g->H * g->W, g->xs[0] = g->C * g->H * g->W;
+        c->x = xf, c->w = wf, c->bias = bf, c->bias_stride = 1, c->y = yf;
+        cpu_parallel_for(g->N * g->G, 1, fn, c);
+        s = c->status;
+    }
+    if (s == CT_OK && y->dtype == CT_F16) cpu_f32_to_f16_row(yf, op_data(y, dev), ny);
+    else if (s == CT_OK)
+        for (int64_t i = 0; i < ny; i++) ((uint16_t *)op_data(y, dev))[i] = ct_f32_to_bf16(yf[i]);
+    free(xf), free(wf), free(bf), free(yf);
+    return s;
+}
+
+ct_status cpu_run_conv(ct_device *dev, const ct_op *op); /* called by cpu_run_nn (nn.c) */
+
+ct_status cpu_run_conv(ct_device *dev, const ct_op *op)
+{
+    const ct_tensor *x = op->src[0], *w = op->src[1], *bias = op->src[2], *y = op->dst;
+    bool tr = op->kind == CT_OP_CONV_TRANSPOSE2D, f64 = y->dtype == CT_F64;
+    conv_ctx c = {.status = CT_OK};
+    conv_geom_of(op, &c.g);
     if (ct_tensor_numel(y) == 0) return CT_OK;
-    cpu_range_fn fn = tr ? (c.f64 ? convt_tasks_f64 : convt_tasks_f32) : (c.f64 ? conv_tasks_f64 : conv_tasks_f32);
-    cpu_parallel_for(g->N * g->G, 1, fn, &c);
+    cpu_range_fn fn = tr ? (f64 ? convt_tasks_f64 : convt_tasks_f32) : (f64 ? conv_tasks_f64 : conv_tasks_f32);
+    if (y->dtype == CT_F16 || y->dtype == CT_BF16) return conv_half(dev, op, &c, fn);
+    c.x = op_data(x, dev), c.w = op_data(w, dev), c.y = op_data(y, dev);
+    c.bias = bias ? op_data(bias, dev) : NULL, c.bias_stride = bias ? bias->stride[0] : 0;
+    cpu_parallel_for(c.g.N * c.g.G, 1, fn, &c);
     return c.status;
 }

@@ -307,7 +307,7 @@ static ct_status run_pool(ct_device *dev, const ct_op *op)
     return nn_launch(dev, "nn", "nn_pool", (int)(sizeof a / sizeof a[0]), a, 1, &global, &wg);
 }
 
-/* ---- conv2d / conv_transpose2d (f32; the frontend casts and makes w contiguous) ---- */
+/* ---- conv2d / conv_transpose2d (f32/f16/bf16; the frontend makes w contiguous) ---- */
 
 static ct_status run_conv(ct_device *dev, const ct_op *op)
 {
@@ -322,6 +322,7 @@ static ct_status run_conv(ct_device *dev, const ct_op *op)
     cl_int4 pd = {{p->padding[0], p->padding[1], p->dilation[0], p->dilation[1]}};
     cl_long bias_s = bias ? bias->stride[0] : 0;
     cl_int has_bias = bias != NULL, transposed = op->kind == CT_OP_CONV_TRANSPOSE2D;
+    cl_int4 dt = {{nn_dt(x->dtype), nn_dt(w->dtype), bias ? nn_dt(bias->dtype) : 0, nn_dt(y->dtype)}};
     const char *name = op_kind_name(op->kind);
     cl_mem xm, wm, bm, ym;
     cl_ulong xo, wo, bo = 0, yo;
@@ -334,7 +335,8 @@ static ct_status run_conv(ct_device *dev, const ct_op *op)
     size_t wg = nn_wg(dev, 256), global = nn_round_up((size_t)total, wg);
     ocl_arg a[] = {OCL_ARG(xm), OCL_ARG(xo), OCL_ARG(wm), OCL_ARG(wo), OCL_ARG(bm),     OCL_ARG(bo),
                    OCL_ARG(ym), OCL_ARG(yo), OCL_ARG(g),  OCL_ARG(o),  OCL_ARG(xs),     OCL_ARG(k),
-                   OCL_ARG(pd), OCL_ARG(bias_s), OCL_ARG(has_bias), OCL_ARG(transposed), OCL_ARG(total)};
+                   OCL_ARG(pd), OCL_ARG(bias_s), OCL_ARG(has_bias), OCL_ARG(transposed), OCL_ARG(dt),
+                   OCL_ARG(total)};
     return nn_launch(dev, "nn", "nn_conv2d", (int)(sizeof a / sizeof a[0]), a, 1, &global, &wg);
 }
 
@@ -367,8 +369,8 @@ static bool row_op_supported(const ct_device *dev, const ct_op *op)
     case CT_OP_AVG_POOL2D: return float_ok(x) && y->dtype == x->dtype && tensor_is_contiguous(y);
     case CT_OP_CONV2D:
     case CT_OP_CONV_TRANSPOSE2D:
-        return x->dtype == CT_F32 && op->src[1]->dtype == CT_F32 && tensor_is_contiguous(op->src[1]) &&
-               (!op->src[2] || op->src[2]->dtype == CT_F32) && y->dtype == CT_F32 && tensor_is_contiguous(y);
+        return float_ok(x) && float_ok(op->src[1]) && float_ok(op->src[2]) && float_ok(y) &&
+               tensor_is_contiguous(op->src[1]) && tensor_is_contiguous(y);
     default: return false;
     }
     (void)dev;

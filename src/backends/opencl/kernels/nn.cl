@@ -401,44 +401,43 @@ kernel void nn_matvec(global const uchar *xb, ulong xo, long xs, global const uc
     }
 }
 
-/* ---- conv2d / conv_transpose2d (f32, direct): one work-item per output element ----
- * g = N, C, H, W; o = O, Ho, Wo, groups; k = kH, kW, stride h, w; pd = pad h, w, dilation h, w.
+/* ---- conv2d / conv_transpose2d (direct): one work-item per output element ----
+ * g = N, C, H, W; o = O, Ho, Wo, groups; k = kH, kW, stride h, w; pd = pad h, w, dilation h, w;
+ * dt = the element codes of x, w, bias, y (f32 sums, one rounding at the store).
  * x is read through its strides xs; w is contiguous ([O, C/G, kH, kW] for conv2d,
  * [C, O/G, kH, kW] for the transposed one, which gathers the inputs that reach each output). */
 kernel void nn_conv2d(global const uchar *xb, ulong xo, global const uchar *wb, ulong wo, global const uchar *bb,
                       ulong bo, global uchar *yb, ulong yo, long4 g, long4 o, long4 xs, int4 k, int4 pd, long bias_s,
-                      int has_bias, int transposed, long total)
+                      int has_bias, int transposed, int4 dt, long total)
 {
     long i = get_global_id(0);
     if (i >= total) return;
     long C = g.s1, H = g.s2, W = g.s3, O = o.s0, Ho = o.s1, Wo = o.s2, G = o.s3;
     long ow = i % Wo, oh = (i / Wo) % Ho, oc = (i / (Wo * Ho)) % O, n = i / (Wo * Ho * O);
     long Cg = C / G, Og = O / G, grp = oc / Og;
-    global const float *x = (global const float *)(xb + xo), *w = (global const float *)(wb + wo);
-    float acc = has_bias ? ((global const float *)(bb + bo))[oc * bias_s] : 0.0f;
+    global const uchar *x = xb + xo, *w = wb + wo;
+    float acc = has_bias ? nn_ld(bb + bo, oc * bias_s, dt.s2) : 0.0f;
     for (long c = 0; c < Cg; c++) {
-        long ci = grp * Cg + c;
-        global const float *xp = x + n * xs.s0 + ci * xs.s1;
+        long ci = grp * Cg + c, xp = n * xs.s0 + ci * xs.s1;
         for (int kh = 0; kh < k.s0; kh++)
             for (int kw = 0; kw < k.s1; kw++) {
-                long ih, iw;
-                float wv;
+                long ih, iw, wi;
                 if (!transposed) {
                     ih = oh * k.s2 - pd.s0 + kh * pd.s2;
                     iw = ow * k.s3 - pd.s1 + kw * pd.s3;
-                    wv = w[((oc * Cg + c) * k.s0 + kh) * k.s1 + kw];
+                    wi = ((oc * Cg + c) * k.s0 + kh) * k.s1 + kw;
                 } else {
                     long th = oh + pd.s0 - kh * pd.s2, tw = ow + pd.s1 - kw * pd.s3;
                     if (th < 0 || tw < 0 || th % k.s2 || tw % k.s3) continue;
                     ih = th / k.s2;
                     iw = tw / k.s3;
-                    wv = w[((ci * Og + (oc - grp * Og)) * k.s0 + kh) * k.s1 + kw];
+                    wi = ((ci * Og + (oc - grp * Og)) * k.s0 + kh) * k.s1 + kw;
                 }
                 if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
-                acc = fma(xp[ih * xs.s2 + iw * xs.s3], wv, acc);
+                acc = fma(nn_ld(x, xp + ih * xs.s2 + iw * xs.s3, dt.s0), nn_ld(w, wi, dt.s1), acc);
             }
     }
-    ((global float *)(yb + yo))[i] = acc;
+    nn_st(yb + yo, i, dt.s3, acc);
 }
 
 /* The same product for CPU devices (PoCL): one work-item per output, no barriers. There
