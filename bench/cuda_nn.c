@@ -14,9 +14,11 @@
  *   `ctorch-bench-cuda-nn dec [rounds [case]]`: the decode kernel alone in a CUDA graph, old and
  *   new side by side (cuda_nn_dec.c).
  *   `ctorch-bench-cuda-nn conv [iters]`: conv2d on ../shared/ANCHORS.md's layer (N 32, 256 -> 256
- *   channels, 56x56, 3x3, pad 1) in TFLOP/s, f32 and f16 inputs (the backend computes f32: im2col
- *   + cuBLAS, TF32 where CTORCH_CUDA_TF32=1), and 2x2 max / avg pooling of its input in GB/s
- *   (bytes read + written) next to a device copy; bench/gpu/conv_torch.py times PyTorch on the same.
+ *   channels, 56x56, 3x3, pad 1) in TFLOP/s, f32, f16 and bf16 (cuDNN where it loads, tensor cores
+ *   for the half types, TF32 for f32 only where CTORCH_CUDA_TF32=1; its measured algorithm picks,
+ *   CTORCH_CUDNN_FIND=0 its heuristic ones; CTORCH_CUDNN=0: im2col +
+ *   cuBLAS in f32), and 2x2 max / avg pooling of its input in GB/s (bytes read + written) next to
+ *   a device copy; bench/gpu/conv_torch.py times PyTorch on the same.
  *   Measured on an H100 (2026-11-24), us per op, main 8286965 -> branch attn5:
  *     prefill pp512           844.5 -> 40.3  (1.3 -> 26.7 TFLOP/s; ncu: 847 -> 40.5 us)
  *     decode 64 (60 seen)      43.1 -> 10.5
@@ -33,6 +35,7 @@
 #include <time.h>
 
 #include "ctorch/ctorch.h"
+#include "backends/cuda/nn_conv.h" /* nn_cudnn_version: which path the conv rows measure */
 #include "dev_bench.h"
 
 #define DEV "cuda:0"
@@ -168,13 +171,15 @@ static int bench_conv(int iters)
     const int64_t xs[4] = {32, 256, 56, 56}, ws[4] = {256, 256, 3, 3};
     const double flop = 2.0 * 32 * 256 * 56 * 56 * 256 * 9;
     printf("| op | shape | ctorch | yardstick |\n|---|---|---|---|\n");
-    for (int dt = 0; dt < 2; dt++) {
-        ct_dtype t = dt ? CT_F16 : CT_F32;
+    const char *tf32 = getenv("CTORCH_CUDA_TF32");
+    for (int dt = 0; dt < 3; dt++) {
+        ct_dtype t = dt == 0 ? CT_F32 : dt == 1 ? CT_F16 : CT_BF16;
         ct_tensor *in[2] = {placed_randn(4, xs, t, 7), placed_randn(4, ws, t, 8)};
         double s = time_op(do_conv, in, iters);
-        printf("| conv2d %s in (f32 compute) | 32x256x56x56, 3x3 pad 1 | %.1f TFLOP/s (%.2f ms) | PyTorch f16 681 TFLOP/s "
+        printf("| conv2d %s%s (%s) | 32x256x56x56, 3x3 pad 1 | %.1f TFLOP/s (%.2f ms) | PyTorch f16 681 TFLOP/s "
                "(ANCHORS.md; conv_torch.py in the same run) |\n",
-               ct_dtype_name(t), flop / s / 1e12, s * 1e3);
+               ct_dtype_name(t), t == CT_F32 && tf32 && tf32[0] == '1' ? " TF32" : "",
+               nn_cudnn_version() ? "cuDNN" : "im2col + cuBLAS", flop / s / 1e12, s * 1e3);
         ct_tensor_free(in[0]);
         ct_tensor_free(in[1]);
     }

@@ -22,7 +22,7 @@ def best(fn, iters):
 def main():
     iters = int(sys.argv[1]) if len(sys.argv) > 1 else 10
     flop = 2.0 * 32 * 256 * 56 * 56 * 256 * 9
-    for dt, tf32 in ((torch.float32, False), (torch.float32, True), (torch.float16, False)):
+    for dt, tf32 in ((torch.float32, False), (torch.float32, True), (torch.float16, False), (torch.bfloat16, False)):
         torch.backends.cudnn.allow_tf32 = tf32
         x = torch.randn(32, 256, 56, 56, device='cuda', dtype=dt)
         w = torch.randn(256, 256, 3, 3, device='cuda', dtype=dt)

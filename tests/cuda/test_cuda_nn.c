@@ -9,6 +9,10 @@
  *     implementations, a few f32 ulps (relative 1e-7, NMSE ~1e-13).
  *   f32 GEMM (matmul, linear, conv): 1e-10: K-term dot products in another order, relative
  *     error ~sqrt(K) ulps (TF32 is off unless CTORCH_CUDA_TF32=1, which this suite leaves unset).
+ *     Convolutions run twice, through cuDNN (where it loads) and through im2col + cuBLAS.
+ *   f16 / bf16 convolutions through cuDNN: the inputs are exact on the tensor cores, sums in
+ *     f32; a bias is added to the rounded result and rounded again (two roundings, NMSE <=
+ *     4x the one-rounding bound if every element did, ~1e-7 / 1e-5 in practice): 1e-6 / 6.2e-5.
  *   f16 / bf16 outputs: both sides round the same f32 value to the narrow type and differ
  *     at most where the f32 values straddle a rounding boundary: one ulp, i.e. relative
  *     2^-10 (f16) / 2^-7 (bf16) at worst, NMSE <= 1e-6 / 6.2e-5 if every element did.
@@ -25,6 +29,9 @@
 #include <string.h>
 
 #include "devcheck.h"
+#ifdef CTORCH_HAVE_CUDA
+#include "backends/cuda/nn_conv.h"
+#endif
 
 static char g_dev[32];
 static const char *dev(void) { return devcheck_device("cuda", g_dev, sizeof g_dev); }
@@ -389,9 +396,8 @@ static ct_status conv_fn(ct_tensor *const *in, int n_in, ct_tensor **out, void *
     return s;
 }
 
-static void test_conv(void)
+static void conv_cases(ct_dtype dt)
 {
-    if (!dev()) return;
     struct {
         int64_t x[4], w[4];
         conv_ctx c;
@@ -404,18 +410,45 @@ static void test_conv(void)
         {{2, 4, 5, 7}, {4, 3, 3, 3}, {.p = {.stride = {2, 2}, .padding = {1, 1}, .output_padding = {1, 0}, .groups = 2},
                                       .transposed = 1}, 1},
         {{1, 3, 6, 4}, {3, 5, 2, 3}, {.p = {.dilation = {2, 1}}, .transposed = 1}, 0},
+        /* tensor-core shapes: 32+ channels in and out, a 1x1, an f32 bias beside half operands */
+        {{2, 64, 14, 14}, {64, 64, 3, 3}, {.p = {.padding = {1, 1}}}, 2},
+        {{3, 32, 9, 10}, {48, 32, 1, 1}, {.transposed = 0}, 1},
+        {{2, 64, 7, 7}, {64, 32, 4, 4}, {.p = {.stride = {2, 2}, .padding = {1, 1}}, .transposed = 1}, 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int64_t O = cases[i].c.transposed ? cases[i].w[1] * (cases[i].c.p.groups ? cases[i].c.p.groups : 1) : cases[i].w[0];
         int64_t xs[4] = {cases[i].x[0], cases[i].x[1], cases[i].c.permuted ? cases[i].x[3] : cases[i].x[2],
                          cases[i].c.permuted ? cases[i].x[2] : cases[i].x[3]};
-        ct_tensor *in[3] = {rnd(1100 + i, CT_F32, 4, xs, -1, 1), rnd(1110 + i, CT_F32, 4, cases[i].w, -0.5, 0.5),
-                            cases[i].bias ? rnd(1120 + i, CT_F32, 1, &O, -1, 1) : NULL};
+        ct_dtype bdt = cases[i].bias == 2 ? CT_F32 : dt;
+        ct_tensor *in[3] = {rnd(1100 + i, dt, 4, xs, -1, 1), rnd(1110 + i, dt, 4, cases[i].w, -0.5, 0.5),
+                            cases[i].bias ? rnd(1120 + i, bdt, 1, &O, -1, 1) : NULL};
         char what[96];
-        snprintf(what, sizeof what, "%s case %zu", cases[i].c.transposed ? "conv_transpose2d" : "conv2d", i);
-        dc(what, conv_fn, in, cases[i].bias ? 3 : 2, &cases[i].c, TOL_F32);
+        snprintf(what, sizeof what, "%s %s case %zu", cases[i].c.transposed ? "conv_transpose2d" : "conv2d",
+                 ct_dtype_name(dt), i);
+        dc(what, conv_fn, in, cases[i].bias ? 3 : 2, &cases[i].c, tol_of(dt));
         free_all(in, 3);
     }
+}
+
+/* Through cuDNN where it loads (its measured picks, then its heuristic ones: other
+ * algorithms, e.g. Winograd or FFT, with their own rounding), then through im2col + cuBLAS. */
+static void test_conv(void)
+{
+    if (!dev()) return;
+#ifdef CTORCH_HAVE_CUDA
+    printf("  cuDNN %zu%s\n", nn_cudnn_version(), nn_cudnn_version() ? "" : " (not loaded: im2col each time)");
+#endif
+    for (int mode = 2; mode >= 0; mode--) {
+#ifdef CTORCH_HAVE_CUDA
+        nn_cudnn_mode(mode == 2 ? NN_CUDNN_MEASURE : mode == 1 ? NN_CUDNN_HEURISTIC : NN_CUDNN_OFF);
+#endif
+        conv_cases(CT_F32);
+        conv_cases(CT_F16);
+        conv_cases(CT_BF16);
+    }
+#ifdef CTORCH_HAVE_CUDA
+    nn_cudnn_mode(NN_CUDNN_MEASURE);
+#endif
 }
 
 /* ---- matmul, linear ---- */

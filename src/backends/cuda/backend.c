@@ -7,6 +7,7 @@
 
 #include "backends/cuda/backend_priv.h"
 #include "backends/cuda/fuse.h"
+#include "backends/cuda/nn_conv.h"
 
 /* cuBLAS workspace: fixed up front, so cuBLAS never allocates while a step is captured. */
 #define CUDA_BLAS_WS ((size_t)32 << 20)
@@ -163,6 +164,7 @@ static void dev_free(cuda_devx *x)
     cuda_dev *d = &x->d;
     if (d->stream) cudaStreamSynchronize(d->stream);
     if (d->blas) cublasDestroy(d->blas);
+    nn_cudnn_release(d);
     if (x->blas_ws) cudaFree(x->blas_ws);
     if (d->sdpa_count) cudaFree(d->sdpa_count);
     for (int i = 0; i < x->n_ev_pool; i++) cudaEventDestroy(x->ev_pool[i]);
@@ -220,8 +222,11 @@ static ct_status cu_device_init(ct_device *dev, int index)
     dev->info.memory_bytes = total_b;
     dev->info.dtype_mask = (1u << CT_F32) | (1u << CT_F64) | (1u << CT_F16) | (1u << CT_BF16) | (1u << CT_I32) |
                            (1u << CT_I64) | (1u << CT_BOOL) | (1u << CT_I8) | (1u << CT_C64);
-    snprintf(dev->info.description, sizeof dev->info.description, "%.60s, %.1f GiB, cc %d.%d, %d SMs", p.name,
-             (double)total_b / (1u << 30), p.major, p.minor, p.multiProcessorCount);
+    size_t dnn = nn_cudnn_version();
+    char dnn_s[32] = ", no cuDNN";
+    if (dnn) snprintf(dnn_s, sizeof dnn_s, ", cuDNN %zu.%zu", dnn / 10000, dnn / 100 % 100);
+    snprintf(dev->info.description, sizeof dev->info.description, "%.60s, %.1f GiB, cc %d.%d, %d SMs%s", p.name,
+             (double)total_b / (1u << 30), p.major, p.minor, p.multiProcessorCount, dnn_s);
     return CT_OK;
 }
 

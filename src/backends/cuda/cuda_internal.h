@@ -32,6 +32,7 @@ typedef struct cuda_dev {
     unsigned *sdpa_count;  /* CUDA_SDPA_COUNTERS merge counters of the decode attention, zeroed once:
                             * the kernel leaves them zero, so no memset (graph node) per launch */
     void *alloc;           /* the caching allocator (backend.c) */
+    void *dnn;             /* cuDNN handle bound to stream, made at the first conv (nn_cudnn.c) */
 } cuda_dev;
 
 #define CUDA_SDPA_COUNTERS 4096
@@ -51,6 +52,10 @@ ct_status cuda_check_launch(const ct_device *dev, const char *kernel);
  * kept by the graph until step_release, so its address stays the graph's. */
 ct_status cuda_tmp_alloc(ct_device *dev, size_t bytes, void **ptr);
 void cuda_tmp_free(ct_device *dev, void *ptr, size_t bytes);
+
+/* Enqueues dense (t's shape, dtype ddt, contiguous) = t converted, or t = dense when to_t:
+ * working copies for kernels of one dtype. */
+ct_status cuda_dense_copy(ct_device *dev, const ct_tensor *t, void *dense, ct_dtype ddt, bool to_t);
 
 bool cuda_ew_supports(const ct_device *dev, const ct_op *op);
 ct_status cuda_ew_run(ct_device *dev, const ct_op *op);

@@ -55,6 +55,20 @@ static void nd_init(ew_nd *nd, const ct_tensor *dst, const ct_tensor *const *src
     nd->ndim = out;
 }
 
+ct_status cuda_dense_copy(ct_device *dev, const ct_tensor *t, void *dense, ct_dtype ddt, bool to_t)
+{
+    ct_tensor d = {.dtype = ddt, .ndim = t->ndim};
+    int64_t st = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) d.shape[i] = t->shape[i], d.stride[i] = st, st *= t->shape[i];
+    const ct_tensor *src = to_t ? &d : t, *dst = to_t ? t : &d;
+    ew_nd nd;
+    nd_init(&nd, dst, &src, 1);
+    void *tp = op_data(t, dev);
+    if (nd.numel == 0) return CT_OK;
+    cudaError_t e = ew_launch_copy(to_t ? tp : dense, dst->dtype, to_t ? dense : tp, src->dtype, &nd, cuda_of(dev)->stream);
+    return e == cudaSuccess ? CT_OK : cuda_status(e, dev, "dtype conversion");
+}
+
 static bool code_of(ct_op_kind k, ew_code *c)
 {
     switch (k) {

@@ -1,6 +1,7 @@
 /* conv2d's im2col and conv_transpose2d's col2im (the GEMMs between are cuBLAS, nn_conv.c).
  * col2im is a gather (one thread per output pixel walks the kernel taps that land on it),
  * so no atomics and a deterministic sum order. */
+#include "backends/cuda/dyn_access.cuh"
 #include "backends/cuda/nn_kernels.h"
 
 namespace {
@@ -43,10 +44,11 @@ __global__ void col2im_kernel(const float *cols, nn_conv c, float *y)
     }
 }
 
-__global__ void conv_bias_kernel(float *y, const float *bias, int64_t bst, int64_t O, int64_t P, int64_t total)
+__global__ void conv_bias_kernel(void *y, ct_dtype ydt, const void *bias, ct_dtype bdt, int64_t bst, int64_t O,
+                                 int64_t P, int64_t total)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
-        y[i] += bias[((i / P) % O) * bst];
+        cudyn::st_dyn(y, i, ydt, cudyn::ld_dyn(y, i, ydt) + cudyn::ld_dyn(bias, ((i / P) % O) * bst, bdt));
 }
 
 unsigned blocks_for(int64_t n)
@@ -73,11 +75,11 @@ extern "C" cudaError_t nn_col2im(const float *cols, const nn_conv *c, float *y, 
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t nn_conv_bias(float *y, const float *bias, int64_t bst, int64_t N, int64_t O, int64_t P,
-                                    cudaStream_t s)
+extern "C" cudaError_t nn_conv_bias(void *y, ct_dtype ydt, const void *bias, ct_dtype bdt, int64_t bst, int64_t N,
+                                    int64_t O, int64_t P, cudaStream_t s)
 {
     int64_t total = N * O * P;
     if (total == 0) return cudaSuccess;
-    conv_bias_kernel<<<blocks_for(total), 256, 0, s>>>(y, bias, bst, O, P, total);
+    conv_bias_kernel<<<blocks_for(total), 256, 0, s>>>(y, ydt, bias, bdt, bst, O, P, total);
     return cudaGetLastError();
 }

@@ -84,7 +84,7 @@ cudaError_t nn_linear_small(const float *x, int64_t xs, const void *w, ct_dtype 
 /* y[m, n] += bias[n] over dense f32 y [M, N]. */
 cudaError_t nn_add_bias(float *y, const void *bias, ct_dtype bdt, int64_t bst, int64_t M, int64_t N, cudaStream_t s);
 
-/* ---- convolution (nn_conv.cu): f32, one image n at a time ---- */
+/* ---- convolution (nn_conv.cu): f32 columns, one image n at a time ---- */
 typedef struct nn_conv {
     int64_t N, C, H, W, O, Ho, Wo, kh, kw, G, Cg, Og;
     int64_t sh, sw, ph, pw, dh, dw;
@@ -94,8 +94,9 @@ typedef struct nn_conv {
 cudaError_t nn_im2col(const float *x, const nn_conv *c, int64_t n, float *col, cudaStream_t s);
 /* y (image n, dense [O][Ho][Wo]) from cols [G][Og*kh*kw][H*W] (conv_transpose2d). */
 cudaError_t nn_col2im(const float *cols, const nn_conv *c, float *y, cudaStream_t s);
-/* y[n, o, :] += bias[o * bst] over dense y [N, O, P]. */
-cudaError_t nn_conv_bias(float *y, const float *bias, int64_t bst, int64_t N, int64_t O, int64_t P, cudaStream_t s);
+/* y[n, o, :] += bias[o * bst] over dense y [N, O, P] (f32 sum, one rounding to ydt). */
+cudaError_t nn_conv_bias(void *y, ct_dtype ydt, const void *bias, ct_dtype bdt, int64_t bst, int64_t N, int64_t O,
+                         int64_t P, cudaStream_t s);
 
 /* ---- attention (attention.cu) ---- */
 typedef struct nn_sdpa {
