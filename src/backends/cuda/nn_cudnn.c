@@ -291,13 +291,19 @@ static int dnn_ask(const cuda_dev *cd, const ct_op *op, const dnn_descs *d, bool
     return k;
 }
 
-/* The shape's choices, from the cache or asked now (then kept). */
+/* The shape's choices, from the cache or asked now (then kept). Measuring allocates
+ * outside the caching allocator (cuDNN's own buffers): where that fails, the heuristics
+ * answer instead, so a full device does not cost the shape cuDNN for good. */
 static int dnn_choices(const cuda_dev *cd, const ct_op *op, const dnn_descs *d, dnn_choice *out)
 {
     dnn_key key = key_of(cd, op, d->tensor_ops);
     int n = 0;
     if (cache_get(&key, out, &n)) return n;
-    n = dnn_ask(cd, op, d, g_mode == NN_CUDNN_MEASURE, out);
+    if (g_mode == NN_CUDNN_MEASURE) n = dnn_ask(cd, op, d, true, out);
+    if (n == 0) {
+        cudaGetLastError(); /* a failed allocation inside cuDNN is not sticky */
+        n = dnn_ask(cd, op, d, false, out);
+    }
     cache_put(&key, out, n);
     return n;
 }
