@@ -240,13 +240,16 @@ static void check_linear_once(const char *what, ct_tensor *x, ct_tensor *w, cons
 }
 
 /* Through both kernel families, whichever this device would pick: the GPUs' (a work-group
- * per output row for decode, tiles for prompts) and CPU devices' (a work-item per weight
- * row and up to 8 rows of x). */
+ * per output row for decode, tiles for prompts: 64 x 64 ones from 64 rows of x and of the
+ * weight, and again on the 32 x 32 ones) and CPU devices' (a work-item per weight row and up
+ * to 8 rows of x). */
 static void check_linear(const char *what, ct_tensor *x, ct_tensor *w, const double *wd, ct_tensor *b, int64_t M)
 {
     static const struct { ocl_q_matvec mode; const char *name; } modes[] = {
-        {OCL_Q_MATVEC_GROUPS, "GPU kernels"}, {OCL_Q_MATVEC_ROWS, "CPU-device kernel"}};
-    for (int i = 0; i < 2; i++) {
+        {OCL_Q_MATVEC_GROUPS, "GPU kernels"}, {OCL_Q_MATVEC_ROWS, "CPU-device kernel"},
+        {OCL_Q_MATVEC_TILE32, "GPU kernels, 32 x 32 tiles"}};
+    bool big = M >= 64 && ct_tensor_shape(w)[0] >= 64;
+    for (int i = 0; i < (big ? 3 : 2); i++) {
         char w2[160];
         snprintf(w2, sizeof w2, "%s (%s)", what, modes[i].name);
         ocl_quant_test_matvec(modes[i].mode);
@@ -259,8 +262,9 @@ static void test_linear(void)
 {
     if (!have_device()) return;
     th_rng r = {0x11ea7};
-    static const int64_t Ms[] = {1, 2, 7, 64};
-    const int64_t N = 37, K = 512;
+    /* M 70, N 70: a whole and a partial 64 x 64 tile each way, 16 steps along K */
+    static const int64_t Ms[] = {1, 2, 7, 70};
+    const int64_t N = 70, K = 512;
     int64_t sb[1] = {N};
     ct_tensor *b32 = th_random(&r, 1, sb, CT_F32, -1, 1), *b16 = th_random(&r, 1, sb, CT_F16, -1, 1);
     for (int f = 0; f < N_FORMATS; f++) {

@@ -21,6 +21,8 @@
 #define OCL_Q_MV_LOCAL 64 /* work-items per output row of the matrix-vector kernel */
 #define OCL_Q_TILE 32     /* TILE in quant.cl: 8 x 8 work-items per TILE x TILE outputs */
 #define OCL_Q_TILE_LOCAL_BYTES (2 * OCL_Q_TILE * (OCL_Q_TILE + 1) * 4)
+#define OCL_Q_TILE2 64    /* TILE2: 16 x 16 work-items per TILE2 x TILE2 outputs, k-steps of TILE */
+#define OCL_Q_TILE2_LOCAL_BYTES (2 * OCL_Q_TILE * (OCL_Q_TILE2 + 1) * 4)
 #define OCL_Q_GROUP 16    /* every kernel reads blocks in groups of 16 elements */
 #define OCL_Q_ROUND 64    /* 1-D launches are rounded up to this (the kernels bound-check) */
 
@@ -287,11 +289,19 @@ static ct_status run_linear(ct_device *dev, const ct_op *op)
     if (s == CT_OK && b) s = q_mem(b, dev, "linear", "bias", &bm, &boff);
     if (s != CT_OK) return s;
     if (!b) bm = xm; /* never read (bias_kind 0); a real buffer keeps every driver happy */
-    bool rows = ocl_q_matvec_rows(ocl_info(dev)), decode = M <= OCL_Q_MV_MAX_M;
+    const ocl_dev_info *info = ocl_info(dev);
+    bool rows = ocl_q_matvec_rows(info), decode = M <= OCL_Q_MV_MAX_M;
+    /* prompts of a tile's rows or more on the large tiles, where the device has room
+     * (CTORCH_OPENCL_TILE=32 keeps them on the small ones: an A/B switch) */
+    static int small = -1;
+    if (small < 0) small = getenv("CTORCH_OPENCL_TILE") && !strcmp(getenv("CTORCH_OPENCL_TILE"), "32");
+    bool big = !rows && !decode && M >= OCL_Q_TILE2 && N >= OCL_Q_TILE2 && g_matvec != OCL_Q_MATVEC_TILE32 &&
+               !small && info->max_wg >= 256 && info->local_mem >= OCL_Q_TILE2_LOCAL_BYTES;
     cl_kernel k;
     char name[32];
     if (!rows && M == 1 && ocl_mv1_ok(dev, op)) return ocl_mv1_linear(dev, op);
-    s = q_kernel(dev, rows ? "matvec_rows" : decode ? "matvec" : "matmul", w->dtype, &k, name, sizeof name);
+    s = q_kernel(dev, rows ? "matvec_rows" : decode ? "matvec" : big ? "matmul64" : "matmul", w->dtype, &k, name,
+                 sizeof name);
     if (s != CT_OK) return s;
     ocl_arg args[17] = {OCL_ARG(wm), OCL_ARG(woff), OCL_ARG(wrow), OCL_ARG(xm),  OCL_ARG(xoff), OCL_ARG(rsx),
                         OCL_ARG(csx), OCL_ARG(om), OCL_ARG(ooff), OCL_ARG(bm), OCL_ARG(boff), OCL_ARG(bk),
@@ -319,7 +329,8 @@ static ct_status run_linear(ct_device *dev, const ct_op *op)
     args[14] = OCL_ARG(lN);
     args[15] = OCL_ARG(lK);
     s = ocl_args(dev, k, name, 16, args);
-    size_t global[2] = {round_up((size_t)N, OCL_Q_TILE) / 4, round_up((size_t)M, OCL_Q_TILE) / 4}, local[2] = {8, 8};
+    size_t t = big ? OCL_Q_TILE2 : OCL_Q_TILE, global[2] = {round_up((size_t)N, t) / 4, round_up((size_t)M, t) / 4};
+    size_t local[2] = {t / 4, t / 4};
     return s != CT_OK ? s : ocl_launch(dev, k, name, 2, global, local);
 }
 

@@ -7,8 +7,9 @@
 /* Which kernels LINEAR uses: by device type (GROUPS on GPUs and accelerators: a work-group
  * per output row for decode, tiles for prompts; ROWS on CPU devices: a work-item per
  * weight row for any number of rows of x), or one family everywhere, so tests cover both
- * on whatever device they have. Not thread-safe. */
-typedef enum ocl_q_matvec { OCL_Q_MATVEC_AUTO, OCL_Q_MATVEC_GROUPS, OCL_Q_MATVEC_ROWS } ocl_q_matvec;
+ * on whatever device they have; TILE32: the GPU kernels with prompts kept on the 32 x 32
+ * tiles (the 64 x 64 kernel's partner). Not thread-safe. */
+typedef enum ocl_q_matvec { OCL_Q_MATVEC_AUTO, OCL_Q_MATVEC_GROUPS, OCL_Q_MATVEC_ROWS, OCL_Q_MATVEC_TILE32 } ocl_q_matvec;
 void ocl_quant_test_matvec(ocl_q_matvec mode);
 /* Whether captured steps fuse quant patterns (ocl_quant_fuse); on by default. */
 void ocl_quant_test_fuse(bool on);

@@ -162,6 +162,7 @@ inline void nd_offsets(const q_nd *nd, long r, long *doff, long *soff)
 
 #define MV_MAX_M 8 /* rows of x one matrix-vector work-group serves (quant.c: OCL_Q_MV_MAX_M) */
 #define TILE 32    /* tiled kernel: TILE x TILE outputs per 8 x 8 work-group, k-steps of TILE */
+#define TILE2 64   /* the large-tile kernel: TILE2 x TILE2 outputs per 16 x 16 work-group (quant.c: OCL_Q_TILE2) */
 
 #define QUANT_KERNELS(F, BLK, GPB)                                                                          \
     /* copy: one work-item per 16-group of a dst row; dst f32 or f16 (half != 0), element stride dcol */  \
@@ -312,6 +313,59 @@ inline void nd_offsets(const q_nd *nd, long r, long *doff, long *soff)
             if (m >= M) continue;                                                                          \
             for (int j = 0; j < 4; j++) {                                                                  \
                 long n = n0 + tx + 8 * j;                                                                  \
+                if (n < N) out[m * N + n] = acc[i][j] + bias_at(bb, boff, bias_kind, bstride, n);          \
+            }                                                                                              \
+        }                                                                                                  \
+    }                                                                                                      \
+                                                                                                           \
+    /* prefill, large tiles (GPUs, prompts of 64+ rows): a 16 x 16 work-group computes TILE2 x TILE2   \
+     * outputs (4 x 4 per work-item, 16 apart, so a warp's local reads are conflict-free); per 32-deep \
+     * step half the work-items dequantize a 16-group of the weight tile and every work-item loads 8   \
+     * values of x. Each dequantized weight serves 64 rows of x instead of 32, from 4x the threads.  */ \
+    kernel void matmul64_##F(                                                                              \
+        global const uchar *w, ulong woff, long wrow, global const uchar *xb, ulong xoff, long rsx,        \
+        long csx, global uchar *outb, ulong ooff, global const uchar *bb, ulong boff, int bias_kind,       \
+        long bstride, long M, long N, long K)                                                              \
+    {                                                                                                      \
+        local float ws[TILE][TILE2 + 1], xs[TILE][TILE2 + 1];                                              \
+        int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 16 + tx;                                \
+        long n0 = get_group_id(0) * TILE2, m0 = get_group_id(1) * TILE2;                                   \
+        global const float *x = (global const float *)(xb + xoff);                                        \
+        float acc[4][4];                                                                                   \
+        for (int i = 0; i < 4; i++)                                                                        \
+            for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;                                                  \
+        int wr = lid >> 1, wgp = lid & 1;      /* lid < 128: weight row wr, its 16-group wgp */           \
+        int xr = lid >> 2, xk = (lid & 3) * 8; /* x row xr, 8 values from depth xk */                     \
+        for (long k0 = 0; k0 < K; k0 += TILE) {                                                            \
+            if (lid < 2 * TILE2) {                                                                         \
+                long g = k0 / 16 + wgp;                                                                    \
+                float v[16];                                                                               \
+                if (n0 + wr < N) dq16_##F(w + woff + (n0 + wr) * wrow + (g / GPB) * sizeof(BLK), (int)(g % GPB), v); \
+                else for (int i = 0; i < 16; i++) v[i] = 0.0f;                                             \
+                for (int i = 0; i < 16; i++) ws[wgp * 16 + i][wr] = v[i];                                  \
+            }                                                                                              \
+            if (m0 + xr < M) {                                                                             \
+                global const float *xp = x + (m0 + xr) * rsx + (k0 + xk) * csx;                           \
+                for (int e = 0; e < 8; e++) xs[xk + e][xr] = xp[e * csx];                                  \
+            } else {                                                                                       \
+                for (int e = 0; e < 8; e++) xs[xk + e][xr] = 0.0f;                                         \
+            }                                                                                              \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                                  \
+            for (int k = 0; k < TILE; k++) {                                                               \
+                float a[4], b[4];                                                                          \
+                for (int i = 0; i < 4; i++) a[i] = xs[k][ty + 16 * i];                                     \
+                for (int j = 0; j < 4; j++) b[j] = ws[k][tx + 16 * j];                                     \
+                for (int i = 0; i < 4; i++)                                                                \
+                    for (int j = 0; j < 4; j++) acc[i][j] = fma(a[i], b[j], acc[i][j]);                    \
+            }                                                                                              \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                                  \
+        }                                                                                                  \
+        global float *out = (global float *)(outb + ooff);                                                 \
+        for (int i = 0; i < 4; i++) {                                                                      \
+            long m = m0 + ty + 16 * i;                                                                     \
+            if (m >= M) continue;                                                                          \
+            for (int j = 0; j < 4; j++) {                                                                  \
+                long n = n0 + tx + 16 * j;                                                                 \
                 if (n < N) out[m * N + n] = acc[i][j] + bias_at(bb, boff, bias_kind, bstride, n);          \
             }                                                                                              \
         }                                                                                                  \
