@@ -99,10 +99,13 @@ typedef struct ct_conv2d_params {
     int groups;            /* default 1 when zero */
     int output_padding[2]; /* conv_transpose2d only */
 } ct_conv2d_params;
-/* x [N, C, H, W], w [O, C/groups, kH, kW], bias [O] or NULL; params NULL = defaults. */
+/* x [N, C, H, W], w [O, C/groups, kH, kW], bias [O] or NULL; params NULL = defaults.
+ * Products are summed in f32 (f64 when x or w is f64) and the result has the promoted
+ * dtype of x and w: f16/bf16 operands of one type give that type, rounded once (an f32
+ * bias beside them is added unrounded). */
 CT_API ct_status ct_conv2d(const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias,
                            const ct_conv2d_params *params, ct_tensor **out);
-/* x [N, C, H, W], w [C, O/groups, kH, kW]. */
+/* x [N, C, H, W], w [C, O/groups, kH, kW]; dtypes as ct_conv2d. */
 CT_API ct_status ct_conv_transpose2d(const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias,
                                      const ct_conv2d_params *params, ct_tensor **out);
 typedef struct ct_pool2d_params {
