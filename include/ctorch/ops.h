@@ -101,8 +101,8 @@ typedef struct ct_conv2d_params {
 } ct_conv2d_params;
 /* x [N, C, H, W], w [O, C/groups, kH, kW], bias [O] or NULL; params NULL = defaults.
  * Products are summed in f32 (f64 when x or w is f64) and the result has the promoted
- * dtype of x and w: f16/bf16 operands of one type give that type, rounded once (an f32
- * bias beside them is added unrounded). */
+ * dtype of x and w: f16/bf16 operands of one type give that type (an f32 bias beside them
+ * is not rounded to half first; cuDNN rounds the sum before the bias is added). */
 CT_API ct_status ct_conv2d(const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias,
                            const ct_conv2d_params *params, ct_tensor **out);
 /* x [N, C, H, W], w [C, O/groups, kH, kW]; dtypes as ct_conv2d. */
