@@ -23,7 +23,7 @@
 #ifdef CTORCH_HAVE_OPENCL
 #include "backends/opencl/quant.h"
 #else /* no backend: every test skips before using the hook */
-typedef enum ocl_q_matvec { OCL_Q_MATVEC_AUTO, OCL_Q_MATVEC_GROUPS, OCL_Q_MATVEC_ROWS } ocl_q_matvec;
+typedef enum ocl_q_matvec { OCL_Q_MATVEC_AUTO, OCL_Q_MATVEC_GROUPS, OCL_Q_MATVEC_ROWS, OCL_Q_MATVEC_TILE32 } ocl_q_matvec;
 static void ocl_quant_test_matvec(ocl_q_matvec mode) { (void)mode; }
 static int ocl_quant_fused_total(void) { return 0; }
 static void ocl_quant_test_fuse_rope(bool on) { (void)on; }
