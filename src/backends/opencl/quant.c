@@ -21,7 +21,7 @@
 #define OCL_Q_MV_LOCAL 64 /* work-items per output row of the matrix-vector kernel */
 #define OCL_Q_TILE 32     /* TILE in quant.cl: 8 x 8 work-items per TILE x TILE outputs */
 #define OCL_Q_TILE_LOCAL_BYTES (2 * OCL_Q_TILE * (OCL_Q_TILE + 1) * 4)
-#define OCL_Q_TILE2 64    /* TILE2: 16 x 16 work-items per TILE2 x TILE2 outputs, k-steps of TILE */
+#define OCL_Q_TILE2 64    /* matmul64_ in quant.cl: 16 x 16 work-items per 64 x 64 outputs, k-steps of TILE */
 #define OCL_Q_TILE2_LOCAL_BYTES (2 * OCL_Q_TILE * (OCL_Q_TILE2 + 1) * 4)
 #define OCL_Q_GROUP 16    /* every kernel reads blocks in groups of 16 elements */
 #define OCL_Q_ROUND 64    /* 1-D launches are rounded up to this (the kernels bound-check) */

@@ -161,8 +161,62 @@ inline void nd_offsets(const q_nd *nd, long r, long *doff, long *soff)
 }
 
 #define MV_MAX_M 8 /* rows of x one matrix-vector work-group serves (quant.c: OCL_Q_MV_MAX_M) */
-#define TILE 32    /* tiled kernel: TILE x TILE outputs per 8 x 8 work-group, k-steps of TILE */
-#define TILE2 64   /* the large-tile kernel: TILE2 x TILE2 outputs per 16 x 16 work-group (quant.c: OCL_Q_TILE2) */
+#define TILE 32    /* the tiled kernels' k-step (and matmul_'s TILE x TILE outputs per 8 x 8 work-group) */
+
+/* Prefill: a WG x WG work-group computes a 4 WG x 4 WG block of out (4 x 4 per work-item, WG
+ * apart, so a warp's local reads are conflict-free); per 32-deep step the first 8 WG
+ * work-items each dequantize a 16-group of the weight tile into local memory and every
+ * work-item loads 128 / WG values of x, then all multiply from local memory. matmul_ (WG 8:
+ * 32 x 32 tiles) serves every device; matmul64_ (WG 16) serves GPUs' prompts of 64+ rows,
+ * each dequantized weight then serving 64 rows of x from 4x the threads. */
+#define QUANT_MATMUL(F, BLK, GPB, NAME, WG)                                                                 \
+    kernel void NAME(global const uchar *w, ulong woff, long wrow, global const uchar *xb, ulong xoff,     \
+                     long rsx, long csx, global uchar *outb, ulong ooff, global const uchar *bb, ulong boff, \
+                     int bias_kind, long bstride, long M, long N, long K)                                  \
+    {                                                                                                      \
+        local float ws[TILE][4 * WG + 1], xs[TILE][4 * WG + 1];                                            \
+        int tx = get_local_id(0), ty = get_local_id(1), lid = ty * WG + tx;                                \
+        long n0 = get_group_id(0) * (4 * WG), m0 = get_group_id(1) * (4 * WG);                             \
+        global const float *x = (global const float *)(xb + xoff);                                        \
+        float acc[4][4];                                                                                   \
+        for (int i = 0; i < 4; i++)                                                                        \
+            for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;                                                  \
+        int wr = lid >> 1, wgp = lid & 1; /* lid < 8 WG: weight row wr, its 16-group wgp */               \
+        int xr = lid / (WG / 4), xk = (lid % (WG / 4)) * (128 / WG); /* x row xr from depth xk */         \
+        for (long k0 = 0; k0 < K; k0 += TILE) {                                                            \
+            if (lid < 8 * WG) {                                                                            \
+                long g = k0 / 16 + wgp;                                                                    \
+                float v[16];                                                                               \
+                if (n0 + wr < N) dq16_##F(w + woff + (n0 + wr) * wrow + (g / GPB) * sizeof(BLK), (int)(g % GPB), v); \
+                else for (int i = 0; i < 16; i++) v[i] = 0.0f;                                             \
+                for (int i = 0; i < 16; i++) ws[wgp * 16 + i][wr] = v[i];                                  \
+            }                                                                                              \
+            if (m0 + xr < M) {                                                                             \
+                global const float *xp = x + (m0 + xr) * rsx + (k0 + xk) * csx;                           \
+                for (int e = 0; e < 128 / WG; e++) xs[xk + e][xr] = xp[e * csx];                           \
+            } else {                                                                                       \
+                for (int e = 0; e < 128 / WG; e++) xs[xk + e][xr] = 0.0f;                                  \
+            }                                                                                              \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                                  \
+            for (int k = 0; k < TILE; k++) {                                                               \
+                float a[4], b[4];                                                                          \
+                for (int i = 0; i < 4; i++) a[i] = xs[k][ty + WG * i];                                     \
+                for (int j = 0; j < 4; j++) b[j] = ws[k][tx + WG * j];                                     \
+                for (int i = 0; i < 4; i++)                                                                \
+                    for (int j = 0; j < 4; j++) acc[i][j] = fma(a[i], b[j], acc[i][j]);                    \
+            }                                                                                              \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                                  \
+        }                                                                                                  \
+        global float *out = (global float *)(outb + ooff);                                                 \
+        for (int i = 0; i < 4; i++) {                                                                      \
+            long m = m0 + ty + WG * i;                                                                     \
+            if (m >= M) continue;                                                                          \
+            for (int j = 0; j < 4; j++) {                                                                  \
+                long n = n0 + tx + WG * j;                                                                 \
+                if (n < N) out[m * N + n] = acc[i][j] + bias_at(bb, boff, bias_kind, bstride, n);          \
+            }                                                                                              \
+        }                                                                                                  \
+    }
 
 #define QUANT_KERNELS(F, BLK, GPB)                                                                          \
     /* copy: one work-item per 16-group of a dst row; dst f32 or f16 (half != 0), element stride dcol */  \
@@ -270,106 +324,8 @@ inline void nd_offsets(const q_nd *nd, long r, long *doff, long *soff)
         for (int m = 0; m < mn; m++) out[(m0 + m) * N + n] = acc[m] + b;                                   \
     }                                                                                                      \
                                                                                                            \
-    /* prefill: an 8 x 8 work-group computes a TILE x TILE block of out (4 x 4 per work-item); per     \
-     * k-step each work-item dequantizes one 16-group of the weight tile into local memory and loads   \
-     * 16 values of x, then every work-item multiplies from local memory. */                             \
-    kernel void matmul_##F(global const uchar *w, ulong woff, long wrow, global const uchar *xb, ulong xoff, \
-                           long rsx, long csx, global uchar *outb, ulong ooff, global const uchar *bb,     \
-                           ulong boff, int bias_kind, long bstride, long M, long N, long K)                \
-    {                                                                                                      \
-        local float ws[TILE][TILE + 1], xs[TILE][TILE + 1];                                                \
-        int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 8 + tx;                                 \
-        long n0 = get_group_id(0) * TILE, m0 = get_group_id(1) * TILE;                                     \
-        global const float *x = (global const float *)(xb + xoff);                                        \
-        float acc[4][4];                                                                                   \
-        for (int i = 0; i < 4; i++)                                                                        \
-            for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;                                                  \
-        int lr = lid / 2, lg = lid % 2; /* the row and 16-group this work-item loads */                   \
-        for (long k0 = 0; k0 < K; k0 += TILE) {                                                            \
-            long g = k0 / 16 + lg;                                                                         \
-            float v[16];                                                                                   \
-            if (n0 + lr < N) dq16_##F(w + woff + (n0 + lr) * wrow + (g / GPB) * sizeof(BLK), (int)(g % GPB), v); \
-            else for (int i = 0; i < 16; i++) v[i] = 0.0f;                                                 \
-            for (int i = 0; i < 16; i++) ws[lg * 16 + i][lr] = v[i];                                       \
-            if (m0 + lr < M) {                                                                             \
-                global const float *xr = x + (m0 + lr) * rsx + (k0 + lg * 16) * csx;                       \
-                for (int i = 0; i < 16; i++) xs[lg * 16 + i][lr] = xr[i * csx];                            \
-            } else {                                                                                       \
-                for (int i = 0; i < 16; i++) xs[lg * 16 + i][lr] = 0.0f;                                   \
-            }                                                                                              \
-            barrier(CLK_LOCAL_MEM_FENCE);                                                                  \
-            for (int k = 0; k < TILE; k++) {                                                               \
-                float a[4], b[4];                                                                          \
-                for (int i = 0; i < 4; i++) a[i] = xs[k][ty + 8 * i];                                      \
-                for (int j = 0; j < 4; j++) b[j] = ws[k][tx + 8 * j];                                      \
-                for (int i = 0; i < 4; i++)                                                                \
-                    for (int j = 0; j < 4; j++) acc[i][j] = fma(a[i], b[j], acc[i][j]);                    \
-            }                                                                                              \
-            barrier(CLK_LOCAL_MEM_FENCE);                                                                  \
-        }                                                                                                  \
-        global float *out = (global float *)(outb + ooff);                                                 \
-        for (int i = 0; i < 4; i++) {                                                                      \
-            long m = m0 + ty + 8 * i;                                                                      \
-            if (m >= M) continue;                                                                          \
-            for (int j = 0; j < 4; j++) {                                                                  \
-                long n = n0 + tx + 8 * j;                                                                  \
-                if (n < N) out[m * N + n] = acc[i][j] + bias_at(bb, boff, bias_kind, bstride, n);          \
-            }                                                                                              \
-        }                                                                                                  \
-    }                                                                                                      \
-                                                                                                           \
-    /* prefill, large tiles (GPUs, prompts of 64+ rows): a 16 x 16 work-group computes TILE2 x TILE2   \
-     * outputs (4 x 4 per work-item, 16 apart, so a warp's local reads are conflict-free); per 32-deep \
-     * step half the work-items dequantize a 16-group of the weight tile and every work-item loads 8   \
-     * values of x. Each dequantized weight serves 64 rows of x instead of 32, from 4x the threads.  */ \
-    kernel void matmul64_##F(                                                                              \
-        global const uchar *w, ulong woff, long wrow, global const uchar *xb, ulong xoff, long rsx,        \
-        long csx, global uchar *outb, ulong ooff, global const uchar *bb, ulong boff, int bias_kind,       \
-        long bstride, long M, long N, long K)                                                              \
-    {                                                                                                      \
-        local float ws[TILE][TILE2 + 1], xs[TILE][TILE2 + 1];                                              \
-        int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 16 + tx;                                \
-        long n0 = get_group_id(0) * TILE2, m0 = get_group_id(1) * TILE2;                                   \
-        global const float *x = (global const float *)(xb + xoff);                                        \
-        float acc[4][4];                                                                                   \
-        for (int i = 0; i < 4; i++)                                                                        \
-            for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;                                                  \
-        int wr = lid >> 1, wgp = lid & 1;      /* lid < 128: weight row wr, its 16-group wgp */           \
-        int xr = lid >> 2, xk = (lid & 3) * 8; /* x row xr, 8 values from depth xk */                     \
-        for (long k0 = 0; k0 < K; k0 += TILE) {                                                            \
-            if (lid < 2 * TILE2) {                                                                         \
-                long g = k0 / 16 + wgp;                                                                    \
-                float v[16];                                                                               \
-                if (n0 + wr < N) dq16_##F(w + woff + (n0 + wr) * wrow + (g / GPB) * sizeof(BLK), (int)(g % GPB), v); \
-                else for (int i = 0; i < 16; i++) v[i] = 0.0f;                                             \
-                for (int i = 0; i < 16; i++) ws[wgp * 16 + i][wr] = v[i];                                  \
-            }                                                                                              \
-            if (m0 + xr < M) {                                                                             \
-                global const float *xp = x + (m0 + xr) * rsx + (k0 + xk) * csx;                           \
-                for (int e = 0; e < 8; e++) xs[xk + e][xr] = xp[e * csx];                                  \
-            } else {                                                                                       \
-                for (int e = 0; e < 8; e++) xs[xk + e][xr] = 0.0f;                                         \
-            }                                                                                              \
-            barrier(CLK_LOCAL_MEM_FENCE);                                                                  \
-            for (int k = 0; k < TILE; k++) {                                                               \
-                float a[4], b[4];                                                                          \
-                for (int i = 0; i < 4; i++) a[i] = xs[k][ty + 16 * i];                                     \
-                for (int j = 0; j < 4; j++) b[j] = ws[k][tx + 16 * j];                                     \
-                for (int i = 0; i < 4; i++)                                                                \
-                    for (int j = 0; j < 4; j++) acc[i][j] = fma(a[i], b[j], acc[i][j]);                    \
-            }                                                                                              \
-            barrier(CLK_LOCAL_MEM_FENCE);                                                                  \
-        }                                                                                                  \
-        global float *out = (global float *)(outb + ooff);                                                 \
-        for (int i = 0; i < 4; i++) {                                                                      \
-            long m = m0 + ty + 16 * i;                                                                     \
-            if (m >= M) continue;                                                                          \
-            for (int j = 0; j < 4; j++) {                                                                  \
-                long n = n0 + tx + 16 * j;                                                                 \
-                if (n < N) out[m * N + n] = acc[i][j] + bias_at(bb, boff, bias_kind, bstride, n);          \
-            }                                                                                              \
-        }                                                                                                  \
-    }
+    QUANT_MATMUL(F, BLK, GPB, matmul_##F, 8)                                                               \
+    QUANT_MATMUL(F, BLK, GPB, matmul64_##F, 16)
 
 /* A quantized tensor copied as it is (same type and shape, both contiguous): its bytes. */
 kernel void copy_blocks(global const uchar *src, ulong soff, global uchar *dst, ulong doff, long n)
