@@ -94,7 +94,7 @@ static void dnn_load(void)
 static bool dnn_ready(void)
 {
     pthread_once(&g_once, dnn_load);
-    return g_loaded && g_mode != NN_CUDNN_OFF;
+    return __atomic_load_n(&g_loaded, __ATOMIC_ACQUIRE) && g_mode != NN_CUDNN_OFF;
 }
 
 void nn_cudnn_mode(int mode)
@@ -107,7 +107,7 @@ size_t nn_cudnn_version(void) { return dnn_ready() ? g_dnn.cudnnGetVersion() : 0
 
 void nn_cudnn_release(cuda_dev *d)
 {
-    if (d->dnn && g_loaded) g_dnn.cudnnDestroy((cudnnHandle_t)d->dnn);
+    if (d->dnn) g_dnn.cudnnDestroy((cudnnHandle_t)d->dnn); /* made with the loaded functions */
     d->dnn = NULL;
 }
 
@@ -335,30 +335,36 @@ static ct_status dnn_try(ct_device *dev, const ct_op *op, const dnn_descs *d, bo
     return CT_OK;
 }
 
-static ct_status dnn_handle(ct_device *dev)
+/* The device's handle, made at its first conv. A library that loads but cannot make one
+ * (a sub-library missing, a driver it does not take) is left alone from then on, with one
+ * warning: convolutions go to im2col rather than failing on this device one by one. */
+static bool dnn_handle(ct_device *dev)
 {
     cuda_dev *cd = cuda_of(dev);
-    if (cd->dnn) return CT_OK;
+    if (cd->dnn) return true;
     cudnnHandle_t h = NULL;
     cudnnStatus_t st = g_dnn.cudnnCreate(&h);
     if (st == CUDNN_STATUS_SUCCESS) st = g_dnn.cudnnSetStream(h, cd->stream);
     if (st != CUDNN_STATUS_SUCCESS) {
         if (h) g_dnn.cudnnDestroy(h);
-        return core_err(st == CUDNN_STATUS_ALLOC_FAILED ? CT_ERR_DEVICE_OOM : CT_ERR_DEVICE_FAULT,
-                        "%s: cudnnCreate failed: %s", dev->info.name, g_dnn.cudnnGetErrorString(st));
+        cudaGetLastError();
+        core_log(CT_LOG_WARN, "%s: cuDNN cannot start (%s): convolutions through im2col + cuBLAS", dev->info.name,
+                 g_dnn.cudnnGetErrorString(st));
+        __atomic_store_n(&g_loaded, false, __ATOMIC_RELEASE);
+        return false;
     }
     cd->dnn = h;
-    return CT_OK;
+    return true;
 }
 
 ct_status nn_cudnn_conv(ct_device *dev, const ct_op *op, bool *done)
 {
     *done = false;
     cuda_dev *cd = cuda_of(dev);
-    if (!dnn_ready() || cd->capturing) return CT_OK;
-    ct_status s = dnn_handle(dev);
+    if (!dnn_ready() || cd->capturing || !dnn_handle(dev)) return CT_OK;
+    ct_status s = CT_OK;
     dnn_descs d = {0};
-    if (s == CT_OK && descs_make(cd, op, &d) == CUDNN_STATUS_SUCCESS) s = dnn_try(dev, op, &d, done);
+    if (descs_make(cd, op, &d) == CUDNN_STATUS_SUCCESS) s = dnn_try(dev, op, &d, done);
     descs_free(&d);
     const ct_tensor *b = op->src[2], *y = op->dst;
     if (s == CT_OK && *done && b) {
