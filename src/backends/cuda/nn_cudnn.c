@@ -69,6 +69,7 @@ static void dnn_load(void)
 {
     const char *off = getenv("CTORCH_CUDNN"), *find = getenv("CTORCH_CUDNN_FIND");
     if (g_mode < 0) g_mode = off && off[0] == '0' ? NN_CUDNN_OFF : find && find[0] == '0' ? NN_CUDNN_HEURISTIC : NN_CUDNN_MEASURE;
+    if (g_mode == NN_CUDNN_OFF) return; /* not even opened: the switch also steps around a broken install */
     void *h = dnn_open();
     if (!h) {
         core_log(CT_LOG_DEBUG, "cuda: no cuDNN (%s): convolutions through im2col + cuBLAS", dlerror());
