@@ -210,16 +210,14 @@ static void conv_geom_of(const ct_op *op, conv_geom *g)
 /* A contiguous f32 copy of t's elements (any float dtype, any strides), or NULL. */
 static float *widen(const ct_tensor *t, const ct_device *dev)
 {
-    int64_t n = ct_tensor_numel(t), idx[CT_MAX_DIMS] = {0};
-    float *f = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-    if (!f) return NULL;
-    const char *base = op_data(t, dev);
-    size_t es = ct_dtype_block_bytes(t->dtype);
-    for (int64_t i = 0; i < n; i++) {
-        int64_t off = 0;
-        for (int d = 0; d < t->ndim; d++) off += idx[d] * t->stride[d];
-        f[i] = cpu_load_f32(base + off * (int64_t)es, t->dtype);
-        for (int d = t->ndim - 1; d >= 0 && ++idx[d] == t->shape[d]; d--) idx[d] = 0;
+    cpu_nd it;
+    cpu_nd_init(&it, t->ndim, t->shape);
+    cpu_nd_add(&it, t, dev);
+    int64_t rows = cpu_nd_rows(&it), cols = cpu_nd_cols(&it), step = cpu_nd_inner(&it, 0) * (int64_t)it.esize[0];
+    float *f = malloc(sizeof(float) * (size_t)(rows * cols > 0 ? rows * cols : 1));
+    for (int64_t r = 0; f && r < rows; r++) {
+        const char *p = cpu_nd_row(&it, 0, r);
+        for (int64_t c = 0; c < cols; c++) f[r * cols + c] = cpu_load_f32(p + c * step, t->dtype);
     }
     return f;
 }
@@ -243,9 +241,10 @@ static ct_status conv_half(const ct_device *dev, const ct_op *op, conv_ctx *c, c
         cpu_parallel_for(g->N * g->G, 1, fn, c);
         s = c->status;
     }
-    if (s == CT_OK && y->dtype == CT_F16) cpu_f32_to_f16_row(yf, op_data(y, dev), ny);
+    uint16_t *yh = op_data(y, dev);
+    if (s == CT_OK && y->dtype == CT_F16) cpu_f32_to_f16_row(yf, yh, ny);
     else if (s == CT_OK)
-        for (int64_t i = 0; i < ny; i++) ((uint16_t *)op_data(y, dev))[i] = ct_f32_to_bf16(yf[i]);
+        for (int64_t i = 0; i < ny; i++) yh[i] = ct_f32_to_bf16(yf[i]);
     free(xf), free(wf), free(bf), free(yf);
     return s;
 }
