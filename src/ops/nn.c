@@ -74,9 +74,10 @@ static ct_status conv_common(const char *opname, const ct_tensor *x, const ct_te
             return core_err(CT_ERR_SHAPE, "%s: input %s or weight %s is too large", opname, SHAPE_STR(x), SHAPE_STR(w));
     if (w->shape[2] < 1 || w->shape[3] < 1)
         return core_err(CT_ERR_SHAPE, "%s: weight %s has an empty kernel", opname, SHAPE_STR(w));
-    /* Half operands of one type stay half (a backend accumulates in f32 and rounds once, as
-     * the casts around an f32 op would; cuDNN's tensor cores take them as they are); any
-     * other mix computes in f32, or f64 when either operand is f64. */
+    /* Half operands of one type stay half (a backend sums in f32 and rounds the result, as
+     * the casts around an f32 op would, except that cuDNN rounds before adding a bias; its
+     * tensor cores take them as they are); any other mix computes in f32, or f64 when either
+     * operand is f64. */
     if (x->dtype == w->dtype && (x->dtype == CT_F16 || x->dtype == CT_BF16)) *cd = x->dtype;
     else *cd = ops_promote(x->dtype, w->dtype) == CT_F64 ? CT_F64 : CT_F32;
     return CT_OK;
