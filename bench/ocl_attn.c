@@ -21,13 +21,6 @@
 
 #define DEV "opencl:0"
 
-static ct_tensor *placed(int64_t *shape, ct_dtype dt, uint64_t seed)
-{
-    ct_tensor *t = NULL;
-    if (ct_randn(4, shape, dt, seed, &t) != CT_OK || ct_tensor_place(t, DEV) != CT_OK) db_die("input");
-    return t;
-}
-
 int main(int argc, char **argv)
 {
     if (argc < 6) {
@@ -38,7 +31,8 @@ int main(int argc, char **argv)
     int window = argc > 6 ? atoi(argv[6]) : 0, iters = argc > 7 ? atoi(argv[7]) : 200;
     if (ct_exec_init() != CT_OK) db_die("init");
     int64_t qs[4] = {1, Hq, 1, D}, ks[4] = {1, Hkv, Tk, D};
-    ct_tensor *q = placed(qs, CT_F32, 5), *k = placed(ks, CT_F16, 6), *v = placed(ks, CT_F16, 7), *len = NULL;
+    ct_tensor *q = db_placed_randn(DEV, 4, qs, CT_F32, 5), *k = db_placed_randn(DEV, 4, ks, CT_F16, 6);
+    ct_tensor *v = db_placed_randn(DEV, 4, ks, CT_F16, 7), *len = NULL;
     int32_t l32 = (int32_t)L;
     if (ct_tensor_from_data(1, (int64_t[]){1}, CT_I32, &l32, &len) != CT_OK || ct_tensor_place(len, DEV) != CT_OK)
         db_die("length");
