@@ -62,8 +62,11 @@ static att_plan att_plan_for(const ct_device *dev, const ct_op *op)
  * each serving the G heads of one kv head over one split of the attended keys. */
 #define DEC_WG 128
 #define DEC_ACC 8             /* (head, value dim) pairs per work-item (ATT_DACC in attention.cl) */
-#define DEC_CHUNK 32          /* keys per chunk loaded into local memory, at most (H200, tg128 after
-                               * 0 / 512 prompt tokens: 32 628-640 t/s, 64 616-630, 128 598-603) */
+/* Keys per chunk loaded into local memory, at most. H200, tg128 after 0 / 512 prompt tokens: 32
+ * 628-640 t/s, 64 616-630, 128 598-603 (session 15); session 17, after 512, three rounds
+ * alternated: 32 634-649, 64 608-632. The kernel alone (ctorch-bench-ocl-attn, TinyLlama's
+ * heads, 64 / 600 / 2,000 keys) is 1.5-2.8 us faster with 64, yet the model's step is slower. */
+#define DEC_CHUNK 32
 #define DEC_MIN_GROUPS 32     /* so that a small device (PoCL) runs the split-and-merge path too */
 #define DEC_MERGE_FLOATS 16384 /* partial floats one kv head's merge reads, about at most */
 #define DEC_MAX_SPLIT 1024
@@ -82,8 +85,9 @@ typedef struct dec_plan {
 } dec_plan;
 
 /* Diagnostic switches for tuning on a device: the splits per kv head
- * (CTORCH_OPENCL_ATT_SPLIT), the work-group size (CTORCH_OPENCL_ATT_WG) and the fewest keys
- * a split takes (CTORCH_OPENCL_ATT_MINKEYS); 0: the backend's choice. */
+ * (CTORCH_OPENCL_ATT_SPLIT), the work-group size (CTORCH_OPENCL_ATT_WG), the fewest keys
+ * a split takes (CTORCH_OPENCL_ATT_MINKEYS) and the keys per local-memory chunk
+ * (CTORCH_OPENCL_ATT_CHUNK); 0: the backend's choice. */
 static int64_t dec_env(const char *name)
 {
     const char *e = getenv(name);
@@ -126,8 +130,8 @@ static bool dec_plan_for(const ct_device *dev, const ct_op *op, dec_plan *p)
     int64_t mk = forced > 0 ? 1 : dec_env("CTORCH_OPENCL_ATT_MINKEYS");
     if (mk <= 0) mk = DEC_MIN_KEYS;
     p->min_keys = (int)(mk < p->segmax ? mk : p->segmax);
-    int64_t row = D + 1 > Dv ? D + 1 : Dv;
-    for (p->chunk = DEC_CHUNK;; p->chunk /= 2) {
+    int64_t row = D + 1 > Dv ? D + 1 : Dv, chunk = dec_env("CTORCH_OPENCL_ATT_CHUNK");
+    for (p->chunk = chunk > 0 && chunk <= 1024 ? (int)chunk : DEC_CHUNK;; p->chunk /= 2) {
         p->local[0] = sizeof(float) * (size_t)(p->G * D);
         p->local[1] = sizeof(float) * (size_t)(p->chunk * row);
         p->local[2] = sizeof(float) * (size_t)(p->G * p->segmax);
