@@ -284,6 +284,30 @@ static void test_program_that_fails(void)
     CHECK_OK(ct_exec_set_devices("opencl,cpu"));
     CHECK(ct_device_supports(g_dev, "add", CT_F32));
 }
+
+/* CTORCH_OPENCL_OPTIONS reaches the compiler and keys the program cache: a source that only
+ * builds with a macro defined builds with the option, and without it (same cache directory)
+ * is compiled again and fails, rather than being served the binary built with it. */
+static void test_build_options(void)
+{
+    const char *src = "#ifndef CT_OPT_PROBE\n#error the build options did not arrive\n#endif\n"
+                      "kernel void ew_probe(global float *x) { x[0] = CT_OPT_PROBE; }\n";
+    ocl_source_override("ew", src);
+    setenv("CTORCH_OPENCL_OPTIONS", "-DCT_OPT_PROBE=2", 1);
+    ct_exec_shutdown();
+    CHECK_OK(ct_exec_set_devices("opencl,cpu"));
+    ct_device *dev = exec_find_device(g_dev);
+    CHECK_MSG(dev && ocl_program_ok(dev, "ew"), "the probe did not build with its option: %s", ct_last_error());
+    unsetenv("CTORCH_OPENCL_OPTIONS");
+    ct_exec_shutdown();
+    CHECK_OK(ct_exec_set_devices("opencl,cpu"));
+    dev = exec_find_device(g_dev);
+    CHECK_MSG(dev && !ocl_program_ok(dev, "ew"), "the probe built without its option (a cached binary?)");
+    ocl_source_override("ew", NULL);
+    ct_exec_shutdown();
+    CHECK_OK(ct_exec_set_devices("opencl,cpu"));
+    CHECK(ct_device_supports(g_dev, "add", CT_F32));
+}
 #endif
 
 int main(int argc, char **argv)
@@ -303,6 +327,7 @@ int main(int argc, char **argv)
     RUN(test_kernel_cache);
     RUN(test_failover);
     RUN(test_program_that_fails);
+    RUN(test_build_options);
 #else
     th_skip("the OpenCL backend is not built (no CL/cl.h at configure time)");
 #endif

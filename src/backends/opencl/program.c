@@ -162,6 +162,22 @@ static cl_program from_cache(ocl_dev *od, const char *path, const char *opts)
 
 /* ---- building ---- */
 
+/* A successful build's log on stderr where CTORCH_OPENCL_BUILD_LOG=1 asks for it. */
+static void print_build_log(const ocl_dev *od, const char *stem, cl_program p)
+{
+    const char *e = getenv("CTORCH_OPENCL_BUILD_LOG");
+    if (!e || strcmp(e, "1") != 0) return;
+    size_t n = 0;
+    if (ocl_cl.clGetProgramBuildInfo(p, od->id, CL_PROGRAM_BUILD_LOG, 0, NULL, &n) != CL_SUCCESS || n == 0) return;
+    char *log = malloc(n + 1);
+    if (!log) return;
+    if (ocl_cl.clGetProgramBuildInfo(p, od->id, CL_PROGRAM_BUILD_LOG, n, log, NULL) == CL_SUCCESS) {
+        log[n] = 0;
+        fprintf(stderr, "[ctorch] opencl %s, program '%s' build log:\n%s\n", od->name, stem, log);
+    }
+    free(log);
+}
+
 static void report_failure(const ct_device *dev, const ocl_dev *od, const char *stem, cl_program p, cl_int err)
 {
     char log[4096] = "";
@@ -179,14 +195,18 @@ static void build(const ct_device *dev, ocl_dev *od, int i)
 {
     ocl_prog *pr = &od->progs[i];
     const char *stem = ocl_sources[i].name;
-    char opts[160];
+    char opts[512];
     /* OpenCL 1.2 lets f32 division be 2.5 ulp off (NVIDIA's is): 21/7 may truncate to 2.
-     * A device that can divide correctly rounded is asked to, so results match the CPU's. */
+     * A device that can divide correctly rounded is asked to, so results match the CPU's.
+     * CTORCH_OPENCL_OPTIONS adds options (a diagnostic: e.g. NVIDIA's -cl-nv-verbose, whose
+     * register counts CTORCH_OPENCL_BUILD_LOG=1 prints); they are part of the cache key. */
     cl_device_fp_config fp = 0;
     ocl_cl.clGetDeviceInfo(od->id, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
-    snprintf(opts, sizeof opts, "-cl-std=CL1.2%s%s%s", od->info.fp16 ? " -DOCL_HAVE_FP16" : "",
+    const char *extra = getenv("CTORCH_OPENCL_OPTIONS");
+    snprintf(opts, sizeof opts, "-cl-std=CL1.2%s%s%s%s%.300s", od->info.fp16 ? " -DOCL_HAVE_FP16" : "",
              od->info.fp64 ? " -DOCL_HAVE_FP64" : "",
-             fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT ? " -cl-fp32-correctly-rounded-divide-sqrt" : "");
+             fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT ? " -cl-fp32-correctly-rounded-divide-sqrt" : "",
+             extra && *extra ? " " : "", extra ? extra : "");
     char *owned;
     const char *src = source_text(i, &owned);
     char path[600];
@@ -203,8 +223,9 @@ static void build(const ct_device *dev, ocl_dev *od, int i)
             report_failure(dev, od, stem, p, err);
             if (p) ocl_cl.clReleaseProgram(p);
             p = NULL;
-        } else if (cached) {
-            save_binary(od, p, path);
+        } else {
+            print_build_log(od, stem, p);
+            if (cached) save_binary(od, p, path);
         }
     }
     free(owned);
