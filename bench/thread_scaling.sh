@@ -28,6 +28,7 @@ if [ -n "$LB" ]; then
   lb_run -m "$W/F16.gguf" -p 8 -n 0 -r 1 -t 2 > /dev/null 2>&1
   if [ $? -eq 132 ] && [ -f "$(dirname "$LB")/libggml-cpu-sapphirerapids.so" ]; then
     copy=$(mktemp -d)
+    trap 'rm -rf "$copy"' EXIT
     cp -a "$(dirname "$LB")/." "$copy/" && rm -f "$copy/libggml-cpu-sapphirerapids.so"
     LB="$copy/$(basename "$LB")"
     echo "llama-bench died with SIGILL: running it without its sapphirerapids CPU variant ($copy)" >&2
