@@ -4,6 +4,8 @@
 # model and thread count, ctorch then llama.cpp).
 # usage: [LLAMA_BENCH=path/llama-bench] [TYPES="Q4_K_M Q8_0 ..."] [REPS=3] [ROUNDS=1]
 #        bench/thread_scaling.sh BUILD_DIR [THREADS...]   (default threads: 4 8 16)
+#   TYPES: formats of the TinyLlama-shaped model (default F16 Q8_0 Q6_K Q5_K_M Q4_K_M Q4_0), and
+#   model files used as they are (a TYPE ending in .gguf: the real files, Gemma 3 270M, SmolLM2)
 # Writes models to ${XDG_CACHE_HOME:-~/.cache}/ctorch/scaling; prints one table row per run.
 # Used on the GPU machine's 16-core host, where the 2-core CI machine cannot measure it.
 # A llama-bench built with CUDA runs with the GPU hidden and -ngl 0. Its CPU backend is the
@@ -13,7 +15,7 @@
 set -u
 B=${1:?usage: thread_scaling.sh BUILD_DIR [THREADS...]}; shift
 THREADS=${*:-4 8 16}
-TYPES=${TYPES:-Q4_K_M Q8_0 Q4_0 F16}
+TYPES=${TYPES:-F16 Q8_0 Q6_K Q5_K_M Q4_K_M Q4_0}
 REPS=${REPS:-3}
 ROUNDS=${ROUNDS:-1}
 LB=${LLAMA_BENCH:-}
@@ -21,6 +23,7 @@ W=${XDG_CACHE_HOME:-$HOME/.cache}/ctorch/scaling
 mkdir -p "$W"
 [ -f "$W/F16.gguf" ] || "$B/bench/ctorch-make-model" --threads "$(nproc)" "$W/F16.gguf" >&2
 for t in $TYPES; do
+  case $t in *.gguf) continue ;; esac
   [ "$t" = F16 ] || [ -f "$W/$t.gguf" ] || "$B/tools/ctorch" quantize -t "$(nproc)" "$W/F16.gguf" "$W/$t.gguf" "$t" >&2
 done
 lb_run() { CUDA_VISIBLE_DEVICES= LD_LIBRARY_PATH="$(dirname "$LB")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$LB" -ngl 0 "$@"; }
@@ -41,10 +44,12 @@ echo "| type | threads | ctorch pp128 | llama.cpp pp128 | ratio | ctorch tg64 | 
 echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 for r in $(seq "$ROUNDS"); do
   for m in $TYPES; do
+    f="$W/$m.gguf"
+    case $m in *.gguf) f=$m; m=$(basename "$m" .gguf) ;; esac
     for th in $THREADS; do
-      c=$("$B/tools/ctorch" bench -m "$W/$m.gguf" -d cpu -p 128 -n 64 -r "$REPS" -t "$th" 2>/dev/null)
+      c=$("$B/tools/ctorch" bench -m "$f" -d cpu -p 128 -n 64 -r "$REPS" -t "$th" 2>/dev/null)
       l=""
-      [ -n "$LB" ] && l=$(lb_run -m "$W/$m.gguf" -p 128 -n 64 -r "$REPS" -t "$th" 2>/dev/null)
+      [ -n "$LB" ] && l=$(lb_run -m "$f" -p 128 -n 64 -r "$REPS" -t "$th" 2>/dev/null)
       cp=$(col "$c" pp128); ct=$(col "$c" tg64); lp=$(col "$l" pp128); lt=$(col "$l" tg64)
       echo "| $m | $th | $cp | $lp | $(ratio "$cp" "$lp") | $ct | $lt | $(ratio "$ct" "$lt") |"
     done
