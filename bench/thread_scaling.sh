@@ -9,9 +9,9 @@
 # Writes models to ${XDG_CACHE_HOME:-~/.cache}/ctorch/scaling; prints one table row per run.
 # Used on the GPU machine's 16-core host, where the 2-core CI machine cannot measure it.
 # A llama-bench built with CUDA runs with the GPU hidden and -ngl 0. Its CPU backend is the
-# best variant the CPU reports; a VM that reports AMX but does not let a process use it kills
-# the sapphirerapids variant with SIGILL (the H200 machine, session 17), so after a SIGILL the
-# script runs llama-bench from a copy of its folder without that variant.
+# best variant the CPU reports; on the H200 machine's VM (session 17) the sapphirerapids variant
+# dies with SIGILL (the VM reports AMX and AVX512-FP16), so after a SIGILL the script runs
+# llama-bench from a copy of its folder without that variant.
 set -u
 B=${1:?usage: thread_scaling.sh BUILD_DIR [THREADS...]}; shift
 THREADS=${*:-4 8 16}
