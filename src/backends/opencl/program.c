@@ -162,33 +162,45 @@ static cl_program from_cache(ocl_dev *od, const char *path, const char *opts)
 
 /* ---- building ---- */
 
+/* p's build log, NUL-terminated and malloc'd, or NULL. Its size is asked first: a buffer
+ * shorter than the log gets CL_INVALID_VALUE and no text at all. */
+static char *build_log(const ocl_dev *od, cl_program p)
+{
+    size_t n = 0;
+    if (!p || ocl_cl.clGetProgramBuildInfo(p, od->id, CL_PROGRAM_BUILD_LOG, 0, NULL, &n) != CL_SUCCESS || n == 0)
+        return NULL;
+    char *log = malloc(n + 1);
+    if (log && ocl_cl.clGetProgramBuildInfo(p, od->id, CL_PROGRAM_BUILD_LOG, n, log, NULL) != CL_SUCCESS) {
+        free(log);
+        return NULL;
+    }
+    if (log) log[n] = 0;
+    return log;
+}
+
 /* A successful build's log on stderr where CTORCH_OPENCL_BUILD_LOG=1 asks for it. */
 static void print_build_log(const ocl_dev *od, const char *stem, cl_program p)
 {
     const char *e = getenv("CTORCH_OPENCL_BUILD_LOG");
     if (!e || strcmp(e, "1") != 0) return;
-    size_t n = 0;
-    if (ocl_cl.clGetProgramBuildInfo(p, od->id, CL_PROGRAM_BUILD_LOG, 0, NULL, &n) != CL_SUCCESS || n == 0) return;
-    char *log = malloc(n + 1);
-    if (!log) return;
-    if (ocl_cl.clGetProgramBuildInfo(p, od->id, CL_PROGRAM_BUILD_LOG, n, log, NULL) == CL_SUCCESS) {
-        log[n] = 0;
-        fprintf(stderr, "[ctorch] opencl %s, program '%s' build log:\n%s\n", od->name, stem, log);
-    }
+    char *log = build_log(od, p);
+    if (log && *log) fprintf(stderr, "[ctorch] opencl %s, program '%s' build log:\n%s\n", od->name, stem, log);
     free(log);
 }
 
+#define FAILURE_LOG_MAX 4095 /* characters of a failed build's log in the warning and the trace note */
+
 static void report_failure(const ct_device *dev, const ocl_dev *od, const char *stem, cl_program p, cl_int err)
 {
-    char log[4096] = "";
-    size_t n = 0;
-    if (p && ocl_cl.clGetProgramBuildInfo(p, od->id, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, &n) == CL_SUCCESS)
-        log[n < sizeof log ? n : sizeof log - 1] = 0;
-    for (char *c = log; *c; c++)
+    char *log = build_log(od, p);
+    if (log && strlen(log) > FAILURE_LOG_MAX) log[FAILURE_LOG_MAX] = 0;
+    for (char *c = log; c && *c; c++)
         if (*c == '\n' || *c == '\r') *c = ' ';
+    const char *text = log ? log : "";
     core_log(CT_LOG_WARN, "%s: program '%s' does not build (error %d), its ops go to the next device: %s", dev->info.name,
-             stem, (int)err, log);
-    core_note("%s: program '%s' does not build (error %d): %s", dev->info.name, stem, (int)err, log);
+             stem, (int)err, text);
+    core_note("%s: program '%s' does not build (error %d): %s", dev->info.name, stem, (int)err, text);
+    free(log);
 }
 
 static void build(const ct_device *dev, ocl_dev *od, int i)
