@@ -208,7 +208,7 @@ typedef struct gemm_job {
     int mr, nr;
     int64_t mc;         /* rows per A block (multiple of mr) */
     gemm_ukernel uk;
-    bool vec_pack;      /* AVX-512 transposing packer for rsb == 1 */
+    bool vec_pack;      /* transposing packer for rsb == 1 (16 x 16 at AVX-512, 8 x 8 at AVX2) */
     /* fused mode */
     float *ap_all;      /* all of A packed */
     int64_t mpad;       /* M rounded up to mr */
@@ -287,6 +287,58 @@ __attribute__((target("avx512f"))) static void pack_b_cols(const gemm_job *g, fl
     if (k16 < kc) pack_b_generic(g, dst, pc, jp, k16, kc, 0, j16);
     if (j16 < nj) pack_b_generic(g, dst, pc, jp, 0, kc, j16, nj);
 }
+
+/* AVX2: the same for 8 columns x 8 k (the 6 x 16 kernel's panels hold two such column
+ * groups). The generic packer widens one element at a time through ct_f16_to_f32, which
+ * costs an f16 prompt about as much as its FMAs. */
+static inline __attribute__((always_inline, target("avx2,f16c"))) __m256 load_col8(const void *p, gemm_btype t)
+{
+    if (t == GEMM_B_F32) return _mm256_loadu_ps(p);
+    __m128i h = _mm_loadu_si128((const __m128i *)p);
+    if (t == GEMM_B_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+static inline __attribute__((always_inline, target("avx2,f16c"))) void pack8x8(float *dst, int64_t nr, const char *src,
+                                                                             size_t col_bytes, gemm_btype t)
+{
+    __m256 r[8], u[8], v[8];
+    for (int i = 0; i < 8; i++) r[i] = load_col8(src + (size_t)i * col_bytes, t);
+    for (int i = 0; i < 8; i += 2) {
+        u[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        u[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int h = 0; h < 8; h += 4) { /* columns h..h+3: v[h + c] holds k = c (low lane) and c + 4 */
+        v[h + 0] = _mm256_shuffle_ps(u[h], u[h + 2], 0x44);
+        v[h + 1] = _mm256_shuffle_ps(u[h], u[h + 2], 0xEE);
+        v[h + 2] = _mm256_shuffle_ps(u[h + 1], u[h + 3], 0x44);
+        v[h + 3] = _mm256_shuffle_ps(u[h + 1], u[h + 3], 0xEE);
+    }
+    for (int c = 0; c < 4; c++) {
+        _mm256_storeu_ps(dst + c * nr, _mm256_permute2f128_ps(v[c], v[4 + c], 0x20));
+        _mm256_storeu_ps(dst + (c + 4) * nr, _mm256_permute2f128_ps(v[c], v[4 + c], 0x31));
+    }
+}
+
+__attribute__((target("avx2,f16c"))) static void pack_b_cols8(const gemm_job *g, float *dst, int64_t pc, int64_t kc,
+                                                              int64_t jp, int64_t nj)
+{
+    size_t es = g->btype == GEMM_B_F32 ? sizeof(float) : sizeof(uint16_t);
+    size_t col_bytes = (size_t)g->csb * es;
+    const char *base = (const char *)g->B + (size_t)(pc + jp * g->csb) * es;
+    int64_t k8 = kc & ~(int64_t)7, j8 = nj & ~(int64_t)7;
+    for (int64_t j = 0; j < j8; j += 8)
+        for (int64_t k = 0; k < k8; k += 8) {
+            const char *s = base + (size_t)j * col_bytes + (size_t)k * es;
+            switch (g->btype) {
+            case GEMM_B_F16: pack8x8(dst + k * g->nr + j, g->nr, s, col_bytes, GEMM_B_F16); break;
+            case GEMM_B_BF16: pack8x8(dst + k * g->nr + j, g->nr, s, col_bytes, GEMM_B_BF16); break;
+            default: pack8x8(dst + k * g->nr + j, g->nr, s, col_bytes, GEMM_B_F32); break;
+            }
+        }
+    if (k8 < kc) pack_b_generic(g, dst, pc, jp, k8, kc, 0, j8);
+    if (j8 < nj) pack_b_generic(g, dst, pc, jp, 0, kc, j8, nj);
+}
 #endif
 
 /* One [kc][nr] panel: rows pc.., columns jp..jp+nj of B, zero past nj. */
@@ -294,8 +346,10 @@ static void pack_panel(const gemm_job *g, float *dst, int64_t pc, int64_t kc, in
 {
     int nr = g->nr;
 #ifdef GEMM_X86
-    if (g->vec_pack)
+    if (g->vec_pack && g->nr == 32)
         pack_b_cols(g, dst, pc, kc, jp, nj);
+    else if (g->vec_pack)
+        pack_b_cols8(g, dst, pc, kc, jp, nj);
     else
 #endif
         pack_b_generic(g, dst, pc, jp, 0, kc, 0, nj);
@@ -484,6 +538,7 @@ static ct_status gemm_run(gemm_job *g)
         g->vec_pack = g->rsb == 1 && g->csb >= 0 && K > 1;
     } else if (lvl >= CPU_SIMD_AVX2) {
         g->uk = uk_avx2;
+        g->vec_pack = g->rsb == 1 && g->csb >= 0 && K > 1;
     }
 #endif
     g->mpad = (M + g->mr - 1) / g->mr * g->mr;
