@@ -195,6 +195,29 @@ __attribute__((target("avx512f,avx512vnni"), noinline)) static float peak_vnni_f
     return (float)_mm_cvtsi128_si32(_mm512_castsi512_si128(acc[0])) + _mm512_reduce_add_ps(_mm512_add_ps(f0, f1));
 }
 
+/* AVX2 machines: the f32 FMA and the int8 multiply the AVX2 quant panels use (vpmaddubsw, 32
+ * products a ymm vector). Each multiply takes its chain's previous result as its unsigned
+ * operand, so the compiler cannot hoist it and PEAK_ACC chains cover its latency. */
+__attribute__((target("avx2,fma"), noinline)) static float peak_fma256(int64_t iters)
+{
+    __m256 acc[PEAK_ACC], a = _mm256_set1_ps(1.0000001f), b = _mm256_set1_ps(0.9999999f);
+    for (int i = 0; i < PEAK_ACC; i++) acc[i] = _mm256_set1_ps((float)i);
+    for (int64_t it = 0; it < iters; it++)
+        for (int i = 0; i < PEAK_ACC; i++) acc[i] = _mm256_fmadd_ps(a, acc[i], b);
+    for (int i = 1; i < PEAK_ACC; i++) acc[0] = _mm256_add_ps(acc[0], acc[i]);
+    return _mm256_cvtss_f32(acc[0]);
+}
+
+__attribute__((target("avx2"), noinline)) static float peak_maddubs(int64_t iters)
+{
+    __m256i acc[PEAK_ACC], b = _mm256_set1_epi8(-2);
+    for (int i = 0; i < PEAK_ACC; i++) acc[i] = _mm256_set1_epi8((char)(i + 1));
+    for (int64_t it = 0; it < iters; it++)
+        for (int i = 0; i < PEAK_ACC; i++) acc[i] = _mm256_maddubs_epi16(acc[i], b);
+    for (int i = 1; i < PEAK_ACC; i++) acc[0] = _mm256_add_epi16(acc[0], acc[i]);
+    return (float)_mm256_extract_epi16(acc[0], 0);
+}
+
 static volatile float g_sink;
 
 /* flops_per_iter: 2 per product; median of 7 runs of ~20 ms */
@@ -222,6 +245,10 @@ static void bench_peak(void)
     if (__builtin_cpu_supports("avx512vnni")) bench_peak_one("peak int8 dot (vpdpbusd)", peak_vnni, 2.0 * 64 * PEAK_ACC);
     if (__builtin_cpu_supports("avx512vnni"))
         bench_peak_one("peak int8 dot + 2 FMA / 8", peak_vnni_fma, 2.0 * 64 * PEAK_MIX);
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        bench_peak_one("peak f32 FMA (ymm)", peak_fma256, 2.0 * 8 * PEAK_ACC);
+        bench_peak_one("peak int8 multiply (vpmaddubsw ymm)", peak_maddubs, 2.0 * 32 * PEAK_ACC);
+    }
 }
 #else
 static void bench_peak(void) {}
