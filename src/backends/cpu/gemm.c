@@ -299,25 +299,34 @@ static inline __attribute__((always_inline, target("avx2,f16c"))) __m256 load_co
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-static inline __attribute__((always_inline, target("avx2,f16c"))) void pack8x8(float *dst, int64_t nr, const char *src,
-                                                                             size_t col_bytes, gemm_btype t)
+/* r[i] holds 8 floats of source row i; dst row j (rows `stride` floats apart) gets element j
+ * of every source row: unpacks, then shuffles, then the 128-bit halves. */
+static inline __attribute__((always_inline, target("avx2"))) void gemm_store_tr8(const __m256 r[8], float *dst,
+                                                                              int64_t stride)
 {
-    __m256 r[8], u[8], v[8];
-    for (int i = 0; i < 8; i++) r[i] = load_col8(src + (size_t)i * col_bytes, t);
+    __m256 u[8], v[8];
     for (int i = 0; i < 8; i += 2) {
         u[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
         u[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
     }
-    for (int h = 0; h < 8; h += 4) { /* columns h..h+3: v[h + c] holds k = c (low lane) and c + 4 */
+    for (int h = 0; h < 8; h += 4) { /* rows h..h+3: v[h + c] holds element c (low lane) and c + 4 */
         v[h + 0] = _mm256_shuffle_ps(u[h], u[h + 2], 0x44);
         v[h + 1] = _mm256_shuffle_ps(u[h], u[h + 2], 0xEE);
         v[h + 2] = _mm256_shuffle_ps(u[h + 1], u[h + 3], 0x44);
         v[h + 3] = _mm256_shuffle_ps(u[h + 1], u[h + 3], 0xEE);
     }
     for (int c = 0; c < 4; c++) {
-        _mm256_storeu_ps(dst + c * nr, _mm256_permute2f128_ps(v[c], v[4 + c], 0x20));
-        _mm256_storeu_ps(dst + (c + 4) * nr, _mm256_permute2f128_ps(v[c], v[4 + c], 0x31));
+        _mm256_storeu_ps(dst + c * stride, _mm256_permute2f128_ps(v[c], v[4 + c], 0x20));
+        _mm256_storeu_ps(dst + (c + 4) * stride, _mm256_permute2f128_ps(v[c], v[4 + c], 0x31));
     }
+}
+
+static inline __attribute__((always_inline, target("avx2,f16c"))) void pack8x8(float *dst, int64_t nr, const char *src,
+                                                                             size_t col_bytes, gemm_btype t)
+{
+    __m256 r[8];
+    for (int i = 0; i < 8; i++) r[i] = load_col8(src + (size_t)i * col_bytes, t);
+    gemm_store_tr8(r, dst, nr);
 }
 
 __attribute__((target("avx2,f16c"))) static void pack_b_cols8(const gemm_job *g, float *dst, int64_t pc, int64_t kc,
@@ -373,22 +382,9 @@ __attribute__((target("avx2"))) static int64_t pack_a8_rows(const float *src, in
 {
     int64_t k = 0;
     for (; k + 8 <= kc; k += 8) {
-        __m256 r[8], t[8], s[8];
+        __m256 r[8];
         for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * rsa + k);
-        for (int i = 0; i < 8; i += 2) {
-            t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-            t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-        }
-        for (int h = 0; h < 8; h += 4) { /* rows h..h+3: s[h + c] holds k = c (low lane) and c + 4 */
-            s[h + 0] = _mm256_shuffle_ps(t[h], t[h + 2], 0x44);
-            s[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], 0xEE);
-            s[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0x44);
-            s[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0xEE);
-        }
-        for (int c = 0; c < 4; c++) {
-            _mm256_storeu_ps(d + (k + c) * 8, _mm256_permute2f128_ps(s[c], s[4 + c], 0x20));
-            _mm256_storeu_ps(d + (k + c + 4) * 8, _mm256_permute2f128_ps(s[c], s[4 + c], 0x31));
-        }
+        gemm_store_tr8(r, d + k * 8, 8);
     }
     return k;
 }
