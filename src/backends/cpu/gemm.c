@@ -208,7 +208,9 @@ typedef struct gemm_job {
     int mr, nr;
     int64_t mc;         /* rows per A block (multiple of mr) */
     gemm_ukernel uk;
-    bool vec_pack;      /* transposing packer for rsb == 1 (16 x 16 at AVX-512, 8 x 8 at AVX2) */
+    /* the SIMD level's transposing panel packer where columns of B are contiguous (rsb == 1),
+     * else NULL (pack_b_generic) */
+    void (*pack_cols)(const struct gemm_job *g, float *dst, int64_t pc, int64_t kc, int64_t jp, int64_t nj);
     /* fused mode */
     float *ap_all;      /* all of A packed */
     int64_t mpad;       /* M rounded up to mr */
@@ -354,13 +356,9 @@ __attribute__((target("avx2,f16c"))) static void pack_b_cols8(const gemm_job *g,
 static void pack_panel(const gemm_job *g, float *dst, int64_t pc, int64_t kc, int64_t jp, int64_t nj)
 {
     int nr = g->nr;
-#ifdef GEMM_X86
-    if (g->vec_pack && g->nr == 32)
-        pack_b_cols(g, dst, pc, kc, jp, nj);
-    else if (g->vec_pack)
-        pack_b_cols8(g, dst, pc, kc, jp, nj);
+    if (g->pack_cols)
+        g->pack_cols(g, dst, pc, kc, jp, nj);
     else
-#endif
         pack_b_generic(g, dst, pc, jp, 0, kc, 0, nj);
     if (nj < nr)
         for (int64_t k = 0; k < kc; k++) memset(dst + k * nr + nj, 0, sizeof(float) * (size_t)(nr - nj));
@@ -498,7 +496,7 @@ static void fused_tasks(void *vctx, int64_t t0, int64_t t1)
         for (int64_t pc = 0; pc < g->K; pc += GEMM_KC) {
             int64_t kc = min64(GEMM_KC, g->K - pc), next = pc + GEMM_KC, nkc = min64(GEMM_KC, g->K - next);
             pack_panel(g, bpan, pc, kc, jp, nj);
-            bool acc = pc > 0 || g->accumulate, pf = g->vec_pack && next < g->K;
+            bool acc = pc > 0 || g->accumulate, pf = g->pack_cols && next < g->K;
             const float *ap = g->ap_all + pc * g->mpad;
             for (int64_t tl = tile0; tl < tile1; tl++) {
                 /* spread the next block's prefetches over this block's tiles */
@@ -527,14 +525,15 @@ static ct_status gemm_run(gemm_job *g)
     g->uk = uk_portable;
 #ifdef GEMM_X86
     cpu_simd lvl = cpu_simd_level();
+    bool cols = g->rsb == 1 && g->csb >= 0 && K > 1;
     if (lvl >= CPU_SIMD_AVX512) {
         g->mr = 8;
         g->nr = 32;
         g->uk = uk_avx512;
-        g->vec_pack = g->rsb == 1 && g->csb >= 0 && K > 1;
+        g->pack_cols = cols ? pack_b_cols : NULL;
     } else if (lvl >= CPU_SIMD_AVX2) {
         g->uk = uk_avx2;
-        g->vec_pack = g->rsb == 1 && g->csb >= 0 && K > 1;
+        g->pack_cols = cols ? pack_b_cols8 : NULL;
     }
 #endif
     g->mpad = (M + g->mr - 1) / g->mr * g->mr;
