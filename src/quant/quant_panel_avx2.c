@@ -1,20 +1,26 @@
-/* Packed-panel GEMM for prefill on AVX2 (no VNNI), for every block format. The panels have
- * the AVX-512 layouts (quant_panel_avx512.c, quant_panel_legacy_avx512.c,
+/* Packed-panel GEMM for prefill on AVX2 (no VNNI), for every block format. The quants have
+ * the AVX-512 panels' layout (quant_panel_avx512.c, quant_panel_legacy_avx512.c,
  * quant_panel_k23_avx512.c): 64-byte vectors with weight row i in 32-bit lane i, so vector t
- * of a block holds quants 4t..4t+3 of the 16 rows. A 256-bit register takes half a vector,
- * 8 rows: the gemm runs its 8-row kernel twice, on rows 0-7 then 8-15 (16 rows at once
- * would need 16 accumulators for four activation rows, every ymm register there is).
+ * of a block holds quants 4t..4t+3 of the 16 rows; the K formats' side data is this file's
+ * own (A_K4_*, A_K16_*). A 256-bit register takes half a vector, 8 rows: the kernels load
+ * both halves and multiply each by the same activation broadcast, so one broadcast serves 16
+ * rows (a pass per half paid one per product, and the broadcasts bounded the loop). Up to
+ * four activation rows a pass where the accumulators fit the 16 ymm registers, two where
+ * they do not (A_ENTRY's PA).
  *
  * Without vpdpbusd, a weight vector times four broadcast activation quants is vpmaddubsw
- * (u8 x s8 pairs summed to int16, saturating) then vpmaddwd by ones (pairs of int16 to
- * int32). vpmaddubsw saturation never triggers: activations lie in [-127, 127] and
- * unsigned weights are at most 63, so a pair is below 2 * 63 * 127 < 2^15; the int16 sums
- * then run over as many vectors as stay below 2^15 before widening (A_RUN_*), which is what
- * makes these kernels cheaper than one vpmaddwd per product. Q8_0 keeps signed weights and
- * multiplies |w| by sign(a, w): |w| <= 128, a pair at most 2 * 128 * 127 < 2^15.
+ * (u8 x s8 pairs summed to int16, saturating) then vpmaddwd (pairs of int16 to int32) by
+ * ones, or for the K formats by the rows' group scales as int16 pairs, which leaves the f32
+ * work to once a block. vpmaddubsw saturation never triggers: activations lie in
+ * [-127, 127] and unsigned weights are at most 63, so a pair is below 2 * 63 * 127 < 2^15;
+ * the int16 sums then run over as many vectors as stay below 2^15 before widening (A_RUN_*),
+ * which is what makes these kernels cheaper than one vpmaddwd per product. Q8_0 keeps signed
+ * weights and multiplies |w| by sign(a, w): |w| <= 128, a pair at most 2 * 128 * 127 < 2^15.
+ * The int32 sums stay far from overflow: a Q6_K block's largest is 32 vpmaddwd of
+ * 2 * 32004 * 128 plus 32 times its zero-point term, below 2^29.
  *
- * Integer sums per scale group are exact; the scales are applied in f32 in another order
- * than the row dots, so results agree with quant_get_vec_dot to f32 rounding. */
+ * Integer sums per block are exact; the scales are applied in f32 in another order than the
+ * row dots, so results agree with quant_get_vec_dot to f32 rounding. */
 #include <stddef.h>
 
 #include "quant/quant_impl.h"
@@ -31,7 +37,18 @@ static_assert(QUANT_PANEL_MAX_A == 4, "the kernels' switches cover 1..4 activati
 #define A_LEG_BYTES_D (A_LEG_QBYTES + 64)       /* + the 16 rows' d */
 #define A_LEG_BYTES_DM (A_LEG_QBYTES + 2 * 64)  /* + d, then m */
 #define A_K_QBYTES (64 * 64)                    /* blocks of 256: 64 quad vectors */
-#define A_K_BYTES (A_K_QBYTES + 16 * 64)        /* + 16 vectors of f32 group scales (Q4_K/Q5_K: 8 scales, 8 mins) */
+/* Q4_K/Q5_K: + 8 vectors of the sub-blocks' scales as int16 pairs (s, s), 4 of min pairs
+ * (m_2p, m_2p+1), then f32 d and dmin; Q6_K/Q3_K: + 16 vectors of scale pairs (s_g, s_g), 8 of
+ * (s_2p, s_2p+1), then f32 d. The scales multiply the int16 sums in vpmaddwd, where ones did,
+ * so the f32 work is per block, not per group. */
+#define A_K4_SC A_K_QBYTES
+#define A_K4_MN (A_K4_SC + 8 * 64)
+#define A_K4_D (A_K4_MN + 4 * 64)
+#define A_K4_BYTES (A_K4_D + 2 * 64)
+#define A_K16_SC A_K_QBYTES
+#define A_K16_SP (A_K16_SC + 16 * 64)
+#define A_K16_D (A_K16_SP + 8 * 64)
+#define A_K16_BYTES (A_K16_D + 64)
 #define A_Q2K_BYTES (A_K_QBYTES + 8 * 64 + 2 * 64) /* + 8 vectors of int16 min pairs, d, dmin */
 
 /* How many vectors vpmaddubsw sums may add up in int16 (pair bound x run < 2^15). */
@@ -182,14 +199,17 @@ static_assert(offsetof(blk_q4_1, m) == 2 && offsetof(blk_q5_1, m) == 2 && offset
                   offsetof(blk_q4_0, d) == 0 && offsetof(blk_q8_0, d) == 0,
               "d (and m) lead every legacy block");
 
-/* Q4_K/Q5_K: quants, then f32 d * scale [group][row] and dmin * min [group][row]. */
+A_INLINE uint32_t a_pair(int lo, int hi) { return (uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16; }
+
+/* Q4_K/Q5_K: quants, then the A_K4_* side data [vector][row]. */
 A_INLINE void a_pack_k4(const void *vw, size_t ws, int nw, int64_t K, void *vpanel, const a_fmt f)
 {
     const size_t bsz = f == A_Q5_K ? sizeof(blk_q5_k) : sizeof(blk_q4_k);
     uint8_t *panel = vpanel;
     for (int64_t b = 0; b < K / QKK; b++) {
-        uint8_t *dst = panel + (size_t)b * A_K_BYTES;
-        float *scv = (float *)(dst + A_K_QBYTES), *mnv = scv + 8 * 16;
+        uint8_t *dst = panel + (size_t)b * A_K4_BYTES;
+        uint32_t *scv = (uint32_t *)(dst + A_K4_SC), *mnv = (uint32_t *)(dst + A_K4_MN);
+        float *dv = (float *)(dst + A_K4_D);
         if (b + 1 < K / QKK) a_prefetch_rows(vw, ws, nw, (size_t)(b + 1) * bsz, bsz);
         a_pack_quants(vw, ws, nw, b, bsz, 8, dst, f);
         for (int i = 0; i < 16; i++) {
@@ -200,7 +220,9 @@ A_INLINE void a_pack_k4(const void *vw, size_t ws, int nw, int64_t K, void *vpan
                 quant_k4_unpack(w->scales, sm);
                 d = qf16(w->d), dm = qf16(w->dmin);
             }
-            for (int s = 0; s < 8; s++) scv[16 * s + i] = d * sm[s], mnv[16 * s + i] = dm * sm[8 + s];
+            for (int s = 0; s < 8; s++) scv[16 * s + i] = a_pair(sm[s], sm[s]);
+            for (int q = 0; q < 4; q++) mnv[16 * q + i] = a_pair(sm[8 + 2 * q], sm[9 + 2 * q]);
+            dv[i] = d, dv[16 + i] = dm;
         }
     }
 }
@@ -208,14 +230,15 @@ A_INLINE void a_pack_k4(const void *vw, size_t ws, int nw, int64_t K, void *vpan
 static_assert(offsetof(blk_q4_k, scales) == offsetof(blk_q5_k, scales) && offsetof(blk_q4_k, dmin) == offsetof(blk_q5_k, dmin),
               "Q4_K and Q5_K block heads match");
 
-/* Q6_K/Q3_K: unsigned quants, then f32 d * scale [group][row] of the 16 groups of 16. */
+/* Q6_K/Q3_K: unsigned quants, then the A_K16_* side data [vector][row]. */
 A_INLINE void a_pack_k16(const void *vw, size_t ws, int nw, int64_t K, void *vpanel, const a_fmt f)
 {
     const size_t bsz = f == A_Q6_K ? sizeof(blk_q6_k) : sizeof(blk_q3_k);
     uint8_t *panel = vpanel;
     for (int64_t b = 0; b < K / QKK; b++) {
-        uint8_t *dst = panel + (size_t)b * A_K_BYTES;
-        float *scv = (float *)(dst + A_K_QBYTES);
+        uint8_t *dst = panel + (size_t)b * A_K16_BYTES;
+        uint32_t *scv = (uint32_t *)(dst + A_K16_SC), *spv = (uint32_t *)(dst + A_K16_SP);
+        float *dv = (float *)(dst + A_K16_D);
         if (b + 1 < K / QKK) a_prefetch_rows(vw, ws, nw, (size_t)(b + 1) * bsz, bsz);
         a_pack_quants(vw, ws, nw, b, bsz, 8, dst, f);
         for (int i = 0; i < 16; i++) {
@@ -224,7 +247,9 @@ A_INLINE void a_pack_k16(const void *vw, size_t ws, int nw, int64_t K, void *vpa
             const char *blk = (const char *)vw + (size_t)i * ws + (size_t)b * bsz;
             if (i < nw && f == A_Q6_K) memcpy(sc, ((const blk_q6_k *)blk)->scales, 16), d = qf16(((const blk_q6_k *)blk)->d);
             if (i < nw && f == A_Q3_K) quant_k3_unpack(((const blk_q3_k *)blk)->scales, sc), d = qf16(((const blk_q3_k *)blk)->d);
-            for (int g = 0; g < 16; g++) scv[16 * g + i] = d * sc[g];
+            for (int g = 0; g < 16; g++) scv[16 * g + i] = a_pair(sc[g], sc[g]);
+            for (int q = 0; q < 8; q++) spv[16 * q + i] = a_pair(sc[2 * q], sc[2 * q + 1]);
+            dv[i] = d;
         }
     }
 }
@@ -259,7 +284,11 @@ static void a_pack_q5_k(const void *w, size_t ws, int nw, int64_t K, void *p) { 
 static void a_pack_q6_k(const void *w, size_t ws, int nw, int64_t K, void *p) { a_pack_k16(w, ws, nw, K, p, A_Q6_K); }
 static void a_pack_q3_k(const void *w, size_t ws, int nw, int64_t K, void *p) { a_pack_k16(w, ws, nw, K, p, A_Q3_K); }
 
-/* ---- gemm: 8-row kernels over one half of the panel (vectors 64 bytes apart) ---- */
+/* ---- gemm: both 8-row halves of the panel in one pass, sharing each activation broadcast ----
+ * Accumulators are indexed [2j + h] (activation row j, half h); H is 1 when the panel's
+ * rows all sit in the first half. One broadcast feeds two vpmaddubsw: a pass over one half
+ * at a time paid a broadcast per product, and the broadcasts, not the multiplies, bounded
+ * the loop. NA activation rows a pass (A_PASS_A) keep the accumulators in registers. */
 
 A_INLINE __m256i a_bcast4(const int8_t *q)
 {
@@ -268,70 +297,115 @@ A_INLINE __m256i a_bcast4(const int8_t *q)
     return _mm256_set1_epi32(v);
 }
 
-A_INLINE void a_store(float *s, size_t ss, const __m256 *tot, int n8, const int NA)
+A_INLINE void a_store(float *s, size_t ss, const __m256 *tot, int nw, const int NA, const int H)
 {
-    if (n8 >= 8) {
+#pragma GCC unroll 2
+    for (int h = 0; h < H; h++) {
+        int n8 = nw - 8 * h;
+        __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(n8), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 #pragma GCC unroll 4
-        for (int j = 0; j < NA; j++) _mm256_storeu_ps(s + (size_t)j * ss, tot[j]);
-        return;
+        for (int j = 0; j < NA; j++) {
+            float *d = s + (size_t)j * ss + 8 * h;
+            if (n8 >= 8) _mm256_storeu_ps(d, tot[2 * j + h]);
+            else _mm256_maskstore_ps(d, m, tot[2 * j + h]);
+        }
     }
-    __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(n8), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-#pragma GCC unroll 4
-    for (int j = 0; j < NA; j++) _mm256_maskstore_ps(s + (size_t)j * ss, m, tot[j]);
 }
 
-/* i32[j] += sum over vectors t0 .. t0+V-1 of the unsigned panel quants times the broadcast
- * activation quads aq[j] + 4t; the int16 sums run RUN vectors before widening. */
+/* An empty asm that "changes" v: GCC would otherwise reassociate the int16 sums into a tree
+ * that keeps every product live, and spill them. */
+A_INLINE void a_keep(__m256i *v) { __asm__("" : "+x"(*v)); }
+
+/* An int32 stored in a float slot of aux (memcpy: the bits, not a conversion). */
+A_INLINE int32_t a_aux_int(const float *x)
+{
+    int32_t v;
+    memcpy(&v, x, 4);
+    return v;
+}
+
+/* bsums 2q and 2q+1 of an activation block as one int16 pair. */
+A_INLINE int32_t a_bsum_pair(const blk_q8_k *ab, int q)
+{
+    int32_t v;
+    memcpy(&v, ab->bsums + 2 * q, 4);
+    return v;
+}
+
+A_INLINE __m256 a_ld_ps(const uint8_t *pq, size_t off, int h) { return _mm256_loadu_ps((const float *)(pq + off) + 8 * h); }
+
+/* i32[2j + h] += sum over vectors t0 .. t0+V-1 of half h's unsigned panel quants times the
+ * broadcast activation quads aq[j] + 4t; the int16 sums run RUN vectors before widening, by
+ * vpmaddwd with half h of the int16 pair vector mul (the rows' scales; ones where NULL). */
 A_INLINE void a_isum(const uint8_t *pq, int t0, const int V, const int RUN, const int8_t *const *aq, __m256i *i32,
-                     const int NA)
+                     const int NA, const int H, const uint8_t *mul)
 {
     const __m256i ones = _mm256_set1_epi16(1);
 #pragma GCC unroll 8
     for (int u = t0; u < t0 + V; u += RUN) {
-        __m256i a16[QUANT_PANEL_MAX_A];
+        __m256i a16[2 * QUANT_PANEL_MAX_A];
 #pragma GCC unroll 8
         for (int t = u; t < u + RUN; t++) {
-            __m256i w = a_load(pq + (size_t)t * 64);
+            __m256i w[2];
+#pragma GCC unroll 2
+            for (int h = 0; h < H; h++) w[h] = a_load(pq + (size_t)t * 64 + 32 * h);
 #pragma GCC unroll 4
             for (int j = 0; j < NA; j++) {
-                __m256i p = _mm256_maddubs_epi16(w, a_bcast4(aq[j] + 4 * t));
-                a16[j] = t == u ? p : _mm256_add_epi16(a16[j], p);
+                __m256i bc = a_bcast4(aq[j] + 4 * t);
+#pragma GCC unroll 2
+                for (int h = 0; h < H; h++) {
+                    __m256i p = _mm256_maddubs_epi16(w[h], bc);
+                    a16[2 * j + h] = t == u ? p : _mm256_add_epi16(a16[2 * j + h], p);
+                    a_keep(&a16[2 * j + h]);
+                }
             }
         }
-#pragma GCC unroll 4
-        for (int j = 0; j < NA; j++) i32[j] = _mm256_add_epi32(i32[j], _mm256_madd_epi16(a16[j], ones));
+#pragma GCC unroll 8
+        for (int k = 0; k < 2 * NA; k++)
+            if (k % 2 < H) i32[k] = _mm256_add_epi32(i32[k], _mm256_madd_epi16(a16[k], mul ? a_load(mul + 32 * (k % 2)) : ones));
     }
 }
 
+#define A_FOR_JH(NA, H) for (int k = 0; k < 2 * (NA); k++) if (k % 2 < (H))
+
 /* Q8_0: sum_b d_w d_a sum |w| sign(a, w) */
 A_INLINE void a_q8_0(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
-                     size_t ss, int n8, const int NA)
+                     size_t ss, int nw, const int NA, const int H)
 {
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256 tot[QUANT_PANEL_MAX_A];
-#pragma GCC unroll 4
-    for (int j = 0; j < NA; j++) tot[j] = _mm256_setzero_ps();
+    __m256 tot[2 * QUANT_PANEL_MAX_A];
+#pragma GCC unroll 8
+    A_FOR_JH(NA, H) tot[k] = _mm256_setzero_ps();
     for (int64_t b = 0; b < K / QK; b++) {
         const uint8_t *pq = panel + (size_t)b * A_LEG_BYTES_D;
         const int8_t *aq[QUANT_PANEL_MAX_A];
-        __m256i i32[QUANT_PANEL_MAX_A];
+        __m256i i32[2 * QUANT_PANEL_MAX_A];
 #pragma GCC unroll 4
-        for (int j = 0; j < NA; j++) aq[j] = ((const blk_q8_0 *)(a + (size_t)j * as) + b)->qs, i32[j] = _mm256_setzero_si256();
+        for (int j = 0; j < NA; j++) aq[j] = ((const blk_q8_0 *)(a + (size_t)j * as) + b)->qs;
+#pragma GCC unroll 8
+        A_FOR_JH(NA, H) i32[k] = _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int t = 0; t < 8; t++) {
-            __m256i w = a_load(pq + (size_t)t * 64), aw = _mm256_abs_epi8(w);
+            __m256i w[2], aw[2];
+#pragma GCC unroll 2
+            for (int h = 0; h < H; h++) w[h] = a_load(pq + (size_t)t * 64 + 32 * h), aw[h] = _mm256_abs_epi8(w[h]);
 #pragma GCC unroll 4
             for (int j = 0; j < NA; j++) {
-                __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(a_bcast4(aq[j] + 4 * t), w));
-                i32[j] = _mm256_add_epi32(i32[j], _mm256_madd_epi16(p, ones));
+                __m256i bc = a_bcast4(aq[j] + 4 * t);
+#pragma GCC unroll 2
+                for (int h = 0; h < H; h++) {
+                    __m256i p = _mm256_maddubs_epi16(aw[h], _mm256_sign_epi8(bc, w[h]));
+                    i32[2 * j + h] = _mm256_add_epi32(i32[2 * j + h], _mm256_madd_epi16(p, ones));
+                }
             }
         }
-        __m256 dw = _mm256_loadu_ps((const float *)(pq + A_LEG_QBYTES));
-#pragma GCC unroll 4
-        for (int j = 0; j < NA; j++)
-            tot[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32[j]), _mm256_mul_ps(dw, _mm256_set1_ps(aux[(size_t)j * xs + b])), tot[j]);
+#pragma GCC unroll 8
+        A_FOR_JH(NA, H) {
+            __m256 dw = a_ld_ps(pq, A_LEG_QBYTES, k % 2);
+            tot[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32[k]), _mm256_mul_ps(dw, _mm256_set1_ps(aux[(size_t)(k / 2) * xs + b])), tot[k]);
+        }
     }
-    a_store(s, ss, tot, n8, NA);
+    a_store(s, ss, tot, nw, NA, H);
 }
 
 /* Block b's activation quants in row j: Q8_0 rows, or Q8_1 for the affine formats. */
@@ -341,156 +415,161 @@ A_INLINE const int8_t *a_leg_act(const char *a, size_t as, int j, int64_t b, con
     return affine ? ((const blk_q8_1 *)row + b)->qs : ((const blk_q8_0 *)row + b)->qs;
 }
 
-/* tot[j] += block b's integer sums i32[j] with its scales: d_w d_a (isum - zero * sum a), or
- * (affine) d_w d_a isum + m_w (d_a sum a); aux row j holds the block's two activation terms. */
-A_INLINE void a_leg_scales(__m256 *tot, const __m256i *i32, __m256 dw, __m256 mw, const float *aux, size_t xs, int64_t b,
-                           const int NA, const bool affine)
+/* tot[k] += block b's integer sums i32[k] with its scales: d_w d_a (isum - zero * sum a), or
+ * (affine) d_w d_a isum + m_w (d_a sum a); aux row j holds the block's two activation terms.
+ * dw[h], mw[h]: half h's 8 rows' d and m. */
+A_INLINE void a_leg_scales(__m256 *tot, const __m256i *i32, const __m256 *dw, const __m256 *mw, const float *aux,
+                           size_t xs, int64_t b, const int NA, const int H, const bool affine)
 {
-#pragma GCC unroll 4
-    for (int j = 0; j < NA; j++) {
-        const float *x = aux + (size_t)j * xs + 2 * b;
-        __m256 is = _mm256_cvtepi32_ps(i32[j]);
+#pragma GCC unroll 8
+    A_FOR_JH(NA, H) {
+        const float *x = aux + (size_t)(k / 2) * xs + 2 * b;
+        __m256 is = _mm256_cvtepi32_ps(i32[k]);
         if (affine) {
-            tot[j] = _mm256_fmadd_ps(is, _mm256_mul_ps(dw, _mm256_set1_ps(x[0])), tot[j]);
-            tot[j] = _mm256_fmadd_ps(mw, _mm256_set1_ps(x[1]), tot[j]);
+            tot[k] = _mm256_fmadd_ps(is, _mm256_mul_ps(dw[k % 2], _mm256_set1_ps(x[0])), tot[k]);
+            tot[k] = _mm256_fmadd_ps(mw[k % 2], _mm256_set1_ps(x[1]), tot[k]);
         } else {
-            tot[j] = _mm256_fmadd_ps(_mm256_sub_ps(is, _mm256_set1_ps(x[0])), _mm256_mul_ps(dw, _mm256_set1_ps(x[1])), tot[j]);
+            tot[k] = _mm256_fmadd_ps(_mm256_sub_ps(is, _mm256_set1_ps(x[0])), _mm256_mul_ps(dw[k % 2], _mm256_set1_ps(x[1])), tot[k]);
         }
     }
 }
 
 /* Q4_0/Q5_0: sum_b d_w d_a (isum - zero * sum a); Q4_1/Q5_1 (affine): sum_b d_w d_a isum + m_w (d_a sum a) */
 A_INLINE void a_leg(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
-                    size_t ss, int n8, const int NA, const int RUN, const bool affine)
+                    size_t ss, int nw, const int NA, const int H, const int RUN, const bool affine)
 {
     const size_t pbb = affine ? A_LEG_BYTES_DM : A_LEG_BYTES_D;
-    __m256 tot[QUANT_PANEL_MAX_A];
-#pragma GCC unroll 4
-    for (int j = 0; j < NA; j++) tot[j] = _mm256_setzero_ps();
+    __m256 tot[2 * QUANT_PANEL_MAX_A];
+#pragma GCC unroll 8
+    A_FOR_JH(NA, H) tot[k] = _mm256_setzero_ps();
     for (int64_t b = 0; b < K / QK; b++) {
         const uint8_t *pq = panel + (size_t)b * pbb;
         const int8_t *aq[QUANT_PANEL_MAX_A];
-        __m256i i32[QUANT_PANEL_MAX_A];
+        __m256i i32[2 * QUANT_PANEL_MAX_A];
 #pragma GCC unroll 4
-        for (int j = 0; j < NA; j++) aq[j] = a_leg_act(a, as, j, b, affine), i32[j] = _mm256_setzero_si256();
-        a_isum(pq, 0, 8, RUN, aq, i32, NA);
-        const float *dp = (const float *)(pq + A_LEG_QBYTES);
-        a_leg_scales(tot, i32, _mm256_loadu_ps(dp), affine ? _mm256_loadu_ps(dp + 16) : _mm256_setzero_ps(), aux, xs, b, NA,
-                     affine);
+        for (int j = 0; j < NA; j++) aq[j] = a_leg_act(a, as, j, b, affine);
+#pragma GCC unroll 8
+        A_FOR_JH(NA, H) i32[k] = _mm256_setzero_si256();
+        a_isum(pq, 0, 8, RUN, aq, i32, NA, H, NULL);
+        __m256 dw[2], mw[2];
+#pragma GCC unroll 2
+        for (int h = 0; h < H; h++)
+            dw[h] = a_ld_ps(pq, A_LEG_QBYTES, h), mw[h] = affine ? a_ld_ps(pq, A_LEG_QBYTES + 64, h) : _mm256_setzero_ps();
+        a_leg_scales(tot, i32, dw, mw, aux, xs, b, NA, H, affine);
     }
-    a_store(s, ss, tot, n8, NA);
+    a_store(s, ss, tot, nw, NA, H);
 }
 
-/* Q4_K/Q5_K: sum_b d_a sum_sub (scale isum - min asum) */
+/* im[2j + h] += the NP int16 pair vectors at pv times activation row j's pairs pair(j, q). */
+#define A_PAIR_SUMS(im, pv, NP, pair, NA, H)                                                                   \
+    _Pragma("GCC unroll 8") for (int q = 0; q < (NP); q++)                                                     \
+        _Pragma("GCC unroll 8") A_FOR_JH(NA, H)                                                                \
+            im[k] = _mm256_add_epi32(im[k], _mm256_madd_epi16(a_load((pv) + 64 * (size_t)q + 32 * (k % 2)),   \
+                                                              _mm256_set1_epi32(pair(k / 2, q))));
+
+/* Q4_K/Q5_K: sum_b d_a (d_w sum_sub scale isum - dmin_w sum_sub min asum); aux holds per block
+ * d_a, then the 8 sub-block activation sums as 4 int16 pairs. */
 A_INLINE void a_k4(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
-                   size_t ss, int n8, const int NA, const int RUN)
+                   size_t ss, int nw, const int NA, const int H, const int RUN)
 {
-    __m256 tot[QUANT_PANEL_MAX_A];
-#pragma GCC unroll 4
-    for (int j = 0; j < NA; j++) tot[j] = _mm256_setzero_ps();
+    __m256 tot[2 * QUANT_PANEL_MAX_A];
+#pragma GCC unroll 8
+    A_FOR_JH(NA, H) tot[k] = _mm256_setzero_ps();
     for (int64_t b = 0; b < K / QKK; b++) {
-        const uint8_t *pq = panel + (size_t)b * A_K_BYTES;
-        const float *scv = (const float *)(pq + A_K_QBYTES), *mnv = scv + 8 * 16;
-        const blk_q8_k *ab[QUANT_PANEL_MAX_A];
+        const uint8_t *pq = panel + (size_t)b * A_K4_BYTES;
         const int8_t *aq[QUANT_PANEL_MAX_A];
-        __m256 bacc[QUANT_PANEL_MAX_A];
+        __m256i i32[2 * QUANT_PANEL_MAX_A], im[2 * QUANT_PANEL_MAX_A];
 #pragma GCC unroll 4
-        for (int j = 0; j < NA; j++)
-            ab[j] = (const blk_q8_k *)(a + (size_t)j * as) + b, aq[j] = ab[j]->qs, bacc[j] = _mm256_setzero_ps();
-        for (int sb = 0; sb < 8; sb++) {
-            __m256i i32[QUANT_PANEL_MAX_A];
-#pragma GCC unroll 4
-            for (int j = 0; j < NA; j++) i32[j] = _mm256_setzero_si256();
-            a_isum(pq, 8 * sb, 8, RUN, aq, i32, NA);
-            __m256 sc = _mm256_loadu_ps(scv + 16 * sb), mn = _mm256_loadu_ps(mnv + 16 * sb);
-#pragma GCC unroll 4
-            for (int j = 0; j < NA; j++) {
-                bacc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32[j]), sc, bacc[j]);
-                bacc[j] = _mm256_fnmadd_ps(mn, _mm256_set1_ps(aux[(size_t)j * xs + 8 * b + sb]), bacc[j]);
-            }
+        for (int j = 0; j < NA; j++) aq[j] = ((const blk_q8_k *)(a + (size_t)j * as) + b)->qs;
+#pragma GCC unroll 8
+        A_FOR_JH(NA, H) i32[k] = im[k] = _mm256_setzero_si256();
+        for (int sb = 0; sb < 8; sb++) a_isum(pq, 8 * sb, 8, RUN, aq, i32, NA, H, pq + A_K4_SC + 64 * sb);
+#define A_K4_PAIR(j, q) a_aux_int(aux + (size_t)(j) * xs + 5 * b + 1 + (q))
+        A_PAIR_SUMS(im, pq + A_K4_MN, 4, A_K4_PAIR, NA, H)
+#undef A_K4_PAIR
+#pragma GCC unroll 8
+        A_FOR_JH(NA, H) {
+            __m256 da = _mm256_set1_ps(aux[(size_t)(k / 2) * xs + 5 * b]);
+            __m256 dw = a_ld_ps(pq, A_K4_D, k % 2), dmw = a_ld_ps(pq, A_K4_D + 64, k % 2);
+            tot[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32[k]), _mm256_mul_ps(dw, da), tot[k]);
+            tot[k] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(im[k]), _mm256_mul_ps(dmw, da), tot[k]);
         }
-#pragma GCC unroll 4
-        for (int j = 0; j < NA; j++) tot[j] = _mm256_fmadd_ps(bacc[j], _mm256_set1_ps(ab[j]->d), tot[j]);
     }
-    a_store(s, ss, tot, n8, NA);
+    a_store(s, ss, tot, nw, NA, H);
 }
 
-/* Q6_K/Q3_K: sum_b d_a sum_g scale_g (isum_g - zero * asum_g) */
+/* Q6_K/Q3_K: sum_b d_a d_w (sum_g scale_g isum_g - zero sum_g scale_g asum_g); the group sums
+ * asum_g pair up straight from the activation block's bsums. */
 A_INLINE void a_k16(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
-                    size_t ss, int n8, const int NA, const int RUN)
+                    size_t ss, int nw, const int NA, const int H, const int RUN, const int ZSHIFT)
 {
-    __m256 tot[QUANT_PANEL_MAX_A];
-#pragma GCC unroll 4
-    for (int j = 0; j < NA; j++) tot[j] = _mm256_setzero_ps();
+    __m256 tot[2 * QUANT_PANEL_MAX_A];
+#pragma GCC unroll 8
+    A_FOR_JH(NA, H) tot[k] = _mm256_setzero_ps();
     for (int64_t b = 0; b < K / QKK; b++) {
-        const uint8_t *pq = panel + (size_t)b * A_K_BYTES;
-        const float *scv = (const float *)(pq + A_K_QBYTES);
+        const uint8_t *pq = panel + (size_t)b * A_K16_BYTES;
         const blk_q8_k *ab[QUANT_PANEL_MAX_A];
         const int8_t *aq[QUANT_PANEL_MAX_A];
-        __m256 bacc[QUANT_PANEL_MAX_A];
+        __m256i i32[2 * QUANT_PANEL_MAX_A], iz[2 * QUANT_PANEL_MAX_A];
 #pragma GCC unroll 4
-        for (int j = 0; j < NA; j++)
-            ab[j] = (const blk_q8_k *)(a + (size_t)j * as) + b, aq[j] = ab[j]->qs, bacc[j] = _mm256_setzero_ps();
-        for (int g = 0; g < 16; g++) {
-            __m256i i32[QUANT_PANEL_MAX_A];
-#pragma GCC unroll 4
-            for (int j = 0; j < NA; j++) i32[j] = _mm256_setzero_si256();
-            a_isum(pq, 4 * g, 4, RUN, aq, i32, NA);
-            __m256 sc = _mm256_loadu_ps(scv + 16 * g);
-#pragma GCC unroll 4
-            for (int j = 0; j < NA; j++) {
-                __m256 is = _mm256_sub_ps(_mm256_cvtepi32_ps(i32[j]), _mm256_set1_ps(aux[(size_t)j * xs + 16 * b + g]));
-                bacc[j] = _mm256_fmadd_ps(is, sc, bacc[j]);
-            }
+        for (int j = 0; j < NA; j++) ab[j] = (const blk_q8_k *)(a + (size_t)j * as) + b, aq[j] = ab[j]->qs;
+#pragma GCC unroll 8
+        A_FOR_JH(NA, H) i32[k] = iz[k] = _mm256_setzero_si256();
+        for (int g = 0; g < 16; g++) a_isum(pq, 4 * g, 4, RUN, aq, i32, NA, H, pq + A_K16_SC + 64 * g);
+#define A_K16_PAIR(j, q) a_bsum_pair(ab[j], q)
+        A_PAIR_SUMS(iz, pq + A_K16_SP, 8, A_K16_PAIR, NA, H)
+#undef A_K16_PAIR
+#pragma GCC unroll 8
+        A_FOR_JH(NA, H) {
+            __m256 dd = _mm256_mul_ps(a_ld_ps(pq, A_K16_D, k % 2), _mm256_set1_ps(aux[(size_t)(k / 2) * xs + b]));
+            __m256i net = _mm256_sub_epi32(i32[k], _mm256_slli_epi32(iz[k], ZSHIFT));
+            tot[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(net), dd, tot[k]);
         }
-#pragma GCC unroll 4
-        for (int j = 0; j < NA; j++) tot[j] = _mm256_fmadd_ps(bacc[j], _mm256_set1_ps(ab[j]->d), tot[j]);
     }
-    a_store(s, ss, tot, n8, NA);
+    a_store(s, ss, tot, nw, NA, H);
 }
 
 /* Q2_K: sum_b d_a (d isum - dmin msum), isum = sum (sc q) a, msum = sum_g m_g bsum_g */
 A_INLINE void a_q2_k(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
-                     size_t ss, int n8, const int NA)
+                     size_t ss, int nw, const int NA, const int H)
 {
-    __m256 tot[QUANT_PANEL_MAX_A];
-#pragma GCC unroll 4
-    for (int j = 0; j < NA; j++) tot[j] = _mm256_setzero_ps();
+    __m256 tot[2 * QUANT_PANEL_MAX_A];
+#pragma GCC unroll 8
+    A_FOR_JH(NA, H) tot[k] = _mm256_setzero_ps();
     for (int64_t b = 0; b < K / QKK; b++) {
         const uint8_t *pq = panel + (size_t)b * A_Q2K_BYTES;
         const blk_q8_k *ab[QUANT_PANEL_MAX_A];
         const int8_t *aq[QUANT_PANEL_MAX_A];
-        __m256i i32[QUANT_PANEL_MAX_A], im[QUANT_PANEL_MAX_A];
+        __m256i i32[2 * QUANT_PANEL_MAX_A], im[2 * QUANT_PANEL_MAX_A];
 #pragma GCC unroll 4
-        for (int j = 0; j < NA; j++) {
-            ab[j] = (const blk_q8_k *)(a + (size_t)j * as) + b, aq[j] = ab[j]->qs;
-            i32[j] = im[j] = _mm256_setzero_si256();
-        }
-        for (int g = 0; g < 64; g += 8) a_isum(pq, g, 8, A_RUN_Q2K, aq, i32, NA);
+        for (int j = 0; j < NA; j++) ab[j] = (const blk_q8_k *)(a + (size_t)j * as) + b, aq[j] = ab[j]->qs;
 #pragma GCC unroll 8
-        for (int k = 0; k < 8; k++) {
-            __m256i mv = a_load(pq + A_K_QBYTES + (size_t)k * 64);
-#pragma GCC unroll 4
-            for (int j = 0; j < NA; j++) {
+        A_FOR_JH(NA, H) i32[k] = im[k] = _mm256_setzero_si256();
+        for (int g = 0; g < 64; g += 8) a_isum(pq, g, 8, A_RUN_Q2K, aq, i32, NA, H, NULL);
+#pragma GCC unroll 8
+        for (int m = 0; m < 8; m++) {
+#pragma GCC unroll 8
+            A_FOR_JH(NA, H) {
                 int32_t pair;
-                memcpy(&pair, ab[j]->bsums + 2 * k, 4);
-                im[j] = _mm256_add_epi32(im[j], _mm256_madd_epi16(mv, _mm256_set1_epi32(pair)));
+                memcpy(&pair, ab[k / 2]->bsums + 2 * m, 4);
+                __m256i mv = a_load(pq + A_K_QBYTES + (size_t)m * 64 + 32 * (k % 2));
+                im[k] = _mm256_add_epi32(im[k], _mm256_madd_epi16(mv, _mm256_set1_epi32(pair)));
             }
         }
-        const float *dp = (const float *)(pq + A_K_QBYTES + 8 * 64);
-        __m256 dw = _mm256_loadu_ps(dp), dmw = _mm256_loadu_ps(dp + 16);
-#pragma GCC unroll 4
-        for (int j = 0; j < NA; j++) {
-            __m256 blk = _mm256_fmsub_ps(dw, _mm256_cvtepi32_ps(i32[j]), _mm256_mul_ps(dmw, _mm256_cvtepi32_ps(im[j])));
-            tot[j] = _mm256_fmadd_ps(blk, _mm256_set1_ps(aux[(size_t)j * xs + b]), tot[j]);
+        const size_t dofs = A_K_QBYTES + 8 * 64;
+#pragma GCC unroll 8
+        A_FOR_JH(NA, H) {
+            __m256 dw = a_ld_ps(pq, dofs, k % 2), dmw = a_ld_ps(pq, dofs + 64, k % 2);
+            __m256 blk = _mm256_fmsub_ps(dw, _mm256_cvtepi32_ps(i32[k]), _mm256_mul_ps(dmw, _mm256_cvtepi32_ps(im[k])));
+            tot[k] = _mm256_fmadd_ps(blk, _mm256_set1_ps(aux[(size_t)(k / 2) * xs + b]), tot[k]);
         }
     }
-    a_store(s, ss, tot, n8, NA);
+    a_store(s, ss, tot, nw, NA, H);
 }
 
-/* The kernel bodies with a fixed activation-row count (and format constants). */
-#define A_BODY_ARGS int64_t K, const uint8_t *p, const char *a, size_t as, const float *aux, size_t xs, float *s, size_t ss, int n8, const int NA
-#define A_PASS K, p, a, as, aux, xs, s, ss, n8, NA
+/* The kernel bodies with a fixed activation-row count and half count (and format constants). */
+#define A_BODY_ARGS int64_t K, const uint8_t *p, const char *a, size_t as, const float *aux, size_t xs, float *s, size_t ss, int nw, const int NA, const int H
+#define A_PASS K, p, a, as, aux, xs, s, ss, nw, NA, H
 A_INLINE void a_b_q8_0(A_BODY_ARGS) { a_q8_0(A_PASS); }
 A_INLINE void a_b_q4_0(A_BODY_ARGS) { a_leg(A_PASS, A_RUN_4BIT, false); }
 A_INLINE void a_b_q5_0(A_BODY_ARGS) { a_leg(A_PASS, A_RUN_5BIT, false); }
@@ -498,39 +577,46 @@ A_INLINE void a_b_q4_1(A_BODY_ARGS) { a_leg(A_PASS, A_RUN_4BIT, true); }
 A_INLINE void a_b_q5_1(A_BODY_ARGS) { a_leg(A_PASS, A_RUN_5BIT, true); }
 A_INLINE void a_b_q4_k(A_BODY_ARGS) { a_k4(A_PASS, A_RUN_4BIT); }
 A_INLINE void a_b_q5_k(A_BODY_ARGS) { a_k4(A_PASS, A_RUN_5BIT); }
-A_INLINE void a_b_q6_k(A_BODY_ARGS) { a_k16(A_PASS, A_RUN_6BIT); }
-A_INLINE void a_b_q3_k(A_BODY_ARGS) { a_k16(A_PASS, A_RUN_Q3K); }
+A_INLINE void a_b_q6_k(A_BODY_ARGS) { a_k16(A_PASS, A_RUN_6BIT, 5); } /* zero 32 */
+A_INLINE void a_b_q3_k(A_BODY_ARGS) { a_k16(A_PASS, A_RUN_Q3K, 2); }  /* zero 4 */
 A_INLINE void a_b_q2_k(A_BODY_ARGS) { a_q2_k(A_PASS); }
 
-/* A gemm entry: rows 0-7, then 8-15 where nw reaches them, each with its own unrolled
- * kernel per activation-row count. */
-#define A_ENTRY(name, body)                                                                                          \
+/* A gemm entry: passes of up to PA activation rows over both halves (one half where nw <= 8),
+ * each with its own unrolled kernel. */
+#define A_ENTRY(name, body, PA)                                                                                      \
     static void name(int64_t K, const void *panel, const void *a, size_t as, const float *aux, size_t xs, int na,   \
                      float *s, size_t ss, int nw)                                                                    \
     {                                                                                                                \
-        for (int h = 0; h < 2 && 8 * h < nw; h++) {                                                                  \
-            const uint8_t *p = (const uint8_t *)panel + 32 * h;                                                      \
-            float *sh = s + 8 * h;                                                                                   \
-            int n8 = nw - 8 * h;                                                                                     \
-            switch (na) {                                                                                            \
-            case 1: body(K, p, a, as, aux, xs, sh, ss, n8, 1); break;                                                \
-            case 2: body(K, p, a, as, aux, xs, sh, ss, n8, 2); break;                                                \
-            case 3: body(K, p, a, as, aux, xs, sh, ss, n8, 3); break;                                                \
-            default: body(K, p, a, as, aux, xs, sh, ss, n8, 4); break;                                               \
+        const uint8_t *p = panel;                                                                                    \
+        for (int j0 = 0; j0 < na; j0 += PA) {                                                                        \
+            int n = na - j0 < PA ? na - j0 : PA;                                                                     \
+            const char *aj = (const char *)a + (size_t)j0 * as;                                                      \
+            const float *xj = aux + (size_t)j0 * xs;                                                                 \
+            float *sj = s + (size_t)j0 * ss;                                                                         \
+            if (nw > 8) {                                                                                            \
+                if (n == 1) body(K, p, aj, as, xj, xs, sj, ss, nw, 1, 2);                                            \
+                else if (n == 2 || PA == 2) body(K, p, aj, as, xj, xs, sj, ss, nw, 2, 2);                            \
+                else if (n == 3) body(K, p, aj, as, xj, xs, sj, ss, nw, 3, 2);                                       \
+                else body(K, p, aj, as, xj, xs, sj, ss, nw, 4, 2);                                                   \
+            } else {                                                                                                 \
+                if (n == 1) body(K, p, aj, as, xj, xs, sj, ss, nw, 1, 1);                                            \
+                else if (n == 2 || PA == 2) body(K, p, aj, as, xj, xs, sj, ss, nw, 2, 1);                            \
+                else if (n == 3) body(K, p, aj, as, xj, xs, sj, ss, nw, 3, 1);                                       \
+                else body(K, p, aj, as, xj, xs, sj, ss, nw, 4, 1);                                                   \
             }                                                                                                        \
         }                                                                                                            \
     }
 
-A_ENTRY(a_gemm_q8_0, a_b_q8_0)
-A_ENTRY(a_gemm_q4_0, a_b_q4_0)
-A_ENTRY(a_gemm_q5_0, a_b_q5_0)
-A_ENTRY(a_gemm_q4_1, a_b_q4_1)
-A_ENTRY(a_gemm_q5_1, a_b_q5_1)
-A_ENTRY(a_gemm_q4_k, a_b_q4_k)
-A_ENTRY(a_gemm_q5_k, a_b_q5_k)
-A_ENTRY(a_gemm_q6_k, a_b_q6_k)
-A_ENTRY(a_gemm_q3_k, a_b_q3_k)
-A_ENTRY(a_gemm_q2_k, a_b_q2_k)
+A_ENTRY(a_gemm_q8_0, a_b_q8_0, 2)
+A_ENTRY(a_gemm_q4_0, a_b_q4_0, 4)
+A_ENTRY(a_gemm_q5_0, a_b_q5_0, 4)
+A_ENTRY(a_gemm_q4_1, a_b_q4_1, 4)
+A_ENTRY(a_gemm_q5_1, a_b_q5_1, 4)
+A_ENTRY(a_gemm_q4_k, a_b_q4_k, 4)
+A_ENTRY(a_gemm_q5_k, a_b_q5_k, 4)
+A_ENTRY(a_gemm_q6_k, a_b_q6_k, 4)
+A_ENTRY(a_gemm_q3_k, a_b_q3_k, 4)
+A_ENTRY(a_gemm_q2_k, a_b_q2_k, 4)
 
 /* ---- Q4_0, Q4_1, Q5_0 and Q5_1 kept for decode at about their weights' size: the avx512
  * repacks' layout (quant_panel_avx512.c, quant_panel_legacy_avx512.c: per block of 32 and 16
@@ -590,71 +676,68 @@ A_INLINE void ar_add_fifth(__m256i hv, const int v, __m256i *lo, __m256i *hi)
     *hi = _mm256_add_epi8(*hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bhi), bhi), sixteen));
 }
 
-/* Rows 8h .. 8h+7: Q4_0/Q5_0 sum_b d_w d_a (isum - zero sum a), Q4_1/Q5_1 sum_b d_w d_a isum +
- * m_w (d_a sum a). vpmaddubsw results add up in int16 over RUN vectors: 4-bit quants a whole
- * block (8 * 2 * 15 * 127 = 30480 < 2^15), 5-bit ones half of it (4 * 2 * 31 * 127 = 31496). */
-A_INLINE void ar_kernel(int64_t K, const uint8_t *panel, int h, const char *a, size_t as, const float *aux, size_t xs,
-                        float *s, size_t ss, int n8, const int NA, const ar_type t)
+/* Q4_0/Q5_0 sum_b d_w d_a (isum - zero sum a), Q4_1/Q5_1 sum_b d_w d_a isum + m_w (d_a sum a),
+ * both halves a pass as the panels above. vpmaddubsw results add up in int16 over RUN vectors:
+ * 4-bit quants a whole block (8 * 2 * 15 * 127 = 30480 < 2^15), 5-bit ones half of it
+ * (4 * 2 * 31 * 127 = 31496). */
+A_INLINE void ar_kernel(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs,
+                        float *s, size_t ss, int nw, const int NA, const int H, const ar_type t)
 {
     const bool affine = AR_AFFINE(t);
     const int run = AR_FIFTH(t) ? 2 : 4; /* nibble vectors per int16 run (two products each) */
     const __m256i m4 = _mm256_set1_epi8(0xF), ones = _mm256_set1_epi16(1);
-    __m256 tot[QUANT_PANEL_MAX_A];
-#pragma GCC unroll 4
-    for (int j = 0; j < NA; j++) tot[j] = _mm256_setzero_ps();
+    __m256 tot[2 * QUANT_PANEL_MAX_A];
+#pragma GCC unroll 8
+    A_FOR_JH(NA, H) tot[k] = _mm256_setzero_ps();
     for (int64_t b = 0; b < K / QK; b++) {
         const uint8_t *pq = panel + (size_t)b * AR_BYTES(t);
-        if (!h)
-            for (int l = 0; l < AR_BYTES(t); l += 64) _mm_prefetch((const char *)pq + AR_PF + l, _MM_HINT_T0);
-        __m256i hv = AR_FIFTH(t) ? a_load(pq + AR_QBYTES + 32 * h) : _mm256_setzero_si256();
-        __m256i a16[QUANT_PANEL_MAX_A], i32[QUANT_PANEL_MAX_A];
-#pragma GCC unroll 4
-        for (int j = 0; j < NA; j++) i32[j] = _mm256_setzero_si256();
+        for (int l = 0; l < AR_BYTES(t); l += 64) _mm_prefetch((const char *)pq + AR_PF + l, _MM_HINT_T0);
+        __m256i a16[2 * QUANT_PANEL_MAX_A], i32[2 * QUANT_PANEL_MAX_A];
+#pragma GCC unroll 8
+        A_FOR_JH(NA, H) i32[k] = _mm256_setzero_si256();
 #pragma GCC unroll 4
         for (int v = 0; v < 4; v++) {
-            __m256i x = a_load(pq + (size_t)v * 64 + 32 * h);
-            __m256i lo = _mm256_and_si256(x, m4), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
-            if (AR_FIFTH(t)) ar_add_fifth(hv, v, &lo, &hi);
+            __m256i lo[2], hi[2];
+#pragma GCC unroll 2
+            for (int h = 0; h < H; h++) {
+                __m256i x = a_load(pq + (size_t)v * 64 + 32 * h);
+                lo[h] = _mm256_and_si256(x, m4), hi[h] = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+                if (AR_FIFTH(t)) ar_add_fifth(a_load(pq + AR_QBYTES + 32 * h), v, &lo[h], &hi[h]);
+            }
 #pragma GCC unroll 4
             for (int j = 0; j < NA; j++) {
                 const int8_t *q = a_leg_act(a, as, j, b, affine) + 8 * v;
-                __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, a_bcast4(q)), _mm256_maddubs_epi16(hi, a_bcast4(q + 4)));
-                a16[j] = v % run ? _mm256_add_epi16(a16[j], p) : p;
-                if (v % run == run - 1) i32[j] = _mm256_add_epi32(i32[j], _mm256_madd_epi16(a16[j], ones));
+                __m256i b0 = a_bcast4(q), b1 = a_bcast4(q + 4);
+#pragma GCC unroll 2
+                for (int h = 0; h < H; h++) {
+                    __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], b0), _mm256_maddubs_epi16(hi[h], b1));
+                    a16[2 * j + h] = v % run ? _mm256_add_epi16(a16[2 * j + h], p) : p;
+                    if (v % run == run - 1) i32[2 * j + h] = _mm256_add_epi32(i32[2 * j + h], _mm256_madd_epi16(a16[2 * j + h], ones));
+                }
             }
         }
-        const uint8_t *dm = pq + AR_QBYTES + AR_HBYTES(t) + 16 * h;
-        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dm));
-        __m256 mw = affine ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dm + 32))) : _mm256_setzero_ps();
-        a_leg_scales(tot, i32, dw, mw, aux, xs, b, NA, affine);
-    }
-    a_store(s, ss, tot, n8, NA);
-}
-
-A_INLINE void ar_gemm(int64_t K, const void *panel, const void *a, size_t as, const float *aux, size_t xs, int na,
-                      float *s, size_t ss, int nw, const ar_type t)
-{
-    for (int h = 0; h < 2 && 8 * h < nw; h++) {
-        float *sh = s + 8 * h;
-        switch (na) {
-        case 1: ar_kernel(K, panel, h, a, as, aux, xs, sh, ss, nw - 8 * h, 1, t); break;
-        case 2: ar_kernel(K, panel, h, a, as, aux, xs, sh, ss, nw - 8 * h, 2, t); break;
-        case 3: ar_kernel(K, panel, h, a, as, aux, xs, sh, ss, nw - 8 * h, 3, t); break;
-        default: ar_kernel(K, panel, h, a, as, aux, xs, sh, ss, nw - 8 * h, 4, t); break;
+        const uint8_t *dm = pq + AR_QBYTES + AR_HBYTES(t);
+        __m256 dw[2], mw[2];
+#pragma GCC unroll 2
+        for (int h = 0; h < H; h++) {
+            dw[h] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dm + 16 * h)));
+            mw[h] = affine ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dm + 32 + 16 * h))) : _mm256_setzero_ps();
         }
+        a_leg_scales(tot, i32, dw, mw, aux, xs, b, NA, H, affine);
     }
+    a_store(s, ss, tot, nw, NA, H);
 }
 
-#define AR_GEMM(name, t)                                                                                         \
-    static void name(int64_t K, const void *panel, const void *a, size_t as, const float *aux, size_t xs, int na, \
-                     float *s, size_t ss, int nw)                                                                  \
-    {                                                                                                              \
-        ar_gemm(K, panel, a, as, aux, xs, na, s, ss, nw, t);                                                       \
-    }
-AR_GEMM(ar_gemm_q4_0, AR_Q4_0)
-AR_GEMM(ar_gemm_q4_1, AR_Q4_1)
-AR_GEMM(ar_gemm_q5_0, AR_Q5_0)
-AR_GEMM(ar_gemm_q5_1, AR_Q5_1)
+#define AR_BODY(name, t) \
+    A_INLINE void name(A_BODY_ARGS) { ar_kernel(A_PASS, t); }
+AR_BODY(ar_b_q4_0, AR_Q4_0)
+AR_BODY(ar_b_q4_1, AR_Q4_1)
+AR_BODY(ar_b_q5_0, AR_Q5_0)
+AR_BODY(ar_b_q5_1, AR_Q5_1)
+A_ENTRY(ar_gemm_q4_0, ar_b_q4_0, 2)
+A_ENTRY(ar_gemm_q4_1, ar_b_q4_1, 2)
+A_ENTRY(ar_gemm_q5_0, ar_b_q5_0, 2)
+A_ENTRY(ar_gemm_q5_1, ar_b_q5_1, 2)
 
 QUANT_TARGET_END
 
@@ -694,24 +777,22 @@ static void a_aux_q8_1(const void *va, int64_t K, float *aux)
     }
 }
 
+/* per block d, then the 8 sub-block sums as 4 int16 pairs (|sum| <= 32 * 128) stored as
+ * int32 bits */
 static void a_aux_k4(const void *va, int64_t K, float *aux)
 {
     const blk_q8_k *a = va;
-    for (int64_t b = 0; b < K / QKK; b++)
-        for (int s = 0; s < 8; s++) aux[8 * b + s] = (float)(a[b].bsums[2 * s] + a[b].bsums[2 * s + 1]);
+    for (int64_t b = 0; b < K / QKK; b++) {
+        aux[5 * b] = a[b].d;
+        for (int q = 0; q < 4; q++) {
+            const int16_t *s = a[b].bsums + 4 * q;
+            uint32_t pair = (uint32_t)(uint16_t)(s[0] + s[1]) | (uint32_t)(uint16_t)(s[2] + s[3]) << 16;
+            memcpy(aux + 5 * b + 1 + q, &pair, 4);
+        }
+    }
 }
 
-static void a_aux_k16(const void *va, int64_t K, float *aux, float zero)
-{
-    const blk_q8_k *a = va;
-    for (int64_t b = 0; b < K / QKK; b++)
-        for (int g = 0; g < 16; g++) aux[16 * b + g] = zero * (float)a[b].bsums[g];
-}
-
-static void a_aux_q6_k(const void *va, int64_t K, float *aux) { a_aux_k16(va, K, aux, 32.f); }
-static void a_aux_q3_k(const void *va, int64_t K, float *aux) { a_aux_k16(va, K, aux, 4.f); }
-
-static void a_aux_q2_k(const void *va, int64_t K, float *aux)
+static void a_aux_kd(const void *va, int64_t K, float *aux)
 {
     const blk_q8_k *a = va;
     for (int64_t b = 0; b < K / QKK; b++) aux[b] = a[b].d;
@@ -722,11 +803,11 @@ static const quant_panel_kernels g_q4_0 = {A_LEG_BYTES_D, 2, a_pack_q4_0, a_aux_
 static const quant_panel_kernels g_q5_0 = {A_LEG_BYTES_D, 2, a_pack_q5_0, a_aux_q5_0, a_gemm_q5_0};
 static const quant_panel_kernels g_q4_1 = {A_LEG_BYTES_DM, 2, a_pack_q4_1, a_aux_q8_1, a_gemm_q4_1};
 static const quant_panel_kernels g_q5_1 = {A_LEG_BYTES_DM, 2, a_pack_q5_1, a_aux_q8_1, a_gemm_q5_1};
-static const quant_panel_kernels g_q4_k = {A_K_BYTES, 8, a_pack_q4_k, a_aux_k4, a_gemm_q4_k};
-static const quant_panel_kernels g_q5_k = {A_K_BYTES, 8, a_pack_q5_k, a_aux_k4, a_gemm_q5_k};
-static const quant_panel_kernels g_q6_k = {A_K_BYTES, 16, a_pack_q6_k, a_aux_q6_k, a_gemm_q6_k};
-static const quant_panel_kernels g_q3_k = {A_K_BYTES, 16, a_pack_q3_k, a_aux_q3_k, a_gemm_q3_k};
-static const quant_panel_kernels g_q2_k = {A_Q2K_BYTES, 1, a_pack_q2_k, a_aux_q2_k, a_gemm_q2_k};
+static const quant_panel_kernels g_q4_k = {A_K4_BYTES, 5, a_pack_q4_k, a_aux_k4, a_gemm_q4_k};
+static const quant_panel_kernels g_q5_k = {A_K4_BYTES, 5, a_pack_q5_k, a_aux_k4, a_gemm_q5_k};
+static const quant_panel_kernels g_q6_k = {A_K16_BYTES, 1, a_pack_q6_k, a_aux_kd, a_gemm_q6_k};
+static const quant_panel_kernels g_q3_k = {A_K16_BYTES, 1, a_pack_q3_k, a_aux_kd, a_gemm_q3_k};
+static const quant_panel_kernels g_q2_k = {A_Q2K_BYTES, 1, a_pack_q2_k, a_aux_kd, a_gemm_q2_k};
 
 static const quant_panel_kernels g_r_q4_0 = {AR_BYTES(AR_Q4_0), 2, ar_pack_q4_0, a_aux_q4_0, ar_gemm_q4_0};
 static const quant_panel_kernels g_r_q4_1 = {AR_BYTES(AR_Q4_1), 2, ar_pack_q4_1, a_aux_q8_1, ar_gemm_q4_1};
