@@ -9,8 +9,9 @@
  *   panels (--panels [types...]): the prefill of one weight matrix by 128 activation rows,
  *         single thread, A/B in one run: the row-dot tile loop linear.c falls back to
  *         (16 x 32 tiles, multi-row dots where the type has them) against the packed panels
- *         (activation sums, pack 16 rows, gemm 4 activation rows at a time); medians of
- *         alternating runs.
+ *         (activation sums, pack 16 rows, gemm 4 activation rows at a time), and where the
+ *         level keeps t repacked at load, the kept panels (gemm only: packed once); medians
+ *         of alternating runs.
  * Usage: bench_quant [types...]   e.g. bench_quant q4_k q6_k q8_0 (default: all)
  *        bench_quant --linear [threads] (default 2)
  *        bench_quant --panels [types...] (default: every type with panels) */
@@ -227,6 +228,20 @@ static void prefill_panels(const quant_panel_kernels *pk, const uint8_t *w, size
     }
 }
 
+/* The kept panels: packed once when the weight is placed, so only the gemm is timed. */
+static void prefill_kept(const quant_panel_kernels *rk, const uint8_t *a, size_t ab, int64_t N, int64_t K, int64_t bs,
+                         const uint8_t *kept, float *aux, float *out)
+{
+    size_t auxrow = (size_t)(K / bs) * (size_t)rk->aux_n, pb = (size_t)(K / bs) * rk->block_bytes;
+    for (int m = 0; m < PM; m++) rk->act_aux(a + ab * m, K, aux + auxrow * m);
+    for (int64_t n0 = 0; n0 < N; n0 += QUANT_PANEL_ROWS) {
+        int nw = (int)(N - n0 < QUANT_PANEL_ROWS ? N - n0 : QUANT_PANEL_ROWS);
+        for (int m = 0; m < PM; m += QUANT_PANEL_MAX_A)
+            rk->gemm(K, kept + pb * (size_t)(n0 / QUANT_PANEL_ROWS), a + ab * m, ab, aux + auxrow * m, auxrow,
+                     QUANT_PANEL_MAX_A, out + m * N + n0, (size_t)N, nw);
+    }
+}
+
 static int cmp_double(const void *x, const void *y)
 {
     double a = *(const double *)x, b = *(const double *)y;
@@ -235,7 +250,7 @@ static int cmp_double(const void *x, const void *y)
 
 static int bench_panel(ct_dtype t, int64_t N, int64_t K)
 {
-    const quant_panel_kernels *pk = quant_get_panel(t);
+    const quant_panel_kernels *pk = quant_get_panel(t), *rk = quant_get_repack(t);
     if (!pk) {
         printf("panels %-5s: none at %s\n", ct_dtype_name(t), quant_simd_name(quant_simd_level()));
         return 0;
@@ -245,9 +260,12 @@ static int bench_panel(ct_dtype t, int64_t N, int64_t K)
     size_t wb = ct_dtype_row_bytes(t, K), ab = ct_dtype_row_bytes(vt, K);
     uint8_t *w = malloc(wb * (size_t)N), *a = malloc(ab * PM);
     float *x = malloc(sizeof(float) * (size_t)K), *out = malloc(sizeof(float) * (size_t)(PM * N));
-    float *aux = malloc(sizeof(float) * (size_t)(PM * (K / bs) * pk->aux_n));
+    int aux_n = rk && rk->aux_n > pk->aux_n ? rk->aux_n : pk->aux_n;
+    float *aux = malloc(sizeof(float) * (size_t)(PM * (K / bs) * aux_n));
     void *panel = aligned_alloc(64, ((size_t)(K / bs) * pk->block_bytes + 63) & ~(size_t)63);
-    if (!w || !a || !x || !out || !aux || !panel) {
+    size_t kept_pb = rk ? (size_t)(K / bs) * rk->block_bytes : 0, np = (size_t)((N + QUANT_PANEL_ROWS - 1) / QUANT_PANEL_ROWS);
+    uint8_t *kept = rk ? aligned_alloc(64, (kept_pb * np + 63) & ~(size_t)63) : NULL;
+    if (!w || !a || !x || !out || !aux || !panel || (rk && !kept)) {
         fprintf(stderr, "out of memory\n");
         return 1;
     }
@@ -263,22 +281,28 @@ static int bench_panel(ct_dtype t, int64_t N, int64_t K)
         for (int64_t i = 0; i < K; i++) x[i] = rnd_normal();
         quant_quantize_row(vt, x, a + ab * m, K);
     }
-    double tv[2][PREPS];
+    for (size_t p = 0; rk && p < np; p++) {
+        int64_t n0 = (int64_t)p * QUANT_PANEL_ROWS;
+        rk->pack(w + wb * (size_t)n0, wb, (int)(N - n0 < QUANT_PANEL_ROWS ? N - n0 : QUANT_PANEL_ROWS), K, kept + kept_pb * p);
+    }
+    double tv[3][PREPS];
     for (int rep = 0; rep < PREPS; rep++)
-        for (int v = 0; v < 2; v++) {
+        for (int v = 0; v < (rk ? 3 : 2); v++) {
             double t0 = now_s();
-            if (v) prefill_panels(pk, w, wb, a, ab, N, K, bs, panel, aux, out);
+            if (v == 2) prefill_kept(rk, a, ab, N, K, bs, kept, aux, out);
+            else if (v) prefill_panels(pk, w, wb, a, ab, N, K, bs, panel, aux, out);
             else prefill_rowdots(t, w, wb, a, ab, N, K, out);
             tv[v][rep] = now_s() - t0;
         }
-    qsort(tv[0], PREPS, sizeof(double), cmp_double);
-    qsort(tv[1], PREPS, sizeof(double), cmp_double);
-    double flop = 2.0 * PM * (double)N * (double)K, r0 = tv[0][PREPS / 2], r1 = tv[1][PREPS / 2];
+    for (int v = 0; v < 3; v++) qsort(tv[v], PREPS, sizeof(double), cmp_double);
+    double flop = 2.0 * PM * (double)N * (double)K, r0 = tv[0][PREPS / 2], r1 = tv[1][PREPS / 2], r2 = tv[2][PREPS / 2];
     printf("panels %-5s x [%d, %lld] w [%lld, %lld], 1 thread, median of %d: row dots %7.2f ms %6.1f GFLOP/s | "
-           "panels %7.2f ms %6.1f GFLOP/s | x%.2f\n",
+           "panels %7.2f ms %6.1f GFLOP/s | x%.2f",
            ct_dtype_name(t), PM, (long long)K, (long long)N, (long long)K, PREPS, r0 * 1e3, flop / r0 * 1e-9, r1 * 1e3,
            flop / r1 * 1e-9, r0 / r1);
-    free(w), free(a), free(x), free(out), free(aux), free(panel);
+    if (rk) printf(" | kept %7.2f ms %6.1f GFLOP/s", r2 * 1e3, flop / r2 * 1e-9);
+    printf("\n");
+    free(w), free(a), free(x), free(out), free(aux), free(panel), free(kept);
     return 0;
 }
 

@@ -362,7 +362,9 @@ A_INLINE void a_isum(const uint8_t *pq, int t0, const int V, const int RUN, cons
         }
 #pragma GCC unroll 8
         for (int k = 0; k < 2 * NA; k++)
-            if (k % 2 < H) i32[k] = _mm256_add_epi32(i32[k], _mm256_madd_epi16(a16[k], mul ? a_load(mul + 32 * (k % 2)) : ones));
+            if (k % 2 < H) {
+                i32[k] = _mm256_add_epi32(i32[k], _mm256_madd_epi16(a16[k], mul ? a_load(mul + 32 * (k % 2)) : ones));
+            }
     }
 }
 
@@ -396,6 +398,7 @@ A_INLINE void a_q8_0(int64_t K, const uint8_t *panel, const char *a, size_t as, 
                 for (int h = 0; h < H; h++) {
                     __m256i p = _mm256_maddubs_epi16(aw[h], _mm256_sign_epi8(bc, w[h]));
                     i32[2 * j + h] = _mm256_add_epi32(i32[2 * j + h], _mm256_madd_epi16(p, ones));
+                    a_keep(&i32[2 * j + h]);
                 }
             }
         }
@@ -712,7 +715,11 @@ A_INLINE void ar_kernel(int64_t K, const uint8_t *panel, const char *a, size_t a
                 for (int h = 0; h < H; h++) {
                     __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], b0), _mm256_maddubs_epi16(hi[h], b1));
                     a16[2 * j + h] = v % run ? _mm256_add_epi16(a16[2 * j + h], p) : p;
-                    if (v % run == run - 1) i32[2 * j + h] = _mm256_add_epi32(i32[2 * j + h], _mm256_madd_epi16(a16[2 * j + h], ones));
+                    a_keep(&a16[2 * j + h]);
+                    if (v % run == run - 1) {
+                        i32[2 * j + h] = _mm256_add_epi32(i32[2 * j + h], _mm256_madd_epi16(a16[2 * j + h], ones));
+                        a_keep(&i32[2 * j + h]);
+                    }
                 }
             }
         }
