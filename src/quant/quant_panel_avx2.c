@@ -36,6 +36,8 @@ static_assert(QUANT_PANEL_MAX_A == 4, "the kernels' switches cover 1..4 activati
 #define A_LEG_QBYTES (8 * 64)                   /* blocks of 32: 8 quad vectors */
 #define A_LEG_BYTES_D (A_LEG_QBYTES + 64)       /* + the 16 rows' d */
 #define A_LEG_BYTES_DM (A_LEG_QBYTES + 2 * 64)  /* + d, then m */
+#define A_Q8_KEPT_BYTES (A_LEG_QBYTES + 32)     /* Q8_0 kept for decode: + the 16 rows' f16 d, the weights' size */
+#define A_PF 2048                               /* bytes a kept-panel kernel fetches ahead */
 #define A_K_QBYTES (64 * 64)                    /* blocks of 256: 64 quad vectors */
 /* Q4_K/Q5_K: + 8 vectors of the sub-blocks' scales as int16 pairs (s, s), 4 of min pairs
  * (m_2p, m_2p+1), then f32 d and dmin; Q6_K/Q3_K: + 16 vectors of scale pairs (s_g, s_g), 8 of
@@ -191,6 +193,21 @@ A_INLINE void a_pack_leg(const void *vw, size_t ws, int nw, int64_t K, void *vpa
             if (i < nw) memcpy(dm, (const char *)vw + (size_t)i * ws + (size_t)b * bsz, affine ? 4 : 2);
             dv[i] = qf16(dm[0]);
             if (affine) dv[16 + i] = qf16(dm[1]);
+        }
+    }
+}
+
+/* Q8_0 kept for decode: the panels' quants, then the rows' f16 d as they are */
+static void ak_pack_q8_0(const void *vw, size_t ws, int nw, int64_t K, void *vpanel)
+{
+    uint8_t *panel = vpanel;
+    for (int64_t b = 0; b < K / QK; b++) {
+        uint8_t *dst = panel + (size_t)b * A_Q8_KEPT_BYTES;
+        a_pack_quants(vw, ws, nw, b, sizeof(blk_q8_0), 1, dst, A_Q8_0);
+        for (int i = 0; i < 16; i++) {
+            uint16_t d = 0;
+            if (i < nw) memcpy(&d, (const char *)vw + (size_t)i * ws + (size_t)b * sizeof(blk_q8_0), 2);
+            memcpy(dst + A_LEG_QBYTES + 2 * i, &d, 2);
         }
     }
 }
@@ -370,16 +387,18 @@ A_INLINE void a_isum(const uint8_t *pq, int t0, const int V, const int RUN, cons
 
 #define A_FOR_JH(NA, H) for (int k = 0; k < 2 * (NA); k++) if (k % 2 < (H))
 
-/* Q8_0: sum_b d_w d_a sum |w| sign(a, w) */
+/* Q8_0: sum_b d_w d_a sum |w| sign(a, w); kept: the decode layout (f16 d, fetched ahead) */
 A_INLINE void a_q8_0(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
-                     size_t ss, int nw, const int NA, const int H)
+                     size_t ss, int nw, const int NA, const int H, const bool kept)
 {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 tot[2 * QUANT_PANEL_MAX_A];
 #pragma GCC unroll 8
     A_FOR_JH(NA, H) tot[k] = _mm256_setzero_ps();
     for (int64_t b = 0; b < K / QK; b++) {
-        const uint8_t *pq = panel + (size_t)b * A_LEG_BYTES_D;
+        const uint8_t *pq = panel + (size_t)b * (kept ? A_Q8_KEPT_BYTES : A_LEG_BYTES_D);
+        if (kept)
+            for (int l = 0; l < A_Q8_KEPT_BYTES; l += 64) _mm_prefetch((const char *)pq + A_PF + l, _MM_HINT_T0);
         const int8_t *aq[QUANT_PANEL_MAX_A];
         __m256i i32[2 * QUANT_PANEL_MAX_A];
 #pragma GCC unroll 4
@@ -404,7 +423,8 @@ A_INLINE void a_q8_0(int64_t K, const uint8_t *panel, const char *a, size_t as, 
         }
 #pragma GCC unroll 8
         A_FOR_JH(NA, H) {
-            __m256 dw = a_ld_ps(pq, A_LEG_QBYTES, k % 2);
+            __m256 dw = kept ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pq + A_LEG_QBYTES + 16 * (k % 2))))
+                             : a_ld_ps(pq, A_LEG_QBYTES, k % 2);
             tot[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32[k]), _mm256_mul_ps(dw, _mm256_set1_ps(aux[(size_t)(k / 2) * xs + b])), tot[k]);
         }
     }
@@ -573,7 +593,8 @@ A_INLINE void a_q2_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
 /* The kernel bodies with a fixed activation-row count and half count (and format constants). */
 #define A_BODY_ARGS int64_t K, const uint8_t *p, const char *a, size_t as, const float *aux, size_t xs, float *s, size_t ss, int nw, const int NA, const int H
 #define A_PASS K, p, a, as, aux, xs, s, ss, nw, NA, H
-A_INLINE void a_b_q8_0(A_BODY_ARGS) { a_q8_0(A_PASS); }
+A_INLINE void a_b_q8_0(A_BODY_ARGS) { a_q8_0(A_PASS, false); }
+A_INLINE void ak_b_q8_0(A_BODY_ARGS) { a_q8_0(A_PASS, true); }
 A_INLINE void a_b_q4_0(A_BODY_ARGS) { a_leg(A_PASS, A_RUN_4BIT, false); }
 A_INLINE void a_b_q5_0(A_BODY_ARGS) { a_leg(A_PASS, A_RUN_5BIT, false); }
 A_INLINE void a_b_q4_1(A_BODY_ARGS) { a_leg(A_PASS, A_RUN_4BIT, true); }
@@ -611,6 +632,7 @@ A_INLINE void a_b_q2_k(A_BODY_ARGS) { a_q2_k(A_PASS); }
     }
 
 A_ENTRY(a_gemm_q8_0, a_b_q8_0, 2)
+A_ENTRY(ak_gemm_q8_0, ak_b_q8_0, 2)
 A_ENTRY(a_gemm_q4_0, a_b_q4_0, 4)
 A_ENTRY(a_gemm_q5_0, a_b_q5_0, 4)
 A_ENTRY(a_gemm_q4_1, a_b_q4_1, 4)
@@ -635,7 +657,7 @@ typedef enum { AR_Q4_0, AR_Q4_1, AR_Q5_0, AR_Q5_1 } ar_type;
 #define AR_QBYTES (4 * 64)
 #define AR_HBYTES(t) (AR_FIFTH(t) ? 64 : 0)
 #define AR_BYTES(t) (AR_QBYTES + AR_HBYTES(t) + (AR_AFFINE(t) ? 64 : 32))
-#define AR_PF 2048 /* bytes fetched ahead, as the avx512 repacks */
+#define AR_PF A_PF /* bytes fetched ahead, as the avx512 repacks */
 
 /* Quant e's low four bits (0..31) from a block's 16 bytes of nibbles. */
 static uint8_t nib_quant(const uint8_t *qs, int e) { return e < 16 ? qs[e] & 0xF : qs[e - 16] >> 4; }
@@ -816,6 +838,7 @@ static const quant_panel_kernels g_q6_k = {A_K16_BYTES, 1, a_pack_q6_k, a_aux_kd
 static const quant_panel_kernels g_q3_k = {A_K16_BYTES, 1, a_pack_q3_k, a_aux_kd, a_gemm_q3_k};
 static const quant_panel_kernels g_q2_k = {A_Q2K_BYTES, 1, a_pack_q2_k, a_aux_kd, a_gemm_q2_k};
 
+static const quant_panel_kernels g_r_q8_0 = {A_Q8_KEPT_BYTES, 1, ak_pack_q8_0, a_aux_q8_0, ak_gemm_q8_0};
 static const quant_panel_kernels g_r_q4_0 = {AR_BYTES(AR_Q4_0), 2, ar_pack_q4_0, a_aux_q4_0, ar_gemm_q4_0};
 static const quant_panel_kernels g_r_q4_1 = {AR_BYTES(AR_Q4_1), 2, ar_pack_q4_1, a_aux_q8_1, ar_gemm_q4_1};
 static const quant_panel_kernels g_r_q5_0 = {AR_BYTES(AR_Q5_0), 2, ar_pack_q5_0, a_aux_q5_0, ar_gemm_q5_0};
@@ -823,6 +846,7 @@ static const quant_panel_kernels g_r_q5_1 = {AR_BYTES(AR_Q5_1), 2, ar_pack_q5_1,
 
 void quant_repack_fill_avx2(quant_panel_table tab)
 {
+    tab[CT_Q8_0] = &g_r_q8_0;
     tab[CT_Q4_0] = &g_r_q4_0;
     tab[CT_Q4_1] = &g_r_q4_1;
     tab[CT_Q5_0] = &g_r_q5_0;

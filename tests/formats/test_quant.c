@@ -342,8 +342,9 @@ static void test_panels(void)
         CHECK(quant_get_repack_at(CT_Q5_K, QUANT_SIMD_AVX512) != NULL);
     }
     if (quant_simd_supported(QUANT_SIMD_AVX2))
-        CHECK(quant_get_repack_at(CT_Q4_0, QUANT_SIMD_AVX2) && quant_get_repack_at(CT_Q4_1, QUANT_SIMD_AVX2) &&
-              quant_get_repack_at(CT_Q5_0, QUANT_SIMD_AVX2) && quant_get_repack_at(CT_Q5_1, QUANT_SIMD_AVX2));
+        CHECK(quant_get_repack_at(CT_Q8_0, QUANT_SIMD_AVX2) && quant_get_repack_at(CT_Q4_0, QUANT_SIMD_AVX2) &&
+              quant_get_repack_at(CT_Q4_1, QUANT_SIMD_AVX2) && quant_get_repack_at(CT_Q5_0, QUANT_SIMD_AVX2) &&
+              quant_get_repack_at(CT_Q5_1, QUANT_SIMD_AVX2));
     for (int lv = QUANT_SIMD_AVX512; lv <= QUANT_SIMD_AVX512_VNNI; lv++)
         if (quant_simd_supported((quant_simd)lv)) /* decode of the legacy formats relies on these */
             CHECK(quant_get_repack_at(CT_Q8_0, (quant_simd)lv) && quant_get_repack_at(CT_Q4_0, (quant_simd)lv) &&

@@ -173,9 +173,9 @@ static void test_avx2_only(void)
     check_never_selected("avx2 only", (1u << QUANT_SIMD_AVX2_VNNI) | (1u << QUANT_SIMD_AVX512) | (1u << QUANT_SIMD_AVX512_VNNI));
     for (int i = 0; i < N_TYPES; i++) {
         CHECK(quant_get_vec_dot_nr(k_types[i]) == NULL);
-        /* decode keeps the 4- and 5-bit legacy formats repacked at AVX2 too, nothing else */
+        /* decode keeps the legacy weight formats repacked at AVX2 too, nothing else */
         ct_dtype t = k_types[i];
-        bool kept = t == CT_Q4_0 || t == CT_Q4_1 || t == CT_Q5_0 || t == CT_Q5_1;
+        bool kept = t == CT_Q8_0 || t == CT_Q4_0 || t == CT_Q4_1 || t == CT_Q5_0 || t == CT_Q5_1;
         CHECK_MSG((quant_get_repack(t) != NULL) == kept, "avx2 only: %s repack %s", ct_dtype_name(t), kept ? "missing" : "present");
         /* every weight format has AVX2 panels (Q8_1 and Q8_K are activation formats) */
         bool weight = k_types[i] != CT_Q8_1 && k_types[i] != CT_Q8_K;

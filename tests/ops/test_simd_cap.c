@@ -113,7 +113,7 @@ static void check_no_avx512_quant(const char *cap)
         CHECK_MSG(!z || quant_get_vec_dot(t) != z, "CTORCH_SIMD=%s: AVX-512 %s vec dot in use", cap, ct_dtype_name(t));
         CHECK_MSG(quant_get_vec_dot_nr(t) == NULL, "CTORCH_SIMD=%s: %s multi-row GEMM in use", cap, ct_dtype_name(t));
         const quant_panel_kernels *zp = quant_get_panel_at(t, QUANT_SIMD_AVX512_VNNI);
-        /* kept repacks: none, or the AVX2 level's own (Q4_0, Q4_1, Q5_0, Q5_1) */
+        /* kept repacks: none, or the AVX2 level's own (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) */
         const quant_panel_kernels *r = quant_get_repack(t);
         CHECK_MSG((!zp || quant_get_panel(t) != zp) && (!r || r == quant_get_repack_at(t, QUANT_SIMD_AVX2)),
                   "CTORCH_SIMD=%s: %s AVX-512 panels in use", cap, ct_dtype_name(t));
