@@ -215,30 +215,19 @@ static void prefill_rowdots(ct_dtype t, const uint8_t *w, size_t wb, const uint8
         }
 }
 
+/* Per-call panels: each 16-row panel packed into `panel`, then multiplied. kept (the panels
+ * packed once when the weight is placed, panel after panel): only the gemm is timed. */
 static void prefill_panels(const quant_panel_kernels *pk, const uint8_t *w, size_t wb, const uint8_t *a, size_t ab,
-                           int64_t N, int64_t K, int64_t bs, void *panel, float *aux, float *out)
+                           int64_t N, int64_t K, int64_t bs, void *panel, const uint8_t *kept, float *aux, float *out)
 {
-    size_t auxrow = (size_t)(K / bs) * (size_t)pk->aux_n;
+    size_t auxrow = (size_t)(K / bs) * (size_t)pk->aux_n, pb = (size_t)(K / bs) * pk->block_bytes;
     for (int m = 0; m < PM; m++) pk->act_aux(a + ab * m, K, aux + auxrow * m);
     for (int64_t n0 = 0; n0 < N; n0 += QUANT_PANEL_ROWS) {
         int nw = (int)(N - n0 < QUANT_PANEL_ROWS ? N - n0 : QUANT_PANEL_ROWS);
-        pk->pack(w + wb * n0, wb, nw, K, panel);
+        const void *pp = kept ? kept + pb * (size_t)(n0 / QUANT_PANEL_ROWS) : panel;
+        if (!kept) pk->pack(w + wb * n0, wb, nw, K, panel);
         for (int m = 0; m < PM; m += QUANT_PANEL_MAX_A)
-            pk->gemm(K, panel, a + ab * m, ab, aux + auxrow * m, auxrow, QUANT_PANEL_MAX_A, out + m * N + n0, (size_t)N, nw);
-    }
-}
-
-/* The kept panels: packed once when the weight is placed, so only the gemm is timed. */
-static void prefill_kept(const quant_panel_kernels *rk, const uint8_t *a, size_t ab, int64_t N, int64_t K, int64_t bs,
-                         const uint8_t *kept, float *aux, float *out)
-{
-    size_t auxrow = (size_t)(K / bs) * (size_t)rk->aux_n, pb = (size_t)(K / bs) * rk->block_bytes;
-    for (int m = 0; m < PM; m++) rk->act_aux(a + ab * m, K, aux + auxrow * m);
-    for (int64_t n0 = 0; n0 < N; n0 += QUANT_PANEL_ROWS) {
-        int nw = (int)(N - n0 < QUANT_PANEL_ROWS ? N - n0 : QUANT_PANEL_ROWS);
-        for (int m = 0; m < PM; m += QUANT_PANEL_MAX_A)
-            rk->gemm(K, kept + pb * (size_t)(n0 / QUANT_PANEL_ROWS), a + ab * m, ab, aux + auxrow * m, auxrow,
-                     QUANT_PANEL_MAX_A, out + m * N + n0, (size_t)N, nw);
+            pk->gemm(K, pp, a + ab * m, ab, aux + auxrow * m, auxrow, QUANT_PANEL_MAX_A, out + m * N + n0, (size_t)N, nw);
     }
 }
 
@@ -289,8 +278,8 @@ static int bench_panel(ct_dtype t, int64_t N, int64_t K)
     for (int rep = 0; rep < PREPS; rep++)
         for (int v = 0; v < (rk ? 3 : 2); v++) {
             double t0 = now_s();
-            if (v == 2) prefill_kept(rk, a, ab, N, K, bs, kept, aux, out);
-            else if (v) prefill_panels(pk, w, wb, a, ab, N, K, bs, panel, aux, out);
+            if (v == 2) prefill_panels(rk, w, wb, a, ab, N, K, bs, NULL, kept, aux, out);
+            else if (v) prefill_panels(pk, w, wb, a, ab, N, K, bs, panel, NULL, aux, out);
             else prefill_rowdots(t, w, wb, a, ab, N, K, out);
             tv[v][rep] = now_s() - t0;
         }

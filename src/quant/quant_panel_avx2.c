@@ -175,13 +175,14 @@ A_INLINE void a_prefetch_rows(const void *vw, size_t ws, int nw, size_t off, siz
 
 /* ---- packers (side data of rows past nw is zero) ---- */
 
-/* Blocks of 32: quants, then f32 d (and m) of each row; both lead every legacy block. */
-A_INLINE void a_pack_leg(const void *vw, size_t ws, int nw, int64_t K, void *vpanel, const a_fmt f)
+/* Blocks of 32: quants, then f32 d (and m) of each row; both lead every legacy block. kept
+ * (Q8_0 for decode): the rows' f16 d as they are. */
+A_INLINE void a_pack_leg(const void *vw, size_t ws, int nw, int64_t K, void *vpanel, const a_fmt f, const bool kept)
 {
     const size_t bsz = f == A_Q8_0 ? sizeof(blk_q8_0) : f == A_Q4_0 ? sizeof(blk_q4_0) : f == A_Q4_1 ? sizeof(blk_q4_1)
                        : f == A_Q5_0 ? sizeof(blk_q5_0) : sizeof(blk_q5_1);
     const bool affine = f == A_Q4_1 || f == A_Q5_1;
-    const size_t pbb = affine ? A_LEG_BYTES_DM : A_LEG_BYTES_D;
+    const size_t pbb = kept ? A_Q8_KEPT_BYTES : affine ? A_LEG_BYTES_DM : A_LEG_BYTES_D;
     uint8_t *panel = vpanel;
     for (int64_t b = 0; b < K / QK; b++) {
         uint8_t *dst = panel + (size_t)b * pbb;
@@ -191,23 +192,12 @@ A_INLINE void a_pack_leg(const void *vw, size_t ws, int nw, int64_t K, void *vpa
         for (int i = 0; i < 16; i++) {
             uint16_t dm[2] = {0, 0};
             if (i < nw) memcpy(dm, (const char *)vw + (size_t)i * ws + (size_t)b * bsz, affine ? 4 : 2);
+            if (kept) {
+                memcpy(dst + A_LEG_QBYTES + 2 * i, dm, 2);
+                continue;
+            }
             dv[i] = qf16(dm[0]);
             if (affine) dv[16 + i] = qf16(dm[1]);
-        }
-    }
-}
-
-/* Q8_0 kept for decode: the panels' quants, then the rows' f16 d as they are */
-static void ak_pack_q8_0(const void *vw, size_t ws, int nw, int64_t K, void *vpanel)
-{
-    uint8_t *panel = vpanel;
-    for (int64_t b = 0; b < K / QK; b++) {
-        uint8_t *dst = panel + (size_t)b * A_Q8_KEPT_BYTES;
-        a_pack_quants(vw, ws, nw, b, sizeof(blk_q8_0), 1, dst, A_Q8_0);
-        for (int i = 0; i < 16; i++) {
-            uint16_t d = 0;
-            if (i < nw) memcpy(&d, (const char *)vw + (size_t)i * ws + (size_t)b * sizeof(blk_q8_0), 2);
-            memcpy(dst + A_LEG_QBYTES + 2 * i, &d, 2);
         }
     }
 }
@@ -291,11 +281,12 @@ static void a_pack_q2_k(const void *vw, size_t ws, int nw, int64_t K, void *vpan
     }
 }
 
-static void a_pack_q8_0(const void *w, size_t ws, int nw, int64_t K, void *p) { a_pack_leg(w, ws, nw, K, p, A_Q8_0); }
-static void a_pack_q4_0(const void *w, size_t ws, int nw, int64_t K, void *p) { a_pack_leg(w, ws, nw, K, p, A_Q4_0); }
-static void a_pack_q4_1(const void *w, size_t ws, int nw, int64_t K, void *p) { a_pack_leg(w, ws, nw, K, p, A_Q4_1); }
-static void a_pack_q5_0(const void *w, size_t ws, int nw, int64_t K, void *p) { a_pack_leg(w, ws, nw, K, p, A_Q5_0); }
-static void a_pack_q5_1(const void *w, size_t ws, int nw, int64_t K, void *p) { a_pack_leg(w, ws, nw, K, p, A_Q5_1); }
+static void a_pack_q8_0(const void *w, size_t ws, int nw, int64_t K, void *p) { a_pack_leg(w, ws, nw, K, p, A_Q8_0, false); }
+static void ak_pack_q8_0(const void *w, size_t ws, int nw, int64_t K, void *p) { a_pack_leg(w, ws, nw, K, p, A_Q8_0, true); }
+static void a_pack_q4_0(const void *w, size_t ws, int nw, int64_t K, void *p) { a_pack_leg(w, ws, nw, K, p, A_Q4_0, false); }
+static void a_pack_q4_1(const void *w, size_t ws, int nw, int64_t K, void *p) { a_pack_leg(w, ws, nw, K, p, A_Q4_1, false); }
+static void a_pack_q5_0(const void *w, size_t ws, int nw, int64_t K, void *p) { a_pack_leg(w, ws, nw, K, p, A_Q5_0, false); }
+static void a_pack_q5_1(const void *w, size_t ws, int nw, int64_t K, void *p) { a_pack_leg(w, ws, nw, K, p, A_Q5_1, false); }
 static void a_pack_q4_k(const void *w, size_t ws, int nw, int64_t K, void *p) { a_pack_k4(w, ws, nw, K, p, A_Q4_K); }
 static void a_pack_q5_k(const void *w, size_t ws, int nw, int64_t K, void *p) { a_pack_k4(w, ws, nw, K, p, A_Q5_K); }
 static void a_pack_q6_k(const void *w, size_t ws, int nw, int64_t K, void *p) { a_pack_k16(w, ws, nw, K, p, A_Q6_K); }
@@ -305,7 +296,7 @@ static void a_pack_q3_k(const void *w, size_t ws, int nw, int64_t K, void *p) { 
  * Accumulators are indexed [2j + h] (activation row j, half h); H is 1 when the panel's
  * rows all sit in the first half. One broadcast feeds two vpmaddubsw: a pass over one half
  * at a time paid a broadcast per product, and the broadcasts, not the multiplies, bounded
- * the loop. NA activation rows a pass (A_PASS_A) keep the accumulators in registers. */
+ * the loop. NA activation rows a pass (A_ENTRY's PA) keep the accumulators in registers. */
 
 A_INLINE __m256i a_bcast4(const int8_t *q)
 {
@@ -332,22 +323,6 @@ A_INLINE void a_store(float *s, size_t ss, const __m256 *tot, int nw, const int 
 /* An empty asm that "changes" v: GCC would otherwise reassociate the int16 sums into a tree
  * that keeps every product live, and spill them. */
 A_INLINE void a_keep(__m256i *v) { __asm__("" : "+x"(*v)); }
-
-/* An int32 stored in a float slot of aux (memcpy: the bits, not a conversion). */
-A_INLINE int32_t a_aux_int(const float *x)
-{
-    int32_t v;
-    memcpy(&v, x, 4);
-    return v;
-}
-
-/* bsums 2q and 2q+1 of an activation block as one int16 pair. */
-A_INLINE int32_t a_bsum_pair(const blk_q8_k *ab, int q)
-{
-    int32_t v;
-    memcpy(&v, ab->bsums + 2 * q, 4);
-    return v;
-}
 
 A_INLINE __m256 a_ld_ps(const uint8_t *pq, size_t off, int h) { return _mm256_loadu_ps((const float *)(pq + off) + 8 * h); }
 
@@ -483,12 +458,31 @@ A_INLINE void a_leg(int64_t K, const uint8_t *panel, const char *a, size_t as, c
     a_store(s, ss, tot, nw, NA, H);
 }
 
-/* im[2j + h] += the NP int16 pair vectors at pv times activation row j's pairs pair(j, q). */
-#define A_PAIR_SUMS(im, pv, NP, pair, NA, H)                                                                   \
-    _Pragma("GCC unroll 8") for (int q = 0; q < (NP); q++)                                                     \
-        _Pragma("GCC unroll 8") A_FOR_JH(NA, H)                                                                \
-            im[k] = _mm256_add_epi32(im[k], _mm256_madd_epi16(a_load((pv) + 64 * (size_t)q + 32 * (k % 2)),   \
-                                                              _mm256_set1_epi32(pair(k / 2, q))));
+/* im[2j + h] += the NP int16 pair vectors at pv (half h) times activation row j's int16
+ * pairs, NP of them as 4-byte words at pairs[j] (the activation's group sums). */
+A_INLINE void a_pair_sums(__m256i *im, const uint8_t *pv, const int NP, const void *const *pairs, const int NA,
+                          const int H)
+{
+#pragma GCC unroll 8
+    for (int q = 0; q < NP; q++) {
+#pragma GCC unroll 8
+        A_FOR_JH(NA, H) {
+            int32_t pair;
+            memcpy(&pair, (const char *)pairs[k / 2] + 4 * q, 4);
+            im[k] = _mm256_add_epi32(im[k], _mm256_madd_epi16(a_load(pv + 64 * (size_t)q + 32 * (k % 2)), _mm256_set1_epi32(pair)));
+        }
+    }
+}
+
+/* Block b of the NA Q8_K activation rows: its quants and its 16 group sums (as 8 int16 pairs). */
+A_INLINE void a_k_act(const char *a, size_t as, int64_t b, const int NA, const int8_t **aq, const void **bsums)
+{
+#pragma GCC unroll 4
+    for (int j = 0; j < NA; j++) {
+        const blk_q8_k *ab = (const blk_q8_k *)(a + (size_t)j * as) + b;
+        aq[j] = ab->qs, bsums[j] = ab->bsums;
+    }
+}
 
 /* Q4_K/Q5_K: sum_b d_a (d_w sum_sub scale isum - dmin_w sum_sub min asum); aux holds per block
  * d_a, then the 8 sub-block activation sums as 4 int16 pairs. */
@@ -501,15 +495,14 @@ A_INLINE void a_k4(int64_t K, const uint8_t *panel, const char *a, size_t as, co
     for (int64_t b = 0; b < K / QKK; b++) {
         const uint8_t *pq = panel + (size_t)b * A_K4_BYTES;
         const int8_t *aq[QUANT_PANEL_MAX_A];
+        const void *sums[QUANT_PANEL_MAX_A]; /* aux's 4 pairs of sub-block sums */
         __m256i i32[2 * QUANT_PANEL_MAX_A], im[2 * QUANT_PANEL_MAX_A];
 #pragma GCC unroll 4
-        for (int j = 0; j < NA; j++) aq[j] = ((const blk_q8_k *)(a + (size_t)j * as) + b)->qs;
+        for (int j = 0; j < NA; j++) aq[j] = ((const blk_q8_k *)(a + (size_t)j * as) + b)->qs, sums[j] = aux + (size_t)j * xs + 5 * b + 1;
 #pragma GCC unroll 8
         A_FOR_JH(NA, H) i32[k] = im[k] = _mm256_setzero_si256();
         for (int sb = 0; sb < 8; sb++) a_isum(pq, 8 * sb, 8, RUN, aq, i32, NA, H, pq + A_K4_SC + 64 * sb);
-#define A_K4_PAIR(j, q) a_aux_int(aux + (size_t)(j) * xs + 5 * b + 1 + (q))
-        A_PAIR_SUMS(im, pq + A_K4_MN, 4, A_K4_PAIR, NA, H)
-#undef A_K4_PAIR
+        a_pair_sums(im, pq + A_K4_MN, 4, sums, NA, H);
 #pragma GCC unroll 8
         A_FOR_JH(NA, H) {
             __m256 da = _mm256_set1_ps(aux[(size_t)(k / 2) * xs + 5 * b]);
@@ -531,17 +524,14 @@ A_INLINE void a_k16(int64_t K, const uint8_t *panel, const char *a, size_t as, c
     A_FOR_JH(NA, H) tot[k] = _mm256_setzero_ps();
     for (int64_t b = 0; b < K / QKK; b++) {
         const uint8_t *pq = panel + (size_t)b * A_K16_BYTES;
-        const blk_q8_k *ab[QUANT_PANEL_MAX_A];
         const int8_t *aq[QUANT_PANEL_MAX_A];
+        const void *bsums[QUANT_PANEL_MAX_A];
         __m256i i32[2 * QUANT_PANEL_MAX_A], iz[2 * QUANT_PANEL_MAX_A];
-#pragma GCC unroll 4
-        for (int j = 0; j < NA; j++) ab[j] = (const blk_q8_k *)(a + (size_t)j * as) + b, aq[j] = ab[j]->qs;
+        a_k_act(a, as, b, NA, aq, bsums);
 #pragma GCC unroll 8
         A_FOR_JH(NA, H) i32[k] = iz[k] = _mm256_setzero_si256();
         for (int g = 0; g < 16; g++) a_isum(pq, 4 * g, 4, RUN, aq, i32, NA, H, pq + A_K16_SC + 64 * g);
-#define A_K16_PAIR(j, q) a_bsum_pair(ab[j], q)
-        A_PAIR_SUMS(iz, pq + A_K16_SP, 8, A_K16_PAIR, NA, H)
-#undef A_K16_PAIR
+        a_pair_sums(iz, pq + A_K16_SP, 8, bsums, NA, H);
 #pragma GCC unroll 8
         A_FOR_JH(NA, H) {
             __m256 dd = _mm256_mul_ps(a_ld_ps(pq, A_K16_D, k % 2), _mm256_set1_ps(aux[(size_t)(k / 2) * xs + b]));
@@ -561,24 +551,14 @@ A_INLINE void a_q2_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
     A_FOR_JH(NA, H) tot[k] = _mm256_setzero_ps();
     for (int64_t b = 0; b < K / QKK; b++) {
         const uint8_t *pq = panel + (size_t)b * A_Q2K_BYTES;
-        const blk_q8_k *ab[QUANT_PANEL_MAX_A];
         const int8_t *aq[QUANT_PANEL_MAX_A];
+        const void *bsums[QUANT_PANEL_MAX_A];
         __m256i i32[2 * QUANT_PANEL_MAX_A], im[2 * QUANT_PANEL_MAX_A];
-#pragma GCC unroll 4
-        for (int j = 0; j < NA; j++) ab[j] = (const blk_q8_k *)(a + (size_t)j * as) + b, aq[j] = ab[j]->qs;
+        a_k_act(a, as, b, NA, aq, bsums);
 #pragma GCC unroll 8
         A_FOR_JH(NA, H) i32[k] = im[k] = _mm256_setzero_si256();
         for (int g = 0; g < 64; g += 8) a_isum(pq, g, 8, A_RUN_Q2K, aq, i32, NA, H, NULL);
-#pragma GCC unroll 8
-        for (int m = 0; m < 8; m++) {
-#pragma GCC unroll 8
-            A_FOR_JH(NA, H) {
-                int32_t pair;
-                memcpy(&pair, ab[k / 2]->bsums + 2 * m, 4);
-                __m256i mv = a_load(pq + A_K_QBYTES + (size_t)m * 64 + 32 * (k % 2));
-                im[k] = _mm256_add_epi32(im[k], _mm256_madd_epi16(mv, _mm256_set1_epi32(pair)));
-            }
-        }
+        a_pair_sums(im, pq + A_K_QBYTES, 8, bsums, NA, H);
         const size_t dofs = A_K_QBYTES + 8 * 64;
 #pragma GCC unroll 8
         A_FOR_JH(NA, H) {
@@ -605,6 +585,15 @@ A_INLINE void a_b_q6_k(A_BODY_ARGS) { a_k16(A_PASS, A_RUN_6BIT, 5); } /* zero 32
 A_INLINE void a_b_q3_k(A_BODY_ARGS) { a_k16(A_PASS, A_RUN_Q3K, 2); }  /* zero 4 */
 A_INLINE void a_b_q2_k(A_BODY_ARGS) { a_q2_k(A_PASS); }
 
+/* body with the pass's activation-row count n as a constant (PA == 2: no 3- or 4-row copies) */
+#define A_BY_NA(body, PA, H)                                                                                         \
+    do {                                                                                                             \
+        if (n == 1) body(K, p, aj, as, xj, xs, sj, ss, nw, 1, H);                                                    \
+        else if (n == 2 || (PA) == 2) body(K, p, aj, as, xj, xs, sj, ss, nw, 2, H);                                  \
+        else if (n == 3) body(K, p, aj, as, xj, xs, sj, ss, nw, 3, H);                                               \
+        else body(K, p, aj, as, xj, xs, sj, ss, nw, 4, H);                                                           \
+    } while (0)
+
 /* A gemm entry: passes of up to PA activation rows over both halves (one half where nw <= 8),
  * each with its own unrolled kernel. */
 #define A_ENTRY(name, body, PA)                                                                                      \
@@ -617,17 +606,8 @@ A_INLINE void a_b_q2_k(A_BODY_ARGS) { a_q2_k(A_PASS); }
             const char *aj = (const char *)a + (size_t)j0 * as;                                                      \
             const float *xj = aux + (size_t)j0 * xs;                                                                 \
             float *sj = s + (size_t)j0 * ss;                                                                         \
-            if (nw > 8) {                                                                                            \
-                if (n == 1) body(K, p, aj, as, xj, xs, sj, ss, nw, 1, 2);                                            \
-                else if (n == 2 || PA == 2) body(K, p, aj, as, xj, xs, sj, ss, nw, 2, 2);                            \
-                else if (n == 3) body(K, p, aj, as, xj, xs, sj, ss, nw, 3, 2);                                       \
-                else body(K, p, aj, as, xj, xs, sj, ss, nw, 4, 2);                                                   \
-            } else {                                                                                                 \
-                if (n == 1) body(K, p, aj, as, xj, xs, sj, ss, nw, 1, 1);                                            \
-                else if (n == 2 || PA == 2) body(K, p, aj, as, xj, xs, sj, ss, nw, 2, 1);                            \
-                else if (n == 3) body(K, p, aj, as, xj, xs, sj, ss, nw, 3, 1);                                       \
-                else body(K, p, aj, as, xj, xs, sj, ss, nw, 4, 1);                                                   \
-            }                                                                                                        \
+            if (nw > 8) A_BY_NA(body, PA, 2);                                                                        \
+            else A_BY_NA(body, PA, 1);                                                                               \
         }                                                                                                            \
     }
 
@@ -717,9 +697,11 @@ A_INLINE void ar_kernel(int64_t K, const uint8_t *panel, const char *a, size_t a
     for (int64_t b = 0; b < K / QK; b++) {
         const uint8_t *pq = panel + (size_t)b * AR_BYTES(t);
         for (int l = 0; l < AR_BYTES(t); l += 64) _mm_prefetch((const char *)pq + AR_PF + l, _MM_HINT_T0);
-        __m256i a16[2 * QUANT_PANEL_MAX_A], i32[2 * QUANT_PANEL_MAX_A];
+        __m256i a16[2 * QUANT_PANEL_MAX_A], i32[2 * QUANT_PANEL_MAX_A], hv[2];
 #pragma GCC unroll 8
         A_FOR_JH(NA, H) i32[k] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+        for (int h = 0; h < H; h++) hv[h] = AR_FIFTH(t) ? a_load(pq + AR_QBYTES + 32 * h) : _mm256_setzero_si256();
 #pragma GCC unroll 4
         for (int v = 0; v < 4; v++) {
             __m256i lo[2], hi[2];
@@ -727,7 +709,7 @@ A_INLINE void ar_kernel(int64_t K, const uint8_t *panel, const char *a, size_t a
             for (int h = 0; h < H; h++) {
                 __m256i x = a_load(pq + (size_t)v * 64 + 32 * h);
                 lo[h] = _mm256_and_si256(x, m4), hi[h] = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
-                if (AR_FIFTH(t)) ar_add_fifth(a_load(pq + AR_QBYTES + 32 * h), v, &lo[h], &hi[h]);
+                if (AR_FIFTH(t)) ar_add_fifth(hv[h], v, &lo[h], &hi[h]);
             }
 #pragma GCC unroll 4
             for (int j = 0; j < NA; j++) {
