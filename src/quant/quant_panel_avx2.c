@@ -206,7 +206,50 @@ static_assert(offsetof(blk_q4_1, m) == 2 && offsetof(blk_q5_1, m) == 2 && offset
                   offsetof(blk_q4_0, d) == 0 && offsetof(blk_q8_0, d) == 0,
               "d (and m) lead every legacy block");
 
-A_INLINE uint32_t a_pair(int lo, int hi) { return (uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16; }
+
+/* m[i] holds 16 bytes of row i; afterwards m[j] holds byte j of every row. */
+A_INLINE void a_transpose16_bytes(__m128i m[16])
+{
+    __m128i t[16];
+    for (int k = 0; k < 8; k++) t[k] = _mm_unpacklo_epi8(m[2 * k], m[2 * k + 1]), t[8 + k] = _mm_unpackhi_epi8(m[2 * k], m[2 * k + 1]);
+    /* t[k]: bytes 0-7 of rows 2k, 2k+1 interleaved; t[8+k]: bytes 8-15 */
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < 4; k++)
+            m[8 * h + 2 * k] = _mm_unpacklo_epi16(t[8 * h + 2 * k], t[8 * h + 2 * k + 1]),
+            m[8 * h + 2 * k + 1] = _mm_unpackhi_epi16(t[8 * h + 2 * k], t[8 * h + 2 * k + 1]);
+    /* m[8h + 2k + e]: bytes 8h+4e .. 8h+4e+3 of rows 4k .. 4k+3 */
+    for (int h = 0; h < 2; h++)
+        for (int e = 0; e < 2; e++)
+            for (int k = 0; k < 2; k++) {
+                __m128i a = m[8 * h + 4 * k + e], b = m[8 * h + 4 * k + 2 + e];
+                t[8 * h + 4 * e + 2 * k] = _mm_unpacklo_epi32(a, b), t[8 * h + 4 * e + 2 * k + 1] = _mm_unpackhi_epi32(a, b);
+            }
+    /* t[8h + 4e + 2k + f]: bytes 8h+4e+2f, +1 of rows 8k .. 8k+7 */
+    for (int h = 0; h < 2; h++)
+        for (int e = 0; e < 2; e++)
+            for (int f = 0; f < 2; f++) {
+                __m128i a = t[8 * h + 4 * e + f], b = t[8 * h + 4 * e + 2 + f];
+                m[8 * h + 4 * e + 2 * f] = _mm_unpacklo_epi64(a, b), m[8 * h + 4 * e + 2 * f + 1] = _mm_unpackhi_epi64(a, b);
+            }
+}
+
+/* The K formats' side data from 16 bytes of each of the 16 rows (rows past nw zero): vectors
+ * [g][row] of int16 pairs (s_g, s_g) for g < NSAME at same, and (s_f+2q, s_f+2q+1) for q < NPAIR
+ * at pairs, f = FIRST. */
+A_INLINE void a_side_pairs(__m128i sc[16], uint8_t *same, const int NSAME, uint8_t *pairs, const int FIRST, const int NPAIR)
+{
+    a_transpose16_bytes(sc);
+    const __m256i lo16 = _mm256_set1_epi32(0xFFFF);
+    for (int h = 0; h < 2; h++) {
+        __m256i s[16];
+        for (int g = 0; g < 16; g++) s[g] = _mm256_cvtepi8_epi32(h ? _mm_srli_si128(sc[g], 8) : sc[g]);
+        for (int g = 0; g < NSAME; g++)
+            _mm256_storeu_si256((__m256i *)(same + 64 * g + 32 * h), _mm256_or_si256(_mm256_and_si256(s[g], lo16), _mm256_slli_epi32(s[g], 16)));
+        for (int q = 0; q < NPAIR; q++)
+            _mm256_storeu_si256((__m256i *)(pairs + 64 * q + 32 * h),
+                                _mm256_or_si256(_mm256_and_si256(s[FIRST + 2 * q], lo16), _mm256_slli_epi32(s[FIRST + 2 * q + 1], 16)));
+    }
+}
 
 /* Q4_K/Q5_K: quants, then the A_K4_* side data [vector][row]. */
 A_INLINE void a_pack_k4(const void *vw, size_t ws, int nw, int64_t K, void *vpanel, const a_fmt f)
@@ -215,22 +258,22 @@ A_INLINE void a_pack_k4(const void *vw, size_t ws, int nw, int64_t K, void *vpan
     uint8_t *panel = vpanel;
     for (int64_t b = 0; b < K / QKK; b++) {
         uint8_t *dst = panel + (size_t)b * A_K4_BYTES;
-        uint32_t *scv = (uint32_t *)(dst + A_K4_SC), *mnv = (uint32_t *)(dst + A_K4_MN);
         float *dv = (float *)(dst + A_K4_D);
         if (b + 1 < K / QKK) a_prefetch_rows(vw, ws, nw, (size_t)(b + 1) * bsz, bsz);
         a_pack_quants(vw, ws, nw, b, bsz, 8, dst, f);
+        __m128i sm[16]; /* 6-bit scales and mins: the int8 conversion keeps them */
         for (int i = 0; i < 16; i++) {
-            uint8_t sm[16] = {0};
+            uint8_t u[16] = {0};
             float d = 0.f, dm = 0.f;
             if (i < nw) { /* d, dmin and scales sit at the same offsets in both block types */
                 const blk_q4_k *w = (const blk_q4_k *)((const char *)vw + (size_t)i * ws + (size_t)b * bsz);
-                quant_k4_unpack(w->scales, sm);
+                quant_k4_unpack(w->scales, u);
                 d = qf16(w->d), dm = qf16(w->dmin);
             }
-            for (int s = 0; s < 8; s++) scv[16 * s + i] = a_pair(sm[s], sm[s]);
-            for (int q = 0; q < 4; q++) mnv[16 * q + i] = a_pair(sm[8 + 2 * q], sm[9 + 2 * q]);
+            sm[i] = _mm_loadu_si128((const __m128i *)u);
             dv[i] = d, dv[16 + i] = dm;
         }
+        a_side_pairs(sm, dst + A_K4_SC, 8, dst + A_K4_MN, 8, 4);
     }
 }
 
@@ -244,20 +287,21 @@ A_INLINE void a_pack_k16(const void *vw, size_t ws, int nw, int64_t K, void *vpa
     uint8_t *panel = vpanel;
     for (int64_t b = 0; b < K / QKK; b++) {
         uint8_t *dst = panel + (size_t)b * A_K16_BYTES;
-        uint32_t *scv = (uint32_t *)(dst + A_K16_SC), *spv = (uint32_t *)(dst + A_K16_SP);
         float *dv = (float *)(dst + A_K16_D);
         if (b + 1 < K / QKK) a_prefetch_rows(vw, ws, nw, (size_t)(b + 1) * bsz, bsz);
         a_pack_quants(vw, ws, nw, b, bsz, 8, dst, f);
+        __m128i sc[16];
         for (int i = 0; i < 16; i++) {
-            int8_t sc[16] = {0};
-            float d = 0.f;
             const char *blk = (const char *)vw + (size_t)i * ws + (size_t)b * bsz;
-            if (i < nw && f == A_Q6_K) memcpy(sc, ((const blk_q6_k *)blk)->scales, 16), d = qf16(((const blk_q6_k *)blk)->d);
-            if (i < nw && f == A_Q3_K) quant_k3_unpack(((const blk_q3_k *)blk)->scales, sc), d = qf16(((const blk_q3_k *)blk)->d);
-            for (int g = 0; g < 16; g++) scv[16 * g + i] = a_pair(sc[g], sc[g]);
-            for (int q = 0; q < 8; q++) spv[16 * q + i] = a_pair(sc[2 * q], sc[2 * q + 1]);
-            dv[i] = d;
+            int8_t s3[16];
+            sc[i] = _mm_setzero_si128(), dv[i] = 0.f;
+            if (i < nw && f == A_Q6_K)
+                sc[i] = _mm_loadu_si128((const __m128i *)((const blk_q6_k *)blk)->scales), dv[i] = qf16(((const blk_q6_k *)blk)->d);
+            if (i < nw && f == A_Q3_K)
+                quant_k3_unpack(((const blk_q3_k *)blk)->scales, s3), sc[i] = _mm_loadu_si128((const __m128i *)s3),
+                dv[i] = qf16(((const blk_q3_k *)blk)->d);
         }
+        a_side_pairs(sc, dst + A_K16_SC, 16, dst + A_K16_SP, 0, 8);
     }
 }
 
@@ -360,6 +404,43 @@ A_INLINE void a_isum(const uint8_t *pq, int t0, const int V, const int RUN, cons
     }
 }
 
+/* a_isum one activation row at a time: only that row's two int16 sums are live and the
+ * weights come again from L1 for each row (CSE would keep them all in registers), so the
+ * int32 sums stay in registers instead of spilling. Faster for short runs (one 16-row panel by
+ * 128 activation rows, K 2048, both kernels alternated in one process, best of 2,000 calls,
+ * Zen 3: gemm Q6_K +3%, Q2_K +7%, Q5_0/Q5_1 +7%), slower for 8-vector runs (Q4_K -19%, Q4_0
+ * and Q4_1 -11%: the extra weight loads cost more than the spills saved) and for Q5_K/Q3_K's
+ * scaled 4-vector runs (-8%). */
+A_INLINE void a_isum_rows(const uint8_t *pq, int t0, const int V, const int RUN, const int8_t *const *aq, __m256i *i32,
+                          const int NA, const int H, const uint8_t *mul)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 8
+    for (int u = t0; u < t0 + V; u += RUN) {
+#pragma GCC unroll 4
+        for (int j = 0; j < NA; j++) {
+            __m256i a16[2];
+            const uint8_t *pj = pq;
+            __asm__("" : "+r"(pj)); /* a load per row: see above */
+#pragma GCC unroll 8
+            for (int t = u; t < u + RUN; t++) {
+                __m256i bc = a_bcast4(aq[j] + 4 * t);
+#pragma GCC unroll 2
+                for (int h = 0; h < H; h++) {
+                    __m256i p = _mm256_maddubs_epi16(a_load(pj + (size_t)t * 64 + 32 * h), bc);
+                    a16[h] = t == u ? p : _mm256_add_epi16(a16[h], p);
+                    a_keep(&a16[h]);
+                }
+            }
+#pragma GCC unroll 2
+            for (int h = 0; h < H; h++) {
+                i32[2 * j + h] = _mm256_add_epi32(i32[2 * j + h], _mm256_madd_epi16(a16[h], mul ? a_load(mul + 32 * h) : ones));
+                a_keep(&i32[2 * j + h]);
+            }
+        }
+    }
+}
+
 #define A_FOR_JH(NA, H) for (int k = 0; k < 2 * (NA); k++) if (k % 2 < (H))
 
 /* Q8_0: sum_b d_w d_a sum |w| sign(a, w); kept: the decode layout (f16 d, fetched ahead) */
@@ -448,7 +529,8 @@ A_INLINE void a_leg(int64_t K, const uint8_t *panel, const char *a, size_t as, c
         for (int j = 0; j < NA; j++) aq[j] = a_leg_act(a, as, j, b, affine);
 #pragma GCC unroll 8
         A_FOR_JH(NA, H) i32[k] = _mm256_setzero_si256();
-        a_isum(pq, 0, 8, RUN, aq, i32, NA, H, NULL);
+        if (RUN == A_RUN_5BIT) a_isum_rows(pq, 0, 8, RUN, aq, i32, NA, H, NULL);
+        else a_isum(pq, 0, 8, RUN, aq, i32, NA, H, NULL);
         __m256 dw[2], mw[2];
 #pragma GCC unroll 2
         for (int h = 0; h < H; h++)
@@ -530,7 +612,10 @@ A_INLINE void a_k16(int64_t K, const uint8_t *panel, const char *a, size_t as, c
         a_k_act(a, as, b, NA, aq, bsums);
 #pragma GCC unroll 8
         A_FOR_JH(NA, H) i32[k] = iz[k] = _mm256_setzero_si256();
-        for (int g = 0; g < 16; g++) a_isum(pq, 4 * g, 4, RUN, aq, i32, NA, H, pq + A_K16_SC + 64 * g);
+        for (int g = 0; g < 16; g++) {
+            if (RUN == A_RUN_6BIT) a_isum_rows(pq, 4 * g, 4, RUN, aq, i32, NA, H, pq + A_K16_SC + 64 * g);
+            else a_isum(pq, 4 * g, 4, RUN, aq, i32, NA, H, pq + A_K16_SC + 64 * g);
+        }
         a_pair_sums(iz, pq + A_K16_SP, 8, bsums, NA, H);
 #pragma GCC unroll 8
         A_FOR_JH(NA, H) {
@@ -557,7 +642,7 @@ A_INLINE void a_q2_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
         a_k_act(a, as, b, NA, aq, bsums);
 #pragma GCC unroll 8
         A_FOR_JH(NA, H) i32[k] = im[k] = _mm256_setzero_si256();
-        for (int g = 0; g < 64; g += 8) a_isum(pq, g, 8, A_RUN_Q2K, aq, i32, NA, H, NULL);
+        for (int g = 0; g < 64; g += 8) a_isum_rows(pq, g, 8, A_RUN_Q2K, aq, i32, NA, H, NULL);
         a_pair_sums(im, pq + A_K_QBYTES, 8, bsums, NA, H);
         const size_t dofs = A_K_QBYTES + 8 * 64;
 #pragma GCC unroll 8
