@@ -17,7 +17,7 @@
  *   CTORCH_HOST_CACHE_MB=N       host memory kept for reuse by freed large tensors (default 256, 0 = off)
  *   CTORCH_THREADS=N             CPU worker threads (read when the thread pool starts)
  *   CTORCH_LOG=debug|info|warn|error   log level (ct_set_log_level overrides it)
- *   CTORCH_REPACK=0              no repacked Q4_K weights for decode
+ *   CTORCH_REPACK=0              no repacked or kept copies of weights on the CPU (read in place)
  *   CTORCH_REPLAY=0              the LLM decodes eagerly instead of replaying a recorded step
  *   CTORCH_FUSE=0                a captured step runs its ops one by one (no fused kernels)
  * Booleans take 1/0, true/false, on/off, yes/no; an empty value means the default.

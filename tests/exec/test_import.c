@@ -2,8 +2,10 @@
  * layout's memory is the device's (statistics and free memory show it); the raw bytes are
  * not uploaded, at placement or at the first use; results equal the CPU's; a write to the
  * weight drops the layout (never served stale). The CPU makes its repacked Q4_K decode
- * layout at placement, so the first token does not. */
+ * layout at placement, so the first token does not, and keeps a quantized weight of a type
+ * with no repacked layout as a dense copy (in 2 MiB pages) that gives the same bits. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "exec_util.h"
 #include "quant/quant.h"
@@ -121,11 +123,71 @@ static void test_cpu_repack_at_placement(void)
     free(q);
 }
 
+/* linear of x and w on the CPU, as floats (CTORCH_REPACK as set). */
+static float *cpu_linear_f(const ct_tensor *x, const ct_tensor *w, int64_t n)
+{
+    ct_tensor *r = NULL;
+    CHECK_OK(ct_exec_force_device("cpu"));
+    CHECK_OK(ct_linear(x, w, NULL, &r));
+    CHECK_OK(ct_exec_force_device(NULL));
+    float *v = malloc(sizeof(float) * (size_t)n);
+    if (r && v) CHECK_OK(ct_tensor_to_host(r, v, sizeof(float) * (size_t)n));
+    ct_tensor_free(r);
+    return v;
+}
+
+/* A quantized weight of 1 MiB or more whose type has no repacked layout here (Q6_K) is kept
+ * as a dense copy at placement (layout bytes = the weight's bytes), and decode and prompt
+ * rows read from it give the bits that reading the weight in place gives. */
+static void test_cpu_dense_copy(void)
+{
+    if (quant_get_repack(CT_Q6_K)) {
+        th_skip("this CPU keeps Q6_K repacked");
+        return;
+    }
+    xu_reset(0, "", 0);
+    enum { DN = 640, DK = 2048, DM = 20 }; /* 640 rows of 1,680 bytes: 1.07 MB */
+    th_rng rng = {17};
+    size_t rb = ct_dtype_row_bytes(CT_Q6_K, DK);
+    char *q = malloc(rb * DN);
+    float *row = malloc(sizeof(float) * DK);
+    for (int n = 0; n < DN; n++) {
+        for (int k = 0; k < DK; k++) row[k] = (float)th_uniform(&rng, -1, 1);
+        CHECK_OK(quant_quantize_row(CT_Q6_K, row, q + (size_t)n * rb, DK));
+    }
+    int64_t ws[2] = {DN, DK}, xs[2] = {DM, DK}, x1s[2] = {1, DK};
+    ct_tensor *w = NULL, *x = th_random(&rng, 2, xs, CT_F32, -1, 1), *x1 = th_random(&rng, 2, x1s, CT_F32, -1, 1);
+    CHECK_OK(ct_tensor_from_data(2, ws, CT_Q6_K, q, &w));
+    ct_device_stats ds = {0};
+    CHECK(xu_device_stats("cpu", &ds));
+    uint64_t before = ds.layout_bytes;
+    CHECK_OK(ct_tensor_place(w, "cpu"));
+    CHECK(xu_device_stats("cpu", &ds));
+    CHECK_MSG(ds.layout_bytes - before == rb * DN, "%llu layout bytes, %zu weight bytes",
+              (unsigned long long)(ds.layout_bytes - before), rb * DN);
+    float *kept = cpu_linear_f(x, w, DM * DN), *kept1 = cpu_linear_f(x1, w, DN);
+    setenv("CTORCH_REPACK", "0", 1);
+    CHECK_OK(ct_exec_reinit());
+    float *raw = cpu_linear_f(x, w, DM * DN), *raw1 = cpu_linear_f(x1, w, DN);
+    unsetenv("CTORCH_REPACK");
+    CHECK_OK(ct_exec_reinit());
+    CHECK(kept && raw && !memcmp(kept, raw, sizeof(float) * DM * DN));
+    CHECK(kept1 && raw1 && !memcmp(kept1, raw1, sizeof(float) * DN));
+    free(kept), free(kept1), free(raw), free(raw1);
+    ct_tensor_free(w);
+    ct_tensor_free(x);
+    ct_tensor_free(x1);
+    CHECK(xu_device_stats("cpu", &ds) && ds.layout_bytes == before);
+    free(q);
+    free(row);
+}
+
 int main(int argc, char **argv)
 {
     th_args(argc, argv);
     RUN(test_device_import);
     RUN(test_cpu_repack_at_placement);
+    RUN(test_cpu_dense_copy);
     test_backend_uninstall();
     return th_finish();
 }
