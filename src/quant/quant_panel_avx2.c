@@ -29,6 +29,8 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
+#include "quant/quant_x86_bytes.h"
+
 static_assert(QUANT_PANEL_ROWS == 16, "two 8-row halves of a 64-byte panel vector");
 static_assert(QUANT_PANEL_MAX_A == 4, "the kernels' switches cover 1..4 activation rows");
 
@@ -207,38 +209,12 @@ static_assert(offsetof(blk_q4_1, m) == 2 && offsetof(blk_q5_1, m) == 2 && offset
               "d (and m) lead every legacy block");
 
 
-/* m[i] holds 16 bytes of row i; afterwards m[j] holds byte j of every row. */
-A_INLINE void a_transpose16_bytes(__m128i m[16])
-{
-    __m128i t[16];
-    for (int k = 0; k < 8; k++) t[k] = _mm_unpacklo_epi8(m[2 * k], m[2 * k + 1]), t[8 + k] = _mm_unpackhi_epi8(m[2 * k], m[2 * k + 1]);
-    /* t[k]: bytes 0-7 of rows 2k, 2k+1 interleaved; t[8+k]: bytes 8-15 */
-    for (int h = 0; h < 2; h++)
-        for (int k = 0; k < 4; k++)
-            m[8 * h + 2 * k] = _mm_unpacklo_epi16(t[8 * h + 2 * k], t[8 * h + 2 * k + 1]),
-            m[8 * h + 2 * k + 1] = _mm_unpackhi_epi16(t[8 * h + 2 * k], t[8 * h + 2 * k + 1]);
-    /* m[8h + 2k + e]: bytes 8h+4e .. 8h+4e+3 of rows 4k .. 4k+3 */
-    for (int h = 0; h < 2; h++)
-        for (int e = 0; e < 2; e++)
-            for (int k = 0; k < 2; k++) {
-                __m128i a = m[8 * h + 4 * k + e], b = m[8 * h + 4 * k + 2 + e];
-                t[8 * h + 4 * e + 2 * k] = _mm_unpacklo_epi32(a, b), t[8 * h + 4 * e + 2 * k + 1] = _mm_unpackhi_epi32(a, b);
-            }
-    /* t[8h + 4e + 2k + f]: bytes 8h+4e+2f, +1 of rows 8k .. 8k+7 */
-    for (int h = 0; h < 2; h++)
-        for (int e = 0; e < 2; e++)
-            for (int f = 0; f < 2; f++) {
-                __m128i a = t[8 * h + 4 * e + f], b = t[8 * h + 4 * e + 2 + f];
-                m[8 * h + 4 * e + 2 * f] = _mm_unpacklo_epi64(a, b), m[8 * h + 4 * e + 2 * f + 1] = _mm_unpackhi_epi64(a, b);
-            }
-}
-
 /* The K formats' side data from 16 bytes of each of the 16 rows (rows past nw zero): vectors
  * [g][row] of int16 pairs (s_g, s_g) for g < NSAME at same, and (s_f+2q, s_f+2q+1) for q < NPAIR
  * at pairs, f = FIRST. */
 A_INLINE void a_side_pairs(__m128i sc[16], uint8_t *same, const int NSAME, uint8_t *pairs, const int FIRST, const int NPAIR)
 {
-    a_transpose16_bytes(sc);
+    qx_transpose16_bytes(sc);
     const __m256i lo16 = _mm256_set1_epi32(0xFFFF);
     for (int h = 0; h < 2; h++) {
         __m256i s[16];

@@ -132,15 +132,14 @@ static void p_pack_q6_k(const void *vw, size_t ws, int nw, int64_t K, void *vpan
             p_kchunk_rows(vw, ws, nw, b, c, P_Q6_K, r);
             for (int j = 0; j < 16; j++) _mm512_storeu_si512(dst + (size_t)(16 * c + j) * 64, r[j]);
         }
+        __m128i sc[16];
+        float d[16];
         for (int i = 0; i < 16; i++) {
-            if (i >= nw) {
-                for (int s = 0; s < 16; s++) scv[16 * s + i] = 0.f;
-                continue;
-            }
             const blk_q6_k *w = (const blk_q6_k *)((const char *)vw + (size_t)i * ws) + b;
-            float d = qf16(w->d);
-            for (int s = 0; s < 16; s++) scv[16 * s + i] = d * w->scales[s];
+            sc[i] = i < nw ? _mm_loadu_si128((const __m128i *)w->scales) : _mm_setzero_si128();
+            d[i] = i < nw ? qf16(w->d) : 0.f;
         }
+        p_k16_scales(sc, d, scv);
     }
 }
 
@@ -153,12 +152,7 @@ static void p_aux_q4_k(const void *va, int64_t K, float *aux)
         for (int s = 0; s < 8; s++) aux[8 * b + s] = (float)(a[b].bsums[2 * s] + a[b].bsums[2 * s + 1]);
 }
 
-static void p_aux_q6_k(const void *va, int64_t K, float *aux)
-{
-    const blk_q8_k *a = va;
-    for (int64_t b = 0; b < K / QKK; b++)
-        for (int s = 0; s < 16; s++) aux[16 * b + s] = 32.f * (float)a[b].bsums[s];
-}
+static void p_aux_q6_k(const void *va, int64_t K, float *aux) { p_k16_aux(va, K, aux, 32); }
 
 /* ---- kernels ---- */
 
@@ -202,7 +196,8 @@ P_INLINE void p_q4_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
     p_store(s, ss, tot, nw, NA);
 }
 
-/* out = sum_b d_a * sum_sub scale * (isum - 32 * asum), the Q6_K dot per lane */
+/* out = sum_b d_a * sum_sub scale * (isum - 32 * asum), the Q6_K dot per lane; the -32 asum
+ * starts each group's integer sum (p_k16_aux) */
 P_INLINE void p_q6_k(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs,
                      float *s, size_t ss, int nw, const int NA)
 {
@@ -224,16 +219,16 @@ P_INLINE void p_q6_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
 #pragma GCC unroll 4
             for (int j = 0; j < NA; j++) {
                 const int8_t *q = ab[j]->qs + 4 * t;
-                i0[j] = i1[j] = _mm512_setzero_si512();
+                int32_t zp;
+                memcpy(&zp, aux + (size_t)j * xs + 16 * b + sb, 4);
+                i0[j] = _mm512_set1_epi32(zp), i1[j] = _mm512_setzero_si512();
                 qz_dpbusd_x2(&i0[j], &i1[j], w0, p_bcast4(q), w1, p_bcast4(q + 4));
                 qz_dpbusd_x2(&i0[j], &i1[j], w2, p_bcast4(q + 8), w3, p_bcast4(q + 12));
             }
             __m512 sc = _mm512_loadu_ps(scv + 16 * sb);
 #pragma GCC unroll 4
             for (int j = 0; j < NA; j++) {
-                __m512 is = _mm512_cvtepi32_ps(_mm512_add_epi32(i0[j], i1[j]));
-                is = _mm512_sub_ps(is, _mm512_set1_ps(aux[(size_t)j * xs + 16 * b + sb]));
-                bacc[j] = _mm512_fmadd_ps(is, sc, bacc[j]);
+                bacc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0[j], i1[j])), sc, bacc[j]);
             }
         }
 #pragma GCC unroll 4

@@ -12,6 +12,7 @@
 #include "quant/quant_impl.h"
 #include "quant/quant_target.h"
 #include "quant/quant_avx512_isa.h"
+#include "quant/quant_x86_bytes.h"
 
 QUANT_TARGET_BEGIN(QZ_TARGET)
 
@@ -97,8 +98,29 @@ P_INLINE void p_add_fifth(__m512i hv, const int j, __m512i *lo, __m512i *hi)
 
 /* The Q6_K panel kernel (quant_panel_avx512.c), shared with Q3_K: per 256-element block,
  * 64 vectors of unsigned quants (vector t: quants 4t..4t+3 of each row), then 16 vectors of
- * f32 group scales [group][row]; aux: 16 floats per block, the zero point times each
- * group's activation sum. out = sum_b d_a sum_g scale_g (isum_g - aux_g). */
+ * f32 group scales [group][row]; aux: 16 int32 per block (in the float slots), minus the zero
+ * point times each group's activation sum, which starts each group's integer sum, so the
+ * zero point costs no vector op. out = sum_b d_a sum_g scale_g (isum_g + aux_g). */
+/* The 16 vectors of group scales [group][row] of one block: row i's d_i times its 16
+ * int8 group scales sc[i] (rows past nw zero in both). */
+P_INLINE void p_k16_scales(__m128i sc[16], const float d[16], float *scv)
+{
+    qx_transpose16_bytes(sc);
+    __m512 dv = _mm512_loadu_ps(d);
+    for (int g = 0; g < 16; g++) _mm512_storeu_ps(scv + 16 * g, _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc[g]))));
+}
+
+/* aux for the k16 kernel: -zero * bsum_g of each of the 16 groups, as int32 bits */
+P_INLINE void p_k16_aux(const void *va, int64_t K, float *aux, const int zero)
+{
+    const blk_q8_k *a = va;
+    for (int64_t b = 0; b < K / QKK; b++)
+        for (int g = 0; g < 16; g++) {
+            int32_t z = -zero * a[b].bsums[g];
+            memcpy(aux + 16 * b + g, &z, 4);
+        }
+}
+
 #define P_K16_QBYTES (64 * 64)
 #define P_K16_BLOCK_BYTES (P_K16_QBYTES + 16 * 64)
 void QZ_SYM(quant_panel_gemm_k16)(int64_t K, const void *panel, const void *a, size_t as, const float *aux, size_t xs, int na,

@@ -155,26 +155,24 @@ static void k3_pack(const void *vw, size_t ws, int nw, int64_t K, void *vpanel)
         float *scv = (float *)(dst + P_K16_QBYTES);
         if (b + 1 < K / QKK) p_prefetch_rows(vw, ws, nw, (size_t)(b + 1) * sizeof(blk_q3_k), sizeof(blk_q3_k));
         for (int c = 0; c < 4; c++) k23_store_chunk(vw, ws, nw, b, c, dst, true);
+        __m128i sc[16];
+        float d[16];
         for (int i = 0; i < 16; i++) {
-            int8_t sc[16] = {0};
-            float d = 0.f;
+            int8_t s8[16] = {0};
+            d[i] = 0.f;
             if (i < nw) {
                 const blk_q3_k *w = (const blk_q3_k *)((const char *)vw + (size_t)i * ws) + b;
-                quant_k3_unpack(w->scales, sc);
-                d = qf16(w->d);
+                quant_k3_unpack(w->scales, s8);
+                d[i] = qf16(w->d);
             }
-            for (int g = 0; g < 16; g++) scv[16 * g + i] = d * sc[g];
+            sc[i] = _mm_loadu_si128((const __m128i *)s8);
         }
+        p_k16_scales(sc, d, scv);
     }
 }
 
-/* zero point 4 times each group's activation sum (exact in f32) */
-static void k3_aux(const void *va, int64_t K, float *aux)
-{
-    const blk_q8_k *a = va;
-    for (int64_t b = 0; b < K / QKK; b++)
-        for (int g = 0; g < 16; g++) aux[16 * b + g] = 4.f * (float)a[b].bsums[g];
-}
+/* zero point 4 */
+static void k3_aux(const void *va, int64_t K, float *aux) { p_k16_aux(va, K, aux, 4); }
 
 QUANT_TARGET_END
 
