@@ -78,6 +78,31 @@ static void test_device_import(void)
     CHECK(xu_device_stats("test:0", &ds) && ds.layout_bytes == 0);
 }
 
+/* n rows of k uniform values in [-1, 1] quantized to t (malloc'd; free it). */
+static char *random_quant_rows(ct_dtype t, int n, int k, th_rng *rng)
+{
+    size_t rb = ct_dtype_row_bytes(t, k);
+    char *q = malloc(rb * (size_t)n);
+    float *row = malloc(sizeof(float) * (size_t)k);
+    for (int i = 0; q && row && i < n; i++) {
+        for (int j = 0; j < k; j++) row[j] = (float)th_uniform(rng, -1, 1);
+        CHECK_OK(quant_quantize_row(t, row, q + (size_t)i * rb, k));
+    }
+    free(row);
+    return q;
+}
+
+/* Places w on the CPU; returns the layout bytes that added there. */
+static uint64_t place_on_cpu(ct_tensor *w)
+{
+    ct_device_stats ds = {0};
+    CHECK(xu_device_stats("cpu", &ds));
+    uint64_t before = ds.layout_bytes;
+    CHECK_OK(ct_tensor_place(w, "cpu"));
+    CHECK(xu_device_stats("cpu", &ds));
+    return ds.layout_bytes - before;
+}
+
 /* The CPU's repacked Q4_K layout is made at placement, not by the first decode. */
 static void test_cpu_repack_at_placement(void)
 {
@@ -89,22 +114,14 @@ static void test_cpu_repack_at_placement(void)
     enum { QN = 32, QK = 512 };
     th_rng rng = {5};
     size_t rb = ct_dtype_row_bytes(CT_Q4_K, QK);
-    char *q = malloc(rb * QN);
-    float row[QK];
-    for (int n = 0; n < QN; n++) {
-        for (int k = 0; k < QK; k++) row[k] = (float)th_uniform(&rng, -1, 1);
-        CHECK_OK(quant_quantize_row(CT_Q4_K, row, q + (size_t)n * rb, QK));
-    }
+    char *q = random_quant_rows(CT_Q4_K, QN, QK, &rng);
     int64_t ws[2] = {QN, QK}, xs[2] = {1, QK};
     ct_tensor *w = NULL, *w2 = NULL, *x = th_random(&rng, 2, xs, CT_F32, -1, 1), *r = NULL, *r2 = NULL;
     CHECK_OK(ct_tensor_from_data(2, ws, CT_Q4_K, q, &w));
     CHECK_OK(ct_tensor_from_data(2, ws, CT_Q4_K, q, &w2));
     ct_device_stats ds = {0};
     CHECK(xu_device_stats("cpu", &ds));
-    uint64_t before = ds.layout_bytes;
-    CHECK_OK(ct_tensor_place(w, "cpu"));
-    CHECK(xu_device_stats("cpu", &ds));
-    uint64_t placed = ds.layout_bytes - before; /* about the weight's size (a little per-block side data) */
+    uint64_t before = ds.layout_bytes, placed = place_on_cpu(w); /* about the weight's size (a little per-block side data) */
     CHECK_MSG(placed >= rb * QN && placed < 2 * rb * QN, "%llu layout bytes, %zu weight bytes",
               (unsigned long long)placed, rb * QN);
     CHECK_OK(ct_linear(x, w, NULL, &r));
@@ -149,22 +166,14 @@ static void test_cpu_dense_copy(void)
     enum { DN = 640, DK = 2048, DM = 20 }; /* 640 rows of 1,680 bytes: 1.07 MB */
     th_rng rng = {17};
     size_t rb = ct_dtype_row_bytes(CT_Q6_K, DK);
-    char *q = malloc(rb * DN);
-    float *row = malloc(sizeof(float) * DK);
-    for (int n = 0; n < DN; n++) {
-        for (int k = 0; k < DK; k++) row[k] = (float)th_uniform(&rng, -1, 1);
-        CHECK_OK(quant_quantize_row(CT_Q6_K, row, q + (size_t)n * rb, DK));
-    }
+    char *q = random_quant_rows(CT_Q6_K, DN, DK, &rng);
     int64_t ws[2] = {DN, DK}, xs[2] = {DM, DK}, x1s[2] = {1, DK};
     ct_tensor *w = NULL, *x = th_random(&rng, 2, xs, CT_F32, -1, 1), *x1 = th_random(&rng, 2, x1s, CT_F32, -1, 1);
     CHECK_OK(ct_tensor_from_data(2, ws, CT_Q6_K, q, &w));
     ct_device_stats ds = {0};
     CHECK(xu_device_stats("cpu", &ds));
-    uint64_t before = ds.layout_bytes;
-    CHECK_OK(ct_tensor_place(w, "cpu"));
-    CHECK(xu_device_stats("cpu", &ds));
-    CHECK_MSG(ds.layout_bytes - before == rb * DN, "%llu layout bytes, %zu weight bytes",
-              (unsigned long long)(ds.layout_bytes - before), rb * DN);
+    uint64_t before = ds.layout_bytes, placed = place_on_cpu(w);
+    CHECK_MSG(placed == rb * DN, "%llu layout bytes, %zu weight bytes", (unsigned long long)placed, rb * DN);
     float *kept = cpu_linear_f(x, w, DM * DN), *kept1 = cpu_linear_f(x1, w, DN);
     setenv("CTORCH_REPACK", "0", 1);
     CHECK_OK(ct_exec_reinit());
@@ -179,7 +188,6 @@ static void test_cpu_dense_copy(void)
     ct_tensor_free(x1);
     CHECK(xu_device_stats("cpu", &ds) && ds.layout_bytes == before);
     free(q);
-    free(row);
 }
 
 int main(int argc, char **argv)
