@@ -208,7 +208,6 @@ static_assert(offsetof(blk_q4_1, m) == 2 && offsetof(blk_q5_1, m) == 2 && offset
                   offsetof(blk_q4_0, d) == 0 && offsetof(blk_q8_0, d) == 0,
               "d (and m) lead every legacy block");
 
-
 /* The K formats' side data from 16 bytes of each of the 16 rows (rows past nw zero): vectors
  * [g][row] of int16 pairs (s_g, s_g) for g < NSAME at same, and (s_f+2q, s_f+2q+1) for q < NPAIR
  * at pairs, f = FIRST. */
@@ -268,7 +267,7 @@ A_INLINE void a_pack_k16(const void *vw, size_t ws, int nw, int64_t K, void *vpa
         a_pack_quants(vw, ws, nw, b, bsz, 8, dst, f);
         __m128i sc[16];
         for (int i = 0; i < 16; i++) {
-            const char *blk = (const char *)vw + (size_t)i * ws + (size_t)b * bsz;
+            const char *blk = i < nw ? (const char *)vw + (size_t)i * ws + (size_t)b * bsz : NULL;
             int8_t s3[16];
             sc[i] = _mm_setzero_si128(), dv[i] = 0.f;
             if (i < nw && f == A_Q6_K)
@@ -386,7 +385,8 @@ A_INLINE void a_isum(const uint8_t *pq, int t0, const int V, const int RUN, cons
  * 128 activation rows, K 2048, both kernels alternated in one process, best of 2,000 calls,
  * Zen 3: gemm Q6_K +3%, Q2_K +7%, Q5_0/Q5_1 +7%), slower for 8-vector runs (Q4_K -19%, Q4_0
  * and Q4_1 -11%: the extra weight loads cost more than the spills saved) and for Q5_K/Q3_K's
- * scaled 4-vector runs (-8%). */
+ * scaled 4-vector runs (-8%). A separate function, not a flag on a_isum: with one body for both
+ * orders GCC scheduled the old order differently, and those formats lost 8-19% too. */
 A_INLINE void a_isum_rows(const uint8_t *pq, int t0, const int V, const int RUN, const int8_t *const *aq, __m256i *i32,
                           const int NA, const int H, const uint8_t *mul)
 {

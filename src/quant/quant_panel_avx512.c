@@ -135,9 +135,9 @@ static void p_pack_q6_k(const void *vw, size_t ws, int nw, int64_t K, void *vpan
         __m128i sc[16];
         float d[16];
         for (int i = 0; i < 16; i++) {
-            const blk_q6_k *w = (const blk_q6_k *)((const char *)vw + (size_t)i * ws) + b;
-            sc[i] = i < nw ? _mm_loadu_si128((const __m128i *)w->scales) : _mm_setzero_si128();
-            d[i] = i < nw ? qf16(w->d) : 0.f;
+            const blk_q6_k *w = i < nw ? (const blk_q6_k *)((const char *)vw + (size_t)i * ws) + b : NULL;
+            sc[i] = w ? _mm_loadu_si128((const __m128i *)w->scales) : _mm_setzero_si128();
+            d[i] = w ? qf16(w->d) : 0.f;
         }
         p_k16_scales(sc, d, scv);
     }

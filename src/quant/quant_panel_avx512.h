@@ -96,12 +96,7 @@ P_INLINE void p_add_fifth(__m512i hv, const int j, __m512i *lo, __m512i *hi)
         }                                                                                                            \
     }
 
-/* The Q6_K panel kernel (quant_panel_avx512.c), shared with Q3_K: per 256-element block,
- * 64 vectors of unsigned quants (vector t: quants 4t..4t+3 of each row), then 16 vectors of
- * f32 group scales [group][row]; aux: 16 int32 per block (in the float slots), minus the zero
- * point times each group's activation sum, which starts each group's integer sum, so the
- * zero point costs no vector op. out = sum_b d_a sum_g scale_g (isum_g + aux_g). */
-/* The 16 vectors of group scales [group][row] of one block: row i's d_i times its 16
+/* The k16 panels' 16 vectors of group scales [group][row] of one block: row i's d_i times its 16
  * int8 group scales sc[i] (rows past nw zero in both). */
 P_INLINE void p_k16_scales(__m128i sc[16], const float d[16], float *scv)
 {
@@ -121,6 +116,11 @@ P_INLINE void p_k16_aux(const void *va, int64_t K, float *aux, const int zero)
         }
 }
 
+/* The Q6_K panel kernel (quant_panel_avx512.c), shared with Q3_K: per 256-element block,
+ * 64 vectors of unsigned quants (vector t: quants 4t..4t+3 of each row), then 16 vectors of
+ * f32 group scales [group][row]; aux: 16 int32 per block (in the float slots), minus the zero
+ * point times each group's activation sum, which starts each group's integer sum, so the
+ * zero point costs no vector op. out = sum_b d_a sum_g scale_g (isum_g + aux_g). */
 #define P_K16_QBYTES (64 * 64)
 #define P_K16_BLOCK_BYTES (P_K16_QBYTES + 16 * 64)
 void QZ_SYM(quant_panel_gemm_k16)(int64_t K, const void *panel, const void *a, size_t as, const float *aux, size_t xs, int na,

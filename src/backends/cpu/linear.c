@@ -604,7 +604,7 @@ static const char *kept_dense(const ct_device *dev, const ct_tensor *w, const ch
 }
 
 /* Placement (ct_tensor_place on the CPU) makes the repacked decode layout of a weight
- * that has one (or the kept copy of a half weight) now, so the first token does not pay for it. */
+ * that has one (or its dense copy, kept_dense) now, so the first token does not pay for it. */
 ct_status cpu_linear_import(ct_device *dev, const ct_tensor *w)
 {
     if (dense_keepable(w)) {
