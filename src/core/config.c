@@ -28,6 +28,7 @@ static void defaults(core_config *c)
     c->host_cache_bytes = (size_t)256 << 20;
     c->log_level = CT_LOG_WARN;
     c->repack = true;
+    c->amx = true;
     c->replay = true;
     c->fuse = true;
     c->simd_cap = 2; /* CORE_SIMD_CAP_AVX512: no cap below what the CPU has */
@@ -170,6 +171,7 @@ ct_status config_read(core_config *c)
     keep(&first, msg, sizeof msg, read_uint("CTORCH_THREADS", 1, 4096, &threads));
     keep(&first, msg, sizeof msg, read_log_level(&c->log_level));
     keep(&first, msg, sizeof msg, read_bool("CTORCH_REPACK", &c->repack));
+    keep(&first, msg, sizeof msg, read_bool("CTORCH_AMX", &c->amx));
     keep(&first, msg, sizeof msg, read_bool("CTORCH_REPLAY", &c->replay));
     keep(&first, msg, sizeof msg, read_bool("CTORCH_FUSE", &c->fuse));
     keep(&first, msg, sizeof msg, read_cache_dir(c->cache_dir, sizeof c->cache_dir));

@@ -342,6 +342,77 @@ static double round_bf16(double v)
     return ldexp(nearbyint(ldexp(f, 8)), e - 8);
 }
 
+/* One case of test_amx_gemm: C (+)= A B^T with B f16 or bf16 [N, K], A [M, K] (trans: stored
+ * as [K, M]), against double. bf16 B: A rounded to bf16, exact products, f32 sums. f16 B:
+ * both operands split into two bf16 terms, each product off by at most ~2^-15 of itself
+ * (gemm_amx.c); a missing cross term would be off by up to 2^-8. Returns the worst error
+ * over its bound; non-finite outputs must match the reference's class and sign. bad: 1 puts
+ * -inf into A, 2 a NaN into B. */
+static double amx_case(th_rng *r, int64_t M, int64_t N, int64_t K, bool bf16, bool trans, bool acc, int bad)
+{
+    float *A = malloc(sizeof(float) * (size_t)(M * K)), *C = malloc(sizeof(float) * (size_t)(M * N));
+    uint16_t *B = malloc(sizeof(uint16_t) * (size_t)(N * K));
+    for (int64_t i = 0; i < M * K; i++) A[i] = (float)th_uniform(r, -1, 1);
+    for (int64_t i = 0; i < N * K; i++) {
+        float v = (float)th_uniform(r, -1, 1);
+        B[i] = bf16 ? ct_f32_to_bf16(v) : ct_f32_to_f16(v);
+    }
+    int64_t rsa = trans ? 1 : K, csa = trans ? M : 1;
+    if (bad == 1) A[3 * rsa + (K / 2) * csa] = -INFINITY;      /* row 3 of A */
+    if (bad == 2) B[5 * K + K - 1] = bf16 ? 0x7FC0 : 0x7E00; /* column 5 of B: NaN */
+    for (int64_t i = 0; i < M * N; i++) C[i] = 0.5f;
+    CHECK_OK(cpu_gemm_amx_half(M, N, K, A, rsa, csa, B, K, bf16, C, N, acc));
+    double worst = 0;
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double s = acc ? 0.5 : 0.0, sabs = 0;
+            for (int64_t k = 0; k < K; k++) {
+                double a = A[i * rsa + k * csa], b = bf16 ? ct_bf16_to_f32(B[j * K + k]) : ct_f16_to_f32(B[j * K + k]);
+                s += (bf16 ? round_bf16(a) : a) * b;
+                sabs += fabs(a * b);
+            }
+            double got = C[i * N + j];
+            if (!isfinite(s)) {
+                CHECK_MSG(isnan(s) ? isnan(got) : got == s, "amx %s %lldx%lldx%lld: C[%lld,%lld] = %g, want %g",
+                          bf16 ? "bf16" : "f16", (long long)M, (long long)N, (long long)K, (long long)i, (long long)j, got, s);
+                continue;
+            }
+            double bound = sabs * ((bf16 ? 0.0 : 0x1p-15) + (double)(K + 2) * 0x1p-24) + 1e-7;
+            double e = fabs(got - s) / bound;
+            if (!(e <= worst)) worst = e;
+        }
+    free(A), free(B), free(C);
+    return worst;
+}
+
+/* F16 / BF16 B through AMX tiles (gemm_amx.c): K, rows and columns off the tile sizes, a
+ * second chunk of rows (M > 256), narrow B (rows split between tasks), A transposed,
+ * accumulate, and values that are not finite (those chunks and panels take f32 paths).
+ * Skipped where there is no AMX. */
+static void test_amx_gemm(void)
+{
+    if (!cpu_gemm_amx_on()) {
+        fprintf(stderr, "  skipped: no AMX-BF16 on this CPU (or CTORCH_AMX=0, or CTORCH_SIMD below avx512)\n");
+        return;
+    }
+    th_rng r = {21};
+    static const int64_t dims[][3] = {{1, 1, 1}, {17, 33, 70}, {64, 48, 2048}, {300, 40, 96}, {37, 256, 31}, {33, 16, 64}};
+    for (size_t c = 0; c < sizeof dims / sizeof dims[0]; c++)
+        for (int v = 0; v < 8; v++) {
+            bool bf16 = v & 1, trans = v & 2, acc = v & 4;
+            double e = amx_case(&r, dims[c][0], dims[c][1], dims[c][2], bf16, trans, acc, 0);
+            CHECK_MSG(e <= 1.0, "amx %s %lldx%lldx%lld trans %d acc %d: error %.3g of the bound", bf16 ? "bf16" : "f16",
+                      (long long)dims[c][0], (long long)dims[c][1], (long long)dims[c][2], trans, acc, e);
+        }
+    for (int v = 0; v < 4; v++) {
+        bool bf16 = v & 1;
+        int bad = 1 + (v >> 1);
+        double e = amx_case(&r, 40, 40, 64, bf16, false, true, bad);
+        CHECK_MSG(e <= 1.0, "amx %s with %s: finite outputs' error %.3g of the bound", bf16 ? "bf16" : "f16",
+                  bad == 1 ? "-inf in A" : "NaN in B", e);
+    }
+}
+
 /* xbf: the reference rounds x to bf16 first, as the AVX512-BF16 prompt GEMM does */
 static void check_linear_x(const ct_tensor *x, const ct_tensor *w, const ct_tensor *bias, double tol, bool xbf)
 {
@@ -393,9 +464,12 @@ static void test_linear(void)
                 ct_tensor *w = rnd(&r, 2, sw, wts[wi]);
                 /* the weights are exact in their dtype; f32 accumulation over K <= 128 terms;
                  * bf16 weights in prompts (M > 8) may take the bf16 dots, x rounded to bf16 */
-                bool xbf = wts[wi] == CT_BF16 && M > 8 && cpu_gemm_bf16_dot_on();
-                check_linear_x(x, w, NULL, 2e-5, xbf);
-                check_linear_x(x, w, b, 2e-5, xbf);
+                bool amx = M > 8 && cpu_gemm_amx_on();
+                bool xbf = wts[wi] == CT_BF16 && M > 8 && (cpu_gemm_bf16_dot_on() || amx);
+                /* f16 weights in prompts through AMX: products off by up to ~2^-15 (K terms <= 1) */
+                double tol = wts[wi] == CT_F16 && amx ? 2e-5 + (double)K * 0x1p-15 : 2e-5;
+                check_linear_x(x, w, NULL, tol, xbf);
+                check_linear_x(x, w, b, tol, xbf);
                 ct_tensor_free(w);
             }
             ct_tensor_free(x);
@@ -584,6 +658,7 @@ int main(void)
     RUN(test_matmul_errors);
     RUN(test_matvec_outer);
     RUN(test_builtin_gemm);
+    RUN(test_amx_gemm);
     RUN(test_linear);
     RUN(test_linear_errors);
     RUN(test_quant_linear);

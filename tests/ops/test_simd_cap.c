@@ -37,13 +37,16 @@ static int quant_family(quant_simd l)
  * f16/bf16) against a double reference from the dequantized weights. Quantized: the
  * activations are rounded to 8-bit blocks, each |x| <= 1 moving by at most 1/254, so
  * |error| <= sum|w| / 254 (+ f32 rounding); half weights: f32 rounding only, but bf16
- * weights in prompts through the AVX512-BF16 dots round x to bf16 (|x| moves by at most
- * 2^-9: sum|w| / 512 more). */
+ * weights in prompts through the AVX512-BF16 dots or AMX round x to bf16 (|x| moves by at
+ * most 2^-9: sum|w| / 512 more), and f16 weights in prompts through AMX split both operands
+ * into bf16 terms (each product off by up to ~2^-15: sum|w| / 32768 more). */
 static void check_linear(ct_dtype wt, int64_t M, int64_t K, int64_t N, uint64_t seed, const char *cap)
 {
     th_rng r = {seed};
     int64_t sw[2] = {N, K}, sx[2] = {M, K}, sb[1] = {N};
-    bool quant = ct_dtype_is_quantized(wt), xbf = wt == CT_BF16 && M > 8 && cpu_gemm_bf16_dot_on();
+    bool amx = M > 8 && cpu_gemm_amx_on();
+    bool quant = ct_dtype_is_quantized(wt), xbf = wt == CT_BF16 && M > 8 && (cpu_gemm_bf16_dot_on() || amx);
+    bool x16 = wt == CT_F16 && amx;
     ct_tensor *w = NULL, *y = NULL, *wd = NULL;
     ct_tensor *x = th_random(&r, 2, sx, CT_F32, -1, 1), *bias = th_random(&r, 1, sb, CT_F32, -1, 1);
     if (quant) {
@@ -72,7 +75,8 @@ static void check_linear(ct_dtype wt, int64_t M, int64_t K, int64_t N, uint64_t 
                     s += xv[m * K + k] * wv[n * K + k];
                     sabs += fabs(wv[n * K + k]);
                 }
-                double bound = quant ? sabs / 254.0 + 1e-4 : 2e-6 * (sabs + 1) + (xbf ? sabs / 512.0 : 0.0);
+                double bound = quant ? sabs / 254.0 + 1e-4
+                                     : 2e-6 * (sabs + 1) + (xbf ? sabs / 512.0 : 0.0) + (x16 ? sabs / 32768.0 : 0.0);
                 double e = fabs(yv[m * N + n] - s);
                 if (e / bound > worst) worst = e / bound;
             }

@@ -25,7 +25,7 @@ void cpu_pool_shutdown(void);
  * the same time; a kernel never calls another that uses the same slot. NULL: no memory. */
 typedef enum cpu_scratch_slot {
     CPU_SCRATCH_ROPE_CS, CPU_SCRATCH_ROPE_INV, CPU_SCRATCH_ROPE_POS, CPU_SCRATCH_LINEAR_ACT, CPU_SCRATCH_LINEAR_AUX, CPU_SCRATCH_SDPA_PART,
-    CPU_SCRATCH_SDPA_TASK,
+    CPU_SCRATCH_SDPA_TASK, CPU_SCRATCH_AMX_A, CPU_SCRATCH_AMX_B,
     CPU_SCRATCH_SLOTS
 } cpu_scratch_slot;
 void *cpu_scratch(cpu_scratch_slot slot, size_t bytes);

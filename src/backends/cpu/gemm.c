@@ -590,6 +590,15 @@ ct_status cpu_gemm_f32_bhalf(int64_t M, int64_t N, int64_t K, const float *A, in
                              const uint16_t *B, int64_t rsb, int64_t csb, bool bf16, float *C, int64_t ldc,
                              bool accumulate)
 {
+    if (rsb == 1 && M > 0 && N > 0 && K > 0 && cpu_gemm_amx_on())
+        return cpu_gemm_amx_half(M, N, K, A, rsa, csa, B, csb, bf16, C, ldc, accumulate);
+    return cpu_gemm_f32_bhalf_vec(M, N, K, A, rsa, csa, B, rsb, csb, bf16, C, ldc, accumulate);
+}
+
+ct_status cpu_gemm_f32_bhalf_vec(int64_t M, int64_t N, int64_t K, const float *A, int64_t rsa, int64_t csa,
+                                 const uint16_t *B, int64_t rsb, int64_t csb, bool bf16, float *C, int64_t ldc,
+                                 bool accumulate)
+{
     if (bf16 && rsb == 1 && M > 0 && N > 0 && K > 0 && cpu_gemm_bf16_dot_on())
         return cpu_gemm_bf16_dot(M, N, K, A, rsa, csa, B, csb, C, ldc, accumulate);
     gemm_job g = {.M = M, .N = N, .K = K, .A = A, .B = B, .btype = bf16 ? GEMM_B_BF16 : GEMM_B_F16, .rsa = rsa,
