@@ -53,6 +53,16 @@ static inline bool cpu_has_avx512_family(void) { return false; }
 static inline bool cpu_has_avx512vnni(void) { return false; }
 #endif
 
+/* AMX tiles (core/cpuid.c): CPU_AMX_INT8 (tdpb*d) and / or CPU_AMX_BF16 (tdpbf16ps, with
+ * AVX512-BF16 for the packers). True when the CPU has them and Linux granted this process
+ * the tile state (it must be asked for, once); CTORCH_AMX=0 and cpu_amx_disable turn them
+ * off. Asked once per process; racing first callers both ask. */
+#define CPU_AMX_INT8 1u
+#define CPU_AMX_BF16 2u
+bool cpu_amx_usable(unsigned need);
+/* Tests: off hides AMX from every kernel family. */
+void cpu_amx_disable(bool off);
+
 /* The widest kernel family allowed; the CPU backend's cpu_simd levels have the same values. */
 typedef enum core_simd_cap { CORE_SIMD_CAP_PORTABLE = 0, CORE_SIMD_CAP_AVX2 = 1, CORE_SIMD_CAP_AVX512 = 2 } core_simd_cap;
 

@@ -7,6 +7,7 @@
 
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/gemm.h"
+#include "core/cpuid.h"
 #include "harness.h"
 
 /* Exact decoders, written here so the reference does not share the library's. */
@@ -52,9 +53,11 @@ static double round_bf16(double v)
 /* Worst |got - want| / bound over the [M, N] output, where element (m, n) is
  * sum_k x[m, k] w[k, n] (+ c0). Bound: f32 accumulation of K + 1 terms (blocked
  * sums, the bias / accumulate term) gives |error| <= (K + 1) 2^-24 sum|terms|
- * (first order); the factor 2 covers the second-order terms and the blocking. */
+ * (first order); the factor 2 covers the second-order terms and the blocking. x16: f16
+ * weights through AMX (gemm_amx.c), each product off by up to ~2^-15 of itself more. */
 static double worst_err(const float *got, int64_t ldc, int64_t M, int64_t N, int64_t K, const float *x, int64_t rsx,
-                        int64_t csx, const uint16_t *w, int64_t rsw, int64_t csw, bool bf, bool xbf, const double *c0)
+                        int64_t csx, const uint16_t *w, int64_t rsw, int64_t csw, bool bf, bool xbf, bool x16,
+                        const double *c0)
 {
     double worst = 0;
     for (int64_t m = 0; m < M; m++)
@@ -66,7 +69,7 @@ static double worst_err(const float *got, int64_t ldc, int64_t M, int64_t N, int
                 s += t;
                 sabs += fabs(t);
             }
-            double bound = 2.0 * (double)(K + 1) * ldexp(1, -24) * sabs + 1e-30;
+            double bound = (2.0 * (double)(K + 1) * ldexp(1, -24) + (x16 ? ldexp(1, -15) : 0.0)) * sabs + 1e-30;
             double e = fabs((double)got[m * ldc + n] - s) / bound;
             if (!(e <= worst)) worst = e; /* NaN counts as a failure */
         }
@@ -75,25 +78,46 @@ static double worst_err(const float *got, int64_t ldc, int64_t M, int64_t N, int
 
 static const char *lvl_name(int lvl) { return lvl == 0 ? "portable" : lvl == 1 ? "avx2" : "avx512"; }
 
-/* Passes 0..2: SIMD levels; pass 3: AVX-512 with the bf16 dot path turned off (bf16
- * weights widened to f32 like f16). False when this CPU (or CTORCH_SIMD) lacks the level. */
+/* Passes 0..2: SIMD levels (AMX at 2 where the CPU has it); pass 3: AVX-512 with the bf16
+ * dots and AMX turned off (bf16 weights widened to f32 like f16); pass 4: AVX-512 with AMX
+ * off, the bf16 dots on (run only where AMX hid them at pass 2). False when this CPU (or
+ * CTORCH_SIMD) lacks the level. */
+#define N_PASSES 5
 static bool set_pass(int pass)
 {
     int lvl = pass > 2 ? 2 : pass;
+    cpu_amx_disable(false);
+    bool amx = cpu_amx_usable(CPU_AMX_BF16);
     cpu_simd_set_level((cpu_simd)lvl);
     cpu_gemm_bf16_dot_disable(pass == 3);
+    cpu_amx_disable(pass >= 3);
     if ((int)cpu_simd_level() != lvl) {
         fprintf(stderr, "  skipped SIMD level %d: this CPU lacks it (or CTORCH_SIMD caps it)\n", lvl);
         return false;
     }
-    if (pass == 2) fprintf(stderr, "  avx512: bf16 weights %s\n", cpu_gemm_bf16_dot_on() ? "through AVX512-BF16 dots" : "widened to f32");
+    if (pass == 4 && !amx) return false;
+    if (pass >= 2)
+        fprintf(stderr, "  avx512 pass %d: f16 / bf16 weights %s\n", pass,
+                cpu_gemm_amx_on()         ? "through AMX tiles"
+                : cpu_gemm_bf16_dot_on() ? "f16 widened to f32, bf16 through AVX512-BF16 dots"
+                                         : "widened to f32");
     return true;
 }
 
 static void reset_passes(void)
 {
     cpu_gemm_bf16_dot_disable(false);
+    cpu_amx_disable(false);
     cpu_simd_set_level(CPU_SIMD_AVX512);
+}
+
+/* How the GEMM treats x for weights rows along k (rsb = 1): rounded to bf16 (bf16 weights
+ * through AMX or the bf16 dots), split into bf16 terms (f16 weights through AMX), or exact. */
+static void x_route(bool bf, bool rows_along_k, bool *xbf, bool *x16)
+{
+    bool amx = rows_along_k && cpu_gemm_amx_on();
+    *xbf = bf && rows_along_k && (amx || cpu_gemm_bf16_dot_on());
+    *x16 = !bf && amx;
 }
 
 /* ct_linear(x [M, K], w [N, K] half, bias) with w contiguous, a row slice (odd row
@@ -150,9 +174,10 @@ static void linear_case(th_rng *r, int64_t M, int64_t N, int64_t K, bool bf, boo
             CHECK_OK(ct_tensor_data(y, (const void **)&py));
             CHECK(ct_tensor_dim(y, 0) == M && ct_tensor_dim(y, 1) == N);
             if (py) {
-                /* linear's GEMM (M > 8 here): bf16 weights with rows along k take the bf16 dots */
-                bool xbf = bf && rsw == 1 && cpu_gemm_bf16_dot_on();
-                double e = worst_err(py, N, M, N, K, xs, K, 1, wref, rsw, csw, bf, xbf, with_bias ? bias : NULL);
+                /* linear's GEMM (M > 8 here): weights with rows along k may take AMX or the bf16 dots */
+                bool xbf, x16;
+                x_route(bf, rsw == 1, &xbf, &x16);
+                double e = worst_err(py, N, M, N, K, xs, K, 1, wref, rsw, csw, bf, xbf, x16, with_bias ? bias : NULL);
                 CHECK_MSG(e <= 1.0, "%s %s M=%lld N=%lld K=%lld view %d bias %d: error %.3g of the bound",
                           lvl_name(lvl), bf ? "bf16" : "f16", (long long)M, (long long)N, (long long)K, view,
                           with_bias, e);
@@ -178,7 +203,7 @@ static void test_linear_half(void)
      * panels, the 16 x 16 packer blocks and the 256-deep K blocks */
     static const int64_t mnk[][3] = {{9, 37, 45}, {17, 37, 45}, {64, 40, 33}, {130, 96, 300},
                                      {130, 37, 17}, {9, 1, 1}, {12, 64, 256}, {10, 33, 16}};
-    for (int pass = 0; pass <= 3; pass++) {
+    for (int pass = 0; pass < N_PASSES; pass++) {
         if (!set_pass(pass)) continue;
         for (size_t c = 0; c < sizeof mnk / sizeof mnk[0]; c++)
             for (int bf = pass == 3; bf < 2; bf++)
@@ -196,7 +221,7 @@ static void test_bhalf_entry(void)
     /* and 1-4 rows against full and partial 32-column panels, odd K, K past one 32-k block */
     static const int64_t mnk[][3] = {{9, 4133, 20}, {33, 50, 270}, {1, 17, 40}, {5, 7, 0},  {300, 45, 40},
                                      {270, 4099, 3}, {2, 64, 97}, {3, 40, 64}, {4, 32, 33}, {1, 96, 1}};
-    for (int pass = 0; pass <= 3; pass++) {
+    for (int pass = 0; pass < N_PASSES; pass++) {
         if (!set_pass(pass)) continue;
         int lvl = pass > 2 ? 2 : pass;
         for (size_t c = 0; c < sizeof mnk / sizeof mnk[0]; c++)
@@ -212,7 +237,9 @@ static void test_bhalf_entry(void)
                     for (int64_t i = 0; i < M * ldc; i++) C[i] = 0.25f;
                     /* x stored column-major (rsx = 1, csx = M), w as [N, K] (B = w^T) */
                     CHECK_OK(cpu_gemm_f32_bhalf(M, N, K, x, 1, M, w, 1, K, bf, C, ldc, acc));
-                    double e = worst_err(C, ldc, M, N, K, x, 1, M, w, 1, K, bf, bf && cpu_gemm_bf16_dot_on(), acc ? c0 : NULL);
+                    bool xbf, x16;
+                    x_route(bf, true, &xbf, &x16);
+                    double e = worst_err(C, ldc, M, N, K, x, 1, M, w, 1, K, bf, xbf, x16, acc ? c0 : NULL);
                     CHECK_MSG(e <= 1.0, "%s %s %lldx%lldx%lld acc %d: error %.3g of the bound", lvl_name(lvl),
                               bf ? "bf16" : "f16", (long long)M, (long long)N, (long long)K, acc, e);
                     bool pad_ok = true; /* columns past N are not written */

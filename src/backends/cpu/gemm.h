@@ -51,11 +51,8 @@ ct_status cpu_gemm_bf16_dot(int64_t M, int64_t N, int64_t K, const float *A, int
  * cpu_gemm_f32_bhalf takes it when cpu_gemm_amx_on(). M, N, K > 0. */
 ct_status cpu_gemm_amx_half(int64_t M, int64_t N, int64_t K, const float *A, int64_t rsa, int64_t csa,
                             const uint16_t *B, int64_t csb, bool bf16, float *C, int64_t ldc, bool accumulate);
-/* The CPU has AMX-BF16 and AVX512-BF16, Linux granted the tile state, the SIMD level is
- * AVX-512, CTORCH_AMX is not 0 and no test turned it off. */
+/* cpu_amx_usable(CPU_AMX_BF16) (core/cpuid.h) and the SIMD level is AVX-512. */
 bool cpu_gemm_amx_on(void);
-/* Tests: off makes f16 / bf16 B take the AVX-512 paths on an AMX CPU too. */
-void cpu_gemm_amx_disable(bool off);
 /* The CPU has AVX512-BF16, the SIMD level is AVX-512 and no test turned it off. */
 bool cpu_gemm_bf16_dot_on(void);
 /* Tests: off makes bf16 B take the f32 path at the AVX-512 level too. */

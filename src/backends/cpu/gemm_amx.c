@@ -18,13 +18,10 @@
 #include <string.h>
 
 #include "backends/cpu/gemm.h"
-#include "core/config.h"
+#include "core/cpuid.h"
 
 #if defined(__x86_64__) && defined(__linux__)
-#include <cpuid.h>
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "backends/cpu/gemm_avx512.h"
 #define AX_X86 1
@@ -35,39 +32,7 @@
 #define AX_TILE 512   /* 16-bit elements of one tile (16 rows x 64 bytes) */
 #define AX_MCHUNK 256 /* rows of A packed per pass over B */
 
-static int g_off; /* cpu_gemm_amx_disable */
-
-void cpu_gemm_amx_disable(bool off) { __atomic_store_n(&g_off, off ? 1 : 0, __ATOMIC_RELAXED); }
-
-#ifdef AX_X86
-/* CPUID leaf 7: EDX bit 22 AMX-BF16, bit 24 AMX-TILE; subleaf 1 EAX bit 5 AVX512-BF16 (the
- * packers' conversions). Linux hands a process the tile state only on request
- * (ARCH_REQ_XCOMP_PERM for XTILEDATA, feature 18); a refusal means no AMX. */
-static bool amx_hardware(void)
-{
-    unsigned a, b, c, d;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 22)) || !(d & (1u << 24))) return false;
-    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d) || !(a & (1u << 5))) return false;
-    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
-}
-#endif
-
-bool cpu_gemm_amx_on(void)
-{
-#ifdef AX_X86
-    static int hw = -1;
-    int h = __atomic_load_n(&hw, __ATOMIC_ACQUIRE);
-    if (h < 0) {
-        h = amx_hardware() ? 1 : 0; /* racing first callers ask twice: the kernel grants both */
-        __atomic_store_n(&hw, h, __ATOMIC_RELEASE);
-    }
-    const core_config *cfg = config_current();
-    return h == 1 && !__atomic_load_n(&g_off, __ATOMIC_RELAXED) && (!cfg || cfg->amx) &&
-           cpu_simd_level() >= CPU_SIMD_AVX512;
-#else
-    return false;
-#endif
-}
+bool cpu_gemm_amx_on(void) { return cpu_amx_usable(CPU_AMX_BF16) && cpu_simd_level() >= CPU_SIMD_AVX512; }
 
 #ifdef AX_X86
 typedef struct ax_job {
