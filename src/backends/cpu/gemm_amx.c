@@ -176,14 +176,14 @@ struct ax_cfg {
     uint8_t rows[16];
 };
 
-__attribute__((target("amx-tile"))) static void tiles_configure(void)
-{
-    struct ax_cfg cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int t = 0; t < 8; t++) cfg.rows[t] = 16, cfg.colsb[t] = 64;
-    _tile_loadconfig(&cfg);
-}
+/* A constant in read-only data: GCC 12 drops stores into a local config that only
+ * ldtilecfg reads (it does not see the builtin read the memory), leaving garbage that
+ * faults. */
+static const struct ax_cfg g_cfg = {.palette = 1,
+                                    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+                                    .rows = {16, 16, 16, 16, 16, 16, 16, 16}};
+
+__attribute__((target("amx-tile"))) static void tiles_configure(void) { _tile_loadconfig(&g_cfg); }
 
 /* The 32 x 32 block of C from row tiles a0, a0 + 1 (A terms at ah / al, row tile stride ts)
  * and the panel's B terms, into out (32 x 32 floats). */
