@@ -226,8 +226,9 @@ static void prefill_panels(const quant_panel_kernels *pk, const uint8_t *w, size
         int nw = (int)(N - n0 < QUANT_PANEL_ROWS ? N - n0 : QUANT_PANEL_ROWS);
         const void *pp = kept ? kept + pb * (size_t)(n0 / QUANT_PANEL_ROWS) : panel;
         if (!kept) pk->pack(w + wb * n0, wb, nw, K, panel);
-        for (int m = 0; m < PM; m += QUANT_PANEL_MAX_A)
-            pk->gemm(K, pp, a + ab * m, ab, aux + auxrow * m, auxrow, QUANT_PANEL_MAX_A, out + m * N + n0, (size_t)N, nw);
+        int step = pk->max_a ? pk->max_a : QUANT_PANEL_MAX_A;
+        for (int m = 0; m < PM; m += step)
+            pk->gemm(K, pp, a + ab * m, ab, aux + auxrow * m, auxrow, step, out + m * N + n0, (size_t)N, nw);
     }
 }
 
@@ -274,21 +275,25 @@ static int bench_panel(ct_dtype t, int64_t N, int64_t K)
         int64_t n0 = (int64_t)p * QUANT_PANEL_ROWS;
         rk->pack(w + wb * (size_t)n0, wb, (int)(N - n0 < QUANT_PANEL_ROWS ? N - n0 : QUANT_PANEL_ROWS), K, kept + kept_pb * p);
     }
-    double tv[3][PREPS];
+    double tv[4][PREPS] = {{0}};
     for (int rep = 0; rep < PREPS; rep++)
-        for (int v = 0; v < (rk ? 3 : 2); v++) {
+        for (int v = 0; v < 4; v++) {
+            if (v == 2 && !rk) continue;
             double t0 = now_s();
-            if (v == 2) prefill_panels(rk, w, wb, a, ab, N, K, bs, NULL, kept, aux, out);
+            if (v == 3) /* the packing alone, the per-call panels' share */
+                for (int64_t n0 = 0; n0 < N; n0 += QUANT_PANEL_ROWS)
+                    pk->pack(w + wb * n0, wb, (int)(N - n0 < QUANT_PANEL_ROWS ? N - n0 : QUANT_PANEL_ROWS), K, panel);
+            else if (v == 2) prefill_panels(rk, w, wb, a, ab, N, K, bs, NULL, kept, aux, out);
             else if (v) prefill_panels(pk, w, wb, a, ab, N, K, bs, panel, NULL, aux, out);
             else prefill_rowdots(t, w, wb, a, ab, N, K, out);
             tv[v][rep] = now_s() - t0;
         }
-    for (int v = 0; v < 3; v++) qsort(tv[v], PREPS, sizeof(double), cmp_double);
+    for (int v = 0; v < 4; v++) qsort(tv[v], PREPS, sizeof(double), cmp_double);
     double flop = 2.0 * PM * (double)N * (double)K, r0 = tv[0][PREPS / 2], r1 = tv[1][PREPS / 2], r2 = tv[2][PREPS / 2];
     printf("panels %-5s x [%d, %lld] w [%lld, %lld], 1 thread, median of %d: row dots %7.2f ms %6.1f GFLOP/s | "
-           "panels %7.2f ms %6.1f GFLOP/s | x%.2f",
+           "panels %7.2f ms %6.1f GFLOP/s (packing %.2f ms) | x%.2f",
            ct_dtype_name(t), PM, (long long)K, (long long)N, (long long)K, PREPS, r0 * 1e3, flop / r0 * 1e-9, r1 * 1e3,
-           flop / r1 * 1e-9, r0 / r1);
+           flop / r1 * 1e-9, tv[3][PREPS / 2] * 1e3, r0 / r1);
     if (rk) printf(" | kept %7.2f ms %6.1f GFLOP/s", r2 * 1e3, flop / r2 * 1e-9);
     printf("\n");
     free(w), free(a), free(x), free(out), free(aux), free(panel), free(kept);

@@ -108,11 +108,17 @@ typedef struct quant_panel_kernels {
     void (*act_aux)(const void *a, int64_t K, float *aux);
     void (*gemm)(int64_t K, const void *panel, const void *a, size_t a_stride, const float *aux, size_t aux_stride,
                  int na, float *s, size_t s_stride, int nw);
+    int max_a; /* activation rows a gemm call takes at most (0: QUANT_PANEL_MAX_A) */
 } quant_panel_kernels;
+#define QUANT_PANEL_MAX_A_ANY 32 /* the largest max_a of any kernel */
 /* NULL where the current level has no panel kernels for t (strides in elements for aux).
  * Like the vec dots, a level without its own panels for t hands out its parent's (AVX2's). */
 const quant_panel_kernels *quant_get_panel(ct_dtype t);
 const quant_panel_kernels *quant_get_panel_at(ct_dtype t, quant_simd level);
+/* The AMX-INT8 panels (quant_panel_amx.c: Q6_K, up to 32 activation rows a call), or NULL
+ * where the CPU or the process has no AMX (cpu_amx_usable) or t has none. quant_get_panel
+ * hands them out at the AVX512_VNNI level. */
+const quant_panel_kernels *quant_get_panel_amx(ct_dtype t);
 /* Panels meant to be kept in place of the weights (the same interface): about the size of
  * the weights and fast for a single activation row, so decode uses them too. */
 const quant_panel_kernels *quant_get_repack(ct_dtype t);

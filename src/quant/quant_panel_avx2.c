@@ -870,22 +870,22 @@ static void a_aux_kd(const void *va, int64_t K, float *aux)
     for (int64_t b = 0; b < K / QKK; b++) aux[b] = a[b].d;
 }
 
-static const quant_panel_kernels g_q8_0 = {A_LEG_BYTES_D, 1, a_pack_q8_0, a_aux_q8_0, a_gemm_q8_0};
-static const quant_panel_kernels g_q4_0 = {A_LEG_BYTES_D, 2, a_pack_q4_0, a_aux_q4_0, a_gemm_q4_0};
-static const quant_panel_kernels g_q5_0 = {A_LEG_BYTES_D, 2, a_pack_q5_0, a_aux_q5_0, a_gemm_q5_0};
-static const quant_panel_kernels g_q4_1 = {A_LEG_BYTES_DM, 2, a_pack_q4_1, a_aux_q8_1, a_gemm_q4_1};
-static const quant_panel_kernels g_q5_1 = {A_LEG_BYTES_DM, 2, a_pack_q5_1, a_aux_q8_1, a_gemm_q5_1};
-static const quant_panel_kernels g_q4_k = {A_K4_BYTES, 5, a_pack_q4_k, a_aux_k4, a_gemm_q4_k};
-static const quant_panel_kernels g_q5_k = {A_K4_BYTES, 5, a_pack_q5_k, a_aux_k4, a_gemm_q5_k};
-static const quant_panel_kernels g_q6_k = {A_K16_BYTES, 1, a_pack_q6_k, a_aux_kd, a_gemm_q6_k};
-static const quant_panel_kernels g_q3_k = {A_K16_BYTES, 1, a_pack_q3_k, a_aux_kd, a_gemm_q3_k};
-static const quant_panel_kernels g_q2_k = {A_Q2K_BYTES, 1, a_pack_q2_k, a_aux_kd, a_gemm_q2_k};
+static const quant_panel_kernels g_q8_0 = {A_LEG_BYTES_D, 1, a_pack_q8_0, a_aux_q8_0, a_gemm_q8_0, 0};
+static const quant_panel_kernels g_q4_0 = {A_LEG_BYTES_D, 2, a_pack_q4_0, a_aux_q4_0, a_gemm_q4_0, 0};
+static const quant_panel_kernels g_q5_0 = {A_LEG_BYTES_D, 2, a_pack_q5_0, a_aux_q5_0, a_gemm_q5_0, 0};
+static const quant_panel_kernels g_q4_1 = {A_LEG_BYTES_DM, 2, a_pack_q4_1, a_aux_q8_1, a_gemm_q4_1, 0};
+static const quant_panel_kernels g_q5_1 = {A_LEG_BYTES_DM, 2, a_pack_q5_1, a_aux_q8_1, a_gemm_q5_1, 0};
+static const quant_panel_kernels g_q4_k = {A_K4_BYTES, 5, a_pack_q4_k, a_aux_k4, a_gemm_q4_k, 0};
+static const quant_panel_kernels g_q5_k = {A_K4_BYTES, 5, a_pack_q5_k, a_aux_k4, a_gemm_q5_k, 0};
+static const quant_panel_kernels g_q6_k = {A_K16_BYTES, 1, a_pack_q6_k, a_aux_kd, a_gemm_q6_k, 0};
+static const quant_panel_kernels g_q3_k = {A_K16_BYTES, 1, a_pack_q3_k, a_aux_kd, a_gemm_q3_k, 0};
+static const quant_panel_kernels g_q2_k = {A_Q2K_BYTES, 1, a_pack_q2_k, a_aux_kd, a_gemm_q2_k, 0};
 
-static const quant_panel_kernels g_r_q8_0 = {A_Q8_KEPT_BYTES, 1, ak_pack_q8_0, a_aux_q8_0, ak_gemm_q8_0};
-static const quant_panel_kernels g_r_q4_0 = {AR_BYTES(AR_Q4_0), 2, ar_pack_q4_0, a_aux_q4_0, ar_gemm_q4_0};
-static const quant_panel_kernels g_r_q4_1 = {AR_BYTES(AR_Q4_1), 2, ar_pack_q4_1, a_aux_q8_1, ar_gemm_q4_1};
-static const quant_panel_kernels g_r_q5_0 = {AR_BYTES(AR_Q5_0), 2, ar_pack_q5_0, a_aux_q5_0, ar_gemm_q5_0};
-static const quant_panel_kernels g_r_q5_1 = {AR_BYTES(AR_Q5_1), 2, ar_pack_q5_1, a_aux_q8_1, ar_gemm_q5_1};
+static const quant_panel_kernels g_r_q8_0 = {A_Q8_KEPT_BYTES, 1, ak_pack_q8_0, a_aux_q8_0, ak_gemm_q8_0, 0};
+static const quant_panel_kernels g_r_q4_0 = {AR_BYTES(AR_Q4_0), 2, ar_pack_q4_0, a_aux_q4_0, ar_gemm_q4_0, 0};
+static const quant_panel_kernels g_r_q4_1 = {AR_BYTES(AR_Q4_1), 2, ar_pack_q4_1, a_aux_q8_1, ar_gemm_q4_1, 0};
+static const quant_panel_kernels g_r_q5_0 = {AR_BYTES(AR_Q5_0), 2, ar_pack_q5_0, a_aux_q5_0, ar_gemm_q5_0, 0};
+static const quant_panel_kernels g_r_q5_1 = {AR_BYTES(AR_Q5_1), 2, ar_pack_q5_1, a_aux_q8_1, ar_gemm_q5_1, 0};
 
 void quant_repack_fill_avx2(quant_panel_table tab)
 {

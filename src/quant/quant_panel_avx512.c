@@ -45,21 +45,6 @@ P_INLINE __m512i p_q5k_chunk(const blk_q5_k *b, int c)
                   _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h1));
 }
 
-/* Quants 64c .. 64c+63 of a Q6_K block, unsigned (0..63; the -32 offset goes into the sums). */
-P_INLINE __m512i p_q6k_chunk(const blk_q6_k *b, int c)
-{
-    const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3);
-    int h = c / 2, shift_l = 4 * (c % 2), shift_h = 4 * (c % 2);
-    __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
-    __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
-    __m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
-    __m256i lo0 = _mm256_and_si256(_mm256_srli_epi16(l0, shift_l), m4);
-    __m256i lo1 = _mm256_and_si256(_mm256_srli_epi16(l1, shift_l), m4);
-    __m256i hi0 = _mm256_and_si256(_mm256_srli_epi16(hb, shift_h), m3);
-    __m256i hi1 = _mm256_and_si256(_mm256_srli_epi16(hb, shift_h + 2), m3);
-    return p_join(_mm256_or_si256(lo0, _mm256_slli_epi16(hi0, 4)), _mm256_or_si256(lo1, _mm256_slli_epi16(hi1, 4)));
-}
-
 /* ---- packing: rows beyond nw are zero ---- */
 
 /* The K-quant block types the packers read. */
@@ -674,20 +659,20 @@ P_ENTRY(r_gemm_q5_k, r_q5_k)
 
 QUANT_TARGET_END
 
-static const quant_panel_kernels g_panel_q4_k = {P_BLOCK_BYTES, 8, p_pack_q4_k, p_aux_q4_k, p_gemm_q4_k};
-static const quant_panel_kernels g_panel_q6_k = {P_BLOCK_BYTES, 16, p_pack_q6_k, p_aux_q6_k, p_gemm_q6_k};
-static const quant_panel_kernels g_panel_q5_k = {P_BLOCK_BYTES, 8, p_pack_q5_k, p_aux_q4_k, p_gemm_q4_k};
-static const quant_panel_kernels g_panel_q8_0 = {P8_BLOCK_BYTES, 2, p_pack_q8_0, p_aux_q8_0, p_gemm_q8_0};
-static const quant_panel_kernels g_panel_q4_0 = {P8_BLOCK_BYTES, 2, p_pack_q4_0, p_aux_q4_0, p_gemm_q4_0};
+static const quant_panel_kernels g_panel_q4_k = {P_BLOCK_BYTES, 8, p_pack_q4_k, p_aux_q4_k, p_gemm_q4_k, 0};
+static const quant_panel_kernels g_panel_q6_k = {P_BLOCK_BYTES, 16, p_pack_q6_k, p_aux_q6_k, p_gemm_q6_k, 0};
+static const quant_panel_kernels g_panel_q5_k = {P_BLOCK_BYTES, 8, p_pack_q5_k, p_aux_q4_k, p_gemm_q4_k, 0};
+static const quant_panel_kernels g_panel_q8_0 = {P8_BLOCK_BYTES, 2, p_pack_q8_0, p_aux_q8_0, p_gemm_q8_0, 0};
+static const quant_panel_kernels g_panel_q4_0 = {P8_BLOCK_BYTES, 2, p_pack_q4_0, p_aux_q4_0, p_gemm_q4_0, 0};
 #if !QZ_VNNI
-static const quant_panel_kernels g_panel_q8_0_sign = {P8_BLOCK_BYTES, 2, p_pack_q8_0, p_aux_q8_0, p_gemm_q8_0_sign};
+static const quant_panel_kernels g_panel_q8_0_sign = {P8_BLOCK_BYTES, 2, p_pack_q8_0, p_aux_q8_0, p_gemm_q8_0_sign, 0};
 #endif
 
-static const quant_panel_kernels g_repack_q4_k = {R4_BLOCK_BYTES, 8, r_pack_q4_k, p_aux_q4_k, r_gemm_q4_k};
-static const quant_panel_kernels g_repack_q5_k = {R5_BLOCK_BYTES, 8, r_pack_q5_k, p_aux_q4_k, r_gemm_q5_k};
+static const quant_panel_kernels g_repack_q4_k = {R4_BLOCK_BYTES, 8, r_pack_q4_k, p_aux_q4_k, r_gemm_q4_k, 0};
+static const quant_panel_kernels g_repack_q5_k = {R5_BLOCK_BYTES, 8, r_pack_q5_k, p_aux_q4_k, r_gemm_q5_k, 0};
 
-static const quant_panel_kernels g_repack_q8_0 = {R8_BLOCK_BYTES(false), 2, r_pack_q8_0, p_aux_q8_0, r_gemm_q8_0};
-static const quant_panel_kernels g_repack_q4_0 = {R8_BLOCK_BYTES(true), 2, r_pack_q4_0, p_aux_q4_0, r_gemm_q4_0};
+static const quant_panel_kernels g_repack_q8_0 = {R8_BLOCK_BYTES(false), 2, r_pack_q8_0, p_aux_q8_0, r_gemm_q8_0, 0};
+static const quant_panel_kernels g_repack_q4_0 = {R8_BLOCK_BYTES(true), 2, r_pack_q4_0, p_aux_q4_0, r_gemm_q4_0, 0};
 
 void QZ_SYM(quant_repack_fill_avx512)(quant_panel_table tab)
 {

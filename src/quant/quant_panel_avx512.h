@@ -48,6 +48,21 @@ P_INLINE void p_transpose16(__m512i r[16])
 
 P_INLINE __m512i p_join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
 
+/* Quants 64c .. 64c+63 of a Q6_K block, unsigned (0..63; the -32 offset goes into the sums). */
+P_INLINE __m512i p_q6k_chunk(const blk_q6_k *b, int c)
+{
+    const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3);
+    int h = c / 2, shift_l = 4 * (c % 2), shift_h = 4 * (c % 2);
+    __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+    __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+    __m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+    __m256i lo0 = _mm256_and_si256(_mm256_srli_epi16(l0, shift_l), m4);
+    __m256i lo1 = _mm256_and_si256(_mm256_srli_epi16(l1, shift_l), m4);
+    __m256i hi0 = _mm256_and_si256(_mm256_srli_epi16(hb, shift_h), m3);
+    __m256i hi1 = _mm256_and_si256(_mm256_srli_epi16(hb, shift_h + 2), m3);
+    return p_join(_mm256_or_si256(lo0, _mm256_slli_epi16(hi0, 4)), _mm256_or_si256(lo1, _mm256_slli_epi16(hi1, 4)));
+}
+
 /* The 16 rows are 16 far-apart streams, more than the hardware prefetchers follow:
  * fetch the next block of each row while this one is unpacked. */
 P_INLINE void p_prefetch_rows(const void *vw, size_t ws, int nw, size_t off, size_t bytes)

@@ -176,8 +176,9 @@ static void k3_aux(const void *va, int64_t K, float *aux) { p_k16_aux(va, K, aux
 
 QUANT_TARGET_END
 
-static const quant_panel_kernels g_panel_q2_k = {Q2_BLOCK_BYTES, 1, k2_pack, k2_aux, k2_gemm};
-static const quant_panel_kernels g_panel_q3_k = {P_K16_BLOCK_BYTES, 16, k3_pack, k3_aux, QZ_SYM(quant_panel_gemm_k16)};
+static const quant_panel_kernels g_panel_q2_k = {Q2_BLOCK_BYTES, 1, k2_pack, k2_aux, k2_gemm, 0};
+static const quant_panel_kernels g_panel_q3_k = {P_K16_BLOCK_BYTES, 16, k3_pack, k3_aux, QZ_SYM(quant_panel_gemm_k16),
+                                                 0};
 
 void QZ_SYM(quant_panel_k23_fill_avx512)(quant_panel_table tab)
 {

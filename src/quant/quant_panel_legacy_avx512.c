@@ -318,13 +318,13 @@ P_ENTRY(l_rgemm_q5_1, l_rgemm51)
 
 QUANT_TARGET_END
 
-static const quant_panel_kernels g_panel_q4_1 = {L_BLOCK_BYTES_DM, 2, l_pack_q4_1, l_aux_q8_1, l_gemm_q8_1};
-static const quant_panel_kernels g_panel_q5_0 = {L_BLOCK_BYTES_D, 2, l_pack_q5_0, l_aux_q5_0, l_gemm_q5_0};
-static const quant_panel_kernels g_panel_q5_1 = {L_BLOCK_BYTES_DM, 2, l_pack_q5_1, l_aux_q8_1, l_gemm_q8_1};
+static const quant_panel_kernels g_panel_q4_1 = {L_BLOCK_BYTES_DM, 2, l_pack_q4_1, l_aux_q8_1, l_gemm_q8_1, 0};
+static const quant_panel_kernels g_panel_q5_0 = {L_BLOCK_BYTES_D, 2, l_pack_q5_0, l_aux_q5_0, l_gemm_q5_0, 0};
+static const quant_panel_kernels g_panel_q5_1 = {L_BLOCK_BYTES_DM, 2, l_pack_q5_1, l_aux_q8_1, l_gemm_q8_1, 0};
 
-static const quant_panel_kernels g_repack_q4_1 = {LR_BLOCK_BYTES(L_Q4_1), 2, l_rpack_q4_1, l_aux_q8_1, l_rgemm_q4_1};
-static const quant_panel_kernels g_repack_q5_0 = {LR_BLOCK_BYTES(L_Q5_0), 2, l_rpack_q5_0, l_aux_q5_0, l_rgemm_q5_0};
-static const quant_panel_kernels g_repack_q5_1 = {LR_BLOCK_BYTES(L_Q5_1), 2, l_rpack_q5_1, l_aux_q8_1, l_rgemm_q5_1};
+static const quant_panel_kernels g_repack_q4_1 = {LR_BLOCK_BYTES(L_Q4_1), 2, l_rpack_q4_1, l_aux_q8_1, l_rgemm_q4_1, 0};
+static const quant_panel_kernels g_repack_q5_0 = {LR_BLOCK_BYTES(L_Q5_0), 2, l_rpack_q5_0, l_aux_q5_0, l_rgemm_q5_0, 0};
+static const quant_panel_kernels g_repack_q5_1 = {LR_BLOCK_BYTES(L_Q5_1), 2, l_rpack_q5_1, l_aux_q8_1, l_rgemm_q5_1, 0};
 
 void QZ_SYM(quant_panel_legacy_fill_avx512)(quant_panel_table tab)
 {

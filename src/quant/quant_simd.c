@@ -222,7 +222,12 @@ const quant_panel_kernels *quant_get_panel_at(ct_dtype t, quant_simd level)
     return usable(t, level) ? g_panels[level][t] : NULL;
 }
 
-const quant_panel_kernels *quant_get_panel(ct_dtype t) { return quant_get_panel_at(t, quant_simd_level()); }
+const quant_panel_kernels *quant_get_panel(ct_dtype t)
+{
+    quant_simd l = quant_simd_level();
+    const quant_panel_kernels *amx = l == QUANT_SIMD_AVX512_VNNI ? quant_get_panel_amx(t) : NULL;
+    return amx ? amx : quant_get_panel_at(t, l);
+}
 
 const quant_panel_kernels *quant_get_repack_at(ct_dtype t, quant_simd level)
 {

@@ -150,12 +150,15 @@ static void test_registered(void)
 static void run_panel_case(ct_dtype t, const quant_panel_kernels *pk, int64_t nblk, const uint8_t *wq, size_t ws,
                            const uint8_t *aq, size_t as, const char *level, int *checked)
 {
-    enum { PR = QUANT_PANEL_ROWS, MA = QUANT_PANEL_MAX_A, SS = QUANT_PANEL_ROWS + 3 };
+    enum { PR = QUANT_PANEL_ROWS, MAX = QUANT_PANEL_MAX_A_ANY, SS = QUANT_PANEL_ROWS + 3 };
+    const int MA = pk->max_a ? pk->max_a : QUANT_PANEL_MAX_A;
+    /* every count up to 4 rows; the AMX kernels' 32 at counts around their 16-row tiles */
+    const int nas[] = {1, 2, 3, 4, 5, 15, 16, 17, 31, 32};
     const float sentinel = 12345.f;
     int64_t n = nblk * ct_dtype_block_size(t);
     size_t auxrow = (size_t)nblk * (size_t)pk->aux_n;
     void *panel = aligned_alloc(64, ((size_t)nblk * pk->block_bytes + 63) & ~(size_t)63);
-    float *aux = malloc(sizeof(float) * auxrow * MA);
+    float *aux = malloc(sizeof(float) * (auxrow * (size_t)MA + 1));
     for (int r = 0; r < MA; r++) pk->act_aux(aq + (size_t)r * as, n, aux + r * auxrow);
     const int nws[] = {PR, 15, 5, 1};
     for (int wi = 0; wi < 4; wi++) {
@@ -163,8 +166,9 @@ static void run_panel_case(ct_dtype t, const quant_panel_kernels *pk, int64_t nb
         /* a panel left full of garbage must not leak into a partial one */
         memset(panel, 0xA5, (size_t)nblk * pk->block_bytes);
         pk->pack(wq, ws, nw, n, panel);
-        for (int na = 1; na <= MA; na++) {
-            float s[MA * SS];
+        for (size_t ni = 0; ni < sizeof nas / sizeof nas[0] && nas[ni] <= MA; ni++) {
+            int na = nas[ni];
+            float s[MAX * SS];
             for (int k = 0; k < MA * SS; k++) s[k] = sentinel;
             pk->gemm(n, panel, aq, as, aux, auxrow, na, s, SS, nw);
             for (int j = 0; j < MA; j++)
@@ -187,9 +191,10 @@ static void run_panel_case(ct_dtype t, const quant_panel_kernels *pk, int64_t nb
 
 static void test_panel_kernels(void)
 {
-    enum { PR = QUANT_PANEL_ROWS, MA = QUANT_PANEL_MAX_A };
+    enum { PR = QUANT_PANEL_ROWS, MA = QUANT_PANEL_MAX_A_ANY };
     th_rng rng = {8642};
     int checked = 0;
+    bool amx_checked = false;
     for (int ti = 0; ti < N_TYPES; ti++) {
         ct_dtype t = k_types[ti], vt = quant_vec_dot_type(t);
         const int64_t nblocks[] = {1, 2, 3, 8, 9}; /* odd and even counts: legacy panels pack pairs */
@@ -201,8 +206,8 @@ static void test_panel_kernels(void)
             float *x = malloc(sizeof(float) * (size_t)n);
             make_weights(t, wq, ws, PR, nblk, &rng);
             for (int r = 0; r < MA; r++) {
-                /* row 2: every activation at +amax, so every quant is 127 (largest sums) */
-                for (int64_t i = 0; i < n; i++) x[i] = r == 2 ? 3.f : normal(&rng) * (r == 1 ? 0.01f : 2.f);
+                /* rows 2, 14, 26: every activation at +amax, so every quant is 127 (largest sums) */
+                for (int64_t i = 0; i < n; i++) x[i] = r % 12 == 2 ? 3.f : normal(&rng) * (r == 1 ? 0.01f : 2.f);
                 CHECK_OK(quant_quantize_row(vt, x, aq + (size_t)r * as, n));
             }
             for (int lv = 0; lv <= (int)quant_simd_detected(); lv++) {
@@ -210,9 +215,12 @@ static void test_panel_kernels(void)
                 const quant_panel_kernels *pk = quant_get_panel_at(t, (quant_simd)lv);
                 if (pk) run_panel_case(t, pk, nblk, wq, ws, aq, as, quant_simd_name((quant_simd)lv), &checked);
             }
+            const quant_panel_kernels *amx = quant_get_panel_amx(t);
+            if (amx) run_panel_case(t, amx, nblk, wq, ws, aq, as, "amx", &checked), amx_checked = true;
             free(wq), free(aq), free(x);
         }
     }
+    if (!amx_checked) fprintf(stderr, "  AMX panels not checked: no AMX-INT8 here (or CTORCH_AMX=0)\n");
     if (quant_simd_supported(QUANT_SIMD_AVX2)) CHECK(checked > 0);
     else th_skip("this CPU lacks AVX2: no panel kernels to test");
 }
