@@ -74,11 +74,10 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static bool row_terms(con
     __mmask16 bad = 0;
     for (int64_t s = 0; s < j->KS; s++) {
         int64_t k0 = s * AX_KS, n = min64(AX_KS, j->K - k0);
-        const float *src = a + k0 * j->csa;
-        if (j->csa != 1 || n < AX_KS) {
+        const float *src = buf;
+        if (j->csa == 1 && n == AX_KS) src = a + k0;
+        else
             for (int64_t i = 0; i < AX_KS; i++) buf[i] = i < n ? a[(k0 + i) * j->csa] : 0.0f;
-            src = buf;
-        }
         uint16_t *dh = hi + s * AX_TILE, *dl = lo ? lo + s * AX_TILE : NULL;
         for (int h = 0; h < 2; h++) {
             __m256i th, tl;
@@ -185,6 +184,23 @@ static const struct ax_cfg g_cfg = {.palette = 1,
 
 __attribute__((target("amx-tile"))) static void tiles_configure(void) { _tile_loadconfig(&g_cfg); }
 
+/* The four accumulators += row tiles a0, a1 (NULL: those already in tiles 4, 5) times
+ * column tiles b0, b1. */
+static inline __attribute__((always_inline, target("amx-tile,amx-bf16"))) void tiles_pass(const void *a0, const void *a1,
+                                                                                         const void *b0, const void *b1)
+{
+    if (a0) {
+        _tile_loadd(4, a0, 64);
+        _tile_loadd(5, a1, 64);
+    }
+    _tile_loadd(6, b0, 64);
+    _tile_loadd(7, b1, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+}
+
 /* The 32 x 32 block of C from row tiles a0, a0 + 1 (A terms at ah / al, row tile stride ts)
  * and the panel's B terms, into out (32 x 32 floats). */
 __attribute__((target("amx-tile,amx-bf16"))) static void block_32x32(const ax_job *j, const uint16_t *ah,
@@ -196,31 +212,12 @@ __attribute__((target("amx-tile,amx-bf16"))) static void block_32x32(const ax_jo
     _tile_zero(2);
     _tile_zero(3);
     for (int64_t s = 0; s < j->KS; s++) {
-        const uint16_t *a0 = ah + s * AX_TILE, *a1 = a0 + ts;
-        const uint32_t *b0 = bh + s * 512, *b1 = b0 + 256;
-        _tile_loadd(4, a0, 64);
-        _tile_loadd(5, a1, 64);
-        _tile_loadd(6, b0, 64);
-        _tile_loadd(7, b1, 64);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
+        const uint16_t *a0 = ah + s * AX_TILE;
+        const uint32_t *b0 = bh + s * 512;
+        tiles_pass(a0, a0 + ts, b0, b0 + 256);
         if (!bl) continue;
-        _tile_loadd(6, bl + s * 512, 64);
-        _tile_loadd(7, bl + s * 512 + 256, 64);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
-        _tile_loadd(4, al + s * AX_TILE, 64);
-        _tile_loadd(5, al + s * AX_TILE + ts, 64);
-        _tile_loadd(6, b0, 64);
-        _tile_loadd(7, b1, 64);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
+        tiles_pass(NULL, NULL, bl + s * 512, bl + s * 512 + 256); /* xh wl */
+        tiles_pass(al + s * AX_TILE, al + s * AX_TILE + ts, b0, b0 + 256); /* xl wh */
     }
     _tile_stored(0, out, 128);
     _tile_stored(1, out + 16, 128);
