@@ -61,6 +61,7 @@ static void test_bad_values(void)
         {"CTORCH_THREADS", "99999", CT_ERR_INVALID_ARG},
         {"CTORCH_LOG", "loud", CT_ERR_INVALID_ARG},
         {"CTORCH_REPACK", "sometimes", CT_ERR_INVALID_ARG},
+        {"CTORCH_AMX", "fast", CT_ERR_INVALID_ARG},
         {"CTORCH_SIMD", "bogus", CT_ERR_INVALID_ARG},
         {"CTORCH_SIMD", "avx1024", CT_ERR_INVALID_ARG},
         {"CTORCH_BPE_PRE", "this name is far longer than any pre-tokenizer name could be, so it is refused", CT_ERR_INVALID_ARG},
@@ -91,6 +92,7 @@ static void test_values_reach_their_readers(void)
 {
     setenv("CTORCH_LOG", "error", 1);
     setenv("CTORCH_REPACK", "0", 1);
+    setenv("CTORCH_AMX", "0", 1);
     setenv("CTORCH_HOST_CACHE_MB", "3", 1);
     setenv("CTORCH_STRICT", "on", 1);
     setenv("CTORCH_STATS", "true", 1);
@@ -99,12 +101,14 @@ static void test_values_reach_their_readers(void)
     CHECK_OK(ct_exec_reinit());
     const core_config *c = config_current();
     CHECK(c->log_level == CT_LOG_ERROR && !c->repack && c->host_cache_bytes == (size_t)3 << 20);
+    CHECK(!c->amx && !cpu_amx_usable(CPU_AMX_INT8) && !cpu_amx_usable(CPU_AMX_BF16));
     CHECK(core_simd_cap_env() == CORE_SIMD_CAP_AVX2 && !strcmp(c->bpe_pre, "gpt2"));
     CHECK(!core_log_enabled(CT_LOG_WARN) && core_log_enabled(CT_LOG_ERROR));
     CHECK(ct_exec_strict() && ct_exec_stats_requested());
     /* empty means the default */
     setenv("CTORCH_LOG", "", 1);
     unsetenv("CTORCH_REPACK");
+    unsetenv("CTORCH_AMX");
     unsetenv("CTORCH_HOST_CACHE_MB");
     setenv("CTORCH_STRICT", "off", 1);
     unsetenv("CTORCH_STATS");
@@ -112,7 +116,7 @@ static void test_values_reach_their_readers(void)
     unsetenv("CTORCH_BPE_PRE");
     CHECK_OK(ct_exec_reinit());
     c = config_current();
-    CHECK(c->log_level == CT_LOG_WARN && c->repack && c->host_cache_bytes == (size_t)256 << 20);
+    CHECK(c->log_level == CT_LOG_WARN && c->repack && c->amx && c->host_cache_bytes == (size_t)256 << 20);
     CHECK(core_simd_cap_env() == CORE_SIMD_CAP_AVX512 && !c->bpe_pre[0]);
     unsetenv("CTORCH_SIMD");
     CHECK(core_log_enabled(CT_LOG_WARN) && !ct_exec_strict() && !ct_exec_stats_requested());
