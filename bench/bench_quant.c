@@ -226,7 +226,7 @@ static void prefill_panels(const quant_panel_kernels *pk, const uint8_t *w, size
         int nw = (int)(N - n0 < QUANT_PANEL_ROWS ? N - n0 : QUANT_PANEL_ROWS);
         const void *pp = kept ? kept + pb * (size_t)(n0 / QUANT_PANEL_ROWS) : panel;
         if (!kept) pk->pack(w + wb * n0, wb, nw, K, panel);
-        int step = pk->max_a ? pk->max_a : QUANT_PANEL_MAX_A;
+        int step = quant_panel_max_a(pk);
         for (int m = 0; m < PM; m += step)
             pk->gemm(K, pp, a + ab * m, ab, aux + auxrow * m, auxrow, step, out + m * N + n0, (size_t)N, nw);
     }

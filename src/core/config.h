@@ -19,7 +19,7 @@ typedef struct core_config {
     int threads;             /* CTORCH_THREADS; 0 = one per core */
     int log_level;           /* CTORCH_LOG, a ct_log_level */
     bool repack;             /* CTORCH_REPACK */
-    bool amx;                /* CTORCH_AMX: f16 / bf16 prompts may use AMX tiles where the CPU has them */
+    bool amx;                /* CTORCH_AMX: prompts may use AMX tiles where the CPU has them (core/cpuid.h) */
     bool replay;             /* CTORCH_REPLAY: the LLM decodes by replaying a recorded step */
     bool fuse;               /* CTORCH_FUSE: a backend capturing a recorded step may fuse its ops */
     char cache_dir[512];     /* CTORCH_CACHE_DIR, else $XDG_CACHE_HOME/ctorch, else ~/.cache/ctorch

@@ -60,6 +60,12 @@ static inline bool cpu_has_avx512vnni(void) { return false; }
 #define CPU_AMX_INT8 1u
 #define CPU_AMX_BF16 2u
 bool cpu_amx_usable(unsigned need);
+/* The 64-byte operand of ldtilecfg (palette 1): bytes per row and rows of each tile. */
+typedef struct cpu_amx_tilecfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} cpu_amx_tilecfg;
 /* Tests: off hides AMX from every kernel family. */
 void cpu_amx_disable(bool off);
 

@@ -111,6 +111,8 @@ typedef struct quant_panel_kernels {
     int max_a; /* activation rows a gemm call takes at most (0: QUANT_PANEL_MAX_A) */
 } quant_panel_kernels;
 #define QUANT_PANEL_MAX_A_ANY 32 /* the largest max_a of any kernel */
+/* Activation rows one gemm call of pk takes at most. */
+static inline int quant_panel_max_a(const quant_panel_kernels *pk) { return pk->max_a ? pk->max_a : QUANT_PANEL_MAX_A; }
 /* NULL where the current level has no panel kernels for t (strides in elements for aux).
  * Like the vec dots, a level without its own panels for t hands out its parent's (AVX2's). */
 const quant_panel_kernels *quant_get_panel(ct_dtype t);

@@ -90,12 +90,6 @@ static void qa_aux_q8(const void *va, int64_t K, float *aux)
     for (int64_t b = 0; b < K / QKK; b++) memcpy((char *)aux + b * QKK, a[b].qs, QKK);
 }
 
-struct qa_cfg {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-};
-
 /* Tiles 0, 1: rows 0-15's hi and lo sums; 2, 3: rows 16-31's; 4, 5: the two row tiles of
  * activation quants (64 bytes a row); 6, 7: hi and lo weights (16 rows of 64 bytes). With
  * na <= 16 the second row tile repeats the first (its sums are not used). The config
@@ -103,7 +97,7 @@ struct qa_cfg {
  * reads. */
 QA_FN void qa_configure(int na)
 {
-    struct qa_cfg c;
+    cpu_amx_tilecfg c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
     int r0 = na < 16 ? na : 16, r1 = na <= 16 ? r0 : na - 16;

@@ -151,7 +151,7 @@ static void run_panel_case(ct_dtype t, const quant_panel_kernels *pk, int64_t nb
                            const uint8_t *aq, size_t as, const char *level, int *checked)
 {
     enum { PR = QUANT_PANEL_ROWS, MAX = QUANT_PANEL_MAX_A_ANY, SS = QUANT_PANEL_ROWS + 3 };
-    const int MA = pk->max_a ? pk->max_a : QUANT_PANEL_MAX_A;
+    const int MA = quant_panel_max_a(pk);
     /* every count up to 4 rows; the AMX kernels' 32 at counts around their 16-row tiles */
     const int nas[] = {1, 2, 3, 4, 5, 15, 16, 17, 31, 32};
     const float sentinel = 12345.f;

@@ -36,7 +36,7 @@ bool cpu_gemm_amx_on(void) { return cpu_amx_usable(CPU_AMX_BF16) && cpu_simd_lev
 
 #ifdef AX_X86
 typedef struct ax_job {
-    int64_t M, N, K, KS; /* KS: k steps of 32 (K rounded up) */
+    int64_t N, K, KS; /* KS: k steps of 32 (K rounded up) */
     const float *A;
     int64_t rsa, csa;
     const uint16_t *B; /* column j of B (k = 0..K-1) at B + j * csb */
@@ -168,19 +168,12 @@ static void panel_plain(const ax_job *j, int64_t r0, int64_t r1, int64_t j0, int
 }
 
 /* Tiles 0..3: C rows 0-15 x cols 0-15, 0-15 x 16-31, 16-31 x 0-15, 16-31 x 16-31; 4, 5 the
- * two row tiles of A; 6, 7 the two column tiles of B. */
-struct ax_cfg {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-};
-
-/* A constant in read-only data: GCC 12 drops stores into a local config that only
- * ldtilecfg reads (it does not see the builtin read the memory), leaving garbage that
- * faults. */
-static const struct ax_cfg g_cfg = {.palette = 1,
-                                    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
-                                    .rows = {16, 16, 16, 16, 16, 16, 16, 16}};
+ * two row tiles of A; 6, 7 the two column tiles of B. A constant in read-only data: GCC 12
+ * drops stores into a local config that only ldtilecfg reads (it does not see the builtin
+ * read the memory), leaving garbage that faults. */
+static const cpu_amx_tilecfg g_cfg = {.palette = 1,
+                                      .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+                                      .rows = {16, 16, 16, 16, 16, 16, 16, 16}};
 
 __attribute__((target("amx-tile"))) static void tiles_configure(void) { _tile_loadconfig(&g_cfg); }
 
@@ -228,18 +221,11 @@ __attribute__((target("amx-tile,amx-bf16"))) static void block_32x32(const ax_jo
 /* C (+)= the mi x nj corner of a 32 x 32 block. */
 __attribute__((target("avx512f"))) static void write_block(const ax_job *j, const float *blk, float *c, int mi, int nj)
 {
-    __mmask16 m0 = nj >= 16 ? 0xFFFF : (__mmask16)((1u << nj) - 1);
-    __mmask16 m1 = nj >= 32 ? 0xFFFF : nj <= 16 ? 0 : (__mmask16)((1u << (nj - 16)) - 1);
-    for (int i = 0; i < mi; i++) {
-        float *ci = c + i * j->ldc;
-        __m512 s0 = _mm512_loadu_ps(blk + i * 32), s1 = _mm512_loadu_ps(blk + i * 32 + 16);
-        if (j->accumulate) {
-            s0 = _mm512_add_ps(s0, _mm512_maskz_loadu_ps(m0, ci));
-            s1 = _mm512_add_ps(s1, _mm512_maskz_loadu_ps(m1, ci + 16));
-        }
-        _mm512_mask_storeu_ps(ci, m0, s0);
-        _mm512_mask_storeu_ps(ci + 16, m1, s1);
-    }
+    __mmask16 m0, m1;
+    gemm_masks32(nj, &m0, &m1);
+    for (int i = 0; i < mi; i++)
+        gemm_put_row32(c + i * j->ldc, m0, m1, _mm512_loadu_ps(blk + i * 32), _mm512_loadu_ps(blk + i * 32 + 16),
+                       j->accumulate);
 }
 
 /* Task = panel p (32 columns) x group g of the chunk's tile pairs. The panel and the C
@@ -285,7 +271,7 @@ ct_status cpu_gemm_amx_half(int64_t M, int64_t N, int64_t K, const float *A, int
 #ifdef AX_X86
     if (M <= 0 || N <= 0 || K <= 0) return core_err(CT_ERR_INVALID_ARG, "amx gemm: empty product %lld x %lld x %lld",
                                                      (long long)M, (long long)N, (long long)K);
-    ax_job j = {.M = M, .N = N, .K = K, .KS = (K + AX_KS - 1) / AX_KS, .A = A, .rsa = rsa, .csa = csa, .B = B,
+    ax_job j = {.N = N, .K = K, .KS = (K + AX_KS - 1) / AX_KS, .A = A, .rsa = rsa, .csa = csa, .B = B,
                 .csb = csb, .bf16 = bf16, .C = C, .ldc = ldc, .accumulate = accumulate};
     int64_t chunk = min64(M, AX_MCHUNK), tiles = ((chunk + 31) / 32) * 2;
     size_t elems = (size_t)(tiles * j.KS * AX_TILE);

@@ -133,18 +133,12 @@ __attribute__((target("avx512f,avx512bf16"))) static void bf_tile(int64_t kp, co
             s1[i] = _mm512_dpbf16_ps(s1[i], ai, b1);
         }
     }
-    __mmask16 m0 = nj >= 16 ? 0xFFFF : (__mmask16)((1u << nj) - 1);
-    __mmask16 m1 = nj >= 32 ? 0xFFFF : nj <= 16 ? 0 : (__mmask16)((1u << (nj - 16)) - 1);
+    __mmask16 m0, m1;
+    gemm_masks32(nj, &m0, &m1);
 #pragma GCC unroll 8
     for (int i = 0; i < BF_MR; i++) {
         if (i >= mi) break;
-        float *ci = c + i * ldc;
-        if (acc) {
-            s0[i] = _mm512_add_ps(s0[i], _mm512_maskz_loadu_ps(m0, ci));
-            s1[i] = _mm512_add_ps(s1[i], _mm512_maskz_loadu_ps(m1, ci + 16));
-        }
-        _mm512_mask_storeu_ps(ci, m0, s0[i]);
-        _mm512_mask_storeu_ps(ci + 16, m1, s1[i]);
+        gemm_put_row32(c + i * ldc, m0, m1, s0[i], s1[i], acc);
     }
 }
 

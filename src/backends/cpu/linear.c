@@ -455,7 +455,7 @@ static void panel_tasks(void *vctx, int64_t p0, int64_t p1)
         int nw = (int)min64(QUANT_PANEL_ROWS, j->N - n0);
         const void *pp = j->kept ? j->kept + (size_t)p * pbytes : panel;
         if (!j->kept) j->pk->pack(j->w + (size_t)n0 * j->wrow, j->wrow, nw, j->K, panel);
-        int64_t step = j->pk->max_a ? j->pk->max_a : QUANT_PANEL_MAX_A;
+        int64_t step = quant_panel_max_a(j->pk);
         for (int64_t m = 0; m < j->M; m += step) {
             int na = (int)min64(step, j->M - m);
             j->pk->gemm(j->K, pp, j->a + (size_t)m * j->arow, j->arow, j->aux + (size_t)m * auxrow, auxrow, na,
