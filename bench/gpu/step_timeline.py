@@ -45,7 +45,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('module'); ap.add_argument('model')
     ap.add_argument('--devices', default='cuda'); ap.add_argument('--prompt', type=int, default=0)
-    ap.add_argument('--steps', type=int, default=24); ap.add_argument('--first', default='emb_kernel')
+    ap.add_argument('--steps', type=int, default=24); ap.add_argument('--first', default='emb')
     ap.add_argument('--json')
     ap.add_argument('--host', action='store_true', help='no profiler: the host side per token')
     a = ap.parse_args()

@@ -45,7 +45,10 @@
  * down Q6_K with x quantized 12.99 vs 9.27 (its kernel needs 80 registers staged: one
  * block less per SM, and a coarser split). So by default only a norm whose output only float
  * weights read is staged (no q8 form: the f32 copy); CTORCH_CUDA_MVSTAGE=norm / all stage
- * more, =0 nothing. */
+ * more, =0 nothing. Session 22 staged the norm in the one-format Q4_K / Q6_K kernels too (a
+ * grid of one wave, stage_x before the dots; not kept): on the H200 norm + gate/up 9.32 ->
+ * 10.88 us, norm + q/k/v 5.54 -> 7.69, TinyLlama Q4_K_M tg128 1,399 / 1,437 -> 1,049 / 1,073
+ * t/s (the staged gate/up 13.4 us a layer in the step against 7.2 + 2.2 for job and norm). */
 #include "backends/cuda/quant_fused.cuh"
 
 namespace cufu {
@@ -283,7 +286,9 @@ XPlan x_plan(const cuq_mv_job *job)
 }
 
 /* The prologue in the job's epilogue: only the one-format kernels (launch_q4k_job,
- * launch_q6k_job) have it, so the job must be one they take. */
+ * launch_q6k_job) have it, so the job must be one they take. (Float weights' q/k/v job with
+ * the epilogue in a variant of the generic kernel measured no faster on the H200, F16
+ * TinyLlama: that job 7.6 -> 10.3 us a layer, against 2.5 for the separate rope kernel.) */
 bool rope_ok(const cuq_mv_job *job)
 {
     const fusek_prologue *p = job->rope;
@@ -461,6 +466,7 @@ extern "C" bool cuq_mv_run(const cuq_mv_job *job, void *tmp, int sm_count, cudaS
     a.prefetch = dev_facts().pdl && bytes <= dev_facts().l2 / 10 * 3;
     a.glu = job->glu;
     a.glu_out = job->glu_out;
+    a.pair = dev_facts().pair;
     if (job->rope) {
         a.rp = true;
         a.rpp = *job->rope;
