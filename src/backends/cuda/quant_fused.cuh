@@ -339,7 +339,10 @@ __device__ __forceinline__ void row_dot(const FuPart &p, const FuArgs &a, const 
  * loads before the math (dot_h, NR = 2), each row's sums in the one-row order; false where
  * it does not apply (then row_dot takes the rows one after the other). Measured on the H200
  * (TinyLlama shapes, bench/cuda_quant.c --jobs): f16 norm + gate/up 18.87 -> 17.44 us,
- * gate/up alone 18.16 -> 16.19 (61 -> 69% of copy); decode tokens identical. */
+ * gate/up alone 18.16 -> 16.19 (61 -> 69% of copy); F16 tg128 842 / 846 -> 894 / 894 t/s;
+ * decode tokens identical. The same for quantized rows (dot_q over two rows, x's q8 loads
+ * shared) was slower or even: Q5_K_M tg128 980 / 972 -> 962 / 957, Q8_0 955 / 958 -> 966 /
+ * 945 t/s (dot_q's two units in flight a lane already overlap the loads). */
 template <int M, bool GLU, bool SH>
 __device__ __forceinline__ bool half_pair(const FuPart &p, const FuArgs &a, const XIn &x, int64_t n, int s, int lane,
                                           float *acc)
