@@ -1,5 +1,6 @@
 /* What the built-in GEMMs' AVX-512 panel packing shares (gemm.c's f32/f16/bf16 B panels,
- * gemm_bf16.c's bf16 pair panels, gemm_amx.c's tile panels) and their 32-column row stores. x86-64 GCC/Clang only: include after <immintrin.h>. */
+ * gemm_bf16.c's bf16 pair panels, gemm_amx.c's tile panels) and their 32-column row
+ * stores. x86-64 GCC/Clang only: include after <immintrin.h>. */
 #ifndef CT_CPU_GEMM_AVX512_H
 #define CT_CPU_GEMM_AVX512_H
 

@@ -108,7 +108,8 @@ struct FuArgs {
     int S;
     bool prefetch;
     bool seg; /* every weight's rows through seg_dot (launch_job picks the kernel with its buffers) */
-    bool pair; /* a gated job's 16-bit float rows loaded together (half_pair; CTORCH_CUDA_MVPAIR=0: one after the other) */
+    bool pair; /* a gated job's 16-bit float rows loaded together (half_pair; CTORCH_CUDA_MVPAIR=0:
+                  one after the other) */
     /* Staging (the XS kernels): each block makes x's q8 form (stage_q8) and / or an f32 copy
      * (stage_f) in its dynamic shared memory (smem bytes) from x, RMS-normed first where
      * norm (weight nw of dtype nwdt or none, eps; block 0 also writes the normed rows to y
