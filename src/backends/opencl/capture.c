@@ -230,12 +230,35 @@ static int flush_every(void)
     return e && *e ? atoi(e) : 0;
 }
 
+/* CTORCH_OPENCL_HOLD=N (a diagnostic): a kernel busy for N dependent steps goes ahead of
+ * each replayed step, so the step's launches wait in the queue and then run back to back:
+ * the wall time of a step minus the hold's own (CTORCH_OPENCL_PROFILE=1 shows it) is the
+ * device's time for the step when the host's enqueue rate does not bound it. */
+static ct_status hold(ct_device *dev)
+{
+    const char *e = getenv("CTORCH_OPENCL_HOLD");
+    cl_int n = e && *e ? (cl_int)atoi(e) : 0;
+    if (n <= 0) return CT_OK;
+    cl_kernel k;
+    cl_mem sink = NULL;
+    cl_float seed = 1.0f;
+    size_t one = 1;
+    ct_status s = ocl_kernel(dev, "ew", "ew_hold", &k);
+    if (s == CT_OK) s = ocl_tmp_alloc(dev, sizeof(float), &sink);
+    if (s == CT_OK) s = OCL_SET_ARGS(dev, k, "ew_hold", OCL_ARG(sink), OCL_ARG(n), OCL_ARG(seed));
+    if (s == CT_OK) s = ocl_launch(dev, k, "ew_hold", 1, &one, &one);
+    if (sink) ocl_tmp_free(dev, sink, sizeof(float));
+    return s;
+}
+
 ct_status ocl_step_launch(ct_device *dev, void *handle)
 {
     ocl_dev *od = ocl_dev_of(dev);
     ocl_capture *c = handle;
     uint64_t t0 = od->prof ? ocl_prof_now() : 0;
     int every = flush_every();
+    ct_status hs = hold(dev);
+    if (hs != CT_OK) return hs;
     for (int i = 0; i < c->n_launches; i++) {
         const cap_launch *l = &c->launches[i];
         if (every > 0 && i > 0 && i % every == 0) {

@@ -821,3 +821,13 @@ kernel void ew_reduce(red_nd r, global uchar *dst, ulong doff, int ddt, global c
     st_f(dp, out, ddt, res);
 #endif
 }
+
+/* A diagnostic (CTORCH_OPENCL_HOLD=N, capture.c): one work-item busy for n dependent
+ * steps ahead of a replayed step, so the step's launches queue up behind it and then run
+ * at the device's own pace instead of the host's enqueue rate. */
+kernel void ew_hold(global float *sink, int n, float seed)
+{
+    float a = seed;
+    for (int i = 0; i < n; i++) a = fma(a, 0.999999f, 1e-7f);
+    if (a == -1.0f) sink[0] = a; /* never true: keeps the loop */
+}
