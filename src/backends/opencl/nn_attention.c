@@ -58,9 +58,17 @@ static att_plan att_plan_for(const ct_device *dev, const ct_op *op)
     return p;
 }
 
-/* att_decode (one query row per head, attention.cl): work-groups of DEC_WG work-items,
- * each serving the G heads of one kv head over one split of the attended keys. */
+/* att_decode (one query row per head, attention.cl): work-groups of DEC_WG work-items
+ * (DEC_WG_GPU on GPUs), each serving the G heads of one kv head over one split of the
+ * attended keys, and never more than the kernel itself allows on the device (its
+ * registers: at 1,024 the H200's launch fails). More work-items shorten every work-item's
+ * share of the scores, the softmax and P V, the chain a split's latency is made of: H200,
+ * TinyLlama-shaped Q4_K_M, tg128 (ctorch bench -d opencl:0,cpu -n 128 -r 3, two rounds,
+ * alternated in one call, session 23) after no prompt / after 512 tokens: 128 work-items
+ * 621, 628 / 638, 634 t/s; 256 660, 650 / 669, 664; 512 680, 664 / 669, 665 (and 667,
+ * 686 / 671, 673 in a second call). */
 #define DEC_WG 128
+#define DEC_WG_GPU 512
 #define DEC_ACC 8             /* (head, value dim) pairs per work-item (ATT_DACC in attention.cl) */
 /* Keys per chunk loaded into local memory, at most. H200, tg128 after 0 / 512 prompt tokens: 32
  * 628-640 t/s, 64 616-630, 128 598-603 (session 15); session 17, after 512, three rounds
@@ -109,7 +117,9 @@ static bool dec_plan_for(const ct_device *dev, const ct_op *op, dec_plan *p)
     p->G = Hq / Hkv;
     p->heads = B * Hkv;
     int64_t wg_env = dec_env("CTORCH_OPENCL_ATT_WG");
-    p->wg = nn_wg(dev, wg_env > 0 && wg_env <= 1024 ? (size_t)wg_env : DEC_WG);
+    size_t cap = wg_env > 0 && wg_env <= 1024 ? (size_t)wg_env : (info->type & CL_DEVICE_TYPE_GPU) ? DEC_WG_GPU : DEC_WG;
+    size_t kwg = ocl_kernel_wg(dev, "attention", "att_decode");
+    p->wg = nn_wg(dev, kwg && kwg < cap ? kwg : cap);
     if (p->G * Dv > DEC_ACC * (int64_t)p->wg || p->heads < 1) return false;
     int64_t target = info->compute_units > DEC_MIN_GROUPS ? info->compute_units : DEC_MIN_GROUPS;
     int64_t n = (target + p->heads - 1) / p->heads, merge_cap = DEC_MERGE_FLOATS / (p->G * (Dv + 2));

@@ -305,6 +305,21 @@ ct_status ocl_kernel(ct_device *dev, const char *program, const char *name, cl_k
     return s;
 }
 
+size_t ocl_kernel_wg(const ct_device *dev, const char *program, const char *name)
+{
+    int i = source_index(program);
+    if (i < 0) return 0;
+    ocl_dev *od = ocl_dev_of(dev);
+    size_t wg = 0;
+    cl_kernel k = NULL;
+    pthread_mutex_lock(&od->mu);
+    if (program_locked(dev, od, i) && find_kernel((ct_device *)dev, od, i, name, &k) == CT_OK &&
+        ocl_cl.clGetKernelWorkGroupInfo(k, od->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL) != CL_SUCCESS)
+        wg = 0;
+    pthread_mutex_unlock(&od->mu);
+    return wg;
+}
+
 /* ---- arguments and launches ---- */
 
 ct_status ocl_args(ct_device *dev, cl_kernel k, const char *name, int n, const ocl_arg *args)
