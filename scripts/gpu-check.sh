@@ -1,12 +1,14 @@
 #!/bin/sh
 # On a machine with an NVIDIA GPU: builds ctorch with the CUDA backend (or uses a given
 # build directory), runs the whole test suite with the default chain and again with
-# CTORCH_DEVICES=cuda,cpu (every op that CUDA takes runs there), and prints one summary
-# table on stdout (logs go to the build directory; progress to stderr).
+# CTORCH_DEVICES=cuda,cpu (every op that CUDA takes runs there), optionally with
+# CTORCH_DEVICES=opencl:0,cpu (the GPU's OpenCL: every op OpenCL claims runs there), and
+# prints one summary table on stdout (logs go to the build directory; progress to stderr).
 #
 #   scripts/gpu-check.sh [BUILD_DIR]        default: build-cuda (configured and built here)
 #   JOBS=N  CTEST_ARGS="-R cuda"  CUDA_ARCHS="90-real"  environment knobs
-#   PASSES="default cuda_cpu cuda_only"  the suite passes to run (each ~2-3 min on 16 cores)
+#   PASSES="default cuda_cpu cuda_only"  the suite passes to run (each ~2-3 min on 16 cores);
+#                                        opencl_cpu adds the OpenCL one (not run by default)
 #   LLAMA_BENCH=path/to/llama-bench  also benchmark against llama.cpp (bench/gpu_compare.sh)
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -57,10 +59,12 @@ run_suite() {
 }
 
 PASSES=${PASSES:-default cuda_cpu cuda_only}
-R1= R2= R3=
+R1= R2= R3= R4=
 case " $PASSES " in *" default "*) say "test suite, default chain"; R1=$(run_suite default) ;; esac
 case " $PASSES " in *" cuda_cpu "*) say "test suite, CTORCH_DEVICES=cuda,cpu"; R2=$(run_suite cuda_cpu CTORCH_DEVICES=cuda,cpu) ;; esac
 case " $PASSES " in *" cuda_only "*) say "CUDA tests alone"; R3=$(CTEST_ARGS="-L cuda" run_suite cuda_only) ;; esac
+# opencl:0 is the first OpenCL device ctorch ranks: the GPU where one exists (above PoCL)
+case " $PASSES " in *" opencl_cpu "*) say "test suite, CTORCH_DEVICES=opencl:0,cpu"; R4=$(run_suite opencl_cpu CTORCH_DEVICES=opencl:0,cpu) ;; esac
 
 # ---------------------------------------------------------------- summary
 echo "## gpu-check: $GPU"
@@ -69,12 +73,13 @@ echo "refdata: $REFDATA $([ -d "$REFDATA" ] && echo "(found)" || echo "(missing:
 echo
 echo "| run | passed | failed | skipped | seconds |"
 echo "|---|---:|---:|---:|---:|"
-for r in "$R1" "$R2" "$R3"; do
+for r in "$R1" "$R2" "$R3" "$R4"; do
   [ -n "$r" ] || continue
   set -- $r
   case $1 in
     default) label="ctest, default chain" ;;
     cuda_cpu) label="ctest, CTORCH_DEVICES=cuda,cpu" ;;
+    opencl_cpu) label="ctest, CTORCH_DEVICES=opencl:0,cpu" ;;
     *) label="ctest -L cuda" ;;
   esac
   echo "| $label | $2 | $3 | $4 | $5 |"
@@ -96,5 +101,5 @@ fi
 # ================================================================= END BENCHMARKS
 
 fails=0
-for r in "$R1" "$R2" "$R3"; do [ -n "$r" ] || continue; set -- $r; fails=$((fails + $3)); done
+for r in "$R1" "$R2" "$R3" "$R4"; do [ -n "$r" ] || continue; set -- $r; fails=$((fails + $3)); done
 [ "$fails" -eq 0 ]
