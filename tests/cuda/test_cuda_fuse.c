@@ -41,7 +41,7 @@ static const char *g_dir;
 
 static bool ready(void)
 {
-    if (!devcheck_device("cuda", g_dev, sizeof g_dev)) return false;
+    if (!devcheck_chain_device("cuda", g_dev, sizeof g_dev)) return false;
     g_dir = th_refdata();
     char probe[1024];
     snprintf(probe, sizeof probe, "%s/mini-a/mini-a-f16.gguf", g_dir ? g_dir : ".");

@@ -97,7 +97,7 @@ static void expect_cpu_tokens(const run_out *o, const char *what)
               what, o->n_past, g_cpu.n_past, first);
 }
 
-static const char *gpu_or_skip(void) { return devcheck_device("cuda", g_dev, sizeof g_dev); }
+static const char *gpu_or_skip(void) { return devcheck_chain_device("cuda", g_dev, sizeof g_dev); }
 
 /* Ops that ran on the GPU since the last ct_exec_stats_reset (ct_exec_reinit resets too). */
 static uint64_t gpu_ops(void)

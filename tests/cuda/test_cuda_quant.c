@@ -372,7 +372,7 @@ out:
 
 static void test_refdata_greedy(void)
 {
-    if (!have_dev()) return;
+    if (!(dev = devcheck_chain_device("cuda", dev_name, sizeof dev_name))) return;
     const char *dir = th_refdata();
     char probe[1024];
     snprintf(probe, sizeof probe, "%s/mini-a/mini-a-q4_k_m.gguf", dir ? dir : ".");

@@ -20,6 +20,27 @@ const char *devcheck_device(const char *kind, char *buf, size_t len)
     return NULL;
 }
 
+/* Whether a CTORCH_DEVICES chain ("cuda,cpu", "opencl:0,cpu") has an entry of kind. */
+static bool chain_has(const char *chain, const char *kind)
+{
+    size_t n = strlen(kind);
+    for (const char *p = chain; p; p = strchr(p, ',')) {
+        if (*p == ',') p++;
+        if (strncmp(p, kind, n) == 0 && (p[n] == ',' || p[n] == ':' || p[n] == '\0')) return true;
+    }
+    return false;
+}
+
+const char *devcheck_chain_device(const char *kind, char *buf, size_t len)
+{
+    const char *chain = getenv("CTORCH_DEVICES");
+    if (chain && *chain && strcmp(chain, "auto") != 0 && !chain_has(chain, kind)) {
+        th_skip("CTORCH_DEVICES=%s leaves %s out of the chain", chain, kind);
+        return NULL;
+    }
+    return devcheck_device(kind, buf, len);
+}
+
 double devcheck_nmse(const double *got, const double *ref, int64_t n, int *nonfinite)
 {
     double num = 0, den = 0;
