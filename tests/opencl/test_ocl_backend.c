@@ -308,6 +308,20 @@ static void test_build_options(void)
     CHECK_OK(ct_exec_set_devices("opencl,cpu"));
     CHECK(ct_device_supports(g_dev, "add", CT_F32));
 }
+
+/* A kernel's own work-group limit (what att_decode's size is capped by): positive and within
+ * the device's for a kernel that builds, 0 for a kernel or a program that does not exist. */
+static void test_kernel_wg(void)
+{
+    ct_device *dev = exec_find_device(g_dev);
+    CHECK(dev != NULL);
+    if (!dev) return;
+    size_t wg = ocl_kernel_wg(dev, "attention", "att_decode");
+    CHECK_MSG(wg > 0 && wg <= ocl_info(dev)->max_wg, "att_decode: %zu work-items at most (device: %zu)", wg,
+              ocl_info(dev)->max_wg);
+    CHECK(ocl_kernel_wg(dev, "attention", "no_such_kernel") == 0);
+    CHECK(ocl_kernel_wg(dev, "no_such_program", "att_decode") == 0);
+}
 #endif
 
 int main(int argc, char **argv)
@@ -328,6 +342,7 @@ int main(int argc, char **argv)
     RUN(test_failover);
     RUN(test_program_that_fails);
     RUN(test_build_options);
+    RUN(test_kernel_wg);
 #else
     th_skip("the OpenCL backend is not built (no CL/cl.h at configure time)");
 #endif

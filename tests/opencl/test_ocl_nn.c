@@ -523,7 +523,8 @@ static void test_sdpa_decode(void)
 
 /* A recorded decode step replayed at several positions: the launches read the length on
  * the device, and the split counters the last work-group re-zeroes serve every replay. Two
- * attention ops (the second windowed), since a step needs two ops to be captured. */
+ * attention ops (the second windowed), since a step needs two ops to be captured. Every
+ * other replay runs behind CTORCH_OPENCL_HOLD's busy kernel, which must change nothing. */
 static void test_sdpa_decode_replay(void)
 {
     if (!have_device()) return;
@@ -550,6 +551,8 @@ static void test_sdpa_decode_replay(void)
         int32_t *lp = NULL;
         CHECK_OK(ct_tensor_data_mut(len, (void **)&lp));
         if (lp) *lp = lens[i];
+        if (i % 2) setenv("CTORCH_OPENCL_HOLD", "20000", 1);
+        else unsetenv("CTORCH_OPENCL_HOLD");
         CHECK_OK(ct_step_run(step));
         for (int o = 0; o < 2; o++) {
             CHECK_OK(ct_exec_force_device("cpu"));
@@ -566,6 +569,7 @@ static void test_sdpa_decode_replay(void)
             ct_tensor_free(ref);
         }
     }
+    unsetenv("CTORCH_OPENCL_HOLD");
     CHECK_OK(ct_exec_force_device(NULL));
     ct_step_free(step);
     for (int o = 0; o < 2; o++) ct_tensor_free(out[o]);
