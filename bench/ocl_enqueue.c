@@ -11,6 +11,13 @@
  *   kernels        one kernel object for all launches, or a private one per launch in a
  *                  list of 128 (as a captured step holds them)
  *   local NULL     no local size given (the driver picks)
+ *   local arrays   four local-memory arguments beside one buffer
+ *   addresses      16 buffers' device addresses in a by-value struct (read once by a kernel
+ *                  that stores its pointer argument), one buffer argument
+ *   held           the launches queued behind one busy kernel that outlasts their enqueues:
+ *                  (wall - the busy kernel alone) / ITERS is the device's own cost a launch
+ * Before the rows: the device's SVM capabilities, whether buffer addresses stay put across
+ * launches and whether stores through addresses in a struct land.
  * Usage: ctorch-bench-ocl-enqueue [ITERS]
  * H100 through NVIDIA's OpenCL (2026-11-24), host us per enqueue (wall the same: the host
  * is the bound): 1 buffer 5.2-5.5 (one kernel object or private ones, local size given or
