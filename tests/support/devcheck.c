@@ -5,40 +5,36 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *devcheck_device(const char *kind, char *buf, size_t len)
+/* The first device of kind into info; false when there is none. */
+static bool find_device(const char *kind, ct_device_info *info)
 {
     int n = ct_device_count();
-    for (int i = 0; i < n; i++) {
-        ct_device_info info;
-        if (ct_device_get(i, &info) != CT_OK) continue;
-        if (strcmp(ct_device_kind_name(info.kind), kind) == 0) {
-            snprintf(buf, len, "%s", info.name);
-            return buf;
-        }
-    }
+    for (int i = 0; i < n; i++)
+        if (ct_device_get(i, info) == CT_OK && strcmp(ct_device_kind_name(info->kind), kind) == 0) return true;
     th_skip("no %s device (backend not built, no driver, or no device)", kind);
-    return NULL;
-}
-
-/* Whether a CTORCH_DEVICES chain ("cuda,cpu", "opencl:0,cpu") has an entry of kind. */
-static bool chain_has(const char *chain, const char *kind)
-{
-    size_t n = strlen(kind);
-    for (const char *p = chain; p; p = strchr(p, ',')) {
-        if (*p == ',') p++;
-        if (strncmp(p, kind, n) == 0 && (p[n] == ',' || p[n] == ':' || p[n] == '\0')) return true;
-    }
     return false;
 }
 
+const char *devcheck_device(const char *kind, char *buf, size_t len)
+{
+    ct_device_info info;
+    if (!find_device(kind, &info)) return NULL;
+    snprintf(buf, len, "%s", info.name);
+    return buf;
+}
+
+/* The executor's own chain decides (CTORCH_DEVICES, CTORCH_DISABLE_GPU, the default). */
 const char *devcheck_chain_device(const char *kind, char *buf, size_t len)
 {
-    const char *chain = getenv("CTORCH_DEVICES");
-    if (chain && *chain && strcmp(chain, "auto") != 0 && !chain_has(chain, kind)) {
-        th_skip("CTORCH_DEVICES=%s leaves %s out of the chain", chain, kind);
+    ct_device_info info;
+    if (!find_device(kind, &info)) return NULL;
+    if (info.chain_position < 0) {
+        const char *chain = getenv("CTORCH_DEVICES");
+        th_skip("%s is not in the device chain (CTORCH_DEVICES=%s)", info.name, chain ? chain : "unset");
         return NULL;
     }
-    return devcheck_device(kind, buf, len);
+    snprintf(buf, len, "%s", info.name);
+    return buf;
 }
 
 double devcheck_nmse(const double *got, const double *ref, int64_t n, int *nonfinite)

@@ -12,8 +12,8 @@
  * the reason printed and the current test marked skipped (no device, backend not built). */
 const char *devcheck_device(const char *kind, char *buf, size_t len);
 /* The same for a test that runs a model through the chain: also skips (with the reason)
- * when CTORCH_DEVICES names a chain without a device of that kind (gpu-check's
- * CTORCH_DEVICES=opencl:0,cpu pass runs the CUDA model tests too). */
+ * when that device is not in the executor's chain (gpu-check's CTORCH_DEVICES=opencl:0,cpu
+ * pass runs the CUDA model tests too). */
 const char *devcheck_chain_device(const char *kind, char *buf, size_t len);
 
 /* Builds outputs from inputs on whatever device is forced (the callback must not choose). */
