@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "backends/opencl/ew.h"
-#include "backends/opencl/ocl_dev.h"
 
 #define RED_WG_MAX 256
 
@@ -106,9 +105,8 @@ ct_status ocl_ew_reduce_run(ct_device *dev, const ct_op *op)
     cl_kernel k;
     if (s == CT_OK) s = ocl_kernel(dev, "ew", "ew_reduce", &k);
     if (s != CT_OK) return s;
-    size_t wg = group_size(dev, r.nred), kwg = 0;
-    if (ocl_cl.clGetKernelWorkGroupInfo(k, ocl_dev_of(dev)->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL) ==
-        CL_SUCCESS)
+    size_t wg = group_size(dev, r.nred), kwg = ocl_kernel_wg(dev, "ew", "ew_reduce");
+    if (kwg)
         while (wg > 1 && wg > kwg) wg /= 2;
     cl_int ddt = dst->dtype, sdt = src->dtype, code = red_code(op->kind), ex = exact_int(op), unb = op->p.red.unbiased;
     double p = op->p.red.p;

@@ -13,6 +13,7 @@
 typedef struct ocl_kernel_entry {
     char name[64];
     cl_kernel k;
+    size_t wg; /* CL_KERNEL_WORK_GROUP_SIZE once asked (ocl_kernel_wg), else 0 */
 } ocl_kernel_entry;
 
 typedef struct ocl_prog {

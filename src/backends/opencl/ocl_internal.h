@@ -56,7 +56,8 @@ ct_status ocl_status(cl_int err, const ct_device *dev, const char *what);
 ct_status ocl_kernel(ct_device *dev, const char *program, const char *name, cl_kernel *out);
 /* The largest work-group kernel `name` of `program` launches with on dev
  * (CL_KERNEL_WORK_GROUP_SIZE: the device's limit lowered by the kernel's registers and
- * local memory); 0 when the program does not build or the query fails. */
+ * local memory; asked once, then kept); 0 when the program does not build or the query
+ * fails. */
 size_t ocl_kernel_wg(const ct_device *dev, const char *program, const char *name);
 /* Whether program builds on dev (builds it when not yet tried): for supports(). */
 bool ocl_program_ok(const ct_device *dev, const char *program);

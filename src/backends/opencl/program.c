@@ -263,11 +263,13 @@ bool ocl_program_ok(const ct_device *dev, const char *program)
     return ok;
 }
 
-static ct_status find_kernel(ct_device *dev, ocl_dev *od, int i, const char *name, cl_kernel *out)
+/* The entry of kernel `name` in program i, created at first use (valid until the table
+ * grows: use it under od->mu). */
+static ct_status find_kernel(ct_device *dev, ocl_dev *od, int i, const char *name, ocl_kernel_entry **out)
 {
     ocl_prog *pr = &od->progs[i];
     for (int k = 0; k < pr->n_kernels; k++)
-        if (!strcmp(pr->kernels[k].name, name)) return *out = pr->kernels[k].k, CT_OK;
+        if (!strcmp(pr->kernels[k].name, name)) return *out = &pr->kernels[k], CT_OK;
     if (strlen(name) >= sizeof pr->kernels[0].name)
         return core_err(CT_ERR_INVALID_ARG, "opencl: kernel name '%s' is too long", name);
     if (pr->n_kernels == pr->cap_kernels) {
@@ -287,7 +289,8 @@ static ct_status find_kernel(ct_device *dev, ocl_dev *od, int i, const char *nam
     ocl_kernel_entry *e = &pr->kernels[pr->n_kernels++];
     snprintf(e->name, sizeof e->name, "%s", name);
     e->k = k;
-    *out = k;
+    e->wg = 0;
+    *out = e;
     return CT_OK;
 }
 
@@ -297,9 +300,11 @@ ct_status ocl_kernel(ct_device *dev, const char *program, const char *name, cl_k
     if (i < 0) return core_err(CT_ERR_UNSUPPORTED, "opencl: no program '%s'", program);
     ocl_dev *od = ocl_dev_of(dev);
     pthread_mutex_lock(&od->mu);
+    ocl_kernel_entry *e = NULL;
     ct_status s = program_locked(dev, od, i)
-                      ? find_kernel(dev, od, i, name, out)
+                      ? find_kernel(dev, od, i, name, &e)
                       : core_err(CT_ERR_UNSUPPORTED, "%s: program '%s' does not build here", dev->info.name, program);
+    if (s == CT_OK) *out = e->k;
     if (s == CT_OK && od->cap) ocl_cap_note_kernel(od, *out, od->progs[i].prog, name);
     pthread_mutex_unlock(&od->mu);
     return s;
@@ -311,11 +316,14 @@ size_t ocl_kernel_wg(const ct_device *dev, const char *program, const char *name
     if (i < 0) return 0;
     ocl_dev *od = ocl_dev_of(dev);
     size_t wg = 0;
-    cl_kernel k = NULL;
+    ocl_kernel_entry *e = NULL;
     pthread_mutex_lock(&od->mu);
-    if (program_locked(dev, od, i) && find_kernel((ct_device *)dev, od, i, name, &k) == CT_OK &&
-        ocl_cl.clGetKernelWorkGroupInfo(k, od->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL) != CL_SUCCESS)
-        wg = 0;
+    if (program_locked(dev, od, i) && find_kernel((ct_device *)dev, od, i, name, &e) == CT_OK) {
+        if (!e->wg && ocl_cl.clGetKernelWorkGroupInfo(e->k, od->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof e->wg, &e->wg,
+                                                      NULL) != CL_SUCCESS)
+            e->wg = 0;
+        wg = e->wg;
+    }
     pthread_mutex_unlock(&od->mu);
     return wg;
 }
