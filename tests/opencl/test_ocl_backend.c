@@ -322,6 +322,28 @@ static void test_kernel_wg(void)
     CHECK(ocl_kernel_wg(dev, "attention", "no_such_kernel") == 0);
     CHECK(ocl_kernel_wg(dev, "no_such_program", "att_decode") == 0);
 }
+
+/* ocl_pack_bufs: each distinct buffer once in first-seen order, every operand's index
+ * pointing at its own, the unused slots repeating the first; 0 past the cap or when off.
+ * The buffers are only compared, never used, so any distinct handles do. */
+static void test_pack_bufs(void)
+{
+    cl_mem a = (cl_mem)(uintptr_t)0x10, b = (cl_mem)(uintptr_t)0x20, c = (cl_mem)(uintptr_t)0x30;
+    cl_mem mems[6] = {b, a, b, c, a, b}, bufs[4] = {0};
+    cl_int idx[6] = {-1, -1, -1, -1, -1, -1};
+    CHECK(ocl_pack_bufs(6, mems, 4, bufs, idx) == 3);
+    CHECK(bufs[0] == b && bufs[1] == a && bufs[2] == c && bufs[3] == b);
+    for (int i = 0; i < 6; i++) CHECK_MSG(idx[i] >= 0 && idx[i] < 3 && bufs[idx[i]] == mems[i], "operand %d", i);
+    CHECK(ocl_pack_bufs(6, mems, 2, bufs, idx) == 0); /* 3 distinct, room for 2 */
+    CHECK(ocl_pack_bufs(6, mems, 3, bufs, idx) == 3);
+    ocl_test_pack(false);
+    CHECK(ocl_pack_bufs(6, mems, 4, bufs, idx) == 0);
+    ocl_test_pack(true);
+    setenv("CTORCH_OPENCL_PACK", "0", 1);
+    CHECK(ocl_pack_bufs(6, mems, 4, bufs, idx) == 0);
+    unsetenv("CTORCH_OPENCL_PACK");
+    CHECK(ocl_pack_bufs(1, mems, 1, bufs, idx) == 1 && idx[0] == 0);
+}
 #endif
 
 int main(int argc, char **argv)
@@ -343,6 +365,7 @@ int main(int argc, char **argv)
     RUN(test_program_that_fails);
     RUN(test_build_options);
     RUN(test_kernel_wg);
+    RUN(test_pack_bufs);
 #else
     th_skip("the OpenCL backend is not built (no CL/cl.h at configure time)");
 #endif

@@ -27,6 +27,8 @@ typedef enum ocl_q_matvec { OCL_Q_MATVEC_AUTO, OCL_Q_MATVEC_GROUPS, OCL_Q_MATVEC
 static void ocl_quant_test_matvec(ocl_q_matvec mode) { (void)mode; }
 static int ocl_quant_fused_total(void) { return 0; }
 static void ocl_quant_test_fuse_rope(bool on) { (void)on; }
+static int ocl_quant_packed_total(void) { return 0; }
+static void ocl_quant_test_pack(bool on) { (void)on; }
 #endif
 
 static const ct_dtype FORMATS[] = {CT_Q4_0, CT_Q4_1, CT_Q5_0, CT_Q5_1, CT_Q8_0,
@@ -477,9 +479,12 @@ static double *mlp_on(const char *dev, const ct_tensor *x, const mlp_w *w)
     return v;
 }
 
-static void fused_step_rows(const char *rows)
+/* pack: the launches take each distinct buffer once (the packed kernels), or every
+ * operand as its own argument; both must give the same outputs. */
+static void fused_step_rows(const char *rows, bool pack)
 {
     if (rows) setenv("CTORCH_OPENCL_MV1_ROWS", rows, 1);
+    ocl_quant_test_pack(pack);
     th_rng r = {0xf05ed};
     const int64_t D = 256, F = 512; /* 4 rows per work-group on a small device, a partial last one */
     int64_t sg[1] = {D};
@@ -492,12 +497,17 @@ static void fused_step_rows(const char *rows)
     ct_tensor *x = th_random(&r, 2, sx, CT_F32, -1, 1), *out = NULL;
     ocl_quant_test_matvec(OCL_Q_MATVEC_GROUPS); /* the one-row kernels, which the planner fuses */
     ct_step *st = NULL;
-    int fused0 = ocl_quant_fused_total();
+    int fused0 = ocl_quant_fused_total(), packed0 = ocl_quant_packed_total();
     CHECK_OK(ct_exec_force_device(g_dev));
     CHECK_OK(ct_step_begin());
     CHECK_OK(mlp(x, &w, &out));
     CHECK_OK(ct_step_end(&st));
     ct_exec_force_device(NULL);
+    /* packed: the launches whose operands are in at most 4 buffers (the step's arena, the
+     * weights, a gamma): all but the first, whose x, gamma and 3 weights are 5 apart */
+    int packed = ocl_quant_packed_total() - packed0;
+    CHECK_MSG(packed == (pack ? 3 : 0), "rows %s: %d packed launches, expected %d", rows ? rows : "auto", packed,
+              pack ? 3 : 0);
     for (int k = 0; st && k < 3; k++) {
         void *p;
         CHECK_OK(ct_tensor_data_mut(x, &p));
@@ -516,6 +526,7 @@ static void fused_step_rows(const char *rows)
     }
     CHECK_MSG(ocl_quant_fused_total() - fused0 == 12, "%d ops fused, expected 12", ocl_quant_fused_total() - fused0);
     ocl_quant_test_matvec(OCL_Q_MATVEC_AUTO);
+    ocl_quant_test_pack(true);
     unsetenv("CTORCH_OPENCL_MV1_ROWS");
     ct_step_free(st);
     ct_tensor_free(out), ct_tensor_free(x);
@@ -526,8 +537,11 @@ static void fused_step_rows(const char *rows)
 static void test_fused_step(void)
 {
     if (!have_device()) return;
-    fused_step_rows(NULL); /* the device's own choice */
-    for (size_t i = 0; i < sizeof MV1_ROWS / sizeof MV1_ROWS[0]; i++) fused_step_rows(MV1_ROWS[i]);
+    fused_step_rows(NULL, true); /* the device's own choice */
+    for (size_t i = 0; i < sizeof MV1_ROWS / sizeof MV1_ROWS[0]; i++) {
+        fused_step_rows(MV1_ROWS[i], true);
+        fused_step_rows(MV1_ROWS[i], false);
+    }
 }
 
 /* Each fused form alone with row counts that leave the last work-group partial at every
@@ -703,42 +717,64 @@ static ct_tensor *qr_tensor(ct_dtype t, int ndim, const int64_t *shape)
     return o;
 }
 
+/* The step's inputs laid out as a decode step has them: the position and the slots views
+ * of one tensor (decode_step.c's params), here both caches views of one tensor too. */
+typedef struct qr_io {
+    ct_tensor *params, *pos, *slot, *kv, *kc, *vc;
+} qr_io;
+
+static qr_io qr_io_new(const qr_case *c)
+{
+    qr_io io = {qr_tensor(c->pos, 1, (int64_t[]){1 + QR_HKV}), NULL, NULL,
+                qr_tensor(c->cache, 2, (int64_t[]){2 * QR_HKV * QR_CTX, QR_D}), NULL, NULL};
+    CHECK_OK(ct_narrow(io.params, 0, 0, 1, &io.pos));
+    CHECK_OK(ct_narrow(io.params, 0, 1, QR_HKV, &io.slot));
+    CHECK_OK(ct_narrow(io.kv, 0, 0, QR_HKV * QR_CTX, &io.kc));
+    CHECK_OK(ct_narrow(io.kv, 0, QR_HKV * QR_CTX, QR_HKV * QR_CTX, &io.vc));
+    return io;
+}
+
+static void qr_io_free(qr_io *io)
+{
+    ct_tensor *all[] = {io->params, io->pos, io->slot, io->kv, io->kc, io->vc};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ct_tensor_free(all[i]);
+}
+
 /* Runs the ops eagerly on dev at position p from caches filled from seed: v[0..5] as
  * qr_ops's o, v[6], v[7] the caches. */
 static void qr_on(const char *dev, const ct_tensor *x, const qr_w *w, const qr_case *c, int p, uint64_t seed,
                   double **v)
 {
-    ct_tensor *pos = qr_tensor(c->pos, 1, (int64_t[]){1}), *slot = qr_tensor(c->pos, 1, (int64_t[]){QR_HKV});
-    ct_tensor *kc = qr_tensor(c->cache, 2, (int64_t[]){QR_HKV * QR_CTX, QR_D});
-    ct_tensor *vc = qr_tensor(c->cache, 2, (int64_t[]){QR_HKV * QR_CTX, QR_D}), *o[6] = {0};
-    qr_inputs(pos, slot, kc, vc, p, seed);
+    qr_io io = qr_io_new(c);
+    ct_tensor *o[6] = {0};
+    qr_inputs(io.pos, io.slot, io.kc, io.vc, p, seed);
     CHECK_OK(ct_exec_force_device(dev));
-    CHECK_OK(qr_ops(x, w, c, pos, slot, kc, vc, o));
+    CHECK_OK(qr_ops(x, w, c, io.pos, io.slot, io.kc, io.vc, o));
     ct_exec_force_device(NULL);
     for (int i = 0; i < 6; i++) v[i] = o[i] ? th_values(o[i]) : NULL, ct_tensor_free(o[i]);
-    v[6] = th_values(kc), v[7] = th_values(vc);
-    ct_tensor_free(pos), ct_tensor_free(slot), ct_tensor_free(kc), ct_tensor_free(vc);
+    v[6] = th_values(io.kc), v[7] = th_values(io.vc);
+    qr_io_free(&io);
 }
 
-static void fused_qkv_rope(const qr_case *c, const char *rows)
+static void fused_qkv_rope(const qr_case *c, const char *rows, bool pack)
 {
     if (rows) setenv("CTORCH_OPENCL_MV1_ROWS", rows, 1);
+    ocl_quant_test_pack(pack);
     char what[96];
-    snprintf(what, sizeof what, "%s, %s cache, %s pos, %s, scale %g, rows %s", c->mode == CT_ROPE_NEOX ? "neox" : "normal",
+    snprintf(what, sizeof what, "%s, %s cache, %s pos, %s, scale %g, rows %s%s", c->mode == CT_ROPE_NEOX ? "neox" : "normal",
              c->cache == CT_F16 ? "f16" : "f32", c->pos == CT_I64 ? "i64" : "i32", c->hold ? "held" : "arena",
-             c->freq_scale, rows ? rows : "auto");
+             c->freq_scale, rows ? rows : "auto", pack ? "" : ", unpacked");
     th_rng r = {0x90e + (uint64_t)c->mode * 7 + (uint64_t)c->hold};
     int64_t sg[1] = {QR_K}, sx[2] = {1, QR_K};
     qr_w w = {th_random(&r, 1, sg, CT_F32, 0.5, 1.5), qweight(&r, CT_Q4_K, QR_HQ * QR_D, QR_K, NULL),
               qweight(&r, CT_Q6_K, QR_HKV * QR_D, QR_K, NULL), qweight(&r, CT_Q4_K, QR_HKV * QR_D, QR_K, NULL)};
     ct_tensor *x = th_random(&r, 2, sx, CT_F32, -1, 1), *o[6] = {0};
-    ct_tensor *pos = qr_tensor(c->pos, 1, (int64_t[]){1}), *slot = qr_tensor(c->pos, 1, (int64_t[]){QR_HKV});
-    ct_tensor *kc = qr_tensor(c->cache, 2, (int64_t[]){QR_HKV * QR_CTX, QR_D});
-    ct_tensor *vc = qr_tensor(c->cache, 2, (int64_t[]){QR_HKV * QR_CTX, QR_D});
+    qr_io io = qr_io_new(c);
+    ct_tensor *pos = io.pos, *slot = io.slot, *kc = io.kc, *vc = io.vc;
     qr_inputs(pos, slot, kc, vc, 0, 1);
     ocl_quant_test_matvec(OCL_Q_MATVEC_GROUPS);
     ct_step *st = NULL;
-    int fused0 = ocl_quant_fused_total();
+    int fused0 = ocl_quant_fused_total(), packed0 = ocl_quant_packed_total();
     CHECK_OK(ct_exec_force_device(g_dev));
     CHECK_OK(ct_step_begin());
     CHECK_OK(qr_ops(x, &w, c, pos, slot, kc, vc, o));
@@ -748,6 +784,12 @@ static void fused_qkv_rope(const qr_case *c, const char *rows)
     int want = rows && !strcmp(rows, "1") ? 4 : 8;
     CHECK_MSG(ocl_quant_fused_total() - fused0 == want, "%s: %d ops fused, expected %d", what,
               ocl_quant_fused_total() - fused0, want);
+    /* one launch either way; with the rope packed, its operands in 8 buffers: x, gamma, 3
+     * weights, the params, the caches and the step's arena for the rest (held or not);
+     * without, the norm and 3 linears take x, gamma, the arena and 3 weights: more than
+     * mv1x's 4 */
+    int packed = ocl_quant_packed_total() - packed0, want_packed = pack && want == 8;
+    CHECK_MSG(packed == want_packed, "%s: %d packed launches, expected %d", what, packed, want_packed);
     const int64_t n[8] = {QR_HQ * QR_D, QR_K, QR_HQ * QR_D, QR_HKV * QR_D, QR_HKV * QR_D, QR_HKV * QR_D,
                           QR_HKV * QR_CTX * QR_D, QR_HKV * QR_CTX * QR_D};
     for (int k = 0; st && k < 3; k++) {
@@ -784,10 +826,12 @@ static void fused_qkv_rope(const qr_case *c, const char *rows)
         }
     }
     ocl_quant_test_matvec(OCL_Q_MATVEC_AUTO);
+    ocl_quant_test_pack(true);
     unsetenv("CTORCH_OPENCL_MV1_ROWS");
     ct_step_free(st);
     for (int i = 0; i < 6; i++) ct_tensor_free(o[i]);
-    ct_tensor_free(x), ct_tensor_free(pos), ct_tensor_free(slot), ct_tensor_free(kc), ct_tensor_free(vc);
+    ct_tensor_free(x);
+    qr_io_free(&io);
     ct_tensor *all[] = {w.g, w.wq, w.wk, w.wv};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ct_tensor_free(all[i]);
 }
@@ -800,11 +844,13 @@ static void test_fused_qkv_rope(void)
         {CT_ROPE_NEOX, CT_F32, CT_I64, true, 0.25},   {CT_ROPE_NEOX, CT_F16, CT_I32, false, 1.0},
         {CT_ROPE_NORMAL, CT_F32, CT_I64, false, 0.5},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) fused_qkv_rope(&cases[i], NULL);
-    for (size_t i = 0; i < sizeof MV1_ROWS / sizeof MV1_ROWS[0]; i++) fused_qkv_rope(&cases[1], MV1_ROWS[i]);
-    fused_qkv_rope(&cases[3], "4");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) fused_qkv_rope(&cases[i], NULL, true);
+    for (size_t i = 0; i < sizeof MV1_ROWS / sizeof MV1_ROWS[0]; i++) fused_qkv_rope(&cases[1], MV1_ROWS[i], true);
+    fused_qkv_rope(&cases[3], "4", true);
+    fused_qkv_rope(&cases[2], NULL, false);
+    fused_qkv_rope(&cases[3], "2", false);
     ocl_quant_test_fuse_rope(false); /* the same ops with the norm and linears fused only */
-    fused_qkv_rope(&cases[0], "1");
+    fused_qkv_rope(&cases[0], "1", true);
     ocl_quant_test_fuse_rope(true);
 }
 

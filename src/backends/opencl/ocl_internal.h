@@ -86,6 +86,17 @@ ct_status ocl_args(ct_device *dev, cl_kernel k, const char *name, int n, const o
 #define OCL_SET_ARGS(dev, k, name, ...)                                                              \
     ocl_args((dev), (k), (name), (int)(sizeof((ocl_arg[]){__VA_ARGS__}) / sizeof(ocl_arg)),       \
              (ocl_arg[]){__VA_ARGS__})
+/* Packed buffer arguments. On NVIDIA's OpenCL each buffer argument of a launch costs the
+ * host ~0.38 us and the device ~0.12 us whether or not it repeats another
+ * (bench/ocl_enqueue.c), and a fused launch's operands mostly share a few buffers (a
+ * recorded step's arena, one weight). Kernels with a packed form take each distinct buffer
+ * once; an operand finds its buffer by an index. Fills bufs with the distinct buffers of
+ * mems[0 .. n) (the rest of bufs[0 .. cap) repeats bufs[0]) and idx[i] with mems[i]'s;
+ * returns how many are distinct, or 0 when more than cap are or packing is off
+ * (CTORCH_OPENCL_PACK=0, or ocl_test_pack(false)): the caller takes its unpacked form. */
+int ocl_pack_bufs(int n, const cl_mem *mems, int cap, cl_mem *bufs, cl_int *idx);
+/* Tests: packing on (the default) or off. */
+void ocl_test_pack(bool on);
 /* Enqueues k on dev's queue (local NULL: the driver chooses). */
 ct_status ocl_launch(ct_device *dev, cl_kernel k, const char *name, cl_uint dims, const size_t *global,
                      const size_t *local);

@@ -330,6 +330,26 @@ size_t ocl_kernel_wg(const ct_device *dev, const char *program, const char *name
 
 /* ---- arguments and launches ---- */
 
+static bool g_no_pack;
+
+void ocl_test_pack(bool on) { __atomic_store_n(&g_no_pack, !on, __ATOMIC_RELAXED); }
+
+int ocl_pack_bufs(int n, const cl_mem *mems, int cap, cl_mem *bufs, cl_int *idx)
+{
+    const char *e = getenv("CTORCH_OPENCL_PACK"); /* a diagnostic switch: 0 sends every launch unpacked */
+    if (__atomic_load_n(&g_no_pack, __ATOMIC_RELAXED) || (e && !strcmp(e, "0")) || n < 1 || cap < 1) return 0;
+    int nb = 0;
+    for (int i = 0; i < n; i++) {
+        int j = 0;
+        while (j < nb && bufs[j] != mems[i]) j++;
+        if (j == nb && nb++ == cap) return 0;
+        bufs[j] = mems[i];
+        idx[i] = j;
+    }
+    for (int j = nb; j < cap; j++) bufs[j] = bufs[0];
+    return nb;
+}
+
 ct_status ocl_args(ct_device *dev, cl_kernel k, const char *name, int n, const ocl_arg *args)
 {
     if (ocl_dev_of(dev)->cap) {

@@ -17,5 +17,9 @@ void ocl_quant_test_fuse(bool on);
 void ocl_quant_test_fuse_rope(bool on);
 /* Ops covered by fused launches since start (tests: the planner did fuse). */
 int ocl_quant_fused_total(void);
+/* Fused launches that took a packed kernel since start, and packing on
+ * (the default) or off (ocl_pack_bufs in ocl_internal.h). */
+int ocl_quant_packed_total(void);
+void ocl_quant_test_pack(bool on);
 
 #endif

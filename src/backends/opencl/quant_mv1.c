@@ -22,6 +22,8 @@
 #define OCL_MV1_PROGRAM "mv1" /* kernels/mv1.cl */
 #define MV1_MAX_R 8 /* the most rows per work-group of mv1x_r* */
 
+static int g_packed_total; /* fused launches that took a packed kernel (ocl_pack_bufs), for tests */
+
 /* ---- eligibility ---- */
 
 /* x contiguous and 16-byte aligned for float4 loads; weight blocks aligned for theirs
@@ -69,9 +71,10 @@ typedef struct mv1_args {
     cl_ulong xoff, gmoff, xnoff, boff, roff, zoff, wo[3], oo[3];
     cl_long K, bstride, wr[3], N[3];
     cl_int norm, has_gam, gated, nseg, bias_kind, epi, f[3];
+    cl_int bi[12]; /* the packed kernels' buffer of each operand (ocl_pack_bufs) */
     cl_float eps;
 } mv1_args;
-_Static_assert(sizeof(mv1_args) == 200, "mv1_args: the kernel's layout has 200 bytes");
+_Static_assert(sizeof(mv1_args) == 248, "mv1_args: the kernel's layout has 248 bytes");
 
 typedef struct q_span { /* a tensor's device bytes [lo, hi), for overlap tests */
     cl_mem m;
@@ -139,7 +142,8 @@ static void mv1_label(const mv1_plan *p, int R, char *buf, size_t n)
     }
 }
 
-static ct_status mv1_launch(ct_device *dev, const mv1_plan *p)
+/* *packed: whether the launch took a packed kernel (each distinct buffer once). */
+static ct_status mv1_launch(ct_device *dev, const mv1_plan *p, bool *packed)
 {
     const ct_tensor *x = p->norm ? p->norm->src[0] : p->lin[0]->src[0];
     const ct_tensor *gamma = p->norm ? p->norm->src[1] : NULL, *b = p->nseg == 1 && !p->gated ? p->lin[0]->src[2] : NULL;
@@ -184,23 +188,32 @@ static ct_status mv1_launch(ct_device *dev, const mv1_plan *p)
     if (p->gated && !p->tail) return core_err(CT_ERR_INVALID_ARG, "mv1: gated without its swiglu");
     if (p->gated) r.m = xm, r.lo = 0;
     a.roff = r.lo, a.zoff = z.lo;
-    char name[16], label[64]; /* mv1x_r1, _r2, _r4, _r8 */
-    snprintf(name, sizeof name, "mv1x_r%d", R);
+    cl_mem mems[12] = {xm, gm, xnm, wm[0], om[0], wm[1], om[1], wm[2], om[2], bm, r.m, z.m}, bufs[4];
+    int nb = ocl_pack_bufs(12, mems, 4, bufs, a.bi);
+    char name[16], label[64]; /* mv1x_r1 .. _r8, packed: mv1x_r2_b2, mv1x_r2_b4, ... */
+    snprintf(name, sizeof name, nb ? "mv1x_r%d_b%d" : "mv1x_r%d", R, nb > 2 ? 4 : 2);
     mv1_label(p, R, label, sizeof label);
     cl_kernel k;
     ct_status s = ocl_kernel(dev, OCL_MV1_PROGRAM, name, &k);
     size_t ls = MV1_LS, global = groups * ls, local = sizeof(float) * (size_t)(2 * R + 1) * (MV1_LS + 1);
-    if (s == CT_OK)
+    if (s == CT_OK && nb > 2)
+        s = OCL_SET_ARGS(dev, k, name, OCL_ARG(bufs[0]), OCL_ARG(bufs[1]), OCL_ARG(bufs[2]), OCL_ARG(bufs[3]),
+                         OCL_ARG(a), OCL_LOCAL(local));
+    else if (s == CT_OK && nb)
+        s = OCL_SET_ARGS(dev, k, name, OCL_ARG(bufs[0]), OCL_ARG(bufs[1]), OCL_ARG(a), OCL_LOCAL(local));
+    else if (s == CT_OK)
         s = OCL_SET_ARGS(dev, k, name, OCL_ARG(xm), OCL_ARG(gm), OCL_ARG(xnm), OCL_ARG(wm[0]), OCL_ARG(om[0]),
                          OCL_ARG(wm[1]), OCL_ARG(om[1]), OCL_ARG(wm[2]), OCL_ARG(om[2]), OCL_ARG(bm), OCL_ARG(r.m),
                          OCL_ARG(z.m), OCL_ARG(a), OCL_LOCAL(local));
+    *packed = nb > 0;
     return s != CT_OK ? s : ocl_launch(dev, k, label, 1, &global, &ls);
 }
 
 ct_status ocl_mv1_linear(ct_device *dev, const ct_op *op)
 {
     mv1_plan p = {.lin = {op}, .nseg = 1};
-    return mv1_launch(dev, &p);
+    bool packed;
+    return mv1_launch(dev, &p, &packed);
 }
 
 /* ---- the planner ---- */
@@ -311,9 +324,10 @@ typedef struct mv1r_args {
     cl_long K, wr[3], N[3], D, ckC, cks0, cks1, ckR, cvC, cvs0, cvs1, cvR, is0;
     cl_long ex[10];
     cl_int has_gam, norm, f[3], neox, p64, i64, ckdt, cvdt;
+    cl_int bi[15]; /* mv1r_r*_b8's buffer of each operand */
     cl_float eps, base_hi, base_lo, scale_hi, scale_lo;
 } mv1r_args;
-_Static_assert(sizeof(mv1r_args) == 400, "mv1r_args: the kernel's layout has 400 bytes");
+_Static_assert(sizeof(mv1r_args) == 456, "mv1r_args: the kernel's layout has 456 bytes");
 
 /* The bytes of a tensor of any dtype and strides (none negative), for overlap tests. */
 static bool any_span(const ct_tensor *t, const ct_device *dev, q_span *sp)
@@ -483,16 +497,22 @@ static int qkv_rope(ct_device *dev, const mv1_plan *p, const ct_op *ops, int n)
     a.scale_hi = (cl_float)rp->freq_scale, a.scale_lo = (cl_float)(rp->freq_scale - (double)a.scale_hi);
     size_t groups = (size_t)(N[0] / R + N[1] / R + (N[2] + R - 1) / R);
     size_t ls = MV1_LS, global = groups * ls, local = sizeof(float) * (size_t)(R + 1) * (MV1_LS + 1);
+    cl_mem mems[15] = {xm, gm, xnm, wm[0], om[0], wm[1], om[1], wm[2], om[2], pm, im, yqm, ykm, ckm, cvm}, b[8];
+    int nb = ocl_pack_bufs(15, mems, 8, b, a.bi);
     char name[16], label[80];
-    snprintf(name, sizeof name, "mv1r_r%d", R);
+    snprintf(name, sizeof name, nb ? "mv1r_r%d_b8" : "mv1r_r%d", R);
     snprintf(label, sizeof label, "mv1r_r%d %snorm q,k,v %lldx%lld + rope + kv rows", R, p->norm ? "" : "no ",
              (long long)(N[0] + N[1] + N[2]), (long long)a.K);
     cl_kernel k;
     ct_status s = ocl_kernel(dev, OCL_MV1_PROGRAM, name, &k);
-    if (s == CT_OK)
+    if (s == CT_OK && nb)
+        s = OCL_SET_ARGS(dev, k, name, OCL_ARG(b[0]), OCL_ARG(b[1]), OCL_ARG(b[2]), OCL_ARG(b[3]), OCL_ARG(b[4]),
+                         OCL_ARG(b[5]), OCL_ARG(b[6]), OCL_ARG(b[7]), OCL_ARG(a), OCL_LOCAL(local));
+    else if (s == CT_OK)
         s = OCL_SET_ARGS(dev, k, name, OCL_ARG(xm), OCL_ARG(gm), OCL_ARG(xnm), OCL_ARG(wm[0]), OCL_ARG(om[0]),
                          OCL_ARG(wm[1]), OCL_ARG(om[1]), OCL_ARG(wm[2]), OCL_ARG(om[2]), OCL_ARG(pm), OCL_ARG(im),
                          OCL_ARG(yqm), OCL_ARG(ykm), OCL_ARG(ckm), OCL_ARG(cvm), OCL_ARG(a), OCL_LOCAL(local));
+    if (s == CT_OK && nb) __atomic_fetch_add(&g_packed_total, 1, __ATOMIC_RELAXED);
     if (s == CT_OK) s = ocl_launch(dev, k, label, 1, &global, &ls);
     return s == CT_OK ? 4 : 0;
 }
@@ -505,6 +525,8 @@ static bool g_no_rope;
 void ocl_quant_test_fuse(bool on) { g_no_fuse = !on; }
 void ocl_quant_test_fuse_rope(bool on) { g_no_rope = !on; }
 int ocl_quant_fused_total(void) { return __atomic_load_n(&g_fused_total, __ATOMIC_RELAXED); }
+int ocl_quant_packed_total(void) { return __atomic_load_n(&g_packed_total, __ATOMIC_RELAXED); }
+void ocl_quant_test_pack(bool on) { ocl_test_pack(on); }
 
 int ocl_quant_fuse(ct_device *dev, const ct_op *ops, int n)
 {
@@ -538,7 +560,9 @@ int ocl_quant_fuse(ct_device *dev, const ct_op *ops, int n)
     if (used < 2) return 0; /* a lone linear: its own run */
     int64_t K = p.lin[0]->src[1]->shape[1];
     if (p.stage && (!ocl_capturing(dev) || ocl_info(dev)->max_wg < MV1_STAGE_LS || K > 32 * MV1_STAGE_LS)) return 0;
-    if (mv1_launch(dev, &p) != CT_OK) return 0;
+    bool packed = false;
+    if (mv1_launch(dev, &p, &packed) != CT_OK) return 0;
     __atomic_fetch_add(&g_fused_total, used, __ATOMIC_RELAXED);
+    if (packed) __atomic_fetch_add(&g_packed_total, 1, __ATOMIC_RELAXED);
     return used;
 }

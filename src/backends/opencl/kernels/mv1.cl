@@ -299,6 +299,7 @@ typedef struct {
     ulong wo[3], oo[3];                         /* of each weight and output */
     long K, bstride, wr[3], N[3];               /* row bytes and rows of each weight */
     int norm, has_gam, gated, nseg, bias_kind, epi, f[3];
+    int bi[12]; /* the packed kernels: which buffer argument holds x, gam, xn, w0, o0, w1, o1, w2, o2, b, r, z */
     float eps;
 } mv1_args;
 
@@ -329,12 +330,12 @@ typedef struct {
  * linear). bias: weight 0's, for a single linear. x, gam, the weights and the bias are
  * never written while the launch runs (the planner stages x where an output would overlap
  * it), hence restrict: the read-only cache path for them; r may be z. */
-#define MV1X_KERNEL(R)                                                                                      \
-    kernel void mv1x_r##R(global const uchar *restrict xb, global const uchar *restrict gmb, global uchar *xnb,    \
-                          global const uchar *restrict w0, global uchar *o0, global const uchar *restrict w1,   \
-                          global uchar *o1, global const uchar *restrict w2, global uchar *o2,                  \
-                          global const uchar *restrict bb, global const uchar *rb, global uchar *zb,           \
-                          mv1_args a, local float *red)                                                        \
+#define MV1X_FN(R)                                                                                          \
+    inline void mv1x_do_r##R(global const uchar *restrict xb, global const uchar *restrict gmb, global uchar *xnb, \
+                             global const uchar *restrict w0, global uchar *o0, global const uchar *restrict w1, \
+                             global uchar *o1, global const uchar *restrict w2, global uchar *o2,               \
+                             global const uchar *restrict bb, global const uchar *rb, global uchar *zb,        \
+                             mv1_args a, local float *red)                                                     \
     {                                                                                                       \
         ulong xoff = a.xoff, gmoff = a.gmoff, xnoff = a.xnoff, boff = a.boff, roff = a.roff, zoff = a.zoff;     \
         ulong w0o = a.wo[0], w1o = a.wo[1], w2o = a.wo[2], o0o = a.oo[0], o1o = a.oo[1], o2o = a.oo[2];         \
@@ -413,6 +414,39 @@ typedef struct {
         if (norm == 1 && get_group_id(0) == 0) mv1_write_xn(x, gam, K, scale, (global float *)(xnb + xnoff)); \
     }
 
+/* Each launch of a decode step costs the host (~0.38 us) and the device (~0.12 us) per
+ * buffer argument on NVIDIA (bench/ocl_enqueue.c), and most of a fused launch's 12
+ * operands share a few buffers (the step's arena, a weight): the packed kernels (_b2, _b4)
+ * take each distinct buffer once and find an operand's in mv1_args.bi. */
+#define MV1_BUFS2 global uchar *b0, global uchar *b1
+#define MV1_BUFS4 MV1_BUFS2, global uchar *b2, global uchar *b3
+#define MV1_BUFS8 MV1_BUFS4, global uchar *b4, global uchar *b5, global uchar *b6, global uchar *b7
+#define MV1_PICK2(i) ((i) == 0 ? b0 : b1)
+#define MV1_PICK4(i) ((i) < 2 ? MV1_PICK2(i) : (i) == 2 ? b2 : b3)
+#define MV1_PICK8(i) ((i) < 4 ? MV1_PICK4(i) : (i) < 6 ? ((i) == 4 ? b4 : b5) : (i) == 6 ? b6 : b7)
+
+#define MV1X_KERNEL(R)                                                                                      \
+    MV1X_FN(R)                                                                                              \
+    kernel void mv1x_r##R(global const uchar *restrict xb, global const uchar *restrict gmb, global uchar *xnb,    \
+                          global const uchar *restrict w0, global uchar *o0, global const uchar *restrict w1,   \
+                          global uchar *o1, global const uchar *restrict w2, global uchar *o2,                  \
+                          global const uchar *restrict bb, global const uchar *rb, global uchar *zb,           \
+                          mv1_args a, local float *red)                                                        \
+    {                                                                                                       \
+        mv1x_do_r##R(xb, gmb, xnb, w0, o0, w1, o1, w2, o2, bb, rb, zb, a, red);                              \
+    }                                                                                                       \
+    MV1X_PACKED(R, 2)                                                                                       \
+    MV1X_PACKED(R, 4)
+
+#define MV1X_PACKED(R, NB)                                                                                  \
+    kernel void mv1x_r##R##_b##NB(MV1_BUFS##NB, mv1_args a, local float *red)                               \
+    {                                                                                                       \
+        mv1x_do_r##R(MV1_PICK##NB(a.bi[0]), MV1_PICK##NB(a.bi[1]), MV1_PICK##NB(a.bi[2]),                    \
+                     MV1_PICK##NB(a.bi[3]), MV1_PICK##NB(a.bi[4]), MV1_PICK##NB(a.bi[5]),                    \
+                     MV1_PICK##NB(a.bi[6]), MV1_PICK##NB(a.bi[7]), MV1_PICK##NB(a.bi[8]),                    \
+                     MV1_PICK##NB(a.bi[9]), MV1_PICK##NB(a.bi[10]), MV1_PICK##NB(a.bi[11]), a, red);         \
+    }
+
 MV1X_KERNEL(1)
 MV1X_KERNEL(2)
 MV1X_KERNEL(4)
@@ -473,6 +507,7 @@ typedef struct {
     long K, wr[3], N[3], D, ckC, cks0, cks1, ckR, cvC, cvs0, cvs1, cvR, is0;
     long ex[10]; /* [lo, hi) not to write, of xn, o0, o1, o2, yq */
     int has_gam, norm, f[3], neox, p64, i64, ckdt, cvdt;
+    int bi[15]; /* mv1r_r*_b8: the buffer argument of x, gam, xn, w0, o0, w1, o1, w2, o2, pos, idx, yq, yk, ck, cv */
     float eps, base_hi, base_lo, scale_hi, scale_lo;
 } mv1r_args;
 
@@ -529,12 +564,12 @@ inline void mv1r_write_xn(global const float *x, global const float *gam, long K
     }
 #define MV1R_RED(r, A) mv1_put(red, (r), acc[r]);
 
-#define MV1R_KERNEL(R)                                                                                      \
-    kernel void mv1r_r##R(global const uchar *restrict xb, global const uchar *restrict gmb, global uchar *xnb,    \
-                          global const uchar *restrict w0, global uchar *o0, global const uchar *restrict w1,   \
-                          global uchar *o1, global const uchar *restrict w2, global uchar *o2,                  \
-                          global const uchar *restrict pb, global const uchar *restrict ib, global uchar *yqb,  \
-                          global uchar *ykb, global uchar *ckb, global uchar *cvb, mv1r_args a, local float *red) \
+#define MV1R_FN(R)                                                                                          \
+    inline void mv1r_do_r##R(global const uchar *restrict xb, global const uchar *restrict gmb, global uchar *xnb, \
+                             global const uchar *restrict w0, global uchar *o0, global const uchar *restrict w1, \
+                             global uchar *o1, global const uchar *restrict w2, global uchar *o2,               \
+                             global const uchar *restrict pb, global const uchar *restrict ib, global uchar *yqb, \
+                             global uchar *ykb, global uchar *ckb, global uchar *cvb, mv1r_args a, local float *red) \
     {                                                                                                       \
         int lid = get_local_id(0), c = lid % 8, seg = 0;                                                    \
         long K = a.K, D = a.D, grp = get_group_id(0), G0 = a.N[0] / R, G1 = a.N[1] / R;                     \
@@ -604,6 +639,25 @@ inline void mv1r_write_xn(global const float *x, global const float *gam, long K
         }                                                                                                   \
         if (a.norm == 1 && get_group_id(0) == 0)                                                            \
             mv1r_write_xn(x, gam, K, scale, xnb, a.xnoff, a.ex[0], a.ex[1]);                                \
+    }
+
+/* The 15-buffer form, and the packed one (_b8, as mv1x's _b2 and _b4). */
+#define MV1R_KERNEL(R)                                                                                      \
+    MV1R_FN(R)                                                                                              \
+    kernel void mv1r_r##R(global const uchar *restrict xb, global const uchar *restrict gmb, global uchar *xnb,    \
+                          global const uchar *restrict w0, global uchar *o0, global const uchar *restrict w1,   \
+                          global uchar *o1, global const uchar *restrict w2, global uchar *o2,                  \
+                          global const uchar *restrict pb, global const uchar *restrict ib, global uchar *yqb,  \
+                          global uchar *ykb, global uchar *ckb, global uchar *cvb, mv1r_args a, local float *red) \
+    {                                                                                                       \
+        mv1r_do_r##R(xb, gmb, xnb, w0, o0, w1, o1, w2, o2, pb, ib, yqb, ykb, ckb, cvb, a, red);               \
+    }                                                                                                       \
+    kernel void mv1r_r##R##_b8(MV1_BUFS8, mv1r_args a, local float *red)                                   \
+    {                                                                                                       \
+        mv1r_do_r##R(MV1_PICK8(a.bi[0]), MV1_PICK8(a.bi[1]), MV1_PICK8(a.bi[2]), MV1_PICK8(a.bi[3]),         \
+                     MV1_PICK8(a.bi[4]), MV1_PICK8(a.bi[5]), MV1_PICK8(a.bi[6]), MV1_PICK8(a.bi[7]),         \
+                     MV1_PICK8(a.bi[8]), MV1_PICK8(a.bi[9]), MV1_PICK8(a.bi[10]), MV1_PICK8(a.bi[11]),       \
+                     MV1_PICK8(a.bi[12]), MV1_PICK8(a.bi[13]), MV1_PICK8(a.bi[14]), a, red);                 \
     }
 
 MV1R_KERNEL(2)
