@@ -54,12 +54,16 @@ bool ocl_mv1_ok(const ct_device *dev, const ct_op *op)
  * output 55.6 / 45.4 / 43.4 / 52.5 (44.2 at both 2 and 4 in a second run); tg128 441 / 500
  * / 478 t/s with 1 / 2 / 4 everywhere. So 2 (x read from the cache once per 2 rows, few
  * enough registers for a full machine), and 1 where that would leave compute units idle.
+ * A vocabulary-sized matrix (16,384 rows or more) takes 4: on the H200 the 32,000-row
+ * output went 52.7 -> 46.8 us (session 23), where 4 rows a group still fill the machine.
  * CTORCH_OPENCL_MV1_ROWS (a tuning switch) forces 1, 2, 4 or 8 everywhere (0: these
  * kernels off). */
+#define MV1_BIG_N 16384 /* an output (vocabulary) matrix: 4 rows a work-group there */
 static int mv1_rows(const ct_device *dev, int64_t N)
 {
     const char *e = getenv("CTORCH_OPENCL_MV1_ROWS");
     if (e && e[0] && !e[1] && strchr("1248", e[0])) return e[0] - '0';
+    if (N >= MV1_BIG_N) return 4;
     return N >= 4 * (int64_t)ocl_info(dev)->compute_units ? 2 : 1;
 }
 
