@@ -1,0 +1,249 @@
+/* ctorch-bench-ocl-q8mv: what a one-row Q4_K product costs on an OpenCL GPU when x comes as
+ * 8-bit integers (a scale per 32 and a sum per 16) and the dots run on packed byte dot
+ * products (dp4a through inline PTX on NVIDIA, plain integer math elsewhere), next to the
+ * library's own one-row kernels (mv1x in src/backends/opencl/kernels/mv1.cl, f32 x). Not a
+ * timed test: a feasibility measurement before such a path goes into the backend. The
+ * same work split as mv1x_r2 (64 work-items a group, 2 rows, a 32-element chunk of a row per
+ * work-item and load, the block's header with it), so only x's form and the dot products
+ * differ. Prints, per shape, the device us of the q8 kernels (x's quantization, the product)
+ * from event profiling, and the NMSE of the product against a double-precision reference.
+ * Run it with CTORCH_OPENCL_PROFILE=1: the library then prints mv1x's device time per
+ * shape at exit ("mv1x_r2 q4k NxK"), the same kind of event time.
+ * Usage: ctorch-bench-ocl-q8mv [ITERS]
+ * H200 through NVIDIA's OpenCL (session 24, 500 launches, two runs in one call), device us:
+ *   Q4_K 5632 x 2048    q8 product 8.83 / 9.31   mv1x_r2 14.01 / 14.47
+ *        2048 x 2048               7.39 / 8.35           8.34 / 9.52
+ *        2048 x 5632               8.64 / 8.61          12.56 / 11.95
+ *       32000 x 2048              20.19 / 20.13  mv1x_r4 35.84 / 35.89
+ * x's quantization alone 7.5-8.5 us (one work-item a 32-block here, and about the floor
+ * of an event-timed launch in this setup); NMSE 1.3e-5 to 1.8e-5 against f64 (x's 8-bit
+ * rounding, as the CPU's and CUDA's decode products have). So the product itself is 1.4-1.8x
+ * faster on the large shapes; a separate quantizing launch per product would cost as much
+ * as that saves, which is why x's 8-bit form would have to come out of the kernel that
+ * produces x. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef CTORCH_HAVE_OPENCL
+#include "backends/opencl/loader.h"
+#include "ctorch/ctorch.h"
+#include "quant/quant.h"
+
+static const char *SRC =
+    "#if defined(cl_nv_pragma_unroll)\n"
+    "inline int dp4(uint a, int b, int c) {\n"
+    "    int d; asm(\"dp4a.u32.s32 %0, %1, %2, %3;\" : \"=r\"(d) : \"r\"(a), \"r\"(b), \"r\"(c)); return d; }\n"
+    "#else\n"
+    "inline int dp4(uint a, int b, int c) {\n"
+    "    for (int k = 0; k < 4; k++) c += (int)((a >> (8 * k)) & 255u) * (int)(char)(b >> (8 * k));\n"
+    "    return c; }\n"
+    "#endif\n"
+    "inline float h16f(uint h) {\n"
+    "    uint s = (h & 0x8000u) << 16, m = (h & 0x7FFFu) << 13;\n"
+    "    return (h & 0x7C00u) == 0x7C00u ? as_float(s | 0x7F800000u | m) : as_float(s | m) * 0x1p112f; }\n"
+    "inline void sm4(uint4 h, int j, float *sc, float *m) {\n"
+    "    int sh = 8 * (j & 3); uint a = h.y >> sh, b = h.z >> sh, c = h.w >> sh;\n"
+    "    if (j < 4) { *sc = (float)(a & 63); *m = (float)(b & 63); }\n"
+    "    else { *sc = (float)((c & 0xF) | ((a >> 2) & 0x30)); *m = (float)(((c >> 4) & 0xF) | ((b >> 2) & 0x30)); } }\n"
+    "kernel void q8x(global const float *x, int K, global char *xq, global float *xd, global float *xs) {\n"
+    "    for (int b = get_global_id(0); b < K / 32; b += get_global_size(0)) {\n"
+    "        float v[32], amax = 0.0f;\n"
+    "        for (int i = 0; i < 32; i++) { v[i] = x[32 * b + i]; amax = fmax(amax, fabs(v[i])); }\n"
+    "        float d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;\n"
+    "        int s0 = 0, s1 = 0;\n"
+    "        for (int i = 0; i < 32; i++) {\n"
+    "            int q = (int)rint(v[i] * id); xq[32 * b + i] = (char)q;\n"
+    "            if (i < 16) s0 += q; else s1 += q; }\n"
+    "        xd[b] = d; xs[2 * b] = d * (float)s0; xs[2 * b + 1] = d * (float)s1; } }\n"
+    "inline float dot4k(uint4 h, uint4 q, int j, int4 xa, int4 xb, float da, float db, float sa, float sb) {\n"
+    "    float sc0, m0, sc1, m1; sm4(h, j, &sc0, &m0); sm4(h, j + 1, &sc1, &m1);\n"
+    "    float d = h16f(h.x), dmin = h16f(h.x >> 16); uint M = 0x0F0F0F0Fu;\n"
+    "    int lo = dp4(q.x & M, xa.x, 0); lo = dp4(q.y & M, xa.y, lo); lo = dp4(q.z & M, xa.z, lo); lo = dp4(q.w & M, xa.w, lo);\n"
+    "    int hi = dp4((q.x >> 4) & M, xb.x, 0); hi = dp4((q.y >> 4) & M, xb.y, hi);\n"
+    "    hi = dp4((q.z >> 4) & M, xb.z, hi); hi = dp4((q.w >> 4) & M, xb.w, hi);\n"
+    "    return d * (sc0 * da * (float)lo + sc1 * db * (float)hi) - dmin * (m0 * sa + m1 * sb); }\n"
+    "kernel void mvq(global const uchar *restrict w, long wr, long N, int K, global const char *restrict xq,\n"
+    "                global const float *restrict xd, global const float *restrict xs, global float *y, local float *red) {\n"
+    "    int lid = get_local_id(0), c = lid % 8, p = c / 2, l0 = 16 * (c % 2);\n"
+    "    long n0 = 2 * get_group_id(0);\n"
+    "    global const uchar *r0 = w + n0 * wr, *r1 = w + min(n0 + 1, N - 1) * wr;\n"
+    "    float a0 = 0.0f, a1 = 0.0f;\n"
+    "    for (int ch = lid; ch < K / 32; ch += 64) {\n"
+    "        int b = ch / 8, e0 = 256 * b + 64 * p + l0, e1 = e0 + 32;\n"
+    "        uint4 h0 = *(global const uint4 *)(r0 + 144 * b), q0 = *(global const uint4 *)(r0 + 144 * b + 16 + 16 * c);\n"
+    "        uint4 h1 = *(global const uint4 *)(r1 + 144 * b), q1 = *(global const uint4 *)(r1 + 144 * b + 16 + 16 * c);\n"
+    "        int4 xa = *(global const int4 *)(xq + e0), xb = *(global const int4 *)(xq + e1);\n"
+    "        float da = xd[e0 / 32], db = xd[e1 / 32], sa = xs[e0 / 16], sb = xs[e1 / 16];\n"
+    "        a0 += dot4k(h0, q0, 2 * p, xa, xb, da, db, sa, sb);\n"
+    "        a1 += dot4k(h1, q1, 2 * p, xa, xb, da, db, sa, sb); }\n"
+    "    red[lid] = a0; red[64 + lid] = a1;\n"
+    "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "    for (int s = 32; s > 0; s >>= 1) {\n"
+    "        if (lid < s) { red[lid] += red[lid + s]; red[64 + lid] += red[64 + lid + s]; }\n"
+    "        barrier(CLK_LOCAL_MEM_FENCE); }\n"
+    "    if (lid == 0) y[n0] = red[0];\n"
+    "    if (lid == 1 && n0 + 1 < N) y[n0 + 1] = red[64]; }\n";
+
+static int fail(const char *what, cl_int err)
+{
+    fprintf(stderr, "ctorch-bench-ocl-q8mv: %s failed (%d)\n", what, (int)err);
+    return 1;
+}
+
+/* The first GPU of any platform (where the library's opencl:0 also lands), else the first
+ * device of any type (a check of the kernels' results on PoCL). */
+static int pick_device(cl_device_id *dev)
+{
+    cl_platform_id plats[8];
+    cl_uint np = 0;
+    if (ocl_cl.clGetPlatformIDs(8, plats, &np) != CL_SUCCESS) return 0;
+    for (int any = 0; any < 2; any++)
+        for (cl_uint p = 0; p < np; p++) {
+            cl_uint nd = 0;
+            cl_device_type t = any ? CL_DEVICE_TYPE_ALL : CL_DEVICE_TYPE_GPU;
+            if (ocl_cl.clGetDeviceIDs(plats[p], t, 1, dev, &nd) == CL_SUCCESS && nd) return 1;
+        }
+    return 0;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct q8env {
+    cl_context ctx;
+    cl_command_queue q;
+    cl_kernel kx, kv;
+} q8env;
+
+/* Median device us of `iters` launches of k (event profiling). */
+static double median_us(q8env *e, cl_kernel k, size_t global, size_t local, int iters)
+{
+    double *t = malloc(sizeof(double) * (size_t)iters);
+    int n = 0;
+    for (int i = 0; i < iters && t; i++) {
+        cl_event ev;
+        if (ocl_cl.clEnqueueNDRangeKernel(e->q, k, 1, NULL, &global, &local, 0, NULL, &ev) != CL_SUCCESS) break;
+        ocl_cl.clWaitForEvents(1, &ev);
+        cl_ulong a = 0, b = 0;
+        ocl_cl.clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof a, &a, NULL);
+        ocl_cl.clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof b, &b, NULL);
+        ocl_cl.clReleaseEvent(ev);
+        t[n++] = (double)(b - a) * 1e-3;
+    }
+    double m = -1;
+    if (n) {
+        qsort(t, (size_t)n, sizeof(double), cmp_d);
+        m = t[n / 2];
+    }
+    free(t);
+    return m;
+}
+
+/* One shape: random Q4_K weights and x, the q8 kernels timed and checked against a double
+ * reference, then the library's ct_linear on opencl:0 the same number of times. */
+static int shape(q8env *e, int64_t N, int64_t K, int iters)
+{
+    size_t rb = ct_dtype_row_bytes(CT_Q4_K, K);
+    unsigned char *wq = malloc(rb * (size_t)N);
+    float *row = malloc(sizeof(float) * (size_t)K), *x = malloc(sizeof(float) * (size_t)K);
+    float *y = malloc(sizeof(float) * (size_t)N);
+    double *ref = calloc((size_t)N, sizeof(double));
+    unsigned s = 12345u;
+    for (int64_t k = 0; k < K; k++) s = s * 1103515245u + 12345u, x[k] = (float)((s >> 8) & 0xFFFF) / 32768.0f - 1.0f;
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t k = 0; k < K; k++) s = s * 1103515245u + 12345u, row[k] = (float)((s >> 8) & 0xFFFF) / 32768.0f - 1.0f;
+        quant_quantize_row(CT_Q4_K, row, wq + rb * (size_t)n, K);
+        quant_dequantize_row(CT_Q4_K, wq + rb * (size_t)n, row, K);
+        for (int64_t k = 0; k < K; k++) ref[n] += (double)row[k] * x[k];
+    }
+    cl_int err;
+    cl_mem bw = ocl_cl.clCreateBuffer(e->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, rb * (size_t)N, wq, &err);
+    cl_mem bx = ocl_cl.clCreateBuffer(e->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sizeof(float) * (size_t)K, x, &err);
+    cl_mem bq = ocl_cl.clCreateBuffer(e->ctx, CL_MEM_READ_WRITE, (size_t)K, NULL, &err);
+    cl_mem bd = ocl_cl.clCreateBuffer(e->ctx, CL_MEM_READ_WRITE, sizeof(float) * (size_t)K / 32, NULL, &err);
+    cl_mem bs = ocl_cl.clCreateBuffer(e->ctx, CL_MEM_READ_WRITE, sizeof(float) * (size_t)K / 16, NULL, &err);
+    cl_mem by = ocl_cl.clCreateBuffer(e->ctx, CL_MEM_READ_WRITE, sizeof(float) * (size_t)N, NULL, &err);
+    cl_int Ki = (cl_int)K;
+    cl_long wr = (cl_long)rb, Nl = N;
+    err = ocl_cl.clSetKernelArg(e->kx, 0, sizeof bx, &bx) | ocl_cl.clSetKernelArg(e->kx, 1, sizeof Ki, &Ki) |
+          ocl_cl.clSetKernelArg(e->kx, 2, sizeof bq, &bq) | ocl_cl.clSetKernelArg(e->kx, 3, sizeof bd, &bd) |
+          ocl_cl.clSetKernelArg(e->kx, 4, sizeof bs, &bs);
+    err |= ocl_cl.clSetKernelArg(e->kv, 0, sizeof bw, &bw) | ocl_cl.clSetKernelArg(e->kv, 1, sizeof wr, &wr) |
+           ocl_cl.clSetKernelArg(e->kv, 2, sizeof Nl, &Nl) | ocl_cl.clSetKernelArg(e->kv, 3, sizeof Ki, &Ki) |
+           ocl_cl.clSetKernelArg(e->kv, 4, sizeof bq, &bq) | ocl_cl.clSetKernelArg(e->kv, 5, sizeof bd, &bd) |
+           ocl_cl.clSetKernelArg(e->kv, 6, sizeof bs, &bs) | ocl_cl.clSetKernelArg(e->kv, 7, sizeof by, &by) |
+           ocl_cl.clSetKernelArg(e->kv, 8, 128 * sizeof(float), NULL);
+    if (err != CL_SUCCESS) return fail("setting arguments", err);
+    double tx = median_us(e, e->kx, 64 * (size_t)((K / 32 + 63) / 64), 64, iters);
+    double tv = median_us(e, e->kv, 64 * (size_t)((N + 1) / 2), 64, iters);
+    ocl_cl.clEnqueueReadBuffer(e->q, by, CL_TRUE, 0, sizeof(float) * (size_t)N, y, 0, NULL, NULL);
+    double num = 0, den = 0;
+    for (int64_t n = 0; n < N; n++) num += (y[n] - ref[n]) * (y[n] - ref[n]), den += ref[n] * ref[n];
+    double gb = (double)(rb * (size_t)N) / (tv * 1e3);
+    printf("| %lld x %lld | %.2f | %.2f | %.0f | %.2e |\n", (long long)N, (long long)K, tx, tv, gb, den > 0 ? num / den : 0);
+    /* the library's kernels on the same weights: their device time comes with its profile */
+    ct_tensor *tw = NULL, *tx_ = NULL;
+    int64_t ws[2] = {N, K}, xs[2] = {1, K};
+    int rc = 0;
+    if (ct_tensor_from_data(2, ws, CT_Q4_K, wq, &tw) != CT_OK || ct_tensor_from_data(2, xs, CT_F32, x, &tx_) != CT_OK ||
+        ct_tensor_place(tw, "opencl:0") != CT_OK || ct_tensor_place(tx_, "opencl:0") != CT_OK ||
+        ct_exec_force_device("opencl:0") != CT_OK)
+        rc = fail("placing the library's operands", -1);
+    for (int i = 0; i < iters && !rc; i++) {
+        ct_tensor *out = NULL;
+        if (ct_linear(tx_, tw, NULL, &out) != CT_OK) rc = fail("ct_linear", -1);
+        ct_tensor_free(out);
+    }
+    ct_device_sync("opencl:0");
+    ct_exec_force_device(NULL);
+    ct_tensor_free(tw), ct_tensor_free(tx_);
+    cl_mem all[] = {bw, bx, bq, bd, bs, by};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ocl_cl.clReleaseMemObject(all[i]);
+    free(wq), free(row), free(x), free(y), free(ref);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    int iters = argc > 1 ? atoi(argv[1]) : 200;
+    if (iters < 1) iters = 1;
+    cl_device_id dev;
+    if (!ocl_load() || !pick_device(&dev) || ct_exec_init() != CT_OK) {
+        fprintf(stderr, "ctorch-bench-ocl-q8mv: no OpenCL device\n");
+        return 77;
+    }
+    q8env e = {0};
+    cl_int err;
+    e.ctx = ocl_cl.clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
+    if (err == CL_SUCCESS) e.q = ocl_cl.clCreateCommandQueue(e.ctx, dev, CL_QUEUE_PROFILING_ENABLE, &err);
+    if (err != CL_SUCCESS) return fail("a context and queue", err);
+    cl_program prog = ocl_cl.clCreateProgramWithSource(e.ctx, 1, &SRC, NULL, &err);
+    if (err == CL_SUCCESS) err = ocl_cl.clBuildProgram(prog, 1, &dev, "", NULL, NULL);
+    if (err != CL_SUCCESS) return fail("building the kernels", err);
+    e.kx = ocl_cl.clCreateKernel(prog, "q8x", &err);
+    if (err == CL_SUCCESS) e.kv = ocl_cl.clCreateKernel(prog, "mvq", &err);
+    if (err != CL_SUCCESS) return fail("clCreateKernel", err);
+    printf("%d launches a shape, median device us (event profiling)\n", iters);
+    printf("| Q4_K N x K | x to q8 us | q8 product us | weight GB/s | NMSE vs f64 |\n|---|---:|---:|---:|---:|\n");
+    static const int64_t shapes[][2] = {{5632, 2048}, {2048, 2048}, {2048, 5632}, {32000, 2048}};
+    int rc = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0] && !rc; i++) rc = shape(&e, shapes[i][0], shapes[i][1], iters);
+    ocl_cl.clReleaseKernel(e.kx);
+    ocl_cl.clReleaseKernel(e.kv);
+    ocl_cl.clReleaseProgram(prog);
+    ocl_cl.clReleaseCommandQueue(e.q);
+    ocl_cl.clReleaseContext(e.ctx);
+    return rc;
+}
+#else
+int main(void)
+{
+    fprintf(stderr, "ctorch-bench-ocl-q8mv: built without OpenCL\n");
+    return 77;
+}
+#endif
