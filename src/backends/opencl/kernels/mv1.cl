@@ -330,12 +330,13 @@ typedef struct {
  * linear). bias: weight 0's, for a single linear. x, gam, the weights and the bias are
  * never written while the launch runs (the planner stages x where an output would overlap
  * it), hence restrict: the read-only cache path for them; r may be z. */
+#define MV1X_PARAMS                                                                                         \
+    global const uchar *restrict xb, global const uchar *restrict gmb, global uchar *xnb,                   \
+        global const uchar *restrict w0, global uchar *o0, global const uchar *restrict w1, global uchar *o1, \
+        global const uchar *restrict w2, global uchar *o2, global const uchar *restrict bb,                 \
+        global const uchar *rb, global uchar *zb, mv1_args a, local float *red
 #define MV1X_FN(R)                                                                                          \
-    inline void mv1x_do_r##R(global const uchar *restrict xb, global const uchar *restrict gmb, global uchar *xnb, \
-                             global const uchar *restrict w0, global uchar *o0, global const uchar *restrict w1, \
-                             global uchar *o1, global const uchar *restrict w2, global uchar *o2,               \
-                             global const uchar *restrict bb, global const uchar *rb, global uchar *zb,        \
-                             mv1_args a, local float *red)                                                     \
+    inline void mv1x_do_r##R(MV1X_PARAMS)                                                                   \
     {                                                                                                       \
         ulong xoff = a.xoff, gmoff = a.gmoff, xnoff = a.xnoff, boff = a.boff, roff = a.roff, zoff = a.zoff;     \
         ulong w0o = a.wo[0], w1o = a.wo[1], w2o = a.wo[2], o0o = a.oo[0], o1o = a.oo[1], o2o = a.oo[2];         \
@@ -427,11 +428,7 @@ typedef struct {
 
 #define MV1X_KERNEL(R)                                                                                      \
     MV1X_FN(R)                                                                                              \
-    kernel void mv1x_r##R(global const uchar *restrict xb, global const uchar *restrict gmb, global uchar *xnb,    \
-                          global const uchar *restrict w0, global uchar *o0, global const uchar *restrict w1,   \
-                          global uchar *o1, global const uchar *restrict w2, global uchar *o2,                  \
-                          global const uchar *restrict bb, global const uchar *rb, global uchar *zb,           \
-                          mv1_args a, local float *red)                                                        \
+    kernel void mv1x_r##R(MV1X_PARAMS)                                                                      \
     {                                                                                                       \
         mv1x_do_r##R(xb, gmb, xnb, w0, o0, w1, o1, w2, o2, bb, rb, zb, a, red);                              \
     }                                                                                                       \
@@ -564,12 +561,14 @@ inline void mv1r_write_xn(global const float *x, global const float *gam, long K
     }
 #define MV1R_RED(r, A) mv1_put(red, (r), acc[r]);
 
+#define MV1R_PARAMS                                                                                         \
+    global const uchar *restrict xb, global const uchar *restrict gmb, global uchar *xnb,                   \
+        global const uchar *restrict w0, global uchar *o0, global const uchar *restrict w1, global uchar *o1, \
+        global const uchar *restrict w2, global uchar *o2, global const uchar *restrict pb,                 \
+        global const uchar *restrict ib, global uchar *yqb, global uchar *ykb, global uchar *ckb,           \
+        global uchar *cvb, mv1r_args a, local float *red
 #define MV1R_FN(R)                                                                                          \
-    inline void mv1r_do_r##R(global const uchar *restrict xb, global const uchar *restrict gmb, global uchar *xnb, \
-                             global const uchar *restrict w0, global uchar *o0, global const uchar *restrict w1, \
-                             global uchar *o1, global const uchar *restrict w2, global uchar *o2,               \
-                             global const uchar *restrict pb, global const uchar *restrict ib, global uchar *yqb, \
-                             global uchar *ykb, global uchar *ckb, global uchar *cvb, mv1r_args a, local float *red) \
+    inline void mv1r_do_r##R(MV1R_PARAMS)                                                                   \
     {                                                                                                       \
         int lid = get_local_id(0), c = lid % 8, seg = 0;                                                    \
         long K = a.K, D = a.D, grp = get_group_id(0), G0 = a.N[0] / R, G1 = a.N[1] / R;                     \
@@ -644,11 +643,7 @@ inline void mv1r_write_xn(global const float *x, global const float *gam, long K
 /* The 15-buffer form, and the packed one (_b8, as mv1x's _b2 and _b4). */
 #define MV1R_KERNEL(R)                                                                                      \
     MV1R_FN(R)                                                                                              \
-    kernel void mv1r_r##R(global const uchar *restrict xb, global const uchar *restrict gmb, global uchar *xnb,    \
-                          global const uchar *restrict w0, global uchar *o0, global const uchar *restrict w1,   \
-                          global uchar *o1, global const uchar *restrict w2, global uchar *o2,                  \
-                          global const uchar *restrict pb, global const uchar *restrict ib, global uchar *yqb,  \
-                          global uchar *ykb, global uchar *ckb, global uchar *cvb, mv1r_args a, local float *red) \
+    kernel void mv1r_r##R(MV1R_PARAMS)                                                                      \
     {                                                                                                       \
         mv1r_do_r##R(xb, gmb, xnb, w0, o0, w1, o1, w2, o2, pb, ib, yqb, ykb, ckb, cvb, a, red);               \
     }                                                                                                       \
