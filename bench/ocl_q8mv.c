@@ -10,21 +10,25 @@
  * Run it with CTORCH_OPENCL_PROFILE=1: the library then prints mv1x's device time per
  * shape at exit ("mv1x_r2 q4k NxK"), the same kind of event time.
  * Usage: ctorch-bench-ocl-q8mv [ITERS]
- * H200 through NVIDIA's OpenCL (session 24, 500 launches, two runs in one call), device us:
- *   Q4_K 5632 x 2048    q8 product 8.83 / 9.31   mv1x_r2 14.01 / 14.47
- *        2048 x 2048               7.39 / 8.35           8.34 / 9.52
- *        2048 x 5632               8.64 / 8.61          12.56 / 11.95
- *       32000 x 2048              20.19 / 20.13  mv1x_r4 35.84 / 35.89
- * x's quantization alone 7.5-8.5 us (one work-item a 32-block here, and about the floor
- * of an event-timed launch in this setup); NMSE 1.3e-5 to 1.8e-5 against f64 (x's 8-bit
- * rounding, as the CPU's and CUDA's decode products have). So the product itself is 1.4-1.8x
- * faster on the large shapes; a separate quantizing launch per product would cost as much
- * as that saves, which is why x's 8-bit form would have to come out of the kernel that
- * produces x. */
+ * H200 through NVIDIA's OpenCL (session 24), two runs in one call. Event-timed (300-500
+ * launches, median; the profiler's own cost is ~4-5 us a launch): q8 product 7.9-9.3 us for
+ * 5632 x 2048 against mv1x_r2's 13.2-14.5, 8.0-8.6 / 11.5-12.6 for 2048 x 5632, 6.7-8.4 /
+ * 8.3-9.5 for 2048 x 2048, 19.4-20.2 / 35.8-36.0 (mv1x_r4) for 32,000 x 2048. Held (the
+ * device's own pace, launches back to back behind a busy kernel), us a launch:
+ *   N x K           x to q8 (parallel)   q8 product   both    mv1x_r2
+ *   5632 x 2048     2.06-2.09            4.78-4.83    6.97    9.45
+ *   2048 x 2048     2.09-2.11            3.55-3.56    5.73    5.30-5.34
+ *   2048 x 5632     2.18                 4.90-4.91    7.18    8.52
+ *   32000 x 2048    2.06-2.11            16.55-16.60  19.25   38.43 (mv1x_r4)
+ * NMSE 1.3e-5 to 1.8e-5 against f64 with either quantizer (x's 8-bit rounding, as the CPU's
+ * and CUDA's decode products have). So even with a launch of its own for x's quantization
+ * the 8-bit path is 16-50% faster on the large shapes (not on 2048 x 2048), and without that
+ * launch (x's 8-bit form written by the kernel that produces x) faster on all. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #ifdef CTORCH_HAVE_OPENCL
 #include "backends/opencl/loader.h"
@@ -57,6 +61,19 @@ static const char *SRC =
     "            int q = (int)rint(v[i] * id); xq[32 * b + i] = (char)q;\n"
     "            if (i < 16) s0 += q; else s1 += q; }\n"
     "        xd[b] = d; xs[2 * b] = d * (float)s0; xs[2 * b + 1] = d * (float)s1; } }\n"
+    "/* a warp a 32-block: one element a work-item, the block's absmax and half sums through local memory */\n"
+    "kernel void q8xp(global const float *x, global char *xq, global float *xd, global float *xs, local float *t) {\n"
+    "    int l = get_local_id(0), lane = l & 31; long e = get_global_id(0), b = e / 32;\n"
+    "    float v = x[e]; local float *m = t + (l & ~31);\n"
+    "    m[lane] = fabs(v); barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "    for (int s = 16; s > 0; s >>= 1) { if (lane < s) m[lane] = fmax(m[lane], m[lane + s]); barrier(CLK_LOCAL_MEM_FENCE); }\n"
+    "    float d = m[0] / 127.0f; barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "    int q = d > 0.0f ? (int)rint(v / d) : 0; xq[e] = (char)q;\n"
+    "    m[lane] = (float)q; barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "    for (int s = 8; s > 0; s >>= 1) { if ((lane & 15) < s) m[lane] += m[lane + s]; barrier(CLK_LOCAL_MEM_FENCE); }\n"
+    "    if (lane == 0) { xd[b] = d; xs[2 * b] = d * m[0]; xs[2 * b + 1] = d * m[16]; } }\n"
+    "kernel void hold(global float *o, int n) { float a = 1.0f;\n"
+    "    for (int i = 0; i < n; i++) a = fma(a, 0.999999f, 1e-7f); if (a == -1.0f) o[0] = a; }\n"
     "inline float dot4k(uint4 h, uint4 q, int j, int4 xa, int4 xb, float da, float db, float sa, float sb) {\n"
     "    float sc0, m0, sc1, m1; sm4(h, j, &sc0, &m0); sm4(h, j + 1, &sc1, &m1);\n"
     "    float d = h16f(h.x), dmin = h16f(h.x >> 16); uint M = 0x0F0F0F0Fu;\n"
@@ -85,6 +102,13 @@ static const char *SRC =
     "        barrier(CLK_LOCAL_MEM_FENCE); }\n"
     "    if (lid == 0) y[n0] = red[0];\n"
     "    if (lid == 1 && n0 + 1 < N) y[n0 + 1] = red[64]; }\n";
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e6 * (double)ts.tv_sec + 1e-3 * (double)ts.tv_nsec;
+}
 
 static int fail(const char *what, cl_int err)
 {
@@ -117,8 +141,67 @@ static int cmp_d(const void *a, const void *b)
 typedef struct q8env {
     cl_context ctx;
     cl_command_queue q;
-    cl_kernel kx, kv;
+    cl_kernel kx, kv, kxp, hold, mv1; /* mv1: the library's mv1x_r2_b4, built here from its source */
 } q8env;
+
+/* The library's kernel sources (embed.cmake's table) and mv1x's argument block (mv1_args
+ * in quant_mv1.c and mv1.cl: the same fields in the same order). */
+typedef struct ocl_source {
+    const char *name, *text;
+    size_t len;
+} ocl_source;
+extern const ocl_source ocl_sources[];
+
+typedef struct bench_mv1_args {
+    cl_ulong xoff, gmoff, xnoff, boff, roff, zoff, wo[3], oo[3];
+    cl_long K, bstride, wr[3], N[3];
+    cl_int norm, has_gam, gated, nseg, bias_kind, epi, f[3];
+    cl_int bi[12];
+    cl_float eps;
+} bench_mv1_args;
+_Static_assert(sizeof(bench_mv1_args) == 248, "mv1_args has 248 bytes");
+
+static cl_kernel mv1_kernel(q8env *e, cl_device_id dev)
+{
+    const char *src = NULL;
+    for (int i = 0; ocl_sources[i].name; i++)
+        if (!strcmp(ocl_sources[i].name, "mv1")) src = ocl_sources[i].text;
+    cl_int err = CL_INVALID_VALUE;
+    cl_program p = src ? ocl_cl.clCreateProgramWithSource(e->ctx, 1, &src, NULL, &err) : NULL;
+    if (err == CL_SUCCESS) err = ocl_cl.clBuildProgram(p, 1, &dev, "-cl-std=CL1.2", NULL, NULL);
+    cl_kernel k = err == CL_SUCCESS ? ocl_cl.clCreateKernel(p, "mv1x_r2_b4", &err) : NULL;
+    if (p) ocl_cl.clReleaseProgram(p);
+    return err == CL_SUCCESS ? k : NULL;
+}
+
+/* Wall us of `n` launches of ks[0 .. nk) (one round each) queued behind a busy kernel that
+ * outlasts their enqueueing, minus the busy kernel alone: the device's own time a round,
+ * without event timing's cost. Best of 3. */
+static double held_us(q8env *e, cl_kernel *ks, const size_t *global, const size_t *local, int nk, int n)
+{
+    cl_mem o = ocl_cl.clCreateBuffer(e->ctx, CL_MEM_READ_WRITE, 64, NULL, NULL);
+    cl_int steps = 1 << 22;
+    size_t one = 1;
+    double best = 1e30, alone = 1e30;
+    ocl_cl.clSetKernelArg(e->hold, 0, sizeof o, &o);
+    ocl_cl.clSetKernelArg(e->hold, 1, sizeof steps, &steps);
+    for (int rep = 0; rep < 3; rep++) {
+        ocl_cl.clFinish(e->q);
+        double t0 = now_us();
+        ocl_cl.clEnqueueNDRangeKernel(e->q, e->hold, 1, NULL, &one, &one, 0, NULL, NULL);
+        ocl_cl.clFinish(e->q);
+        double t1 = now_us();
+        ocl_cl.clEnqueueNDRangeKernel(e->q, e->hold, 1, NULL, &one, &one, 0, NULL, NULL);
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < nk; j++) ocl_cl.clEnqueueNDRangeKernel(e->q, ks[j], 1, NULL, &global[j], &local[j], 0, NULL, NULL);
+        ocl_cl.clFinish(e->q);
+        double t2 = now_us();
+        if (t1 - t0 < alone) alone = t1 - t0;
+        if (t2 - t1 < best) best = t2 - t1;
+    }
+    ocl_cl.clReleaseMemObject(o);
+    return (best - alone) / n;
+}
 
 /* Median device us of `iters` launches of k (event profiling). */
 static double median_us(q8env *e, cl_kernel k, size_t global, size_t local, int iters)
@@ -184,8 +267,32 @@ static int shape(q8env *e, int64_t N, int64_t K, int iters)
     ocl_cl.clEnqueueReadBuffer(e->q, by, CL_TRUE, 0, sizeof(float) * (size_t)N, y, 0, NULL, NULL);
     double num = 0, den = 0;
     for (int64_t n = 0; n < N; n++) num += (y[n] - ref[n]) * (y[n] - ref[n]), den += ref[n] * ref[n];
+    /* held: the parallel quantizer, the product, both, and the library's mv1x_r2 (packed,
+     * 4 buffers: x, w, y) on the same weights */
+    bench_mv1_args ma = {.K = K, .wr = {(cl_long)rb, (cl_long)rb, (cl_long)rb}, .N = {N, N, N}, .nseg = 1,
+                         .bi = {0, 0, 0, 1, 2, 1, 2, 1, 2, 0, 0, 0}};
+    cl_mem mb[4] = {bx, bw, by, bx};
+    for (int i = 0; i < 4; i++) ocl_cl.clSetKernelArg(e->mv1, (cl_uint)i, sizeof(cl_mem), &mb[i]);
+    ocl_cl.clSetKernelArg(e->mv1, 4, sizeof ma, &ma);
+    ocl_cl.clSetKernelArg(e->mv1, 5, sizeof(float) * 5 * 65, NULL);
+    ocl_cl.clSetKernelArg(e->kxp, 0, sizeof bx, &bx);
+    ocl_cl.clSetKernelArg(e->kxp, 1, sizeof bq, &bq);
+    ocl_cl.clSetKernelArg(e->kxp, 2, sizeof bd, &bd);
+    ocl_cl.clSetKernelArg(e->kxp, 3, sizeof bs, &bs);
+    ocl_cl.clSetKernelArg(e->kxp, 4, sizeof(float) * 256, NULL);
+    cl_kernel seq[2] = {e->kxp, e->kv};
+    size_t g[2] = {(size_t)K, 64 * (size_t)((N + 1) / 2)}, l[2] = {256, 64}, gm = 64 * (size_t)((N + 1) / 2);
+    int hn = 200;
+    double hq = held_us(e, &seq[0], &g[0], &l[0], 1, hn), hp = held_us(e, &seq[1], &g[1], &l[1], 1, hn);
+    double hb = held_us(e, seq, g, l, 2, hn);
+    /* the parallel quantizer's product checked too (it ran last) */
+    ocl_cl.clEnqueueReadBuffer(e->q, by, CL_TRUE, 0, sizeof(float) * (size_t)N, y, 0, NULL, NULL);
+    double num2 = 0;
+    for (int64_t n = 0; n < N; n++) num2 += (y[n] - ref[n]) * (y[n] - ref[n]);
+    double hm = held_us(e, &e->mv1, &gm, &l[1], 1, hn);
     double gb = (double)(rb * (size_t)N) / (tv * 1e3);
-    printf("| %lld x %lld | %.2f | %.2f | %.0f | %.2e |\n", (long long)N, (long long)K, tx, tv, gb, den > 0 ? num / den : 0);
+    printf("| %lld x %lld | %.2f | %.2f | %.0f | %.2e / %.2e | %.2f | %.2f | %.2f | %.2f |\n", (long long)N,
+           (long long)K, tx, tv, gb, den > 0 ? num / den : 0, den > 0 ? num2 / den : 0, hq, hp, hb, hm);
     /* the library's kernels on the same weights: their device time comes with its profile */
     ct_tensor *tw = NULL, *tx_ = NULL;
     int64_t ws[2] = {N, K}, xs[2] = {1, K};
@@ -227,14 +334,19 @@ int main(int argc, char **argv)
     if (err != CL_SUCCESS) return fail("building the kernels", err);
     e.kx = ocl_cl.clCreateKernel(prog, "q8x", &err);
     if (err == CL_SUCCESS) e.kv = ocl_cl.clCreateKernel(prog, "mvq", &err);
+    if (err == CL_SUCCESS) e.kxp = ocl_cl.clCreateKernel(prog, "q8xp", &err);
+    if (err == CL_SUCCESS) e.hold = ocl_cl.clCreateKernel(prog, "hold", &err);
     if (err != CL_SUCCESS) return fail("clCreateKernel", err);
-    printf("%d launches a shape, median device us (event profiling)\n", iters);
-    printf("| Q4_K N x K | x to q8 us | q8 product us | weight GB/s | NMSE vs f64 |\n|---|---:|---:|---:|---:|\n");
+    if (!(e.mv1 = mv1_kernel(&e, dev))) return fail("building the library's mv1 program", -1);
+    printf("%d launches a shape, median device us (event profiling); held: us a launch (a round) queued behind a "
+           "busy kernel\n", iters);
+    printf("| Q4_K N x K | x to q8 us | q8 product us | weight GB/s | NMSE vs f64 (serial / parallel x) | held: x to q8 (parallel) | q8 "
+           "product | both | mv1x_r2 |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     static const int64_t shapes[][2] = {{5632, 2048}, {2048, 2048}, {2048, 5632}, {32000, 2048}};
     int rc = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0] && !rc; i++) rc = shape(&e, shapes[i][0], shapes[i][1], iters);
-    ocl_cl.clReleaseKernel(e.kx);
-    ocl_cl.clReleaseKernel(e.kv);
+    cl_kernel ks[] = {e.kx, e.kv, e.kxp, e.hold, e.mv1};
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) ocl_cl.clReleaseKernel(ks[i]);
     ocl_cl.clReleaseProgram(prog);
     ocl_cl.clReleaseCommandQueue(e.q);
     ocl_cl.clReleaseContext(e.ctx);
