@@ -146,6 +146,18 @@ static void mv1_label(const mv1_plan *p, int R, char *buf, size_t n)
     }
 }
 
+/* A one-row kernel's arguments: its n buffers (every operand, or the packed form's distinct
+ * ones), its argument block and its local memory. */
+static ct_status mv1_set_args(ct_device *dev, cl_kernel k, const char *name, const cl_mem *mems, int n,
+                              const void *a, size_t a_size, size_t local)
+{
+    ocl_arg args[17];
+    for (int i = 0; i < n; i++) args[i] = (ocl_arg){sizeof(cl_mem), &mems[i]};
+    args[n] = (ocl_arg){a_size, a};
+    args[n + 1] = OCL_LOCAL(local);
+    return ocl_args(dev, k, name, n + 2, args);
+}
+
 /* *packed: whether the launch took a packed kernel (each distinct buffer once). */
 static ct_status mv1_launch(ct_device *dev, const mv1_plan *p, bool *packed)
 {
@@ -193,22 +205,14 @@ static ct_status mv1_launch(ct_device *dev, const mv1_plan *p, bool *packed)
     if (p->gated) r.m = xm, r.lo = 0;
     a.roff = r.lo, a.zoff = z.lo;
     cl_mem mems[12] = {xm, gm, xnm, wm[0], om[0], wm[1], om[1], wm[2], om[2], bm, r.m, z.m}, bufs[4];
-    int nb = ocl_pack_bufs(12, mems, 4, bufs, a.bi);
+    int nb = ocl_pack_bufs(12, mems, 4, bufs, a.bi), nbuf = nb > 2 ? 4 : 2; /* the packed forms: _b2, _b4 */
     char name[16], label[64]; /* mv1x_r1 .. _r8, packed: mv1x_r2_b2, mv1x_r2_b4, ... */
-    snprintf(name, sizeof name, nb ? "mv1x_r%d_b%d" : "mv1x_r%d", R, nb > 2 ? 4 : 2);
+    snprintf(name, sizeof name, nb ? "mv1x_r%d_b%d" : "mv1x_r%d", R, nbuf);
     mv1_label(p, R, label, sizeof label);
     cl_kernel k;
     ct_status s = ocl_kernel(dev, OCL_MV1_PROGRAM, name, &k);
     size_t ls = MV1_LS, global = groups * ls, local = sizeof(float) * (size_t)(2 * R + 1) * (MV1_LS + 1);
-    if (s == CT_OK && nb > 2)
-        s = OCL_SET_ARGS(dev, k, name, OCL_ARG(bufs[0]), OCL_ARG(bufs[1]), OCL_ARG(bufs[2]), OCL_ARG(bufs[3]),
-                         OCL_ARG(a), OCL_LOCAL(local));
-    else if (s == CT_OK && nb)
-        s = OCL_SET_ARGS(dev, k, name, OCL_ARG(bufs[0]), OCL_ARG(bufs[1]), OCL_ARG(a), OCL_LOCAL(local));
-    else if (s == CT_OK)
-        s = OCL_SET_ARGS(dev, k, name, OCL_ARG(xm), OCL_ARG(gm), OCL_ARG(xnm), OCL_ARG(wm[0]), OCL_ARG(om[0]),
-                         OCL_ARG(wm[1]), OCL_ARG(om[1]), OCL_ARG(wm[2]), OCL_ARG(om[2]), OCL_ARG(bm), OCL_ARG(r.m),
-                         OCL_ARG(z.m), OCL_ARG(a), OCL_LOCAL(local));
+    if (s == CT_OK) s = mv1_set_args(dev, k, name, nb ? bufs : mems, nb ? nbuf : 12, &a, sizeof a, local);
     *packed = nb > 0;
     return s != CT_OK ? s : ocl_launch(dev, k, label, 1, &global, &ls);
 }
@@ -509,13 +513,7 @@ static int qkv_rope(ct_device *dev, const mv1_plan *p, const ct_op *ops, int n)
              (long long)(N[0] + N[1] + N[2]), (long long)a.K);
     cl_kernel k;
     ct_status s = ocl_kernel(dev, OCL_MV1_PROGRAM, name, &k);
-    if (s == CT_OK && nb)
-        s = OCL_SET_ARGS(dev, k, name, OCL_ARG(b[0]), OCL_ARG(b[1]), OCL_ARG(b[2]), OCL_ARG(b[3]), OCL_ARG(b[4]),
-                         OCL_ARG(b[5]), OCL_ARG(b[6]), OCL_ARG(b[7]), OCL_ARG(a), OCL_LOCAL(local));
-    else if (s == CT_OK)
-        s = OCL_SET_ARGS(dev, k, name, OCL_ARG(xm), OCL_ARG(gm), OCL_ARG(xnm), OCL_ARG(wm[0]), OCL_ARG(om[0]),
-                         OCL_ARG(wm[1]), OCL_ARG(om[1]), OCL_ARG(wm[2]), OCL_ARG(om[2]), OCL_ARG(pm), OCL_ARG(im),
-                         OCL_ARG(yqm), OCL_ARG(ykm), OCL_ARG(ckm), OCL_ARG(cvm), OCL_ARG(a), OCL_LOCAL(local));
+    if (s == CT_OK) s = mv1_set_args(dev, k, name, nb ? b : mems, nb ? 8 : 15, &a, sizeof a, local);
     if (s == CT_OK && nb) __atomic_fetch_add(&g_packed_total, 1, __ATOMIC_RELAXED);
     if (s == CT_OK) s = ocl_launch(dev, k, label, 1, &global, &ls);
     return s == CT_OK ? 4 : 0;
