@@ -39,6 +39,7 @@
 
 #ifdef CTORCH_HAVE_OPENCL
 #include "backends/opencl/loader.h"
+#include "ocl_bench.h"
 
 #define NPRIV 128
 #define MAXB 16
@@ -230,31 +231,13 @@ static int row(env *e, const char *label, const char *name, int nbuf, int same, 
     return 0;
 }
 
-/* The first GPU of any platform, else the first device. */
-static int pick(cl_device_id *dev, char *name, size_t len)
-{
-    cl_platform_id plats[8];
-    cl_uint np = 0;
-    if (ocl_cl.clGetPlatformIDs(8, plats, &np) != CL_SUCCESS || np == 0) return 0;
-    int found = 0;
-    for (cl_uint p = 0; p < np && found < 2; p++) {
-        cl_device_id d;
-        cl_uint nd = 0;
-        if (ocl_cl.clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_GPU, 1, &d, &nd) == CL_SUCCESS && nd) *dev = d, found = 2;
-        else if (!found && ocl_cl.clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 1, &d, &nd) == CL_SUCCESS && nd)
-            *dev = d, found = 1;
-    }
-    if (found) ocl_cl.clGetDeviceInfo(*dev, CL_DEVICE_NAME, len, name, NULL);
-    return found;
-}
-
 int main(int argc, char **argv)
 {
     int iters = argc > 1 ? atoi(argv[1]) : 2000;
     if (iters < 1) iters = 1;
     cl_device_id dev;
     char name[256] = "";
-    if (!ocl_load() || !pick(&dev, name, sizeof name)) {
+    if (!ocl_load() || !ob_pick_device(&dev, name, sizeof name)) {
         fprintf(stderr, "ctorch-bench-ocl-enqueue: no OpenCL device\n");
         return 77;
     }

@@ -28,11 +28,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #ifdef CTORCH_HAVE_OPENCL
 #include "backends/opencl/loader.h"
 #include "ctorch/ctorch.h"
+#include "dev_bench.h"
+#include "ocl_bench.h"
 #include "quant/quant.h"
 
 static const char *SRC =
@@ -103,33 +104,10 @@ static const char *SRC =
     "    if (lid == 0) y[n0] = red[0];\n"
     "    if (lid == 1 && n0 + 1 < N) y[n0 + 1] = red[64]; }\n";
 
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e6 * (double)ts.tv_sec + 1e-3 * (double)ts.tv_nsec;
-}
-
 static int fail(const char *what, cl_int err)
 {
     fprintf(stderr, "ctorch-bench-ocl-q8mv: %s failed (%d)\n", what, (int)err);
     return 1;
-}
-
-/* The first GPU of any platform (where the library's opencl:0 also lands), else the first
- * device of any type (a check of the kernels' results on PoCL). */
-static int pick_device(cl_device_id *dev)
-{
-    cl_platform_id plats[8];
-    cl_uint np = 0;
-    if (ocl_cl.clGetPlatformIDs(8, plats, &np) != CL_SUCCESS) return 0;
-    for (int any = 0; any < 2; any++)
-        for (cl_uint p = 0; p < np; p++) {
-            cl_uint nd = 0;
-            cl_device_type t = any ? CL_DEVICE_TYPE_ALL : CL_DEVICE_TYPE_GPU;
-            if (ocl_cl.clGetDeviceIDs(plats[p], t, 1, dev, &nd) == CL_SUCCESS && nd) return 1;
-        }
-    return 0;
 }
 
 static int cmp_d(const void *a, const void *b)
@@ -187,15 +165,15 @@ static double held_us(q8env *e, cl_kernel *ks, const size_t *global, const size_
     ocl_cl.clSetKernelArg(e->hold, 1, sizeof steps, &steps);
     for (int rep = 0; rep < 3; rep++) {
         ocl_cl.clFinish(e->q);
-        double t0 = now_us();
+        double t0 = 1e6 * db_now();
         ocl_cl.clEnqueueNDRangeKernel(e->q, e->hold, 1, NULL, &one, &one, 0, NULL, NULL);
         ocl_cl.clFinish(e->q);
-        double t1 = now_us();
+        double t1 = 1e6 * db_now();
         ocl_cl.clEnqueueNDRangeKernel(e->q, e->hold, 1, NULL, &one, &one, 0, NULL, NULL);
         for (int i = 0; i < n; i++)
             for (int j = 0; j < nk; j++) ocl_cl.clEnqueueNDRangeKernel(e->q, ks[j], 1, NULL, &global[j], &local[j], 0, NULL, NULL);
         ocl_cl.clFinish(e->q);
-        double t2 = now_us();
+        double t2 = 1e6 * db_now();
         if (t1 - t0 < alone) alone = t1 - t0;
         if (t2 - t1 < best) best = t2 - t1;
     }
@@ -320,7 +298,8 @@ int main(int argc, char **argv)
     int iters = argc > 1 ? atoi(argv[1]) : 200;
     if (iters < 1) iters = 1;
     cl_device_id dev;
-    if (!ocl_load() || !pick_device(&dev) || ct_exec_init() != CT_OK) {
+    char name[256] = "";
+    if (!ocl_load() || !ob_pick_device(&dev, name, sizeof name) || ct_exec_init() != CT_OK) {
         fprintf(stderr, "ctorch-bench-ocl-q8mv: no OpenCL device\n");
         return 77;
     }
@@ -338,6 +317,7 @@ int main(int argc, char **argv)
     if (err == CL_SUCCESS) e.hold = ocl_cl.clCreateKernel(prog, "hold", &err);
     if (err != CL_SUCCESS) return fail("clCreateKernel", err);
     if (!(e.mv1 = mv1_kernel(&e, dev))) return fail("building the library's mv1 program", -1);
+    printf("device: %s\n", name);
     printf("%d launches a shape, median device us (event profiling); held: us a launch (a round) queued behind a "
            "busy kernel\n", iters);
     printf("| Q4_K N x K | x to q8 us | q8 product us | weight GB/s | NMSE vs f64 (serial / parallel x) | held: x to q8 (parallel) | q8 "
