@@ -131,13 +131,13 @@ typedef struct ocl_source {
 extern const ocl_source ocl_sources[];
 
 typedef struct bench_mv1_args {
-    cl_ulong xoff, gmoff, xnoff, boff, roff, zoff, wo[3], oo[3];
+    cl_ulong xoff, gmoff, xnoff, boff, roff, zoff, qoff, wo[3], oo[3];
     cl_long K, bstride, wr[3], N[3];
     cl_int norm, has_gam, gated, nseg, bias_kind, epi, f[3];
-    cl_int bi[12];
+    cl_int bi[13];
     cl_float eps;
 } bench_mv1_args;
-_Static_assert(sizeof(bench_mv1_args) == 248, "mv1_args has 248 bytes");
+_Static_assert(sizeof(bench_mv1_args) == 264, "mv1_args has 264 bytes");
 
 static cl_kernel mv1_kernel(q8env *e, cl_device_id dev)
 {

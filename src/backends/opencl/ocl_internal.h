@@ -35,6 +35,7 @@ typedef struct ocl_dev_info {
     bool unified;          /* CL_DEVICE_HOST_UNIFIED_MEMORY: buffers alias host memory */
     bool fp64;             /* cl_khr_fp64: the build defines OCL_HAVE_FP64 */
     bool subgroups;        /* cl_khr_subgroups */
+    bool dp4a;             /* NVIDIA compute capability 6.1+: the build defines OCL_HAVE_DP4A (PTX dp4a) */
     size_t max_wg;         /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
     cl_ulong local_mem;    /* CL_DEVICE_LOCAL_MEM_SIZE */
     cl_ulong max_alloc;    /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */

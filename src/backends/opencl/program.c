@@ -215,8 +215,8 @@ static void build(const ct_device *dev, ocl_dev *od, int i)
     cl_device_fp_config fp = 0;
     ocl_cl.clGetDeviceInfo(od->id, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
     const char *extra = getenv("CTORCH_OPENCL_OPTIONS");
-    snprintf(opts, sizeof opts, "-cl-std=CL1.2%s%s%s%s%.300s", od->info.fp16 ? " -DOCL_HAVE_FP16" : "",
-             od->info.fp64 ? " -DOCL_HAVE_FP64" : "",
+    snprintf(opts, sizeof opts, "-cl-std=CL1.2%s%s%s%s%s%.300s", od->info.fp16 ? " -DOCL_HAVE_FP16" : "",
+             od->info.fp64 ? " -DOCL_HAVE_FP64" : "", od->info.dp4a ? " -DOCL_HAVE_DP4A" : "",
              fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT ? " -cl-fp32-correctly-rounded-divide-sqrt" : "",
              extra && *extra ? " " : "", extra ? extra : "");
     char *owned;

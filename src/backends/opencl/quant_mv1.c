@@ -72,13 +72,13 @@ static int mv1_rows(const ct_device *dev, int64_t N)
 /* mv1x_r*'s scalars, one kernel argument (mv1_args in mv1.cl: the same fields in the
  * same order, 8-byte ones first, so both sides lay it out alike). */
 typedef struct mv1_args {
-    cl_ulong xoff, gmoff, xnoff, boff, roff, zoff, wo[3], oo[3];
+    cl_ulong xoff, gmoff, xnoff, boff, roff, zoff, qoff, wo[3], oo[3];
     cl_long K, bstride, wr[3], N[3];
     cl_int norm, has_gam, gated, nseg, bias_kind, epi, f[3];
-    cl_int bi[12]; /* the packed kernels' buffer of each operand (ocl_pack_bufs) */
+    cl_int bi[13]; /* the packed kernels' buffer of each operand (ocl_pack_bufs) */
     cl_float eps;
 } mv1_args;
-_Static_assert(sizeof(mv1_args) == 248, "mv1_args: the kernel's layout has 248 bytes");
+_Static_assert(sizeof(mv1_args) == 264, "mv1_args: the kernel's layout has 264 bytes");
 
 typedef struct q_span { /* a tensor's device bytes [lo, hi), for overlap tests */
     cl_mem m;
@@ -131,12 +131,63 @@ static ct_status stage_x(ct_device *dev, const mv1_plan *p, cl_mem xm, cl_ulong 
     return s;
 }
 
+/* ---- x as bytes (mv1_q8x and mv1xq_r* in mv1.cl) ----
+ * Where dp4a is there (NVIDIA, compute capability 6.1+), products of at least MV1_Q8_MIN
+ * weights read x as bytes: the quantizing launch costs ~2.1 us, the product saves more from
+ * there up. H200 through NVIDIA's OpenCL, held device time a launch (bench/ocl_q8mv.c):
+ * 5632 x 2048 Q4_K 9.45 -> 2.06 + 4.8 us, 2048 x 5632 8.52 -> 2.18 + 4.9, the 32,000-row
+ * output 38.4 -> 2.1 + 16.6, but 2048 x 2048 5.3 -> 2.1 + 3.56. In a TinyLlama-shaped
+ * Q4_K_M decode step (profiled, us a launch, f32 x -> bytes): norm + gate/up 18.2 -> 15.2,
+ * the Q6_K output matrix 44.0 -> 37.0, down + add 11.3 -> 11.1 for Q4_K but 11.3 -> 13.9 for
+ * Q6_K; so Q6_K rows go this way only in vocabulary-sized matrices. CTORCH_OPENCL_Q8=0
+ * never, 1 always (any device and format: integer math without dp4a). */
+#define MV1_Q8_MIN ((int64_t)8 << 20)
+static int g_q8_mode = -1; /* the tests' override: -1 none, 0 off, 1 on */
+static int g_q8_total;     /* launches that read x as bytes, for tests */
+
+void ocl_quant_test_q8(int mode) { __atomic_store_n(&g_q8_mode, mode, __ATOMIC_RELAXED); }
+int ocl_quant_q8_total(void) { return __atomic_load_n(&g_q8_total, __ATOMIC_RELAXED); }
+
+static bool q8_wanted(const ct_device *dev, const mv1_plan *p, int64_t rows, int64_t K)
+{
+    int m = __atomic_load_n(&g_q8_mode, __ATOMIC_RELAXED);
+    if (m >= 0) return m == 1;
+    const char *e = getenv("CTORCH_OPENCL_Q8");
+    if (e && (!strcmp(e, "0") || !strcmp(e, "1"))) return e[0] == '1';
+    bool q6 = false;
+    for (int i = 0; i < p->nseg; i++) q6 |= p->lin[i]->src[1]->dtype == CT_Q6_K;
+    return ocl_info(dev)->dp4a && rows * K >= MV1_Q8_MIN && (!q6 || rows >= MV1_BIG_N);
+}
+
+#define MV1_Q8_LS 64 /* mv1_q8x's work-group: 8 blocks of 32 */
+
+/* x (times gam when set) as bytes into a buffer the launch keeps while a step is captured
+ * (*q; its layout in mv1_q8x). */
+static ct_status q8_x(ct_device *dev, cl_mem xm, cl_ulong xo, cl_mem gm, cl_ulong go, cl_int has_gam, cl_long K,
+                      cl_mem *q)
+{
+    cl_kernel k;
+    cl_mem qm = NULL;
+    cl_ulong qo = 0;
+    size_t bytes = (size_t)K + 8 * (size_t)(K / 32), ls = MV1_Q8_LS, global = (size_t)K / 4;
+    ct_status s = ocl_kernel(dev, OCL_MV1_PROGRAM, "mv1_q8x", &k);
+    if (s == CT_OK) s = ocl_tmp_alloc(dev, bytes, &qm);
+    if (s != CT_OK) return s;
+    global = (global + ls - 1) / ls * ls;
+    s = OCL_SET_ARGS(dev, k, "mv1_q8x", OCL_ARG(xm), OCL_ARG(xo), OCL_ARG(gm), OCL_ARG(go), OCL_ARG(has_gam),
+                     OCL_ARG(K), OCL_ARG(qm), OCL_ARG(qo), OCL_LOCAL(2 * sizeof(float) * ls));
+    if (s == CT_OK) s = ocl_launch(dev, k, "mv1_q8x", 1, &global, &ls);
+    ocl_tmp_free(dev, qm, bytes); /* released once the queue is past it; a captured step keeps it */
+    *q = qm;
+    return s;
+}
+
 /* The launch's name in the device profile (CTORCH_OPENCL_PROFILE=1), which sums device
  * time per name: the kernel, the form and the weights' shapes, so that each matvec of a
  * decode step gets a row of its own, e.g. "mv1x_r4 norm gate+up q4k 5632x2048". */
-static void mv1_label(const mv1_plan *p, int R, char *buf, size_t n)
+static void mv1_label(const mv1_plan *p, int R, bool q8, char *buf, size_t n)
 {
-    int len = snprintf(buf, n, "mv1x_r%d%s%s", R, p->norm ? " norm" : "",
+    int len = snprintf(buf, n, "mv1x%s_r%d%s%s", q8 ? "q" : "", R, p->norm ? " norm" : "",
                        p->gated ? " gate+up" : p->tail ? " +add" : p->nseg > 1 ? " multi" : "");
     for (int i = 0; i < p->nseg && len > 0 && (size_t)len < n; i++) {
         const ct_tensor *w = p->lin[i]->src[1];
@@ -151,7 +202,7 @@ static void mv1_label(const mv1_plan *p, int R, char *buf, size_t n)
 static ct_status mv1_set_args(ct_device *dev, cl_kernel k, const char *name, const cl_mem *mems, int n,
                               const void *a, size_t a_size, size_t local)
 {
-    ocl_arg args[17];
+    ocl_arg args[18];
     for (int i = 0; i < n; i++) args[i] = (ocl_arg){sizeof(cl_mem), &mems[i]};
     args[n] = (ocl_arg){a_size, a};
     args[n + 1] = OCL_LOCAL(local);
@@ -204,15 +255,24 @@ static ct_status mv1_launch(ct_device *dev, const mv1_plan *p, bool *packed)
     if (p->gated && !p->tail) return core_err(CT_ERR_INVALID_ARG, "mv1: gated without its swiglu");
     if (p->gated) r.m = xm, r.lo = 0;
     a.roff = r.lo, a.zoff = z.lo;
-    cl_mem mems[12] = {xm, gm, xnm, wm[0], om[0], wm[1], om[1], wm[2], om[2], bm, r.m, z.m}, bufs[4];
-    int nb = ocl_pack_bufs(12, mems, 4, bufs, a.bi), nbuf = nb > 2 ? 4 : 2; /* the packed forms: _b2, _b4 */
-    char name[16], label[64]; /* mv1x_r1 .. _r8, packed: mv1x_r2_b2, mv1x_r2_b4, ... */
-    snprintf(name, sizeof name, nb ? "mv1x_r%d_b%d" : "mv1x_r%d", R, nbuf);
-    mv1_label(p, R, label, sizeof label);
+    /* x as bytes: not where x was staged (the stage has already normalized it) */
+    bool q8 = !p->stage && q8_wanted(dev, p, (p->gated ? 2 : 1) * total, K);
+    cl_mem qm = xm;
+    if (q8) {
+        ct_status s = q8_x(dev, xm, xo, gm, go, norm ? has_gam : 0, K, &qm);
+        if (s != CT_OK) return s;
+        __atomic_fetch_add(&g_q8_total, 1, __ATOMIC_RELAXED);
+    }
+    cl_mem mems[13] = {xm, gm, xnm, wm[0], om[0], wm[1], om[1], wm[2], om[2], bm, r.m, z.m, qm}, bufs[8];
+    /* the packed forms: f32 x _b2 and _b4, bytes _b4 and _b8 */
+    int nb = ocl_pack_bufs(13, mems, q8 ? 8 : 4, bufs, a.bi), nbuf = q8 ? (nb > 4 ? 8 : 4) : nb > 2 ? 4 : 2;
+    char name[20], label[64]; /* mv1x_r1 .. _r8, packed: mv1x_r2_b2, mv1xq_r2_b8, ... */
+    snprintf(name, sizeof name, nb ? "mv1x%s_r%d_b%d" : "mv1x%s_r%d", q8 ? "q" : "", R, nbuf);
+    mv1_label(p, R, q8, label, sizeof label);
     cl_kernel k;
     ct_status s = ocl_kernel(dev, OCL_MV1_PROGRAM, name, &k);
     size_t ls = MV1_LS, global = groups * ls, local = sizeof(float) * (size_t)(2 * R + 1) * (MV1_LS + 1);
-    if (s == CT_OK) s = mv1_set_args(dev, k, name, nb ? bufs : mems, nb ? nbuf : 12, &a, sizeof a, local);
+    if (s == CT_OK) s = mv1_set_args(dev, k, name, nb ? bufs : mems, nb ? nbuf : 13, &a, sizeof a, local);
     *packed = nb > 0;
     return s != CT_OK ? s : ocl_launch(dev, k, label, 1, &global, &ls);
 }

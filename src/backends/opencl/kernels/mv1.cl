@@ -291,15 +291,135 @@ inline void mv1_load_x(int f, global const float *x, global const float *gam, lo
     }
 }
 
+/* ---- x as 8-bit integers: mv1_q8x, then mv1xq_r* ----
+ * Large one-row products read x as bytes (a scale per 32 values) and multiply 4 weights
+ * by 4 values in one integer instruction (dp4a on NVIDIA GPUs of compute capability 6.1
+ * and up; portable integer math elsewhere), as the CPU's and CUDA's decode products do: on
+ * the H200 a 5632 x 2048 Q4_K product went 9.45 -> 4.8 us of device time, the quantizing
+ * launch 2.1 more (bench/ocl_q8mv.c). The 8-bit rounding of x costs ~1.6e-5 NMSE, the
+ * CPU's own error against f64. quant_mv1.c picks these forms for large matrices. */
+#if defined(OCL_HAVE_DP4A)
+inline int dp4(uint a, int b, int c) /* c + sum of unsigned bytes of a times signed bytes of b */
+{
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+#else
+inline int dp4(uint a, int b, int c)
+{
+    return c + (int)(a & 255u) * (int)(char)b + (int)((a >> 8) & 255u) * (int)(char)(b >> 8) +
+           (int)((a >> 16) & 255u) * (int)(char)(b >> 16) + (int)(a >> 24) * (b >> 24);
+}
+#endif
+
+/* x (times gam when has_gam) of K as bytes for the q8 forms, at q: per 32-block b the bytes
+ * rint(x / d) at q + 32 b with d = max |x| / 127, and (d, the sum of the raw x squared: the
+ * norm's share of the block) at q + K + 8 b. 8 work-items a block, 4 values each. */
+kernel void mv1_q8x(global const uchar *xb, ulong xoff, global const uchar *gmb, ulong gmoff, int has_gam, long K,
+                    global uchar *qb, ulong qoff, local float *red)
+{
+    long e = get_global_id(0);
+    int lid = get_local_id(0), g0 = lid & ~7;
+    bool live = e < K / 4;
+    float4 v = live ? vload4(e, (global const float *)(xb + xoff)) : (float4)(0.0f);
+    local float *rm = red, *rs = red + get_local_size(0);
+    rs[lid] = dot(v, v);
+    if (has_gam && live) v *= vload4(e, (global const float *)(gmb + gmoff));
+    float4 av = fabs(v);
+    rm[lid] = fmax(fmax(av.x, av.y), fmax(av.z, av.w));
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float m = 0.0f, ss = 0.0f;
+    for (int i = 0; i < 8; i++) m = fmax(m, rm[g0 + i]), ss += rs[g0 + i];
+    float d = m / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
+    if (!live) return;
+    vstore4(convert_char4_sat_rte(v * id), e, (global char *)(qb + qoff));
+    if (lid == g0) vstore2((float2)(d, ss), e / 8, (global float *)(qb + qoff + K));
+}
+
+/* x of chunk c of block b as mv1xq reads it. Q4_K: a and b the 16 bytes of each half (the
+ * low and the high nibbles' values), d = (d of a, d of b, d sum a, d sum b). Q6_K: a.xy,
+ * a.zw, b.xy, b.zw the 8 bytes of sets 0 .. 3, d their blocks' scales, s their sums. */
+typedef struct {
+    int4 a, b;
+    float4 d;
+    int4 s;
+} mv1_xq;
+
+inline int ones4(int v) { return dp4(0x01010101u, v, 0); }
+
+inline void mv1q_load_x(int f, global const uchar *xq, long K, long b, int c, mv1_xq *o, float *ss)
+{
+    global const float2 *dd = (global const float2 *)(xq + K) + 8 * b;
+    global const uchar *q = xq + 256 * b;
+    if (f == 0) {
+        int j = 2 * (c / 2), l0 = 16 * (c % 2);
+        o->a = *(global const int4 *)(q + 32 * j + l0), o->b = *(global const int4 *)(q + 32 * j + 32 + l0);
+        float da = dd[j].x, db = dd[j + 1].x;
+        int sa = ones4(o->a.x) + ones4(o->a.y) + ones4(o->a.z) + ones4(o->a.w);
+        int sb = ones4(o->b.x) + ones4(o->b.y) + ones4(o->b.z) + ones4(o->b.w);
+        o->d = (float4)(da, db, da * (float)sa, db * (float)sb);
+        if (ss) *ss += dd[j + (c & 1)].y; /* chunks 2i and 2i + 1 share two blocks: one each */
+    } else {
+        int h = c / 4, l0 = 8 * (c % 4);
+        global const uchar *p = q + 128 * h + l0;
+        int2 s0 = *(global const int2 *)p, s1 = *(global const int2 *)(p + 32);
+        int2 s2 = *(global const int2 *)(p + 64), s3 = *(global const int2 *)(p + 96);
+        o->a = (int4)(s0, s1), o->b = (int4)(s2, s3);
+        o->d = (float4)(dd[4 * h].x, dd[4 * h + 1].x, dd[4 * h + 2].x, dd[4 * h + 3].x);
+        o->s = (int4)(ones4(s0.x) + ones4(s0.y), ones4(s1.x) + ones4(s1.y), ones4(s2.x) + ones4(s2.y),
+                      ones4(s3.x) + ones4(s3.y));
+        if (ss) *ss += dd[4 * h + c % 4].y; /* chunks 4h .. 4h + 3 share four blocks: one each */
+    }
+}
+
+inline float q4_k_dotq(q4k_w w, int c, const mv1_xq *x)
+{
+    int j = 2 * (c / 2);
+    float sc0, m0, sc1, m1;
+    q4k_sm(w.hd.y, w.hd.z, w.hd.w, j, &sc0, &m0);
+    q4k_sm(w.hd.y, w.hd.z, w.hd.w, j + 1, &sc1, &m1);
+    float d = h16f(w.hd.x), dmin = h16f(w.hd.x >> 16);
+    uint M = 0x0F0F0F0Fu;
+    int lo = dp4(w.q.x & M, x->a.x, 0);
+    lo = dp4(w.q.y & M, x->a.y, lo), lo = dp4(w.q.z & M, x->a.z, lo), lo = dp4(w.q.w & M, x->a.w, lo);
+    int hi = dp4((w.q.x >> 4) & M, x->b.x, 0);
+    hi = dp4((w.q.y >> 4) & M, x->b.y, hi), hi = dp4((w.q.z >> 4) & M, x->b.z, hi);
+    hi = dp4((w.q.w >> 4) & M, x->b.w, hi);
+    return d * (sc0 * x->d.x * (float)lo + sc1 * x->d.y * (float)hi) - dmin * (m0 * x->d.z + m1 * x->d.w);
+}
+
+/* The 6-bit values of 4 bytes: 4 bits of l at lsh, 2 of h at hsh (as q6_4f). */
+inline uint q6_bytes(uint l, uint h, int lsh, int hsh)
+{
+    return ((l >> lsh) & 0x0F0F0F0Fu) | (((h >> hsh) & 0x03030303u) << 4);
+}
+
+inline float q6_k_dotq(q6k_w w, const mv1_xq *x)
+{
+    int t0 = dp4(q6_bytes(w.la1, w.h1, 0, 0), x->a.y, dp4(q6_bytes(w.la0, w.h0, 0, 0), x->a.x, 0));
+    int t1 = dp4(q6_bytes(w.lb1, w.h1, 0, 2), x->a.w, dp4(q6_bytes(w.lb0, w.h0, 0, 2), x->a.z, 0));
+    int t2 = dp4(q6_bytes(w.la1, w.h1, 4, 4), x->b.y, dp4(q6_bytes(w.la0, w.h0, 4, 4), x->b.x, 0));
+    int t3 = dp4(q6_bytes(w.lb1, w.h1, 4, 6), x->b.w, dp4(q6_bytes(w.lb0, w.h0, 4, 6), x->b.z, 0));
+    int4 t = (int4)(t0, t1, t2, t3) - 32 * x->s; /* sum (q - 32) x of each set */
+    return w.d * dot(convert_float4(w.sc) * x->d, convert_float4(t));
+}
+
+/* What mv1x's body reads x through: the f32 form (V empty) and the bytes (V = q). */
+#define MV1_XT mv1_x
+#define MV1_XTq mv1_xq
+#define MV1_LOADX(f, b, c, o, ss) mv1_load_x(f, x, gam, b, c, o, ss)
+#define MV1_LOADXq(f, b, c, o, ss) mv1q_load_x(f, xq, K, b, c, o, ss)
+
 /* mv1x_r*'s scalars in one argument (mv1_args in quant_mv1.c, the same layout: 8-byte
  * fields, then 4-byte ones): NVIDIA's enqueue costs more with every argument, and a
  * decode step enqueues ~90 of these launches a token. */
 typedef struct {
-    ulong xoff, gmoff, xnoff, boff, roff, zoff; /* byte offsets of x, gam, xn, bias, r, z */
-    ulong wo[3], oo[3];                         /* of each weight and output */
-    long K, bstride, wr[3], N[3];               /* row bytes and rows of each weight */
+    ulong xoff, gmoff, xnoff, boff, roff, zoff, qoff; /* byte offsets of x, gam, xn, bias, r, z, x's bytes */
+    ulong wo[3], oo[3];                               /* of each weight and output */
+    long K, bstride, wr[3], N[3];                     /* row bytes and rows of each weight */
     int norm, has_gam, gated, nseg, bias_kind, epi, f[3];
-    int bi[12]; /* the packed kernels: which buffer argument holds x, gam, xn, w0, o0, w1, o1, w2, o2, b, r, z */
+    int bi[13]; /* the packed kernels: which buffer argument holds x, gam, xn, w0, o0, w1, o1, w2, o2, b, r, z, q */
     float eps;
 } mv1_args;
 
@@ -319,6 +439,10 @@ typedef struct {
 #define MV1_LD6U(r, A) wv6[(A) + (r)] = q6_k_load(rows[(A) + (r)] + bo, c);
 #define MV1_DOT6(r, A) acc[r] += q6_k_dot(wv6[r], &xs);
 #define MV1_DOT6U(r, A) acc[(A) + (r)] += q6_k_dot(wv6[(A) + (r)], &xs);
+#define MV1_DOT4q(r, A) acc[r] += q4_k_dotq(wv4[r], c, &xs);
+#define MV1_DOT4Uq(r, A) acc[(A) + (r)] += q4_k_dotq(wv4[(A) + (r)], c, &xs);
+#define MV1_DOT6q(r, A) acc[r] += q6_k_dotq(wv6[r], &xs);
+#define MV1_DOT6Uq(r, A) acc[(A) + (r)] += q6_k_dotq(wv6[(A) + (r)], &xs);
 
 /* One launch for what the step planner (capture.c) fused, or a plain one-row linear.
  * Work-groups take R rows of weight 0, then of weight 1, then of weight 2 (nseg of them,
@@ -334,9 +458,10 @@ typedef struct {
     global const uchar *restrict xb, global const uchar *restrict gmb, global uchar *xnb,                   \
         global const uchar *restrict w0, global uchar *o0, global const uchar *restrict w1, global uchar *o1, \
         global const uchar *restrict w2, global uchar *o2, global const uchar *restrict bb,                 \
-        global const uchar *rb, global uchar *zb, mv1_args a, local float *red
-#define MV1X_FN(R)                                                                                          \
-    inline void mv1x_do_r##R(MV1X_PARAMS)                                                                   \
+        global const uchar *rb, global uchar *zb, global const uchar *restrict qb, mv1_args a, local float *red
+/* V: empty for f32 x, q for x's bytes (mv1_q8x's output in qb) */
+#define MV1X_FN(R, V)                                                                                       \
+    inline void mv1x##V##_do_r##R(MV1X_PARAMS)                                                              \
     {                                                                                                       \
         ulong xoff = a.xoff, gmoff = a.gmoff, xnoff = a.xnoff, boff = a.boff, roff = a.roff, zoff = a.zoff;     \
         ulong w0o = a.wo[0], w1o = a.wo[1], w2o = a.wo[2], o0o = a.oo[0], o1o = a.oo[1], o2o = a.oo[2];         \
@@ -364,6 +489,7 @@ typedef struct {
         int nr = (int)min((long)R, N - n0);                                                                 \
         global const float *x = (global const float *)(xb + xoff);                                         \
         global const float *gam = norm && has_gam ? (global const float *)(gmb + gmoff) : 0;               \
+        global const uchar *xq = qb + a.qoff;                                                               \
         global const uchar *rows[2 * R];                                                                    \
         MV1_REP##R(MV1_ROW, R)                                                                              \
         float acc[2 * R], ss = 0.0f;                                                                        \
@@ -375,10 +501,10 @@ typedef struct {
                 q4k_w wv4[2 * R];                                                                           \
                 MV1_REP##R(MV1_LD4, R)                                                                      \
                 if (gated) { MV1_REP##R(MV1_LD4U, R) }                                                      \
-                mv1_x xs;                                                                                   \
-                mv1_load_x(0, x, gam, ch / 8, c, &xs, norm ? &ss : 0);                                      \
-                MV1_REP##R(MV1_DOT4, R)                                                                     \
-                if (gated) { MV1_REP##R(MV1_DOT4U, R) }                                                     \
+                MV1_XT##V xs;                                                                               \
+                MV1_LOADX##V(0, ch / 8, c, &xs, norm ? &ss : 0);                                           \
+                MV1_REP##R(MV1_DOT4##V, R)                                                                  \
+                if (gated) { MV1_REP##R(MV1_DOT4U##V, R) }                                                  \
             }                                                                                               \
         } else {                                                                                            \
             for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
@@ -386,10 +512,10 @@ typedef struct {
                 q6k_w wv6[2 * R];                                                                           \
                 MV1_REP##R(MV1_LD6, R)                                                                      \
                 if (gated) { MV1_REP##R(MV1_LD6U, R) }                                                      \
-                mv1_x xs;                                                                                   \
-                mv1_load_x(1, x, gam, ch / 8, c, &xs, norm ? &ss : 0);                                      \
-                MV1_REP##R(MV1_DOT6, R)                                                                     \
-                if (gated) { MV1_REP##R(MV1_DOT6U, R) }                                                     \
+                MV1_XT##V xs;                                                                               \
+                MV1_LOADX##V(1, ch / 8, c, &xs, norm ? &ss : 0);                                           \
+                MV1_REP##R(MV1_DOT6##V, R)                                                                  \
+                if (gated) { MV1_REP##R(MV1_DOT6U##V, R) }                                                  \
             }                                                                                               \
         }                                                                                                   \
         MV1_REP##R(MV1_RED, R)                                                                              \
@@ -426,28 +552,37 @@ typedef struct {
 #define MV1_PICK4(i) ((i) < 2 ? MV1_PICK2(i) : (i) == 2 ? b2 : b3)
 #define MV1_PICK8(i) ((i) < 4 ? MV1_PICK4(i) : (i) < 6 ? ((i) == 4 ? b4 : b5) : (i) == 6 ? b6 : b7)
 
-#define MV1X_KERNEL(R)                                                                                      \
-    MV1X_FN(R)                                                                                              \
-    kernel void mv1x_r##R(MV1X_PARAMS)                                                                      \
+#define MV1X_KERNEL(R, V)                                                                                   \
+    MV1X_FN(R, V)                                                                                           \
+    kernel void mv1x##V##_r##R(MV1X_PARAMS)                                                                 \
     {                                                                                                       \
-        mv1x_do_r##R(xb, gmb, xnb, w0, o0, w1, o1, w2, o2, bb, rb, zb, a, red);                              \
-    }                                                                                                       \
-    MV1X_PACKED(R, 2)                                                                                       \
-    MV1X_PACKED(R, 4)
-
-#define MV1X_PACKED(R, NB)                                                                                  \
-    kernel void mv1x_r##R##_b##NB(MV1_BUFS##NB, mv1_args a, local float *red)                               \
-    {                                                                                                       \
-        mv1x_do_r##R(MV1_PICK##NB(a.bi[0]), MV1_PICK##NB(a.bi[1]), MV1_PICK##NB(a.bi[2]),                    \
-                     MV1_PICK##NB(a.bi[3]), MV1_PICK##NB(a.bi[4]), MV1_PICK##NB(a.bi[5]),                    \
-                     MV1_PICK##NB(a.bi[6]), MV1_PICK##NB(a.bi[7]), MV1_PICK##NB(a.bi[8]),                    \
-                     MV1_PICK##NB(a.bi[9]), MV1_PICK##NB(a.bi[10]), MV1_PICK##NB(a.bi[11]), a, red);         \
+        mv1x##V##_do_r##R(xb, gmb, xnb, w0, o0, w1, o1, w2, o2, bb, rb, zb, qb, a, red);                    \
     }
 
-MV1X_KERNEL(1)
-MV1X_KERNEL(2)
-MV1X_KERNEL(4)
-MV1X_KERNEL(8)
+#define MV1X_PACKED(R, V, NB)                                                                               \
+    kernel void mv1x##V##_r##R##_b##NB(MV1_BUFS##NB, mv1_args a, local float *red)                          \
+    {                                                                                                       \
+        mv1x##V##_do_r##R(MV1_PICK##NB(a.bi[0]), MV1_PICK##NB(a.bi[1]), MV1_PICK##NB(a.bi[2]),              \
+                          MV1_PICK##NB(a.bi[3]), MV1_PICK##NB(a.bi[4]), MV1_PICK##NB(a.bi[5]),              \
+                          MV1_PICK##NB(a.bi[6]), MV1_PICK##NB(a.bi[7]), MV1_PICK##NB(a.bi[8]),              \
+                          MV1_PICK##NB(a.bi[9]), MV1_PICK##NB(a.bi[10]), MV1_PICK##NB(a.bi[11]),            \
+                          MV1_PICK##NB(a.bi[12]), a, red);                                                  \
+    }
+
+/* f32 x: every operand, or 2 or 4 distinct buffers; x's bytes (one buffer more): every
+ * operand, or 4 or 8. */
+#define MV1X_ALL(R)                                                                                         \
+    MV1X_KERNEL(R, )                                                                                        \
+    MV1X_PACKED(R, , 2)                                                                                     \
+    MV1X_PACKED(R, , 4)                                                                                     \
+    MV1X_KERNEL(R, q)                                                                                       \
+    MV1X_PACKED(R, q, 4)                                                                                    \
+    MV1X_PACKED(R, q, 8)
+
+MV1X_ALL(1)
+MV1X_ALL(2)
+MV1X_ALL(4)
+MV1X_ALL(8)
 
 /* Before a fused launch whose outputs overlap its x (the step's arena reuses the bytes of
  * a tensor once its last reader ran, and a fused launch still reads x while it writes):
