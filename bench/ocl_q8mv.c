@@ -20,6 +20,13 @@
  *   2048 x 2048     2.09-2.11            3.55-3.56    5.73    5.30-5.34
  *   2048 x 5632     2.18                 4.90-4.91    7.18    8.52
  *   32000 x 2048    2.06-2.11            16.55-16.60  19.25   38.43 (mv1x_r4)
+ * The library's own kernels (session 25, second table), held us a launch, f32 x (mv1x) /
+ * x to bytes (mv1_q8x) / the byte product (mv1xq) / the last two: Q4_K 5632 x 2048 9.46 /
+ * 1.93 / 5.93 / 7.92, 2048 x 2048 5.37 / 1.92 / 3.82 / 5.74, 2048 x 5632 8.56 / 1.93 / 5.36
+ * / 7.30, 32000 x 2048 (4 rows a group) 42.4 / 1.94 / 22.7 / 25.3; Q6_K 9.41 / 1.93 / 8.01 /
+ * 9.95, 5.08 / 1.94 / 4.73 / 6.67, 8.64 / 1.93 / 7.74 / 9.69, 46.4 / 1.93 / 32.2 / 34.9. The
+ * Q6_K byte products stream their 1.46x larger rows at the Q4_K ones' ~1.1 TB/s, so they
+ * gain less over the f32 form, which already ran near that rate.
  * NMSE 1.3e-5 to 1.8e-5 against f64 with either quantizer (x's 8-bit rounding, as the CPU's
  * and CUDA's decode products have). So even with a launch of its own for x's quantization
  * the 8-bit path is 16-50% faster on the large shapes (not on 2048 x 2048), and without that
@@ -120,6 +127,7 @@ typedef struct q8env {
     cl_context ctx;
     cl_command_queue q;
     cl_kernel kx, kv, kxp, hold, mv1; /* mv1: the library's mv1x_r2_b4, built here from its source */
+    cl_kernel lib[4], lq8; /* the library's mv1x_r2_b4, mv1x_r4_b4, mv1xq_r2_b4, mv1xq_r4_b4 and mv1_q8x */
 } q8env;
 
 /* The library's kernel sources (embed.cmake's table) and mv1x's argument block (mv1_args
@@ -145,9 +153,20 @@ static cl_kernel mv1_kernel(q8env *e, cl_device_id dev)
     for (int i = 0; ocl_sources[i].name; i++)
         if (!strcmp(ocl_sources[i].name, "mv1")) src = ocl_sources[i].text;
     cl_int err = CL_INVALID_VALUE;
+    cl_uint major = 0, minor = 0; /* as the library asks (backend.c's nv_dp4a) */
+    if (ocl_cl.clGetDeviceInfo(dev, 0x4000, sizeof major, &major, NULL) != CL_SUCCESS ||
+        ocl_cl.clGetDeviceInfo(dev, 0x4001, sizeof minor, &minor, NULL) != CL_SUCCESS)
+        major = minor = 0;
+    const char *opts = major > 6 || (major == 6 && minor >= 1) ? "-cl-std=CL1.2 -DOCL_HAVE_DP4A" : "-cl-std=CL1.2";
     cl_program p = src ? ocl_cl.clCreateProgramWithSource(e->ctx, 1, &src, NULL, &err) : NULL;
-    if (err == CL_SUCCESS) err = ocl_cl.clBuildProgram(p, 1, &dev, "-cl-std=CL1.2", NULL, NULL);
+    if (err == CL_SUCCESS) err = ocl_cl.clBuildProgram(p, 1, &dev, opts, NULL, NULL);
     cl_kernel k = err == CL_SUCCESS ? ocl_cl.clCreateKernel(p, "mv1x_r2_b4", &err) : NULL;
+    for (int i = 0; i < 4 && err == CL_SUCCESS; i++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, i < 2 ? "mv1x_r%d_b4" : "mv1xq_r%d_b4", i % 2 ? 4 : 2);
+        e->lib[i] = ocl_cl.clCreateKernel(p, nm, &err);
+    }
+    if (err == CL_SUCCESS) e->lq8 = ocl_cl.clCreateKernel(p, "mv1_q8x", &err);
     if (p) ocl_cl.clReleaseProgram(p);
     return err == CL_SUCCESS ? k : NULL;
 }
@@ -293,6 +312,66 @@ static int shape(q8env *e, int64_t N, int64_t K, int iters)
     return rc;
 }
 
+/* The library's own kernels on one format and shape, held us a launch: f32 x (mv1x), x to
+ * bytes (mv1_q8x), the byte product (mv1xq) and the last two together. */
+static int lib_shape(q8env *e, ct_dtype t, int64_t N, int64_t K)
+{
+    size_t rb = ct_dtype_row_bytes(t, K), qbytes = (size_t)K + 8 * (size_t)(K / 32);
+    unsigned char *wq = malloc(rb * (size_t)N);
+    float *row = malloc(sizeof(float) * (size_t)K), *x = malloc(sizeof(float) * (size_t)K);
+    float *y0 = malloc(sizeof(float) * (size_t)N), *y1 = malloc(sizeof(float) * (size_t)N);
+    unsigned s = 777u;
+    for (int64_t k = 0; k < K; k++) s = s * 1103515245u + 12345u, x[k] = (float)((s >> 8) & 0xFFFF) / 32768.0f - 1.0f;
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t k = 0; k < K; k++) s = s * 1103515245u + 12345u, row[k] = (float)((s >> 8) & 0xFFFF) / 32768.0f - 1.0f;
+        quant_quantize_row(t, row, wq + rb * (size_t)n, K);
+    }
+    cl_int err;
+    cl_mem bw = ocl_cl.clCreateBuffer(e->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, rb * (size_t)N, wq, &err);
+    cl_mem bx = ocl_cl.clCreateBuffer(e->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sizeof(float) * (size_t)K, x, &err);
+    cl_mem bq = ocl_cl.clCreateBuffer(e->ctx, CL_MEM_READ_WRITE, qbytes, NULL, &err);
+    cl_mem by = ocl_cl.clCreateBuffer(e->ctx, CL_MEM_READ_WRITE, sizeof(float) * (size_t)N, NULL, &err);
+    int R = N >= 16384 ? 4 : 2;
+    cl_kernel kf = e->lib[R == 4], kq = e->lib[2 + (R == 4)];
+    bench_mv1_args ma = {.K = K, .wr = {(cl_long)rb, (cl_long)rb, (cl_long)rb}, .N = {N, N, N}, .nseg = 1,
+                         .f = {t == CT_Q6_K, t == CT_Q6_K, t == CT_Q6_K},
+                         .bi = {0, 0, 0, 1, 2, 1, 2, 1, 2, 0, 0, 0, 3}};
+    cl_mem mb[4] = {bx, bw, by, bq};
+    size_t local = sizeof(float) * (size_t)(2 * R + 1) * 65;
+    for (int j = 0; j < 2; j++) {
+        cl_kernel k = j ? kq : kf;
+        for (int i = 0; i < 4; i++) ocl_cl.clSetKernelArg(k, (cl_uint)i, sizeof(cl_mem), &mb[i]);
+        ocl_cl.clSetKernelArg(k, 4, sizeof ma, &ma);
+        ocl_cl.clSetKernelArg(k, 5, local, NULL);
+    }
+    cl_ulong z = 0;
+    cl_int zero = 0;
+    cl_long Kl = K;
+    ocl_cl.clSetKernelArg(e->lq8, 0, sizeof bx, &bx), ocl_cl.clSetKernelArg(e->lq8, 1, sizeof z, &z);
+    ocl_cl.clSetKernelArg(e->lq8, 2, sizeof bx, &bx), ocl_cl.clSetKernelArg(e->lq8, 3, sizeof z, &z);
+    ocl_cl.clSetKernelArg(e->lq8, 4, sizeof zero, &zero), ocl_cl.clSetKernelArg(e->lq8, 5, sizeof Kl, &Kl);
+    ocl_cl.clSetKernelArg(e->lq8, 6, sizeof bq, &bq), ocl_cl.clSetKernelArg(e->lq8, 7, sizeof z, &z);
+    ocl_cl.clSetKernelArg(e->lq8, 8, sizeof(float) * 128, NULL);
+    size_t gq = (size_t)K / 4, lq = 64, gp = 64 * (size_t)((N + R - 1) / R), lp = 64;
+    gq = (gq + 63) / 64 * 64;
+    cl_kernel seq[2] = {e->lq8, kq};
+    size_t g[2] = {gq, gp}, l[2] = {lq, lp};
+    int hn = 200;
+    double hf = held_us(e, &kf, &gp, &lp, 1, hn);
+    ocl_cl.clEnqueueReadBuffer(e->q, by, CL_TRUE, 0, sizeof(float) * (size_t)N, y0, 0, NULL, NULL);
+    double hx = held_us(e, &seq[0], &g[0], &l[0], 1, hn), hp = held_us(e, &seq[1], &g[1], &l[1], 1, hn);
+    double hb = held_us(e, seq, g, l, 2, hn);
+    ocl_cl.clEnqueueReadBuffer(e->q, by, CL_TRUE, 0, sizeof(float) * (size_t)N, y1, 0, NULL, NULL);
+    double num = 0, den = 0;
+    for (int64_t n = 0; n < N; n++) num += (double)(y1[n] - y0[n]) * (y1[n] - y0[n]), den += (double)y0[n] * y0[n];
+    printf("| %s %lld x %lld | %d | %.2f | %.2f | %.2f | %.2f | %.2e |\n", t == CT_Q6_K ? "Q6_K" : "Q4_K", (long long)N,
+           (long long)K, R, hf, hx, hp, hb, den > 0 ? num / den : 0);
+    cl_mem all[] = {bw, bx, bq, by};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ocl_cl.clReleaseMemObject(all[i]);
+    free(wq), free(row), free(x), free(y0), free(y1);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int iters = argc > 1 ? atoi(argv[1]) : 200;
@@ -325,7 +404,13 @@ int main(int argc, char **argv)
     static const int64_t shapes[][2] = {{5632, 2048}, {2048, 2048}, {2048, 5632}, {32000, 2048}};
     int rc = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0] && !rc; i++) rc = shape(&e, shapes[i][0], shapes[i][1], iters);
-    cl_kernel ks[] = {e.kx, e.kv, e.kxp, e.hold, e.mv1};
+    printf("\nthe library's kernels (kernels/mv1.cl), held us a launch: f32 x (mv1x_rR_b4), x to bytes (mv1_q8x), the "
+           "byte product (mv1xq_rR_b4), both; NMSE of the byte product against mv1x\n"
+           "| weights N x K | R | mv1x | mv1_q8x | mv1xq | both | NMSE |\n|---|---:|---:|---:|---:|---:|---:|\n");
+    for (int f = 0; f < 2 && !rc; f++)
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0] && !rc; i++)
+            rc = lib_shape(&e, f ? CT_Q6_K : CT_Q4_K, shapes[i][0], shapes[i][1]);
+    cl_kernel ks[] = {e.kx, e.kv, e.kxp, e.hold, e.mv1, e.lib[0], e.lib[1], e.lib[2], e.lib[3], e.lq8};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) ocl_cl.clReleaseKernel(ks[i]);
     ocl_cl.clReleaseProgram(prog);
     ocl_cl.clReleaseCommandQueue(e.q);
