@@ -110,13 +110,25 @@ inline q4k_w q4_k_load(global const uchar *blk, int c)
     return w;
 }
 
+/* A Q4_K chunk's block scales (d, dmin) and its two 32-groups' scales and mins. */
+typedef struct {
+    float d, dmin, sc0, m0, sc1, m1;
+} q4k_hd;
+
+inline q4k_hd q4k_head(q4k_w w, int c)
+{
+    q4k_hd h;
+    int j = 2 * (c / 2);
+    q4k_sm(w.hd.y, w.hd.z, w.hd.w, j, &h.sc0, &h.m0);
+    q4k_sm(w.hd.y, w.hd.z, w.hd.w, j + 1, &h.sc1, &h.m1);
+    h.d = h16f(w.hd.x), h.dmin = h16f(w.hd.x >> 16);
+    return h;
+}
+
 inline float q4_k_dot(q4k_w w, int c, const mv1_x *x)
 {
-    int j = 2 * (c / 2);
-    float sc0, m0, sc1, m1;
-    q4k_sm(w.hd.y, w.hd.z, w.hd.w, j, &sc0, &m0);
-    q4k_sm(w.hd.y, w.hd.z, w.hd.w, j + 1, &sc1, &m1);
-    float d = h16f(w.hd.x), dmin = h16f(w.hd.x >> 16);
+    q4k_hd h = q4k_head(w, c);
+    float d = h.d, dmin = h.dmin, sc0 = h.sc0, m0 = h.m0, sc1 = h.sc1, m1 = h.m1;
     float fl = (nib4f(w.q.x, 0, x->v[0]) + nib4f(w.q.y, 0, x->v[1])) + (nib4f(w.q.z, 0, x->v[2]) + nib4f(w.q.w, 0, x->v[3]));
     float fh = (nib4f(w.q.x, 4, x->v[4]) + nib4f(w.q.y, 4, x->v[5])) + (nib4f(w.q.z, 4, x->v[6]) + nib4f(w.q.w, 4, x->v[7]));
     float dl = 16.0f * (fl - x->s.s0), dh = 16.0f * (fh - x->s.s1); /* sum q x of each half */
@@ -375,18 +387,14 @@ inline void mv1q_load_x(int f, global const uchar *xq, long K, long b, int c, mv
 
 inline float q4_k_dotq(q4k_w w, int c, const mv1_xq *x)
 {
-    int j = 2 * (c / 2);
-    float sc0, m0, sc1, m1;
-    q4k_sm(w.hd.y, w.hd.z, w.hd.w, j, &sc0, &m0);
-    q4k_sm(w.hd.y, w.hd.z, w.hd.w, j + 1, &sc1, &m1);
-    float d = h16f(w.hd.x), dmin = h16f(w.hd.x >> 16);
+    q4k_hd h = q4k_head(w, c);
     uint M = 0x0F0F0F0Fu;
     int lo = dp4(w.q.x & M, x->a.x, 0);
     lo = dp4(w.q.y & M, x->a.y, lo), lo = dp4(w.q.z & M, x->a.z, lo), lo = dp4(w.q.w & M, x->a.w, lo);
     int hi = dp4((w.q.x >> 4) & M, x->b.x, 0);
     hi = dp4((w.q.y >> 4) & M, x->b.y, hi), hi = dp4((w.q.z >> 4) & M, x->b.z, hi);
     hi = dp4((w.q.w >> 4) & M, x->b.w, hi);
-    return d * (sc0 * x->d.x * (float)lo + sc1 * x->d.y * (float)hi) - dmin * (m0 * x->d.z + m1 * x->d.w);
+    return h.d * (h.sc0 * x->d.x * (float)lo + h.sc1 * x->d.y * (float)hi) - h.dmin * (h.m0 * x->d.z + h.m1 * x->d.w);
 }
 
 /* The 6-bit values of 4 bytes: 4 bits of l at lsh, 2 of h at hsh (as q6_4f). */
