@@ -153,9 +153,9 @@ static cl_kernel mv1_kernel(q8env *e, cl_device_id dev)
     for (int i = 0; ocl_sources[i].name; i++)
         if (!strcmp(ocl_sources[i].name, "mv1")) src = ocl_sources[i].text;
     cl_int err = CL_INVALID_VALUE;
-    cl_uint major = 0, minor = 0; /* as the library asks (backend.c's nv_dp4a) */
-    if (ocl_cl.clGetDeviceInfo(dev, 0x4000, sizeof major, &major, NULL) != CL_SUCCESS ||
-        ocl_cl.clGetDeviceInfo(dev, 0x4001, sizeof minor, &minor, NULL) != CL_SUCCESS)
+    cl_uint major = 0, minor = 0; /* as the library asks (backend.c's nv_dp4a): compute capability */
+    if (ocl_cl.clGetDeviceInfo(dev, 0x4000 /* _MAJOR_NV */, sizeof major, &major, NULL) != CL_SUCCESS ||
+        ocl_cl.clGetDeviceInfo(dev, 0x4001 /* _MINOR_NV */, sizeof minor, &minor, NULL) != CL_SUCCESS)
         major = minor = 0;
     const char *opts = major > 6 || (major == 6 && minor >= 1) ? "-cl-std=CL1.2 -DOCL_HAVE_DP4A" : "-cl-std=CL1.2";
     cl_program p = src ? ocl_cl.clCreateProgramWithSource(e->ctx, 1, &src, NULL, &err) : NULL;

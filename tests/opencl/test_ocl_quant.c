@@ -215,10 +215,10 @@ static ct_status do_linear(ct_tensor *const *in, int n, ct_tensor **out, void *c
     return ct_linear(in[0], in[1], n > 2 ? in[2] : NULL, out);
 }
 
-/* y = x w^T + b in double from x's values and the dequantized weights wd. */
-static double *linear_ref(const ct_tensor *x, const double *wd, const ct_tensor *b, int64_t M, int64_t N, int64_t K)
+/* y = x w^T + b in double from x's values xv (freed here) and the dequantized weights wd. */
+static double *linear_ref_of(double *xv, const double *wd, const ct_tensor *b, int64_t M, int64_t N, int64_t K)
 {
-    double *xv = th_values(x), *bv = b ? th_values(b) : NULL, *y = malloc(sizeof(double) * (size_t)(M * N));
+    double *bv = b ? th_values(b) : NULL, *y = malloc(sizeof(double) * (size_t)(M * N));
     for (int64_t m = 0; m < M; m++)
         for (int64_t n = 0; n < N; n++) {
             double s = bv ? bv[n] : 0;
@@ -240,7 +240,7 @@ static void check_linear_once(const char *what, ct_tensor *x, ct_tensor *w, cons
     CHECK(ct_exec_last(&rec) == CT_OK && strcmp(rec.device, g_dev) == 0);
     CHECK_OK(ct_exec_force_device(NULL));
     if (y) {
-        double *got = th_values(y), *ref = linear_ref(x, wd, b, M, N, K);
+        double *got = th_values(y), *ref = linear_ref_of(th_values(x), wd, b, M, N, K);
         int nonfinite = 0;
         double e = devcheck_nmse(got, ref, M * N, &nonfinite);
         CHECK_MSG(!nonfinite && e <= 1e-9, "%s: NMSE %.3g vs the f64 reference (non-finite %d)", what, e, nonfinite);
@@ -312,23 +312,17 @@ static void test_linear(void)
     ct_tensor_free(b32), ct_tensor_free(b16);
 }
 
-/* y = x w^T + b in double with x rounded to bytes per 32 as mv1_q8x rounds it (f32). */
+/* The same for one row of x rounded to bytes per 32 as mv1_q8x rounds it (f32). */
 static double *linear_q8_ref(const ct_tensor *x, const double *wd, const ct_tensor *b, int64_t N, int64_t K)
 {
-    double *xv = th_values(x), *bv = b ? th_values(b) : NULL, *y = malloc(sizeof(double) * (size_t)N);
+    double *xv = th_values(x);
     for (int64_t i = 0; i < K; i += 32) {
         float amax = 0.0f;
         for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf((float)xv[i + j]));
         float d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
         for (int j = 0; j < 32; j++) xv[i + j] = (double)rintf((float)xv[i + j] * id) * (double)d;
     }
-    for (int64_t n = 0; n < N; n++) {
-        double s = bv ? bv[n] : 0;
-        for (int64_t k = 0; k < K; k++) s += xv[k] * wd[n * K + k];
-        y[n] = s;
-    }
-    free(xv), free(bv);
-    return y;
+    return linear_ref_of(xv, wd, b, 1, N, K);
 }
 
 /* One row of x through the byte-x kernels (forced on), Q4_K and Q6_K, at every rows-per-
@@ -359,7 +353,7 @@ static void test_linear_q8(void)
                 CHECK_MSG(ocl_quant_q8_total() - q0 == 1, "%s %lldx%lld: %d launches read x as bytes, expected 1",
                           ct_dtype_name(cases[c].t), (long long)N, (long long)K, ocl_quant_q8_total() - q0);
                 if (!y) continue;
-                double *got = th_values(y), *ref8 = linear_q8_ref(x, wd, bias, N, K), *ref = linear_ref(x, wd, bias, 1, N, K);
+                double *got = th_values(y), *ref8 = linear_q8_ref(x, wd, bias, N, K), *ref = linear_ref_of(th_values(x), wd, bias, 1, N, K);
                 int nf = 0;
                 double e8 = devcheck_nmse(got, ref8, N, &nf), e = devcheck_nmse(got, ref, N, &nf);
                 CHECK_MSG(!nf && e8 <= 1e-7 && e <= 1e-4,

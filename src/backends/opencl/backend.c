@@ -123,14 +123,18 @@ static void dev_string(cl_device_id id, cl_device_info what, char *out, size_t c
     out[cap - 1] = 0;
 }
 
-/* Whether the device is an NVIDIA GPU whose PTX has dp4a (compute capability 6.1 and up),
- * asked through cl_nv_device_attribute_query (cl_ext.h's CL_DEVICE_COMPUTE_CAPABILITY_*_NV). */
+#ifndef CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV /* cl_nv_device_attribute_query (cl_ext.h) */
+#define CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV 0x4000
+#define CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV 0x4001
+#endif
+
+/* Whether the device is an NVIDIA GPU whose PTX has dp4a (compute capability 6.1 and up). */
 static bool nv_dp4a(cl_device_id id)
 {
     cl_uint major = 0, minor = 0;
     if (!has_ext(id, "cl_nv_device_attribute_query") ||
-        ocl_cl.clGetDeviceInfo(id, 0x4000, sizeof major, &major, NULL) != CL_SUCCESS ||
-        ocl_cl.clGetDeviceInfo(id, 0x4001, sizeof minor, &minor, NULL) != CL_SUCCESS)
+        ocl_cl.clGetDeviceInfo(id, CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, sizeof major, &major, NULL) != CL_SUCCESS ||
+        ocl_cl.clGetDeviceInfo(id, CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV, sizeof minor, &minor, NULL) != CL_SUCCESS)
         return false;
     return major > 6 || (major == 6 && minor >= 1);
 }

@@ -259,7 +259,7 @@ static ct_status mv1_launch(ct_device *dev, const mv1_plan *p, bool *packed)
     bool q8 = !p->stage && q8_wanted(dev, p, (p->gated ? 2 : 1) * total, K);
     cl_mem qm = xm;
     if (q8) {
-        ct_status s = q8_x(dev, xm, xo, gm, go, norm ? has_gam : 0, K, &qm);
+        ct_status s = q8_x(dev, xm, xo, gm, go, has_gam, K, &qm);
         if (s != CT_OK) return s;
         __atomic_fetch_add(&g_q8_total, 1, __ATOMIC_RELAXED);
     }

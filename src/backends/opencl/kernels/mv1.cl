@@ -128,11 +128,10 @@ inline q4k_hd q4k_head(q4k_w w, int c)
 inline float q4_k_dot(q4k_w w, int c, const mv1_x *x)
 {
     q4k_hd h = q4k_head(w, c);
-    float d = h.d, dmin = h.dmin, sc0 = h.sc0, m0 = h.m0, sc1 = h.sc1, m1 = h.m1;
     float fl = (nib4f(w.q.x, 0, x->v[0]) + nib4f(w.q.y, 0, x->v[1])) + (nib4f(w.q.z, 0, x->v[2]) + nib4f(w.q.w, 0, x->v[3]));
     float fh = (nib4f(w.q.x, 4, x->v[4]) + nib4f(w.q.y, 4, x->v[5])) + (nib4f(w.q.z, 4, x->v[6]) + nib4f(w.q.w, 4, x->v[7]));
     float dl = 16.0f * (fl - x->s.s0), dh = 16.0f * (fh - x->s.s1); /* sum q x of each half */
-    return d * (sc0 * dl + sc1 * dh) - dmin * (m0 * x->s.s0 + m1 * x->s.s1);
+    return h.d * (h.sc0 * dl + h.sc1 * dh) - h.dmin * (h.m0 * x->s.s0 + h.m1 * x->s.s1);
 }
 
 /* A Q6_K chunk c = (h, l0): ql bytes 64h + l0 .. +7 (low nibbles: set 0, high: set 2) and
