@@ -54,14 +54,6 @@ static bool ready(void)
     return true;
 }
 
-static int argmax(const float *x, int n)
-{
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
 typedef struct run_cfg {
     const char *file;
     int gpu_layers;    /* llm_model_place's n_layers */
@@ -106,7 +98,7 @@ static void greedy(const run_cfg *c, bool replay, int32_t *out, float *lg, FILE 
     const int V = m->hp.n_vocab;
     for (int k = 0; k < N_GEN; k++) {
         memcpy(lg + (size_t)k * V, s.logits, sizeof(float) * (size_t)V);
-        out[k] = argmax(s.logits, V);
+        out[k] = th_argmax_f32(s.logits, V);
         if (k + 1 < N_GEN && llm_session_eval(&s, &out[k], 1) != CT_OK) {
             CHECK_MSG(0, "decode failed: %s", ct_last_error());
             break;

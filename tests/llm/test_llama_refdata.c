@@ -72,25 +72,6 @@ typedef struct ref_prompt {
     char gen_hex[1024];
 } ref_prompt;
 
-static double nmse(const float *got, const float *ref, int n)
-{
-    double e = 0, r = 0;
-    for (int i = 0; i < n; i++) {
-        double d = (double)got[i] - ref[i];
-        e += d * d;
-        r += (double)ref[i] * ref[i];
-    }
-    return r > 0 ? e / r : e;
-}
-
-static int argmax(const float *x, int n)
-{
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
 static void check_file(const char *dir, const char *quant, double tol, const char *tokens_json, const char *greedy_json)
 {
     char path[1024], key[64];
@@ -147,11 +128,11 @@ static void check_file(const char *dir, const char *quant, double tol, const cha
         double worst = 0;
         for (int k = 0; k < N_GEN; k++) {
             if (i == 0 && steps && steps_len == (size_t)N_GEN * V * sizeof(float)) {
-                double e = nmse(s.logits, steps + (size_t)k * V, V);
+                double e = th_nmse_f32(s.logits, steps + (size_t)k * V, V);
                 if (e > worst) worst = e;
                 CHECK_MSG(e < tol, "%s prompt 0 step %d: normalized MSE %.3g >= %g", quant, k, e, tol);
             }
-            got[k] = argmax(s.logits, V);
+            got[k] = th_argmax_f32(s.logits, V);
             if (k + 1 < N_GEN && llm_session_eval(&s, &got[k], 1) != CT_OK) {
                 CHECK_MSG(0, "decode failed: %s", ct_last_error());
                 break;

@@ -22,14 +22,6 @@ static const char *g_prompts[] = {"Once upon a time", "The capital of France is"
                                   "In a hole in the ground there lived"};
 #define N_PROMPTS (int)(sizeof g_prompts / sizeof g_prompts[0])
 
-static int argmax(const float *x, int n)
-{
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
 static void set_replay(bool on)
 {
     setenv("CTORCH_REPLAY", on ? "1" : "0", 1);
@@ -48,7 +40,7 @@ static void greedy(llm_session *s, const llm_model *m, const char *prompt, int32
     const int V = m->hp.n_vocab;
     for (int k = 0; k < N_GEN; k++) {
         memcpy(lg + (size_t)k * V, s->logits, sizeof(float) * (size_t)V);
-        out[k] = argmax(s->logits, V);
+        out[k] = th_argmax_f32(s->logits, V);
         if (k + 1 < N_GEN && llm_session_eval(s, &out[k], 1) != CT_OK) {
             CHECK_MSG(0, "decode failed: %s", ct_last_error());
             return;
@@ -124,7 +116,7 @@ static void test_replay_allocates_nothing(void)
     CHECK_OK(llm_decoder_eval(&s, tok)); /* sizes the kernels' scratch at a later position */
     uint64_t h0 = host_alloc_count(), a0 = ac_count();
     for (int i = 0; i < 16; i++) {
-        tok = argmax(s.logits, m->hp.n_vocab);
+        tok = th_argmax_f32(s.logits, m->hp.n_vocab);
         CHECK_OK(llm_decoder_eval(&s, tok));
     }
     uint64_t dh = host_alloc_count() - h0, da = ac_count() - a0;

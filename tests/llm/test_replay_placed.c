@@ -85,14 +85,6 @@ static void place_half(const llm_model *m, const llm_session *s)
     CHECK_OK(ct_tensor_place(m->output, "cpu"));
 }
 
-static int argmax(const float *x, int n)
-{
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
 /* Linear runs on test:0 that the device refuses once the step is recorded (n 0: none). */
 static struct {
     int n;
@@ -112,7 +104,7 @@ static void greedy(const run_cfg *c, llm_model *m, const int32_t *prompt, int np
     const int Vn = m->hp.n_vocab;
     int after_record = 0;
     for (int k = 0; k < n_gen; k++) {
-        out[k] = argmax(s.logits, Vn);
+        out[k] = th_argmax_f32(s.logits, Vn);
         if (k + 1 == n_gen) break;
         if (llm_session_eval(&s, &out[k], 1) != CT_OK) {
             CHECK_MSG(0, "decode %d failed: %s", k, ct_last_error());

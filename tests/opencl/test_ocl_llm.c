@@ -56,25 +56,6 @@ static int prompt0_ids(const char *json, int32_t *ids)
     return n;
 }
 
-static double nmse(const float *got, const float *ref, int n)
-{
-    double e = 0, r = 0;
-    for (int i = 0; i < n; i++) {
-        double d = (double)got[i] - ref[i];
-        e += d * d;
-        r += (double)ref[i] * ref[i];
-    }
-    return r > 0 ? e / r : e;
-}
-
-static int argmax(const float *x, int n)
-{
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
 /* How the weights reach the device under test. */
 typedef enum { ON_HOST, LIKE_RUN, PINNED } weights_mode;
 
@@ -113,7 +94,7 @@ static int generate(const char *path, const char *chain, const char *dev, weight
         CHECK_MSG(st == CT_OK, "%s on %s: prompt: %s", path, chain, ct_last_error());
         for (int k = 0; k < N_GEN && st == CT_OK; k++) {
             memcpy(*logits + (size_t)k * V, s.logits, sizeof(float) * (size_t)V);
-            toks[k] = argmax(s.logits, V);
+            toks[k] = th_argmax_f32(s.logits, V);
             if (k + 1 < N_GEN) st = llm_session_eval(&s, &toks[k], 1);
             CHECK_MSG(st == CT_OK, "%s on %s: decode step %d: %s", path, chain, k, ct_last_error());
         }
@@ -155,8 +136,8 @@ static uint64_t check_run(const char *path, const char *dev, const char *quant, 
     if (V2 == V && l_ocl) {
         double worst_ref = 0, worst_cpu = 0;
         for (int k = 0; k < N_GEN; k++) {
-            double er = nmse(l_ocl + (size_t)k * V, ref + (size_t)k * V, V);
-            double ec = nmse(l_ocl + (size_t)k * V, l_cpu + (size_t)k * V, V);
+            double er = th_nmse_f32(l_ocl + (size_t)k * V, ref + (size_t)k * V, V);
+            double ec = th_nmse_f32(l_ocl + (size_t)k * V, l_cpu + (size_t)k * V, V);
             if (!(er <= worst_ref)) worst_ref = er;
             if (!(ec <= worst_cpu)) worst_cpu = ec;
             CHECK_MSG(er < tol, "%s (%s) step %d: NMSE %.3g vs llama.cpp >= %g", quant, how, k, er, tol);
@@ -259,7 +240,7 @@ static void test_mini_a_fused(void)
     if (V && V == V2 && l_on && l_off) {
         double worst = 0;
         for (int k = 0; k < N_GEN; k++) {
-            double e = nmse(l_on + (size_t)k * V, l_off + (size_t)k * V, V);
+            double e = th_nmse_f32(l_on + (size_t)k * V, l_off + (size_t)k * V, V);
             if (!(e <= worst)) worst = e;
             CHECK_MSG(e <= 1e-7, "step %d: NMSE %.3g between the fused and the unfused rope launches", k, e);
         }

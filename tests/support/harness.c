@@ -148,6 +148,25 @@ const char *th_refdata(void)
     return p;
 }
 
+int th_argmax_f32(const float *x, int n)
+{
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+double th_nmse_f32(const float *got, const float *ref, int n)
+{
+    double e = 0, r = 0;
+    for (int i = 0; i < n; i++) {
+        double d = (double)got[i] - ref[i];
+        e += d * d;
+        r += (double)ref[i] * ref[i];
+    }
+    return r > 0 ? e / r : e;
+}
+
 char *th_read_file(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");

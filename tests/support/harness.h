@@ -74,6 +74,10 @@ ct_tensor *th_random(th_rng *r, int ndim, const int64_t *shape, ct_dtype dtype, 
 double *th_values(const ct_tensor *t);
 /* Max |a-b| / (atol + rtol*|b|) style comparison: true if all within. Prints the first miss. */
 int th_allclose(const double *got, const double *want, int64_t n, double atol, double rtol);
+/* The index of the largest of n floats (the first on ties): a greedy token. */
+int th_argmax_f32(const float *x, int n);
+/* sum (got - ref)^2 / sum ref^2 in double (the plain sum of squares when ref is all zero). */
+double th_nmse_f32(const float *got, const float *ref, int n);
 /* A whole file, NUL-terminated, malloc'ed (*len = its size; NULL when unreadable). */
 char *th_read_file(const char *path, size_t *len);
 
