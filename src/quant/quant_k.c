@@ -13,10 +13,8 @@ static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? 
 
 /* ---- scale searches ---- */
 
-/* Symmetric group of n values on [-nmax, nmax-1], weights x^2: start from the scale that
- * maps the largest-magnitude value to -nmax, then try 18 nearby scales and keep the
- * least-squares optimum. L gets q + nmax; returns the scale. */
-static float search_sym(int n, int nmax, const float *x, int8_t *L)
+/* The value of largest magnitude among n (the first on ties; 0 when all are 0). */
+static float max_magnitude(int n, const float *x)
 {
     float amax = 0.f, max = 0.f;
     for (int i = 0; i < n; i++) {
@@ -26,31 +24,42 @@ static float search_sym(int n, int nmax, const float *x, int8_t *L)
             max = x[i];
         }
     }
-    if (amax < GROUP_EPS) {
+    return max;
+}
+
+/* x * iscale rounded onto [-nmax, nmax-1] (stored in L as q + off when L is set), and the
+ * x^2-weighted sums of x q and of q^2 that the scale search compares. */
+static void sym_round(int n, int nmax, const float *x, float iscale, int8_t *L, int off, float *sumlx, float *suml2)
+{
+    float lx = 0.f, l2 = 0.f;
+    for (int i = 0; i < n; i++) {
+        int l = clampi(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
+        if (L) L[i] = (int8_t)(l + off);
+        float w = x[i] * x[i];
+        lx += w * x[i] * (float)l;
+        l2 += w * (float)l * (float)l;
+    }
+    *sumlx = lx, *suml2 = l2;
+}
+
+/* Symmetric group of n values on [-nmax, nmax-1], weights x^2: start from the scale that
+ * maps the largest-magnitude value to -nmax, then try 18 nearby scales and keep the
+ * least-squares optimum. L gets q + nmax; returns the scale. */
+static float search_sym(int n, int nmax, const float *x, int8_t *L)
+{
+    float max = max_magnitude(n, x);
+    if (fabsf(max) < GROUP_EPS) {
         memset(L, 0, (size_t)n);
         return 0.f;
     }
-    float iscale = (float)-nmax / max;
-    float sumlx = 0.f, suml2 = 0.f;
-    for (int i = 0; i < n; i++) {
-        int l = clampi(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
-        L[i] = (int8_t)(l + nmax);
-        float w = x[i] * x[i];
-        sumlx += w * x[i] * (float)l;
-        suml2 += w * (float)l * (float)l;
-    }
+    float iscale = (float)-nmax / max, sumlx, suml2;
+    sym_round(n, nmax, x, iscale, L, nmax, &sumlx, &suml2);
     float scale = suml2 != 0.f ? sumlx / suml2 : 0.0f;
     float best = scale * sumlx;
     for (int is = -9; is <= 9; is++) {
         if (is == 0) continue;
         iscale = -((float)nmax + 0.1f * (float)is) / max;
-        sumlx = suml2 = 0.f;
-        for (int i = 0; i < n; i++) {
-            int l = clampi(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
-            float w = x[i] * x[i];
-            sumlx += w * x[i] * (float)l;
-            suml2 += w * (float)l * (float)l;
-        }
+        sym_round(n, nmax, x, iscale, NULL, 0, &sumlx, &suml2);
         if (suml2 > 0.f && sumlx * sumlx > best * suml2) {
             for (int i = 0; i < n; i++)
                 L[i] = (int8_t)(nmax + clampi(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1));
@@ -65,27 +74,13 @@ static float search_sym(int n, int nmax, const float *x, int8_t *L)
  * move one quant at a time when that raises the weighted correlation. L gets q + nmax. */
 static float search_q3(int n, int nmax, const float *x, int8_t *L)
 {
-    float amax = 0.f, max = 0.f;
-    for (int i = 0; i < n; i++) {
-        float ax = fabsf(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            max = x[i];
-        }
-    }
-    if (amax < GROUP_EPS) {
+    float max = max_magnitude(n, x);
+    if (fabsf(max) < GROUP_EPS) {
         memset(L, 0, (size_t)n);
         return 0.f;
     }
-    float iscale = (float)-nmax / max;
-    float sumlx = 0.f, suml2 = 0.f;
-    for (int i = 0; i < n; i++) {
-        int l = clampi(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
-        L[i] = (int8_t)l;
-        float w = x[i] * x[i];
-        sumlx += w * x[i] * (float)l;
-        suml2 += w * (float)l * (float)l;
-    }
+    float iscale = (float)-nmax / max, sumlx, suml2;
+    sym_round(n, nmax, x, iscale, L, 0, &sumlx, &suml2);
     for (int pass = 0; pass < 5; pass++) {
         int changed = 0;
         for (int i = 0; i < n; i++) {
