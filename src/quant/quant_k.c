@@ -42,23 +42,31 @@ static void sym_round(int n, int nmax, const float *x, float iscale, int8_t *L, 
     *sumlx = lx, *suml2 = l2;
 }
 
+/* The searches' start: the scale that maps the largest-magnitude value to -nmax, its
+ * rounding (L = q + off) and sums. False, with L zeroed, for a group of zeros. */
+static bool sym_start(int n, int nmax, const float *x, int8_t *L, int off, float *max, float *sumlx, float *suml2)
+{
+    *max = max_magnitude(n, x);
+    if (fabsf(*max) < GROUP_EPS) {
+        memset(L, 0, (size_t)n);
+        return false;
+    }
+    sym_round(n, nmax, x, (float)-nmax / *max, L, off, sumlx, suml2);
+    return true;
+}
+
 /* Symmetric group of n values on [-nmax, nmax-1], weights x^2: start from the scale that
  * maps the largest-magnitude value to -nmax, then try 18 nearby scales and keep the
  * least-squares optimum. L gets q + nmax; returns the scale. */
 static float search_sym(int n, int nmax, const float *x, int8_t *L)
 {
-    float max = max_magnitude(n, x);
-    if (fabsf(max) < GROUP_EPS) {
-        memset(L, 0, (size_t)n);
-        return 0.f;
-    }
-    float iscale = (float)-nmax / max, sumlx, suml2;
-    sym_round(n, nmax, x, iscale, L, nmax, &sumlx, &suml2);
+    float max, sumlx, suml2;
+    if (!sym_start(n, nmax, x, L, nmax, &max, &sumlx, &suml2)) return 0.f;
     float scale = suml2 != 0.f ? sumlx / suml2 : 0.0f;
     float best = scale * sumlx;
     for (int is = -9; is <= 9; is++) {
         if (is == 0) continue;
-        iscale = -((float)nmax + 0.1f * (float)is) / max;
+        float iscale = -((float)nmax + 0.1f * (float)is) / max;
         sym_round(n, nmax, x, iscale, NULL, 0, &sumlx, &suml2);
         if (suml2 > 0.f && sumlx * sumlx > best * suml2) {
             for (int i = 0; i < n; i++)
@@ -74,13 +82,8 @@ static float search_sym(int n, int nmax, const float *x, int8_t *L)
  * move one quant at a time when that raises the weighted correlation. L gets q + nmax. */
 static float search_q3(int n, int nmax, const float *x, int8_t *L)
 {
-    float max = max_magnitude(n, x);
-    if (fabsf(max) < GROUP_EPS) {
-        memset(L, 0, (size_t)n);
-        return 0.f;
-    }
-    float iscale = (float)-nmax / max, sumlx, suml2;
-    sym_round(n, nmax, x, iscale, L, 0, &sumlx, &suml2);
+    float max, sumlx, suml2;
+    if (!sym_start(n, nmax, x, L, 0, &max, &sumlx, &suml2)) return 0.f;
     for (int pass = 0; pass < 5; pass++) {
         int changed = 0;
         for (int i = 0; i < n; i++) {
