@@ -117,6 +117,13 @@ static int fail(const char *what, cl_int err)
     return 1;
 }
 
+/* The next value of a fixed-seed stream in [-1, 1). */
+static float lcg_uniform(unsigned *s)
+{
+    *s = *s * 1103515245u + 12345u;
+    return (float)((*s >> 8) & 0xFFFF) / 32768.0f - 1.0f;
+}
+
 static int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -153,11 +160,7 @@ static cl_kernel mv1_kernel(q8env *e, cl_device_id dev)
     for (int i = 0; ocl_sources[i].name; i++)
         if (!strcmp(ocl_sources[i].name, "mv1")) src = ocl_sources[i].text;
     cl_int err = CL_INVALID_VALUE;
-    cl_uint major = 0, minor = 0; /* as the library asks (backend.c's nv_dp4a): compute capability */
-    if (ocl_cl.clGetDeviceInfo(dev, 0x4000 /* _MAJOR_NV */, sizeof major, &major, NULL) != CL_SUCCESS ||
-        ocl_cl.clGetDeviceInfo(dev, 0x4001 /* _MINOR_NV */, sizeof minor, &minor, NULL) != CL_SUCCESS)
-        major = minor = 0;
-    const char *opts = major > 6 || (major == 6 && minor >= 1) ? "-cl-std=CL1.2 -DOCL_HAVE_DP4A" : "-cl-std=CL1.2";
+    const char *opts = ocl_nv_dp4a(dev) ? "-cl-std=CL1.2 -DOCL_HAVE_DP4A" : "-cl-std=CL1.2"; /* as the library builds it */
     cl_program p = src ? ocl_cl.clCreateProgramWithSource(e->ctx, 1, &src, NULL, &err) : NULL;
     if (err == CL_SUCCESS) err = ocl_cl.clBuildProgram(p, 1, &dev, opts, NULL, NULL);
     cl_kernel k = err == CL_SUCCESS ? ocl_cl.clCreateKernel(p, "mv1x_r2_b4", &err) : NULL;
@@ -234,9 +237,9 @@ static int shape(q8env *e, int64_t N, int64_t K, int iters)
     float *y = malloc(sizeof(float) * (size_t)N);
     double *ref = calloc((size_t)N, sizeof(double));
     unsigned s = 12345u;
-    for (int64_t k = 0; k < K; k++) s = s * 1103515245u + 12345u, x[k] = (float)((s >> 8) & 0xFFFF) / 32768.0f - 1.0f;
+    for (int64_t k = 0; k < K; k++) x[k] = lcg_uniform(&s);
     for (int64_t n = 0; n < N; n++) {
-        for (int64_t k = 0; k < K; k++) s = s * 1103515245u + 12345u, row[k] = (float)((s >> 8) & 0xFFFF) / 32768.0f - 1.0f;
+        for (int64_t k = 0; k < K; k++) row[k] = lcg_uniform(&s);
         quant_quantize_row(CT_Q4_K, row, wq + rb * (size_t)n, K);
         quant_dequantize_row(CT_Q4_K, wq + rb * (size_t)n, row, K);
         for (int64_t k = 0; k < K; k++) ref[n] += (double)row[k] * x[k];
@@ -321,9 +324,9 @@ static int lib_shape(q8env *e, ct_dtype t, int64_t N, int64_t K)
     float *row = malloc(sizeof(float) * (size_t)K), *x = malloc(sizeof(float) * (size_t)K);
     float *y0 = malloc(sizeof(float) * (size_t)N), *y1 = malloc(sizeof(float) * (size_t)N);
     unsigned s = 777u;
-    for (int64_t k = 0; k < K; k++) s = s * 1103515245u + 12345u, x[k] = (float)((s >> 8) & 0xFFFF) / 32768.0f - 1.0f;
+    for (int64_t k = 0; k < K; k++) x[k] = lcg_uniform(&s);
     for (int64_t n = 0; n < N; n++) {
-        for (int64_t k = 0; k < K; k++) s = s * 1103515245u + 12345u, row[k] = (float)((s >> 8) & 0xFFFF) / 32768.0f - 1.0f;
+        for (int64_t k = 0; k < K; k++) row[k] = lcg_uniform(&s);
         quant_quantize_row(t, row, wq + rb * (size_t)n, K);
     }
     cl_int err;

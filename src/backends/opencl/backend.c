@@ -123,21 +123,6 @@ static void dev_string(cl_device_id id, cl_device_info what, char *out, size_t c
     out[cap - 1] = 0;
 }
 
-#ifndef CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV /* cl_nv_device_attribute_query (cl_ext.h) */
-#define CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV 0x4000
-#define CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV 0x4001
-#endif
-
-/* Whether the device is an NVIDIA GPU whose PTX has dp4a (compute capability 6.1 and up). */
-static bool nv_dp4a(cl_device_id id)
-{
-    cl_uint major = 0, minor = 0;
-    if (!has_ext(id, "cl_nv_device_attribute_query") ||
-        ocl_cl.clGetDeviceInfo(id, CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, sizeof major, &major, NULL) != CL_SUCCESS ||
-        ocl_cl.clGetDeviceInfo(id, CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV, sizeof minor, &minor, NULL) != CL_SUCCESS)
-        return false;
-    return major > 6 || (major == 6 && minor >= 1);
-}
 
 static void read_info(ocl_dev *od, const ocl_found *f)
 {
@@ -156,7 +141,7 @@ static void read_info(ocl_dev *od, const ocl_found *f)
     in->fp16 = has_ext(f->id, "cl_khr_fp16");
     in->fp64 = has_ext(f->id, "cl_khr_fp64") && !__atomic_load_n(&g_no_fp64, __ATOMIC_RELAXED);
     in->subgroups = has_ext(f->id, "cl_khr_subgroups");
-    in->dp4a = nv_dp4a(f->id);
+    in->dp4a = has_ext(f->id, "cl_nv_device_attribute_query") && ocl_nv_dp4a(f->id);
     dev_string(f->id, CL_DEVICE_VENDOR, in->vendor, sizeof in->vendor);
     dev_string(f->id, CL_DEVICE_NAME, od->name, sizeof od->name);
     dev_string(f->id, CL_DRIVER_VERSION, od->driver, sizeof od->driver);

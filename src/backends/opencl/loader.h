@@ -29,6 +29,22 @@ typedef struct ocl_api {
 
 extern ocl_api ocl_cl;
 
+#ifndef CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV /* cl_nv_device_attribute_query (cl_ext.h) */
+#define CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV 0x4000
+#define CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV 0x4001
+#endif
+
+/* Whether the device is an NVIDIA GPU whose PTX has dp4a (compute capability 6.1 and up):
+ * the kernels' OCL_HAVE_DP4A. Any other device refuses the query and gets false. */
+static inline bool ocl_nv_dp4a(cl_device_id id)
+{
+    cl_uint major = 0, minor = 0;
+    if (ocl_cl.clGetDeviceInfo(id, CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, sizeof major, &major, NULL) != CL_SUCCESS ||
+        ocl_cl.clGetDeviceInfo(id, CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV, sizeof minor, &minor, NULL) != CL_SUCCESS)
+        return false;
+    return major > 6 || (major == 6 && minor >= 1);
+}
+
 /* Loads libOpenCL.so.1 once; false (with the reason logged at debug level) when the
  * library or one of the functions is missing: then there is no OpenCL device. */
 bool ocl_load(void);
