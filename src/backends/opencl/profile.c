@@ -33,6 +33,13 @@ typedef struct ocl_prof {
     int n_rows;
     uint64_t host_ns[OCL_PROF_N], host_n[OCL_PROF_N];
     cl_ulong first_start, last_end; /* device clock: the span the kernels covered */
+    /* Between consecutive launches (device clock, enqueue order): the device idle before a
+     * kernel's start, counted apart when short (inside a step: the host or the queue's
+     * submission did not keep up) from long (between steps); and how long kernels waited
+     * from submission to start (queued behind earlier work: the device bounds the step). */
+    cl_ulong prev_end;
+    double idle_short_ns, idle_long_ns, queued_ns;
+    uint64_t n_short, n_long, n_queued;
     uint64_t wall0;
     bool host_only; /* CTORCH_OPENCL_PROFILE=host: no events (a plain queue), host times only */
 } ocl_prof;
@@ -55,6 +62,25 @@ int ocl_prof_wanted(void)
     return strcmp(e, "host") ? 1 : 2;
 }
 
+/* A gap longer than this between two launches is taken to be between steps. */
+#define OCL_PROF_STEP_GAP_NS 100000.0
+
+static void gaps(ocl_prof *p, cl_event ev, cl_ulong start, cl_ulong end)
+{
+    cl_ulong sub = 0;
+    if (ocl_cl.clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_SUBMIT, sizeof sub, &sub, NULL) == CL_SUCCESS && sub &&
+        start >= sub) {
+        p->queued_ns += (double)(start - sub);
+        p->n_queued++;
+    }
+    if (p->prev_end && start >= p->prev_end) {
+        double idle = (double)(start - p->prev_end);
+        if (idle < OCL_PROF_STEP_GAP_NS) p->idle_short_ns += idle, p->n_short++;
+        else p->idle_long_ns += idle, p->n_long++;
+    }
+    p->prev_end = end;
+}
+
 static void harvest(ocl_prof *p)
 {
     if (!p->n_ev) return;
@@ -67,6 +93,7 @@ static void harvest(ocl_prof *p)
             p->rows[p->ev_row[i]].dev_ns += (double)(b - a);
             if (!p->first_start || a < p->first_start) p->first_start = a;
             if (b > p->last_end) p->last_end = b;
+            gaps(p, p->ev[i], a, b);
         }
         ocl_cl.clReleaseEvent(p->ev[i]);
     }
@@ -100,6 +127,14 @@ static void print(ocl_prof *p)
             calls ? host / 1e3 / (double)calls : 0);
     fprintf(stderr, "  device span first start..last end %.3f ms, busy %.1f%%; wall since init %.3f ms\n", span / 1e6,
             span > 0 ? 100 * total / span : 0, wall / 1e6);
+    if (p->n_short || p->n_long)
+        fprintf(stderr,
+                "  device idle before a launch: %llu x %.2f us within steps (gaps < %.0f us), %llu x %.1f us longer;"
+                " submitted to started %.2f us a launch\n",
+                (unsigned long long)p->n_short, p->n_short ? p->idle_short_ns / 1e3 / (double)p->n_short : 0,
+                OCL_PROF_STEP_GAP_NS / 1e3, (unsigned long long)p->n_long,
+                p->n_long ? p->idle_long_ns / 1e3 / (double)p->n_long : 0,
+                p->n_queued ? p->queued_ns / 1e3 / (double)p->n_queued : 0);
     static const char *what[OCL_PROF_N] = {"event markers+flush", "host waits", "op dispatch (run)",
                                            "step launches", "uploads", "downloads"};
     for (int i = 0; i < OCL_PROF_N; i++)
