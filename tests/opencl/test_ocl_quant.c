@@ -325,16 +325,16 @@ static double *linear_q8_ref(const ct_tensor *x, const double *wd, const ct_tens
     return linear_ref_of(xv, wd, b, 1, N, K);
 }
 
-/* One row of x through the byte-x kernels (forced on), Q4_K and Q6_K, at every rows-per-
- * group, row counts that leave the last group partial, K of 2 and 3 blocks, a bias. */
-static void test_linear_q8(void)
+/* One row of x through the byte-x kernels (forced on; form 1: the bytes from a launch of
+ * their own, 2: made in the product's work-items), Q4_K and Q6_K, at every rows-per-group,
+ * row counts that leave the last group partial, K of 2 and 3 blocks, a bias. */
+static void linear_q8_form(int form)
 {
-    if (!have_device()) return;
     th_rng r = {0x98a7};
     static const struct { ct_dtype t; int64_t N, K; } cases[] = {
         {CT_Q4_K, 37, 512}, {CT_Q4_K, 70, 768}, {CT_Q6_K, 37, 512}, {CT_Q6_K, 70, 768}};
     ocl_quant_test_matvec(OCL_Q_MATVEC_GROUPS);
-    ocl_quant_test_q8(1);
+    ocl_quant_test_q8(form);
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int64_t N = cases[c].N, K = cases[c].K, sx[2] = {1, K}, sb[1] = {N};
         double *wd = NULL;
@@ -357,9 +357,10 @@ static void test_linear_q8(void)
                 int nf = 0;
                 double e8 = devcheck_nmse(got, ref8, N, &nf), e = devcheck_nmse(got, ref, N, &nf);
                 CHECK_MSG(!nf && e8 <= 1e-7 && e <= 1e-4,
-                          "%s %lldx%lld, rows %s%s: NMSE %.3g vs the bytes' f64 product, %.3g vs f64 (non-finite %d)",
-                          ct_dtype_name(cases[c].t), (long long)N, (long long)K, MV1_ROWS[ri], hb ? ", bias" : "", e8, e,
-                          nf);
+                          "%s %lldx%lld, rows %s%s, form %d: NMSE %.3g vs the bytes' f64 product, %.3g vs f64 "
+                          "(non-finite %d)",
+                          ct_dtype_name(cases[c].t), (long long)N, (long long)K, MV1_ROWS[ri], hb ? ", bias" : "", form,
+                          e8, e, nf);
                 free(got), free(ref8), free(ref);
                 ct_tensor_free(y);
             }
@@ -370,6 +371,13 @@ static void test_linear_q8(void)
     unsetenv("CTORCH_OPENCL_MV1_ROWS");
     ocl_quant_test_q8(-1);
     ocl_quant_test_matvec(OCL_Q_MATVEC_AUTO);
+}
+
+static void test_linear_q8(void)
+{
+    if (!have_device()) return;
+    linear_q8_form(1);
+    linear_q8_form(2);
 }
 
 /* Batched x [2, 3, K] (rows fold), a weight of odd N = 1 and N = 65 (two tiles at M = 64),
@@ -551,8 +559,9 @@ static double *mlp_on(const char *dev, const ct_tensor *x, const mlp_w *w)
 }
 
 /* pack: the launches take each distinct buffer once (the packed kernels), or every
- * operand as its own argument; both must give the same outputs. q8: x as bytes. */
-static void fused_step_rows(const char *rows, bool pack, bool q8)
+ * operand as its own argument; both must give the same outputs. q8: x as bytes (1: from
+ * a launch of their own, 2: made in the product's work-items). */
+static void fused_step_rows(const char *rows, bool pack, int q8)
 {
     if (rows) setenv("CTORCH_OPENCL_MV1_ROWS", rows, 1);
     ocl_quant_test_pack(pack);
@@ -577,8 +586,8 @@ static void fused_step_rows(const char *rows, bool pack, bool q8)
     ct_exec_force_device(NULL);
     /* packed: the launches whose operands are in at most 4 buffers (the step's arena, the
      * weights, a gamma): all but the first, whose x, gamma and 3 weights are 5 apart; with
-     * x's bytes (a buffer more, up to 8): all four */
-    int packed = ocl_quant_packed_total() - packed0, want = pack ? (q8 ? 4 : 3) : 0;
+     * the bytes of a launch (a buffer more, up to 8): all four */
+    int packed = ocl_quant_packed_total() - packed0, want = pack ? (q8 == 1 ? 4 : 3) : 0;
     CHECK_MSG(packed == want, "rows %s: %d packed launches, expected %d", rows ? rows : "auto", packed, want);
     /* x as bytes: the 7 linears as the recording runs them, then the 4 captured launches */
     CHECK_MSG(ocl_quant_q8_total() - q80 == (q8 ? 11 : 0), "rows %s: %d launches read x as bytes, expected %d",
@@ -615,13 +624,16 @@ static void fused_step_rows(const char *rows, bool pack, bool q8)
 static void test_fused_step(void)
 {
     if (!have_device()) return;
-    fused_step_rows(NULL, true, false); /* the device's own choice */
-    fused_step_rows(NULL, true, true);
-    fused_step_rows(NULL, false, true);
+    fused_step_rows(NULL, true, 0); /* the device's own choice */
+    for (int form = 1; form <= 2; form++) {
+        fused_step_rows(NULL, true, form);
+        fused_step_rows(NULL, false, form);
+    }
     for (size_t i = 0; i < sizeof MV1_ROWS / sizeof MV1_ROWS[0]; i++) {
-        fused_step_rows(MV1_ROWS[i], true, false);
-        fused_step_rows(MV1_ROWS[i], false, false);
-        fused_step_rows(MV1_ROWS[i], true, true);
+        fused_step_rows(MV1_ROWS[i], true, 0);
+        fused_step_rows(MV1_ROWS[i], false, 0);
+        fused_step_rows(MV1_ROWS[i], true, 1);
+        fused_step_rows(MV1_ROWS[i], true, 2);
     }
 }
 
@@ -670,7 +682,7 @@ static void odd_fill(ct_tensor *x, th_rng *r)
     for (int64_t i = 0; p && i < ct_tensor_numel(x); i++) ((float *)p)[i] = (float)th_uniform(r, -1, 1) * ((i / 32) % 2 ? 4.0f : 1.0f);
 }
 
-static void fused_odd_rows(const char *rows, bool q8)
+static void fused_odd_rows(const char *rows, int q8)
 {
     if (rows) setenv("CTORCH_OPENCL_MV1_ROWS", rows, 1);
     ocl_quant_test_q8(q8);
@@ -727,10 +739,11 @@ static void fused_odd_rows(const char *rows, bool q8)
 static void test_fused_odd(void)
 {
     if (!have_device()) return;
-    fused_odd_rows(NULL, false);
+    fused_odd_rows(NULL, 0);
     for (size_t i = 0; i < sizeof MV1_ROWS / sizeof MV1_ROWS[0]; i++) {
-        fused_odd_rows(MV1_ROWS[i], false);
-        fused_odd_rows(MV1_ROWS[i], true);
+        fused_odd_rows(MV1_ROWS[i], 0);
+        fused_odd_rows(MV1_ROWS[i], 1);
+        fused_odd_rows(MV1_ROWS[i], 2);
     }
 }
 

@@ -22,7 +22,8 @@ int ocl_quant_fused_total(void);
 int ocl_quant_packed_total(void);
 void ocl_quant_test_pack(bool on);
 /* The one-row products' x as bytes (quant_mv1.c): -1 by size and device (the default),
- * 0 never, 1 always; and the launches that read x so since start. */
+ * 0 never, 1 always from a launch of their own (mv1_q8x), 2 always made in the product's
+ * work-items (mv1xi); and the launches that read x so since start. */
 void ocl_quant_test_q8(int mode);
 int ocl_quant_q8_total(void);
 

@@ -131,7 +131,7 @@ static ct_status stage_x(ct_device *dev, const mv1_plan *p, cl_mem xm, cl_ulong 
     return s;
 }
 
-/* ---- x as bytes (mv1_q8x and mv1xq_r* in mv1.cl) ----
+/* ---- x as bytes (mv1_q8x and mv1xq_r*, or mv1xi_r*, in mv1.cl) ----
  * Where dp4a is there (NVIDIA, compute capability 6.1+), products of at least MV1_Q8_MIN
  * weights read x as bytes: the quantizing launch costs ~2.1 us, the product saves more from
  * there up. H200 through NVIDIA's OpenCL, held device time a launch (bench/ocl_q8mv.c):
@@ -140,23 +140,44 @@ static ct_status stage_x(ct_device *dev, const mv1_plan *p, cl_mem xm, cl_ulong 
  * Q4_K_M decode step (profiled, us a launch, f32 x -> bytes): norm + gate/up 18.2 -> 15.2,
  * the Q6_K output matrix 44.0 -> 37.0, down + add 11.3 -> 11.1 for Q4_K but 11.3 -> 13.9 for
  * Q6_K; so Q6_K rows go this way only in vocabulary-sized matrices. CTORCH_OPENCL_Q8=0
- * never, 1 always (any device and format: integer math without dp4a). */
+ * never, 1 always (any device and format: integer math without dp4a).
+ * The bytes come from a launch of their own (Q8_LAUNCH: mv1_q8x, then mv1xq) or are made
+ * by each work-item of the product from the f32 x it loads (Q8_INLINE: mv1xi, no launch
+ * before it, but every work-group rounds x again). A launch costs the H200 ~3.4 us of
+ * device time however little it does (session 27: a step's kernels made to return at once
+ * behind a busy one) and the host 6-8 us. Inline by default except where x is shared by
+ * many rows: the vocabulary matrix (8,000 work-groups: 58.9 us inline against 37.4 + 5.0
+ * profiled) and gate/up, whose launch also carries the norm (17.6 inline against 14.6 +
+ * 5.0 profiled, and tg128 no faster: 664, 665 against 661, 689 t/s). Down alone inline
+ * (11.2-11.9 against 11.1 + 5.0): tg128 710, 698, 703 against 675, 685, 700 t/s, three
+ * rounds alternated in one call, and 681, 724 against 665, 713 in another.
+ * CTORCH_OPENCL_Q8_FORM=launch|inline makes every byte product take one form. */
 #define MV1_Q8_MIN ((int64_t)8 << 20)
-static int g_q8_mode = -1; /* the tests' override: -1 none, 0 off, 1 on */
+enum { Q8_NONE, Q8_LAUNCH, Q8_INLINE };
+static int g_q8_mode = -1; /* the tests' override: -1 none, else a Q8_* form */
 static int g_q8_total;     /* launches that read x as bytes, for tests */
 
 void ocl_quant_test_q8(int mode) { __atomic_store_n(&g_q8_mode, mode, __ATOMIC_RELAXED); }
 int ocl_quant_q8_total(void) { return __atomic_load_n(&g_q8_total, __ATOMIC_RELAXED); }
 
-static bool q8_wanted(const ct_device *dev, const mv1_plan *p, int64_t rows, int64_t K)
+static int q8_form(const mv1_plan *p, int64_t n)
+{
+    const char *e = getenv("CTORCH_OPENCL_Q8_FORM");
+    if (e && (!strcmp(e, "launch") || !strcmp(e, "inline"))) return e[0] == 'l' ? Q8_LAUNCH : Q8_INLINE;
+    return p->gated || n >= MV1_BIG_N ? Q8_LAUNCH : Q8_INLINE;
+}
+
+/* rows: the weight rows the launch reads; n: its output rows (gate and up: one of them) */
+static int q8_wanted(const ct_device *dev, const mv1_plan *p, int64_t rows, int64_t K, int64_t n)
 {
     int m = __atomic_load_n(&g_q8_mode, __ATOMIC_RELAXED);
-    if (m >= 0) return m == 1;
+    if (m >= 0) return m;
     const char *e = getenv("CTORCH_OPENCL_Q8");
-    if (e && (!strcmp(e, "0") || !strcmp(e, "1"))) return e[0] == '1';
+    if (e && (!strcmp(e, "0") || !strcmp(e, "1"))) return e[0] == '1' ? q8_form(p, n) : Q8_NONE;
     bool q6 = false;
     for (int i = 0; i < p->nseg; i++) q6 |= p->lin[i]->src[1]->dtype == CT_Q6_K;
-    return ocl_info(dev)->dp4a && rows * K >= MV1_Q8_MIN && (!q6 || rows >= MV1_BIG_N);
+    bool on = ocl_info(dev)->dp4a && rows * K >= MV1_Q8_MIN && (!q6 || rows >= MV1_BIG_N);
+    return on ? q8_form(p, n) : Q8_NONE;
 }
 
 #define MV1_Q8_LS 64 /* mv1_q8x's work-group: 8 blocks of 32 */
@@ -185,9 +206,9 @@ static ct_status q8_x(ct_device *dev, cl_mem xm, cl_ulong xo, cl_mem gm, cl_ulon
 /* The launch's name in the device profile (CTORCH_OPENCL_PROFILE=1), which sums device
  * time per name: the kernel, the form and the weights' shapes, so that each matvec of a
  * decode step gets a row of its own, e.g. "mv1x_r4 norm gate+up q4k 5632x2048". */
-static void mv1_label(const mv1_plan *p, int R, bool q8, char *buf, size_t n)
+static void mv1_label(const mv1_plan *p, int R, int q8, char *buf, size_t n)
 {
-    int len = snprintf(buf, n, "mv1x%s_r%d%s%s", q8 ? "q" : "", R, p->norm ? " norm" : "",
+    int len = snprintf(buf, n, "mv1x%s_r%d%s%s", q8 == Q8_LAUNCH ? "q" : q8 ? "i" : "", R, p->norm ? " norm" : "",
                        p->gated ? " gate+up" : p->tail ? " +add" : p->nseg > 1 ? " multi" : "");
     for (int i = 0; i < p->nseg && len > 0 && (size_t)len < n; i++) {
         const ct_tensor *w = p->lin[i]->src[1];
@@ -256,18 +277,20 @@ static ct_status mv1_launch(ct_device *dev, const mv1_plan *p, bool *packed)
     if (p->gated) r.m = xm, r.lo = 0;
     a.roff = r.lo, a.zoff = z.lo;
     /* x as bytes: not where x was staged (the stage has already normalized it) */
-    bool q8 = !p->stage && q8_wanted(dev, p, (p->gated ? 2 : 1) * total, K);
+    int q8 = p->stage ? Q8_NONE : q8_wanted(dev, p, (p->gated ? 2 : 1) * total, K, p->gated ? a.N[0] : total);
     cl_mem qm = xm;
-    if (q8) {
+    if (q8 == Q8_LAUNCH) {
         ct_status s = q8_x(dev, xm, xo, gm, go, has_gam, K, &qm);
         if (s != CT_OK) return s;
-        __atomic_fetch_add(&g_q8_total, 1, __ATOMIC_RELAXED);
     }
+    if (q8) __atomic_fetch_add(&g_q8_total, 1, __ATOMIC_RELAXED);
     cl_mem mems[13] = {xm, gm, xnm, wm[0], om[0], wm[1], om[1], wm[2], om[2], bm, r.m, z.m, qm}, bufs[8];
-    /* the packed forms: f32 x _b2 and _b4, bytes _b4 and _b8 */
-    int nb = ocl_pack_bufs(13, mems, q8 ? 8 : 4, bufs, a.bi), nbuf = q8 ? (nb > 4 ? 8 : 4) : nb > 2 ? 4 : 2;
-    char name[20], label[64]; /* mv1x_r1 .. _r8, packed: mv1x_r2_b2, mv1xq_r2_b8, ... */
-    snprintf(name, sizeof name, nb ? "mv1x%s_r%d_b%d" : "mv1x%s_r%d", q8 ? "q" : "", R, nbuf);
+    /* the packed forms: f32 x (and bytes made inline) _b2 and _b4, bytes of a launch _b4 and _b8 */
+    bool qbuf = q8 == Q8_LAUNCH;
+    int nb = ocl_pack_bufs(13, mems, qbuf ? 8 : 4, bufs, a.bi), nbuf = qbuf ? (nb > 4 ? 8 : 4) : nb > 2 ? 4 : 2;
+    static const char *const form[] = {"", "q", "i"};
+    char name[20], label[64]; /* mv1x_r1 .. _r8, packed: mv1x_r2_b2, mv1xq_r2_b8, mv1xi_r2_b4, ... */
+    snprintf(name, sizeof name, nb ? "mv1x%s_r%d_b%d" : "mv1x%s_r%d", form[q8], R, nbuf);
     mv1_label(p, R, q8, label, sizeof label);
     cl_kernel k;
     ct_status s = ocl_kernel(dev, OCL_MV1_PROGRAM, name, &k);

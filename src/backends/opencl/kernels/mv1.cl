@@ -412,11 +412,110 @@ inline float q6_k_dotq(q6k_w w, const mv1_xq *x)
     return w.d * dot(convert_float4(w.sc) * x->d, convert_float4(t));
 }
 
-/* What mv1x's body reads x through: the f32 form (V empty) and the bytes (V = q). */
+/* ---- x as bytes made in the work-item: mv1xi_r* ----
+ * The same bytes as mv1_q8x's, rounded by each work-item from the f32 x it loads, so that
+ * no quantizing launch comes first (a launch costs the H200 ~3.4 us of device time and
+ * the host ~6-8 of enqueue, however little it does). A 32-block of x is split between the
+ * aligned 2 (Q4_K chunks: a half each) or 4 (Q6_K: 8 values each) work-items whose chunks
+ * share it, so the block's max |x| is theirs together: NVIDIA's compiler takes a butterfly
+ * shuffle among them (their loop trip counts are equal: K is a multiple of 256, so the
+ * active mask always holds the whole group); elsewhere each work-item reads the rest of
+ * the block again. The max is exact, so both give mv1_q8x's scale and bytes; only the
+ * norm's sum of squares is added in another order. */
+#if defined(cl_nv_pragma_unroll) && !defined(MV1_NO_SHFL)
+inline float mv1i_lanemax(float v, int n)
+{
+    uint m;
+    asm volatile("activemask.b32 %0;" : "=r"(m));
+    for (int o = 1; o < n; o <<= 1) {
+        float t;
+        asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, %3;" : "=f"(t) : "f"(v), "r"(o), "r"(m));
+        v = fmax(v, t);
+    }
+    return v;
+}
+#define MV1I_BLOCKMAX(v, n, x, gam, i0) mv1i_lanemax(v, n)
+#else
+/* max |x gam| over the 32 values from i0 */
+inline float mv1i_blockmax(global const float *x, global const float *gam, long i0)
+{
+    float m = 0.0f;
+    for (int i = 0; i < 8; i++) {
+        float4 v = vload4(0, x + i0 + 4 * i);
+        if (gam) v *= vload4(0, gam + i0 + 4 * i);
+        v = fabs(v);
+        m = fmax(m, fmax(fmax(v.x, v.y), fmax(v.z, v.w)));
+    }
+    return m;
+}
+#define MV1I_BLOCKMAX(v, n, x, gam, i0) mv1i_blockmax(x, gam, i0)
+#endif
+
+inline float amax4(float4 v)
+{
+    v = fabs(v);
+    return fmax(fmax(v.x, v.y), fmax(v.z, v.w));
+}
+
+/* rint(v * id) as 4 signed bytes, |v * id| <= 127 by the scale: 1.5 * 2^23 added puts the
+ * integer, rounded to nearest even as convert_char_rte would, in the low mantissa bits,
+ * whose low byte is the byte (the constant's low 22 bits are zero). A float-to-int
+ * conversion issues at a quarter of the FMA rate on NVIDIA GPUs, and every work-item
+ * rounds its x for each of its rows' work-group again: with conversions the product took
+ * longer than with f32 x. Contraction stays off so that the product is rounded to f32
+ * first, as mv1_q8x rounds it. */
+inline int q8i(float4 v, float id)
+{
+#pragma OPENCL FP_CONTRACT OFF
+    float4 p = v * id;
+    uint4 u = as_uint4(p + (float4)(12582912.0f));
+    return (int)((u.x & 255u) | ((u.y & 255u) << 8) | ((u.z & 255u) << 16) | (u.w << 24));
+}
+
+inline float inv_or0(float d) { return d > 0.0f ? 1.0f / d : 0.0f; }
+
+/* x of chunk c of block b in mv1xq's form, from f32 x (times gam); *ss as mv1_load_x. */
+inline void mv1i_load_x(int f, global const float *x, global const float *gam, long b, int c, mv1_xq *o, float *ss)
+{
+    mv1_x v;
+    mv1_load_x(f, x, gam, b, c, &v, ss);
+    if (f == 0) {
+        int j = 2 * (c / 2);
+        long i0 = b * 256 + 32 * j;
+        float ma = fmax(fmax(amax4(v.v[0]), amax4(v.v[1])), fmax(amax4(v.v[2]), amax4(v.v[3])));
+        float mb = fmax(fmax(amax4(v.v[4]), amax4(v.v[5])), fmax(amax4(v.v[6]), amax4(v.v[7])));
+        float da = MV1I_BLOCKMAX(ma, 2, x, gam, i0) / 127.0f, db = MV1I_BLOCKMAX(mb, 2, x, gam, i0 + 32) / 127.0f;
+        float ia = inv_or0(da), ib = inv_or0(db);
+        o->a = (int4)(q8i(v.v[0], ia), q8i(v.v[1], ia), q8i(v.v[2], ia), q8i(v.v[3], ia));
+        o->b = (int4)(q8i(v.v[4], ib), q8i(v.v[5], ib), q8i(v.v[6], ib), q8i(v.v[7], ib));
+        int sa = ones4(o->a.x) + ones4(o->a.y) + ones4(o->a.z) + ones4(o->a.w);
+        int sb = ones4(o->b.x) + ones4(o->b.y) + ones4(o->b.z) + ones4(o->b.w);
+        o->d = (float4)(da, db, da * (float)sa, db * (float)sb);
+    } else {
+        long i0 = b * 256 + 128 * (c / 4);
+        float d[4];
+        int q[8];
+        for (int s = 0; s < 4; s++) {
+            float m = fmax(amax4(v.v[2 * s]), amax4(v.v[2 * s + 1]));
+            d[s] = MV1I_BLOCKMAX(m, 4, x, gam, i0 + 32 * s) / 127.0f;
+            float id = inv_or0(d[s]);
+            q[2 * s] = q8i(v.v[2 * s], id), q[2 * s + 1] = q8i(v.v[2 * s + 1], id);
+        }
+        o->a = (int4)(q[0], q[1], q[2], q[3]), o->b = (int4)(q[4], q[5], q[6], q[7]);
+        o->d = (float4)(d[0], d[1], d[2], d[3]);
+        o->s = (int4)(ones4(q[0]) + ones4(q[1]), ones4(q[2]) + ones4(q[3]), ones4(q[4]) + ones4(q[5]),
+                      ones4(q[6]) + ones4(q[7]));
+    }
+}
+
+/* What mv1x's body reads x through: the f32 form (V empty), the bytes of mv1_q8x (V = q)
+ * and the bytes made in the work-item (V = i). */
 #define MV1_XT mv1_x
 #define MV1_XTq mv1_xq
 #define MV1_LOADX(f, b, c, o, ss) mv1_load_x(f, x, gam, b, c, o, ss)
 #define MV1_LOADXq(f, b, c, o, ss) mv1q_load_x(f, xq, K, b, c, o, ss)
+#define MV1_XTi mv1_xq
+#define MV1_LOADXi(f, b, c, o, ss) mv1i_load_x(f, x, gam, b, c, o, ss)
 
 /* mv1x_r*'s scalars in one argument (mv1_args in quant_mv1.c, the same layout: 8-byte
  * fields, then 4-byte ones): NVIDIA's enqueue costs more with every argument, and a
@@ -450,6 +549,10 @@ typedef struct {
 #define MV1_DOT4Uq(r, A) acc[(A) + (r)] += q4_k_dotq(wv4[(A) + (r)], c, &xs);
 #define MV1_DOT6q(r, A) acc[r] += q6_k_dotq(wv6[r], &xs);
 #define MV1_DOT6Uq(r, A) acc[(A) + (r)] += q6_k_dotq(wv6[(A) + (r)], &xs);
+#define MV1_DOT4i MV1_DOT4q
+#define MV1_DOT4Ui MV1_DOT4Uq
+#define MV1_DOT6i MV1_DOT6q
+#define MV1_DOT6Ui MV1_DOT6Uq
 
 /* One launch for what the step planner (capture.c) fused, or a plain one-row linear.
  * Work-groups take R rows of weight 0, then of weight 1, then of weight 2 (nseg of them,
@@ -577,14 +680,17 @@ typedef struct {
     }
 
 /* f32 x: every operand, or 2 or 4 distinct buffers; x's bytes (one buffer more): every
- * operand, or 4 or 8. */
+ * operand, or 4 or 8; bytes made in the work-item: as f32 x. */
 #define MV1X_ALL(R)                                                                                         \
     MV1X_KERNEL(R, )                                                                                        \
     MV1X_PACKED(R, , 2)                                                                                     \
     MV1X_PACKED(R, , 4)                                                                                     \
     MV1X_KERNEL(R, q)                                                                                       \
     MV1X_PACKED(R, q, 4)                                                                                    \
-    MV1X_PACKED(R, q, 8)
+    MV1X_PACKED(R, q, 8)                                                                                    \
+    MV1X_KERNEL(R, i)                                                                                       \
+    MV1X_PACKED(R, i, 2)                                                                                    \
+    MV1X_PACKED(R, i, 4)
 
 MV1X_ALL(1)
 MV1X_ALL(2)
