@@ -76,16 +76,20 @@ static void dot_q5_1(int64_t n, float *s, const void *vw, const void *va)
     *s = acc;
 }
 
+/* One block's signed quants against the activation's (Q8_0 and Q8_1 weights alike). */
+static int dot_i8_block(const int8_t *w, const int8_t *a)
+{
+    int sum = 0;
+    for (int j = 0; j < QK; j++) sum += w[j] * a[j];
+    return sum;
+}
+
 static void dot_q8_0(int64_t n, float *s, const void *vw, const void *va)
 {
     const blk_q8_0 *w = vw;
     const blk_q8_0 *a = va;
     float acc = 0.f;
-    for (int64_t i = 0; i < n / QK; i++) {
-        int sum = 0;
-        for (int j = 0; j < QK; j++) sum += w[i].qs[j] * a[i].qs[j];
-        acc += qf16(w[i].d) * qf16(a[i].d) * (float)sum;
-    }
+    for (int64_t i = 0; i < n / QK; i++) acc += qf16(w[i].d) * qf16(a[i].d) * (float)dot_i8_block(w[i].qs, a[i].qs);
     *s = acc;
 }
 
@@ -94,11 +98,7 @@ static void dot_q8_1(int64_t n, float *s, const void *vw, const void *va)
     const blk_q8_1 *w = vw;
     const blk_q8_1 *a = va;
     float acc = 0.f;
-    for (int64_t i = 0; i < n / QK; i++) {
-        int sum = 0;
-        for (int j = 0; j < QK; j++) sum += w[i].qs[j] * a[i].qs[j];
-        acc += qf16(w[i].d) * qf16(a[i].d) * (float)sum;
-    }
+    for (int64_t i = 0; i < n / QK; i++) acc += qf16(w[i].d) * qf16(a[i].d) * (float)dot_i8_block(w[i].qs, a[i].qs);
     *s = acc;
 }
 
