@@ -167,6 +167,9 @@ static int q8_form(const mv1_plan *p, int64_t n)
     return p->gated || n >= MV1_BIG_N ? Q8_LAUNCH : Q8_INLINE;
 }
 
+/* The kernels' names per x form: mv1x (f32), mv1xq (bytes of a launch), mv1xi (made inline). */
+static const char *q8_suffix(int q8) { return q8 == Q8_LAUNCH ? "q" : q8 == Q8_INLINE ? "i" : ""; }
+
 /* rows: the weight rows the launch reads; n: its output rows (gate and up: one of them) */
 static int q8_wanted(const ct_device *dev, const mv1_plan *p, int64_t rows, int64_t K, int64_t n)
 {
@@ -208,7 +211,7 @@ static ct_status q8_x(ct_device *dev, cl_mem xm, cl_ulong xo, cl_mem gm, cl_ulon
  * decode step gets a row of its own, e.g. "mv1x_r4 norm gate+up q4k 5632x2048". */
 static void mv1_label(const mv1_plan *p, int R, int q8, char *buf, size_t n)
 {
-    int len = snprintf(buf, n, "mv1x%s_r%d%s%s", q8 == Q8_LAUNCH ? "q" : q8 ? "i" : "", R, p->norm ? " norm" : "",
+    int len = snprintf(buf, n, "mv1x%s_r%d%s%s", q8_suffix(q8), R, p->norm ? " norm" : "",
                        p->gated ? " gate+up" : p->tail ? " +add" : p->nseg > 1 ? " multi" : "");
     for (int i = 0; i < p->nseg && len > 0 && (size_t)len < n; i++) {
         const ct_tensor *w = p->lin[i]->src[1];
@@ -288,9 +291,8 @@ static ct_status mv1_launch(ct_device *dev, const mv1_plan *p, bool *packed)
     /* the packed forms: f32 x (and bytes made inline) _b2 and _b4, bytes of a launch _b4 and _b8 */
     bool qbuf = q8 == Q8_LAUNCH;
     int nb = ocl_pack_bufs(13, mems, qbuf ? 8 : 4, bufs, a.bi), nbuf = qbuf ? (nb > 4 ? 8 : 4) : nb > 2 ? 4 : 2;
-    static const char *const form[] = {"", "q", "i"};
     char name[20], label[64]; /* mv1x_r1 .. _r8, packed: mv1x_r2_b2, mv1xq_r2_b8, mv1xi_r2_b4, ... */
-    snprintf(name, sizeof name, nb ? "mv1x%s_r%d_b%d" : "mv1x%s_r%d", form[q8], R, nbuf);
+    snprintf(name, sizeof name, nb ? "mv1x%s_r%d_b%d" : "mv1x%s_r%d", q8_suffix(q8), R, nbuf);
     mv1_label(p, R, q8, label, sizeof label);
     cl_kernel k;
     ct_status s = ocl_kernel(dev, OCL_MV1_PROGRAM, name, &k);

@@ -324,6 +324,16 @@ inline int dp4(uint a, int b, int c)
 }
 #endif
 
+/* max |v|, and the reciprocal of a block scale (0 for a block of zeros): the byte forms'
+ * rounding, whichever kernel makes the bytes (mv1_q8x, mv1i_load_x) */
+inline float amax4(float4 v)
+{
+    v = fabs(v);
+    return fmax(fmax(v.x, v.y), fmax(v.z, v.w));
+}
+
+inline float inv_or0(float d) { return d > 0.0f ? 1.0f / d : 0.0f; }
+
 /* x (times gam when has_gam) of K as bytes for the q8 forms, at q: per 32-block b the bytes
  * rint(x / d) at q + 32 b with d = max |x| / 127, and (d, the sum of the raw x squared: the
  * norm's share of the block) at q + K + 8 b. 8 work-items a block, 4 values each. */
@@ -337,12 +347,11 @@ kernel void mv1_q8x(global const uchar *xb, ulong xoff, global const uchar *gmb,
     local float *rm = red, *rs = red + get_local_size(0);
     rs[lid] = dot(v, v);
     if (has_gam && live) v *= vload4(e, (global const float *)(gmb + gmoff));
-    float4 av = fabs(v);
-    rm[lid] = fmax(fmax(av.x, av.y), fmax(av.z, av.w));
+    rm[lid] = amax4(v);
     barrier(CLK_LOCAL_MEM_FENCE);
     float m = 0.0f, ss = 0.0f;
     for (int i = 0; i < 8; i++) m = fmax(m, rm[g0 + i]), ss += rs[g0 + i];
-    float d = m / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
+    float d = m / 127.0f, id = inv_or0(d);
     if (!live) return;
     vstore4(convert_char4_sat_rte(v * id), e, (global char *)(qb + qoff));
     if (lid == g0) vstore2((float2)(d, ss), e / 8, (global float *)(qb + qoff + K));
@@ -443,19 +452,12 @@ inline float mv1i_blockmax(global const float *x, global const float *gam, long 
     for (int i = 0; i < 8; i++) {
         float4 v = vload4(0, x + i0 + 4 * i);
         if (gam) v *= vload4(0, gam + i0 + 4 * i);
-        v = fabs(v);
-        m = fmax(m, fmax(fmax(v.x, v.y), fmax(v.z, v.w)));
+        m = fmax(m, amax4(v));
     }
     return m;
 }
 #define MV1I_BLOCKMAX(v, n, x, gam, i0) mv1i_blockmax(x, gam, i0)
 #endif
-
-inline float amax4(float4 v)
-{
-    v = fabs(v);
-    return fmax(fmax(v.x, v.y), fmax(v.z, v.w));
-}
 
 /* rint(v * id) as 4 signed bytes, |v * id| <= 127 by the scale: 1.5 * 2^23 added puts the
  * integer, rounded to nearest even as convert_char_rte would, in the low mantissa bits,
@@ -471,8 +473,6 @@ inline int q8i(float4 v, float id)
     uint4 u = as_uint4(p + (float4)(12582912.0f));
     return (int)((u.x & 255u) | ((u.y & 255u) << 8) | ((u.z & 255u) << 16) | (u.w << 24));
 }
-
-inline float inv_or0(float d) { return d > 0.0f ? 1.0f / d : 0.0f; }
 
 /* x of chunk c of block b in mv1xq's form, from f32 x (times gam); *ss as mv1_load_x. */
 inline void mv1i_load_x(int f, global const float *x, global const float *gam, long b, int c, mv1_xq *o, float *ss)
