@@ -424,6 +424,12 @@ static ct_status place_one(place_state *p, const ct_tensor *t, bool to_dev)
     }
     if (!to_dev || p->full || p->on_host_only) {
         s = touch_host(t);
+        /* on the CPU alone the CPU's own layouts of a matrix (decode repacks, dense copies)
+         * are made now too, not by the first token (on the 2-core machine a TinyLlama-shaped
+         * Q5_K_M's first decode step took 1.1 s of repacking against 16 ms); an embedding
+         * that is only looked up has none worth making */
+        bool lookup_only = t == p->m->tok_embd && !p->m->tied_output;
+        if (s == CT_OK && p->on_host_only && !lookup_only) s = ct_tensor_place(t, "cpu");
         /* on a chain with a GPU, a host weight keeps its ops on the host; on the CPU alone an
          * earlier placement (on a device since lost) is dropped */
         if (s == CT_OK) s = ct_tensor_place(t, p->on_host_only ? NULL : "cpu");
