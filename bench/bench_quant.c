@@ -311,9 +311,11 @@ int main(int argc, char **argv)
                 fprintf(stderr, "not a block format: %s\n", argv[i + 2]);
                 return 2;
             }
-            /* a Gemma 3 270M FFN matrix (K = 640, not a multiple of 256) and a TinyLlama one */
+            /* a Gemma 3 270M FFN matrix (K = 640, not a multiple of 256), TinyLlama's q/o and its
+             * down projection (K = 5632: a panel of 16 rows no longer fits L1) */
             if (ct_dtype_block_size(t) == 32) rc |= bench_panel(t, 2048, 640);
             rc |= bench_panel(t, 2048, 2048);
+            rc |= bench_panel(t, 2048, 5632);
         }
         return rc;
     }

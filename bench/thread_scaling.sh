@@ -27,15 +27,20 @@ for t in $TYPES; do
   [ "$t" = F16 ] || [ -f "$W/$t.gguf" ] || "$B/tools/ctorch" quantize -t "$(nproc)" "$W/F16.gguf" "$W/$t.gguf" "$t" >&2
 done
 lb_run() { CUDA_VISIBLE_DEVICES= LD_LIBRARY_PATH="$(dirname "$LB")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$LB" -ngl 0 "$@"; }
+# A short run of every file first: a quantized file can reach code an F16 one does not
+# (AMX repacks), so any of them may be the one that dies.
 if [ -n "$LB" ]; then
-  lb_run -m "$W/F16.gguf" -p 8 -n 0 -r 1 -t 2 > /dev/null 2>&1
-  if [ $? -eq 132 ] && [ -f "$(dirname "$LB")/libggml-cpu-sapphirerapids.so" ]; then
+  for m in $TYPES; do
+    f="$W/$m.gguf"; case $m in *.gguf) f=$m ;; esac
+    lb_run -m "$f" -p 8 -n 0 -r 1 -t 2 > /dev/null 2>&1
+    [ $? -eq 132 ] && [ -f "$(dirname "$LB")/libggml-cpu-sapphirerapids.so" ] || continue
     copy=$(mktemp -d)
     trap 'rm -rf "$copy"' EXIT
     cp -a "$(dirname "$LB")/." "$copy/" && rm -f "$copy/libggml-cpu-sapphirerapids.so"
     LB="$copy/$(basename "$LB")"
-    echo "llama-bench died with SIGILL: running it without its sapphirerapids CPU variant ($copy)" >&2
-  fi
+    echo "llama-bench died with SIGILL on $f: running it without its sapphirerapids CPU variant ($copy)" >&2
+    break
+  done
 fi
 # the t/s of test $2 (pp128, tg64) in a markdown table $1: ctorch's column 8, llama-bench's last but one
 col() { echo "$1" | awk -F'|' -v t="$2" '$0 ~ t {n = split($(NF - 1), a, " "); print a[1]; exit}'; }
