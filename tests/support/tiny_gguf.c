@@ -67,12 +67,10 @@ static void add_word_vocab(gguf_writer *w, int n)
     th_llama_vocab(w, toks, scores, types, n, 1, 2, 0);
 }
 
-llm_model *th_tiny_llama(const char *file, const char *name, uint64_t seed, const th_llama_shape *s, int vocab,
-                         int head_dim)
+bool th_tiny_llama_file(const char *path, const char *name, uint64_t seed, const th_llama_shape *s, int vocab,
+                        int head_dim)
 {
-    if (vocab > TH_TINY_MAX_VOCAB || s->layers > 16) return NULL;
-    char path[512];
-    th_tmp_path(path, sizeof path, file);
+    if (vocab > TH_TINY_MAX_VOCAB || s->layers > 16) return false;
     th_rng rng = {seed};
     gguf_writer *w = gguf_writer_new();
     th_llama_hparams(w, name, s);
@@ -99,9 +97,19 @@ llm_model *th_tiny_llama(const char *file, const char *name, uint64_t seed, cons
         LW("ffn_down", E, F, -ws, ws);
 #undef LW
     }
-    CHECK_OK(gguf_writer_write(w, path));
+    ct_status st = gguf_writer_write(w, path);
+    CHECK_OK(st);
     gguf_writer_free(w);
     for (int i = 0; i < nk; i++) free(keep[i]);
+    return st == CT_OK;
+}
+
+llm_model *th_tiny_llama(const char *file, const char *name, uint64_t seed, const th_llama_shape *s, int vocab,
+                         int head_dim)
+{
+    char path[512];
+    th_tmp_path(path, sizeof path, file);
+    if (!th_tiny_llama_file(path, name, seed, s, vocab, head_dim)) return NULL;
     llm_model *m = NULL;
     CHECK_OK(llm_model_load(path, NULL, NULL, &m));
     remove(path);

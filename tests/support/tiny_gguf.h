@@ -33,5 +33,8 @@ void th_llama_vocab(gguf_writer *w, const char *const *toks, const float *scores
 struct llm_model;
 struct llm_model *th_tiny_llama(const char *file, const char *name, uint64_t seed, const th_llama_shape *s,
                                 int vocab, int head_dim);
+/* The same model's file at path, left there (false, and a failed check, on an error). */
+bool th_tiny_llama_file(const char *path, const char *name, uint64_t seed, const th_llama_shape *s, int vocab,
+                        int head_dim);
 
 #endif
