@@ -150,25 +150,32 @@ static void dot_q3_k(int64_t n, float *s, const void *vw, const void *va)
     *s = acc;
 }
 
+/* One Q4_K or Q5_K block (they share d, dmin and the 6-bit scales; qh: Q5_K's fifth bits,
+ * NULL for Q4_K) times a Q8_K block: the sub-blocks' integer sums scaled, less the mins
+ * times the activation's sub-block sums. */
+static float dot_k4_block(uint16_t d, uint16_t dmin, const uint8_t *scales, const uint8_t *qs, const uint8_t *qh,
+                          const blk_q8_k *a)
+{
+    uint8_t sm[16];
+    quant_k4_unpack(scales, sm);
+    int sum = 0, msum = 0;
+    for (int j = 0; j < 8; j++) {
+        const uint8_t *q = qs + 32 * (j / 2);
+        const int8_t *y = a->qs + 32 * j;
+        int shift = 4 * (j & 1), gs = 0;
+        for (int l = 0; l < 32; l++) gs += (((q[l] >> shift) & 0xF) | (qh ? ((qh[l] >> j) & 1) << 4 : 0)) * y[l];
+        sum += sm[j] * gs;
+        msum += sm[8 + j] * (a->bsums[2 * j] + a->bsums[2 * j + 1]);
+    }
+    return a->d * (qf16(d) * (float)sum - qf16(dmin) * (float)msum);
+}
+
 static void dot_q4_k(int64_t n, float *s, const void *vw, const void *va)
 {
     const blk_q4_k *w = vw;
     const blk_q8_k *a = va;
     float acc = 0.f;
-    for (int64_t i = 0; i < n / QKK; i++) {
-        uint8_t sm[16];
-        quant_k4_unpack(w[i].scales, sm);
-        int sum = 0, msum = 0;
-        for (int j = 0; j < 8; j++) {
-            const uint8_t *q = w[i].qs + 32 * (j / 2);
-            const int8_t *y = a[i].qs + 32 * j;
-            int shift = 4 * (j & 1), gs = 0;
-            for (int l = 0; l < 32; l++) gs += ((q[l] >> shift) & 0xF) * y[l];
-            sum += sm[j] * gs;
-            msum += sm[8 + j] * (a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
-        }
-        acc += a[i].d * (qf16(w[i].d) * (float)sum - qf16(w[i].dmin) * (float)msum);
-    }
+    for (int64_t i = 0; i < n / QKK; i++) acc += dot_k4_block(w[i].d, w[i].dmin, w[i].scales, w[i].qs, NULL, &a[i]);
     *s = acc;
 }
 
@@ -177,20 +184,7 @@ static void dot_q5_k(int64_t n, float *s, const void *vw, const void *va)
     const blk_q5_k *w = vw;
     const blk_q8_k *a = va;
     float acc = 0.f;
-    for (int64_t i = 0; i < n / QKK; i++) {
-        uint8_t sm[16];
-        quant_k4_unpack(w[i].scales, sm);
-        int sum = 0, msum = 0;
-        for (int j = 0; j < 8; j++) {
-            const uint8_t *q = w[i].qs + 32 * (j / 2);
-            const int8_t *y = a[i].qs + 32 * j;
-            int shift = 4 * (j & 1), gs = 0;
-            for (int l = 0; l < 32; l++) gs += (((q[l] >> shift) & 0xF) | (((w[i].qh[l] >> j) & 1) << 4)) * y[l];
-            sum += sm[j] * gs;
-            msum += sm[8 + j] * (a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
-        }
-        acc += a[i].d * (qf16(w[i].d) * (float)sum - qf16(w[i].dmin) * (float)msum);
-    }
+    for (int64_t i = 0; i < n / QKK; i++) acc += dot_k4_block(w[i].d, w[i].dmin, w[i].scales, w[i].qs, w[i].qh, &a[i]);
     *s = acc;
 }
 
