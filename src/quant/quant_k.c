@@ -244,21 +244,30 @@ void quant_deq_q2_k(const void *src, float *y, int64_t nb)
 
 /* ---- Q3_K ---- */
 
+/* The 16 groups' scales of a Q3_K (q3) or Q6_K block, their searches filling L, and the
+ * scale of the largest magnitude (*amax: that magnitude; the first of equals wins). */
+static float k16_group_scales(const float *x, bool q3, float *scales, int8_t *L, float *amax)
+{
+    float max_scale = 0.f;
+    *amax = 0.f;
+    for (int j = 0; j < 16; j++) {
+        scales[j] = q3 ? search_q3(16, 4, x + 16 * j, L + 16 * j) : search_sym(16, 32, x + 16 * j, L + 16 * j);
+        float a = fabsf(scales[j]);
+        if (a > *amax) {
+            *amax = a;
+            max_scale = scales[j];
+        }
+    }
+    return max_scale;
+}
+
 void quant_ref_q3_k(const float *x, void *dst, int64_t nb)
 {
     blk_q3_k *y = dst;
     int8_t L[QKK];
     float scales[16];
     for (int64_t i = 0; i < nb; i++, y++, x += QKK) {
-        float max_scale = 0.f, amax = 0.f;
-        for (int j = 0; j < 16; j++) {
-            scales[j] = search_q3(16, 4, x + 16 * j, L + 16 * j);
-            float a = fabsf(scales[j]);
-            if (a > amax) {
-                amax = a;
-                max_scale = scales[j];
-            }
-        }
+        float amax, max_scale = k16_group_scales(x, true, scales, L, &amax);
         memset(y->scales, 0, 12);
         if (max_scale != 0.f) {
             float iscale = -32.f / max_scale;
@@ -431,15 +440,7 @@ void quant_ref_q6_k(const float *x, void *dst, int64_t nb)
     int8_t L[QKK];
     float scales[16];
     for (int64_t i = 0; i < nb; i++, y++, x += QKK) {
-        float max_scale = 0.f, max_abs = 0.f;
-        for (int g = 0; g < 16; g++) {
-            scales[g] = search_sym(16, 32, x + 16 * g, L + 16 * g);
-            float a = fabsf(scales[g]);
-            if (a > max_abs) {
-                max_abs = a;
-                max_scale = scales[g];
-            }
-        }
+        float max_abs, max_scale = k16_group_scales(x, false, scales, L, &max_abs);
         if (max_abs < GROUP_EPS) {
             memset(y, 0, sizeof *y);
             continue;
