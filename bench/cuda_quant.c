@@ -13,8 +13,9 @@
  *
  * Before those: the fused decode jobs (bench_fused), every format alone and the decode
  * step's jobs (qkv, gated gate/up, down, o, the output projection; Q4_K_M's and f16's;
- * with the job's own norm, and x quantized by the run: x staged by the job kernel, or with
- * CTORCH_CUDA_MVSTAGE=0 the separate norm / quantize kernels first), GB/s of weight bytes.
+ * with the job's own norm, and x quantized by the run: the separate norm / quantize kernels
+ * first, or with CTORCH_CUDA_MVSTAGE=float|norm|all x staged by the job kernel), GB/s of
+ * weight bytes.
  *
  * usage: [CTORCH_BENCH_JOB=SUBSTR] [CTORCH_BENCH_COPIES=N] ctorch-bench-cuda-quant [--quick] [--fused | --jobs]
  * (--fused: the fused kernel only; --jobs: its decode-step jobs only; CTORCH_BENCH_JOB:

@@ -43,9 +43,11 @@
  * (the x loads queue behind the prefetches, then a block-wide reduction). Jobs (--jobs,
  * staged vs separate): norm + qkv Q4_K 8.07 vs 7.91 us, norm + gate/up Q4_K 12.20 vs 12.57,
  * down Q6_K with x quantized 12.99 vs 9.27 (its kernel needs 80 registers staged: one
- * block less per SM, and a coarser split). So by default only a norm whose output only float
- * weights read is staged (no q8 form: the f32 copy); CTORCH_CUDA_MVSTAGE=norm / all stage
- * more, =0 nothing. Session 22 staged the norm in the one-format Q4_K / Q6_K kernels too (a
+ * block less per SM, and a coarser split). Until session 28 a norm whose output only float
+ * weights read was staged by default (no q8 form: the f32 copy, CTORCH_CUDA_MVSTAGE=float);
+ * on the H200 the separate kernels measured faster there too, TinyLlama-shaped F16 tg128
+ * 933 / 956 / 954 against 908 / 909 / 910 t/s (three rounds alternated in one call), so by
+ * default nothing is staged; =float / norm / all stage more. Session 22 staged the norm in the one-format Q4_K / Q6_K kernels too (a
  * grid of one wave, stage_x before the dots; not kept): on the H200 norm + gate/up 9.32 ->
  * 10.88 us, norm + q/k/v 5.54 -> 7.69, TinyLlama Q4_K_M tg128 1,399 / 1,437 -> 1,049 / 1,073
  * t/s (the staged gate/up 13.4 us a layer in the step against 7.2 + 2.2 for job and norm). */

@@ -37,7 +37,7 @@ struct DevFacts {
     bool seg;  /* Q6_K jobs through seg_dot (CTORCH_CUDA_MVSEG=0: the chunk path) */
     bool wave; /* grid capped at one wave, blocks looping (CTORCH_CUDA_MVGRID=wave) */
     /* Which jobs make x (its norm, its q8 form) in the job kernel (CTORCH_CUDA_MVSTAGE): 0
-     * none (separate kernels), 1 (float, the default) a norm read by float weights only, 2
+     * (the default) none: separate kernels, 1 (float) a norm read by float weights only, 2
      * (norm) every job with a norm, 3 (all) also x's q8 form of a job without one. */
     int stage;
     bool q4k; /* all-Q4_K jobs through their own kernel (CTORCH_CUDA_MVQ4K=0: the generic one) */
@@ -65,7 +65,7 @@ inline const DevFacts &dev_facts()
         const char *gw = getenv("CTORCH_CUDA_MVGRID");
         f.wave = gw && gw[0] == 'w';
         const char *st = getenv("CTORCH_CUDA_MVSTAGE");
-        f.stage = !st || st[0] == 'f' ? 1 : st[0] == '0' ? 0 : st[0] == 'n' ? 2 : 3;
+        f.stage = !st || st[0] == '0' ? 0 : st[0] == 'f' ? 1 : st[0] == 'n' ? 2 : 3;
         const char *q4 = getenv("CTORCH_CUDA_MVQ4K");
         f.q4k = !(q4 && q4[0] == '0');
         const char *fm = getenv("CTORCH_CUDA_MVFMA");
