@@ -35,7 +35,7 @@ struct DevFacts {
     bool pdl;
     size_t l2;
     bool seg;  /* Q6_K jobs through seg_dot (CTORCH_CUDA_MVSEG=0: the chunk path) */
-    bool wave; /* grid capped at one wave, blocks looping (CTORCH_CUDA_MVGRID=wave) */
+    bool wave; /* grid capped at one wave, blocks looping (CTORCH_CUDA_MVGRID=unit: a block a unit) */
     /* Which jobs make x (its norm, its q8 form) in the job kernel (CTORCH_CUDA_MVSTAGE): 0
      * (the default) none: separate kernels, 1 (float) a norm read by float weights only, 2
      * (norm) every job with a norm, 3 (all) also x's q8 form of a job without one. */
@@ -63,7 +63,7 @@ inline const DevFacts &dev_facts()
         const char *sg = getenv("CTORCH_CUDA_MVSEG");
         f.seg = !(sg && sg[0] == '0');
         const char *gw = getenv("CTORCH_CUDA_MVGRID");
-        f.wave = gw && gw[0] == 'w';
+        f.wave = !(gw && gw[0] == 'u');
         const char *st = getenv("CTORCH_CUDA_MVSTAGE");
         f.stage = !st || st[0] == '0' ? 0 : st[0] == 'f' ? 1 : st[0] == 'n' ? 2 : 3;
         const char *q4 = getenv("CTORCH_CUDA_MVQ4K");
@@ -654,8 +654,8 @@ __device__ __forceinline__ void rope_epilogue(const FuArgs &a, int pi, int64_t n
     __syncthreads(); /* rs.v is free for the next unit */
 }
 
-/* Blocks take units of R rows (a block per unit, or with CTORCH_CUDA_MVGRID=wave a grid of at
- * most one wave looping over them): first every warp asks L2 for all its rows (the
+/* Blocks take units of R rows (a grid of at most one wave looping over them, or with
+ * CTORCH_CUDA_MVGRID=unit a block per unit): first every warp asks L2 for all its rows (the
  * prefetch, before waiting on the predecessor), then computes them. */
 /* The specialised job kernels' body (quant_fused_q4k.cu, quant_fused_q6k.cu; RP: the
  * kernel that takes the rope epilogue, a variant of its own since the epilogue's registers
@@ -826,9 +826,14 @@ template <int M, bool GLU, bool SEG, bool XS> void launch_kern(FuArgs &a, int64_
         u += (unsigned)((a.p[i].N + R - 1) / R);
     }
     a.first_unit[a.n_parts] = u;
-    /* every unit its block: the hardware hands out the units as blocks finish (a one-wave
-     * grid looping over them ends with a tail of blocks that take one more unit) */
-    /* a staging block pays its prologue once: at most one wave of them */
+    /* at most one wave of blocks looping over the units (a staging block pays its prologue
+     * once). A block a unit (CTORCH_CUDA_MVGRID=unit, the hardware handing out units as
+     * blocks finish) was the default until session 28; on the H200 the one-wave grid
+     * measured faster for F16 decode, TinyLlama-shaped tg128 987 / 972 against 959, 956 /
+     * 942, 944 t/s, with Q4_K_M unchanged (1,422 / 1,436 against 1,427, 1,422 / 1,439,
+     * 1,429: its Q4_K and Q6_K jobs have kernels of their own); in another call F16 983 /
+     * 983 against 948 / 956, Q5_K_M 978 / 977 against 968 / 949, Q6_K 1,133 / 1,161 against
+     * 1,120 / 1,164, Q8_0 940 / 940 against 964 / 942 */
     unsigned grid = (int64_t)u < resident_blocks || !(XS || dev_facts().wave) ? u : (unsigned)resident_blocks;
     launch_smem(job_kernel<M, GLU, SEG, XS>, grid, smem, st, a);
 }
