@@ -47,10 +47,11 @@
  * weights read was staged by default (no q8 form: the f32 copy, CTORCH_CUDA_MVSTAGE=float);
  * on the H200 the separate kernels measured faster there too, TinyLlama-shaped F16 tg128
  * 933 / 956 / 954 against 908 / 909 / 910 t/s (three rounds alternated in one call), so by
- * default nothing is staged; =float / norm / all stage more. Session 22 staged the norm in the one-format Q4_K / Q6_K kernels too (a
- * grid of one wave, stage_x before the dots; not kept): on the H200 norm + gate/up 9.32 ->
- * 10.88 us, norm + q/k/v 5.54 -> 7.69, TinyLlama Q4_K_M tg128 1,399 / 1,437 -> 1,049 / 1,073
- * t/s (the staged gate/up 13.4 us a layer in the step against 7.2 + 2.2 for job and norm). */
+ * default nothing is staged; =float / norm / all stage more. Session 22 staged the norm in
+ * the one-format Q4_K / Q6_K kernels too (a grid of one wave, stage_x before the dots; not
+ * kept): on the H200 norm + gate/up 9.32 -> 10.88 us, norm + q/k/v 5.54 -> 7.69,
+ * TinyLlama Q4_K_M tg128 1,399 / 1,437 -> 1,049 / 1,073 t/s (the staged gate/up 13.4 us a
+ * layer in the step against 7.2 + 2.2 for job and norm). */
 #include "backends/cuda/quant_fused.cuh"
 
 namespace cufu {
