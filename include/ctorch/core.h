@@ -120,6 +120,19 @@ CT_API ct_status ct_tensor_prefetch(const ct_tensor *t, const char *device);
  * than running elsewhere (`--gpu-layers N` = placing those layers' weights). The other
  * views of the storage share the placement. NULL removes it. */
 CT_API ct_status ct_tensor_place(const ct_tensor *t, const char *device);
+/* What ct_tensor_place_ex does beyond ct_tensor_place (flags, ORed; 0 = ct_tensor_place). */
+typedef enum ct_place_flags {
+    /* the device's own layout of the weight (a decode repack, a dense copy) is not made: its
+     * ops there read the plain bytes (an embedding table that is only looked up) */
+    CT_PLACE_NO_LAYOUT = 1u << 0,
+    /* the placement (where ops follow the tensor) is left as it was: the device's layout or
+     * copy is made now, ahead of the ops that will use it */
+    CT_PLACE_KEEP_HOME = 1u << 1,
+} ct_place_flags;
+/* ct_tensor_place with flags; a NULL device (removing the placement) takes none. */
+CT_API ct_status ct_tensor_place_ex(const ct_tensor *t, const char *device, unsigned flags);
+/* The device a tensor's storage is placed on (ct_tensor_place), or NULL where none is. */
+CT_API const char *ct_tensor_placement(const ct_tensor *t);
 /* Human-readable dump (shape, dtype and up to `max_items` values) into buf. */
 CT_API const char *ct_tensor_format(const ct_tensor *t, int max_items, char *buf, size_t len);
 

@@ -16,10 +16,16 @@ ct_status ct_tensor_prefetch(const ct_tensor *t, const char *device)
     return storage_make_valid(t->st, d, NULL);
 }
 
-ct_status ct_tensor_place(const ct_tensor *t, const char *device)
+ct_status ct_tensor_place_ex(const ct_tensor *t, const char *device, unsigned flags)
 {
     ct_status s = tensor_check("ct_tensor_place", "tensor", t);
     if (s != CT_OK) return s;
+    const unsigned known = CT_PLACE_NO_LAYOUT | CT_PLACE_KEEP_HOME;
+    if (flags & ~known)
+        return core_err(CT_ERR_INVALID_ARG, "ct_tensor_place_ex: unknown flags 0x%x (known: 0x%x)", flags & ~known, known);
+    if (!device && flags)
+        return core_err(CT_ERR_INVALID_ARG, "ct_tensor_place_ex: flags 0x%x with no device (NULL removes the placement)",
+                        flags);
     s = exec_ready();
     if (s != CT_OK) return s;
     if (!device) {
@@ -31,11 +37,19 @@ ct_status ct_tensor_place(const ct_tensor *t, const char *device)
     if (!d) return core_err(CT_ERR_NOT_FOUND, "ct_tensor_place: no device '%s'", device);
     if (device_is_lost(d)) return device_lost_error(d, "ct_tensor_place");
     /* the device's own layout first: when it serves the ops, the raw bytes need not go there */
-    if (d->ops->import && (s = d->ops->import(d, t)) != CT_OK) return s;
+    if (!(flags & CT_PLACE_NO_LAYOUT) && d->ops->import && (s = d->ops->import(d, t)) != CT_OK) return s;
     if (!storage_layout_serves(t, d, -1, -1) && (s = storage_make_valid(t->st, d, NULL)) != CT_OK) return s;
+    if (flags & CT_PLACE_KEEP_HOME) return CT_OK;
     if (t->st->home != d) step_bump_placement();
     t->st->home = d;
     return CT_OK;
+}
+
+ct_status ct_tensor_place(const ct_tensor *t, const char *device) { return ct_tensor_place_ex(t, device, 0); }
+
+const char *ct_tensor_placement(const ct_tensor *t)
+{
+    return t && t->st && t->st->home ? t->st->home->info.name : NULL;
 }
 
 ct_status ct_device_sync(const char *device)

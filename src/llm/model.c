@@ -424,16 +424,20 @@ static ct_status place_one(place_state *p, const ct_tensor *t, bool to_dev)
     }
     if (!to_dev || p->full || p->on_host_only) {
         s = touch_host(t);
-        /* on the CPU alone the CPU's own layouts of a matrix (decode repacks, dense copies)
-         * are made now too, not by the first token (on the 2-core machine a TinyLlama-shaped
-         * Q5_K_M's first decode step took 1.1 s of repacking against 16 ms); an embedding
-         * that is only looked up has none worth making */
+        /* the CPU's own layouts of a matrix (decode repacks, dense copies) are made now, not
+         * by the first token (on the 2-core machine a TinyLlama-shaped Q5_K_M's first decode
+         * step took 1.1 s of repacking against 16 ms); an embedding that is only looked up
+         * has none worth making (TinyLlama Q4_K_M: a 36 MB repack nobody reads) */
         bool lookup_only = t == p->m->tok_embd && !p->m->tied_output;
-        if (s == CT_OK && p->on_host_only && !lookup_only) s = ct_tensor_place(t, "cpu");
-        /* on a chain with a GPU, a host weight keeps its ops on the host; on the CPU alone an
-         * earlier placement (on a device since lost) is dropped */
-        if (s == CT_OK) s = ct_tensor_place(t, p->on_host_only ? NULL : "cpu");
-        if (s == CT_OK && p->on_host_only) p->on_dev += ct_tensor_nbytes(t);
+        if (s == CT_OK && p->on_host_only) {
+            /* on the CPU alone nothing is placed (an earlier placement, on a device since
+             * lost, is dropped): the layouts only */
+            s = ct_tensor_place(t, NULL);
+            if (s == CT_OK && !lookup_only) s = ct_tensor_place_ex(t, "cpu", CT_PLACE_KEEP_HOME);
+            if (s == CT_OK) p->on_dev += ct_tensor_nbytes(t);
+        } else if (s == CT_OK) { /* on a chain with a GPU, a host weight keeps its ops on the host */
+            s = ct_tensor_place_ex(t, "cpu", lookup_only ? CT_PLACE_NO_LAYOUT : 0);
+        }
     }
     p->done += ct_tensor_nbytes(t);
     if (p->progress) p->progress(p->done, p->m->weight_bytes, p->ctx);

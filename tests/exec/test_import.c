@@ -1,6 +1,7 @@
 /* Per-device weight layouts: placing a weight calls the device's import hook once; the
  * layout's memory is the device's (statistics and free memory show it); the raw bytes are
- * not uploaded, at placement or at the first use; results equal the CPU's; a write to the
+ * not uploaded, at placement or at the first use; placement flags make the layout alone or
+ * the home alone; results equal the CPU's; a write to the
  * weight drops the layout (never served stale). The CPU makes its repacked Q4_K decode
  * layout at placement, so the first token does not, and keeps a quantized weight of a type
  * with no repacked layout as a dense copy (in 2 MiB pages) that gives the same bits. */
@@ -76,6 +77,42 @@ static void test_device_import(void)
     ct_tensor_free(x);
     ct_tensor_free(b);
     CHECK(xu_device_stats("test:0", &ds) && ds.layout_bytes == 0);
+}
+
+/* ct_tensor_place_ex: CT_PLACE_NO_LAYOUT homes the weight without the device's layout (the
+ * raw bytes go there instead), CT_PLACE_KEEP_HOME makes the layout without touching the home;
+ * unknown flags, and flags with no device, are errors that change nothing. */
+static void test_place_flags(void)
+{
+    xu_reset(1, "*", 0);
+    test_backend_set_import(true);
+    th_rng rng = {23};
+    int64_t ws[2] = {N, K};
+    ct_tensor *w = th_random(&rng, 2, ws, CT_F32, -1, 1);
+    ct_device_stats ds = {0};
+    uint64_t up0 = test_backend_uploaded(0);
+    CHECK(ct_tensor_placement(w) == NULL);
+    CHECK_OK(ct_tensor_place_ex(w, "test:0", CT_PLACE_NO_LAYOUT));
+    CHECK(test_backend_imports(0) == 0);
+    CHECK(test_backend_uploaded(0) - up0 == N * K * sizeof(float)); /* the raw bytes instead */
+    CHECK(xu_device_stats("test:0", &ds) && ds.layout_bytes == 0);
+    CHECK(ct_tensor_placement(w) && !strcmp(ct_tensor_placement(w), "test:0"));
+    CHECK_OK(ct_tensor_place(w, NULL));
+    CHECK(ct_tensor_placement(w) == NULL);
+
+    CHECK_OK(ct_tensor_place_ex(w, "test:0", CT_PLACE_KEEP_HOME));
+    CHECK(test_backend_imports(0) == 1);
+    CHECK(xu_device_stats("test:0", &ds) && ds.layout_bytes == N * K * sizeof(float));
+    CHECK(ct_tensor_placement(w) == NULL);
+    CHECK_OK(ct_tensor_place(w, "cpu"));
+    CHECK_OK(ct_tensor_place_ex(w, "test:0", CT_PLACE_KEEP_HOME)); /* the home stays the CPU */
+    CHECK(ct_tensor_placement(w) && !strcmp(ct_tensor_placement(w), "cpu"));
+
+    CHECK(ct_tensor_place_ex(w, "test:0", 1u << 7) == CT_ERR_INVALID_ARG);
+    CHECK(strstr(ct_last_error(), "unknown flags 0x80") != NULL);
+    CHECK(ct_tensor_place_ex(w, NULL, CT_PLACE_NO_LAYOUT) == CT_ERR_INVALID_ARG);
+    CHECK(ct_tensor_placement(w) && !strcmp(ct_tensor_placement(w), "cpu"));
+    ct_tensor_free(w);
 }
 
 /* n rows of k uniform values in [-1, 1] quantized to t (malloc'd; free it). */
@@ -194,6 +231,7 @@ int main(int argc, char **argv)
 {
     th_args(argc, argv);
     RUN(test_device_import);
+    RUN(test_place_flags);
     RUN(test_cpu_repack_at_placement);
     RUN(test_cpu_dense_copy);
     test_backend_uninstall();
