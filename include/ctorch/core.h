@@ -131,7 +131,8 @@ typedef enum ct_place_flags {
 } ct_place_flags;
 /* ct_tensor_place with flags; a NULL device (removing the placement) takes none. */
 CT_API ct_status ct_tensor_place_ex(const ct_tensor *t, const char *device, unsigned flags);
-/* The device a tensor's storage is placed on (ct_tensor_place), or NULL where none is. */
+/* The name of the device a tensor's storage is placed on (ct_tensor_place), or NULL where
+ * none is; the string lives until ct_exec_reinit or ct_exec_shutdown. */
 CT_API const char *ct_tensor_placement(const ct_tensor *t);
 /* Human-readable dump (shape, dtype and up to `max_items` values) into buf. */
 CT_API const char *ct_tensor_format(const ct_tensor *t, int max_items, char *buf, size_t len);
