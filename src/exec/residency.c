@@ -16,16 +16,16 @@ ct_status ct_tensor_prefetch(const ct_tensor *t, const char *device)
     return storage_make_valid(t->st, d, NULL);
 }
 
-ct_status ct_tensor_place_ex(const ct_tensor *t, const char *device, unsigned flags)
+/* fn: the public name the caller used, for the messages */
+static ct_status place(const char *fn, const ct_tensor *t, const char *device, unsigned flags)
 {
-    ct_status s = tensor_check("ct_tensor_place", "tensor", t);
+    ct_status s = tensor_check(fn, "tensor", t);
     if (s != CT_OK) return s;
     const unsigned known = CT_PLACE_NO_LAYOUT | CT_PLACE_KEEP_HOME;
     if (flags & ~known)
-        return core_err(CT_ERR_INVALID_ARG, "ct_tensor_place_ex: unknown flags 0x%x (known: 0x%x)", flags & ~known, known);
+        return core_err(CT_ERR_INVALID_ARG, "%s: unknown flags 0x%x (known: 0x%x)", fn, flags & ~known, known);
     if (!device && flags)
-        return core_err(CT_ERR_INVALID_ARG, "ct_tensor_place_ex: flags 0x%x with no device (NULL removes the placement)",
-                        flags);
+        return core_err(CT_ERR_INVALID_ARG, "%s: flags 0x%x with no device (NULL removes the placement)", fn, flags);
     s = exec_ready();
     if (s != CT_OK) return s;
     if (!device) {
@@ -34,8 +34,8 @@ ct_status ct_tensor_place_ex(const ct_tensor *t, const char *device, unsigned fl
         return CT_OK;
     }
     ct_device *d = exec_find_device(device);
-    if (!d) return core_err(CT_ERR_NOT_FOUND, "ct_tensor_place: no device '%s'", device);
-    if (device_is_lost(d)) return device_lost_error(d, "ct_tensor_place");
+    if (!d) return core_err(CT_ERR_NOT_FOUND, "%s: no device '%s'", fn, device);
+    if (device_is_lost(d)) return device_lost_error(d, fn);
     /* the device's own layout first: when it serves the ops, the raw bytes need not go there */
     if (!(flags & CT_PLACE_NO_LAYOUT) && d->ops->import && (s = d->ops->import(d, t)) != CT_OK) return s;
     if (!storage_layout_serves(t, d, -1, -1) && (s = storage_make_valid(t->st, d, NULL)) != CT_OK) return s;
@@ -45,7 +45,12 @@ ct_status ct_tensor_place_ex(const ct_tensor *t, const char *device, unsigned fl
     return CT_OK;
 }
 
-ct_status ct_tensor_place(const ct_tensor *t, const char *device) { return ct_tensor_place_ex(t, device, 0); }
+ct_status ct_tensor_place_ex(const ct_tensor *t, const char *device, unsigned flags)
+{
+    return place("ct_tensor_place_ex", t, device, flags);
+}
+
+ct_status ct_tensor_place(const ct_tensor *t, const char *device) { return place("ct_tensor_place", t, device, 0); }
 
 const char *ct_tensor_placement(const ct_tensor *t)
 {

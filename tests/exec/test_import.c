@@ -111,6 +111,8 @@ static void test_place_flags(void)
     CHECK(ct_tensor_place_ex(w, "test:0", 1u << 7) == CT_ERR_INVALID_ARG);
     CHECK(strstr(ct_last_error(), "unknown flags 0x80") != NULL);
     CHECK(ct_tensor_place_ex(w, NULL, CT_PLACE_NO_LAYOUT) == CT_ERR_INVALID_ARG);
+    CHECK(ct_tensor_place_ex(w, "test:9", 0) == CT_ERR_NOT_FOUND);
+    CHECK(strstr(ct_last_error(), "ct_tensor_place_ex: no device 'test:9'") != NULL);
     CHECK(ct_tensor_placement(w) && !strcmp(ct_tensor_placement(w), "cpu"));
     ct_tensor_free(w);
 }
