@@ -85,7 +85,10 @@ static void test_lookup_only_embedding(void)
     CHECK_OK(test_backend_install(1, "*"));
     llm_model *m = NULL;
     CHECK_OK(llm_model_load(g_q4_0, NULL, NULL, &m));
-    if (!m) return;
+    if (!m) {
+        test_backend_uninstall();
+        return;
+    }
     CHECK(!m->tied_output && m->tok_embd->dtype == CT_Q4_0);
     uint64_t before = cpu_layout_bytes();
     llm_placement pl;
