@@ -3,7 +3,7 @@
 #   make test   installs what is missing, builds with -Werror, runs the whole test suite
 #   make chat-demo  a short scripted conversation with SmolLM2 135M Instruct (Q4_1)
 # Other targets: build, test-sanitize (ASan+UBSan), test-clang, test-valgrind, coverage,
-# fuzz-smoke, bench, install, clean.
+# fuzz-smoke, fuzz-model, bench, install, clean.
 
 BUILD      ?= build
 SAN_BUILD  ?= build-san
@@ -30,7 +30,7 @@ PIP        := python3 -m pip
 NO_GPU     := -DCTORCH_CUDA=OFF -DCTORCH_OPENCL=OFF
 PIP_FLAGS  := $(shell $(PIP) install --help 2>/dev/null | grep -q break-system-packages && echo --break-system-packages)
 
-.PHONY: deps build demo chat-demo test test-opencl test-sanitize test-clang test-valgrind coverage fuzz-smoke bench install clean
+.PHONY: deps build demo chat-demo test test-opencl test-sanitize test-clang test-valgrind coverage fuzz-smoke fuzz-model bench install clean
 
 # apt only when something is missing, so the common case needs no root.
 deps:
@@ -121,6 +121,9 @@ coverage: deps
 
 fuzz-smoke: deps
 	@if command -v clang >/dev/null 2>&1; then bash fuzz/run.sh 60; else echo "fuzz-smoke: skipped (no clang)"; fi
+
+fuzz-model: deps
+	@if command -v clang >/dev/null 2>&1; then FUZZ=model bash fuzz/run.sh 300; else echo "fuzz-model: skipped (no clang)"; fi
 
 bench: build
 	$(BUILD)/bench/ctorch-bench-ops
