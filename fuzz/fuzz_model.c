@@ -15,9 +15,12 @@
 
 static char g_path[256];
 
+static void remove_input(void) { remove(g_path); }
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
+    atexit(remove_input); /* each input goes through this one file; none is left in /tmp */
     setenv("CTORCH_DEVICES", "cpu", 1);
     setenv("CTORCH_THREADS", "1", 1);
     setenv("CTORCH_LOG", "error", 1);
