@@ -251,7 +251,8 @@ static int bench_panel(ct_dtype t, int64_t N, int64_t K)
     uint8_t *w = malloc(wb * (size_t)N), *a = malloc(ab * PM);
     float *x = malloc(sizeof(float) * (size_t)K), *out = malloc(sizeof(float) * (size_t)(PM * N));
     int aux_n = rk && rk->aux_n > pk->aux_n ? rk->aux_n : pk->aux_n;
-    float *aux = malloc(sizeof(float) * (size_t)(PM * (K / bs) * aux_n));
+    /* AMX tiles read the aux rows as 64-byte lines */
+    float *aux = aligned_alloc(64, (sizeof(float) * (size_t)(PM * (K / bs) * aux_n) + 63) & ~(size_t)63);
     void *panel = aligned_alloc(64, ((size_t)(K / bs) * pk->block_bytes + 63) & ~(size_t)63);
     size_t kept_pb = rk ? (size_t)(K / bs) * rk->block_bytes : 0, np = (size_t)((N + QUANT_PANEL_ROWS - 1) / QUANT_PANEL_ROWS);
     uint8_t *kept = rk ? aligned_alloc(64, (kept_pb * np + 63) & ~(size_t)63) : NULL;

@@ -110,14 +110,14 @@ typedef struct quant_panel_kernels {
                  int na, float *s, size_t s_stride, int nw);
     int max_a; /* activation rows a gemm call takes at most (0: QUANT_PANEL_MAX_A) */
 } quant_panel_kernels;
-#define QUANT_PANEL_MAX_A_ANY 32 /* the largest max_a of any kernel */
+#define QUANT_PANEL_MAX_A_ANY 128 /* the largest max_a of any kernel */
 /* Activation rows one gemm call of pk takes at most. */
 static inline int quant_panel_max_a(const quant_panel_kernels *pk) { return pk->max_a ? pk->max_a : QUANT_PANEL_MAX_A; }
 /* NULL where the current level has no panel kernels for t (strides in elements for aux).
  * Like the vec dots, a level without its own panels for t hands out its parent's (AVX2's). */
 const quant_panel_kernels *quant_get_panel(ct_dtype t);
 const quant_panel_kernels *quant_get_panel_at(ct_dtype t, quant_simd level);
-/* The AMX-INT8 panels (quant_panel_amx.c: Q6_K, up to 32 activation rows a call), or NULL
+/* The AMX-INT8 panels (quant_panel_amx.c: Q4_K, Q5_K, Q6_K, up to 128 activation rows a call), or NULL
  * where the CPU or the process has no AMX (cpu_amx_usable) or t has none. quant_get_panel
  * hands them out at the AVX512_VNNI level. */
 const quant_panel_kernels *quant_get_panel_amx(ct_dtype t);

@@ -1,4 +1,4 @@
-/* Q6_K prompts on AMX-INT8 tiles (Sapphire Rapids and later).
+/* Q6_K, Q4_K and Q5_K prompts on AMX-INT8 tiles (Sapphire Rapids and later).
  *
  * A tile product (tdpb*d) sums 64 k at a time, so a scale that changes every 16 k (Q6_K's
  * sub-blocks) cannot be applied between its products. Storing each sub-block's sums and
@@ -13,11 +13,17 @@
  *
  * Panel block (16 weight rows, 256 k): 64 rows of hi (row t: bytes 4t..4t+3 of the 16
  * weight rows, a tile of B for 64 k every 16 rows), 64 rows of lo, then the 16 rows' d in
- * f32. One gemm call takes up to 32 activation rows (two tiles of A: the Q8_K quants copied
- * into the rows' aux, qa_aux_q8); sums in four tiles (hi / lo x two row tiles).
+ * f32. One gemm call takes up to 128 activation rows, 32 (two tiles of A: the Q8_K quants
+ * copied into the rows' aux, qa_aux_q8) a step; sums in four tiles (hi / lo x two row tiles).
  *
  * Integer sums are exact (|sum| <= 4096 * 127 * 256 < 2^31); results agree with the row
- * dots to f32 rounding. */
+ * dots to f32 rounding.
+ *
+ * Q4_K and Q5_K (w = d sc_j q - dmin m_j over sub-blocks j of 32) fold their sub-block
+ * scales the same way: sc_j q <= 63 * 31 splits into hi in [0, 30] and lo in [0, 63]. The
+ * mins' part, sum_j m_j bsum_j with bsum_j the activation's sum over sub-block j (an
+ * integer, |.| <= 8 * 63 * 4064), takes four vpdpwssd a row on the vector unit: int16
+ * pairs of mins [pair][weight row] in the panel against the activation's bsum pairs. */
 #include <stddef.h>
 #include <string.h>
 
@@ -30,30 +36,63 @@
 #define QA_X86 1
 #endif
 
-#define QA_ROWS 32                       /* activation rows per gemm call: two tiles */
+#define QA_GROUP 32                      /* activation rows a step takes: two row tiles */
+#define QA_MAX_A 128                     /* activation rows a gemm call takes: four groups */
+#define QA_KB 4                          /* blocks a k-chunk */
 #define QA_TERM (64 * 64)                /* bytes of hi (or lo) per block */
 #define QA_BLOCK_BYTES (2 * QA_TERM + 64) /* hi, lo, 16 f32 d */
+#define QA_K4_BLOCK_BYTES (2 * QA_TERM + 128 + 256) /* hi, lo, 16 f32 d, 16 f32 dmin, 4 x 16 min pairs */
 
 #ifdef QA_X86
 #define QA_ATTR target("amx-tile,amx-int8,avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
 #define QA_FN static __attribute__((QA_ATTR))
 #define QA_INLINE static inline __attribute__((always_inline, QA_ATTR))
 
-/* Chunk c (k 64c .. 64c+63) of a Q6_K row block as hi and lo bytes: 16 dwords each. */
-QA_INLINE void qa_q6k_terms(const blk_q6_k *w, int c, __m512i *hi, __m512i *lo)
+/* Terms of 64 transposed quant bytes q (dword lane i: 4 quants of weight row i, unsigned)
+ * times row i's scale: se holds (s_i, 0, s_i, 0) as bytes in lane i, so the even and the odd
+ * quants' products come out of two vpmaddubsw as int16 (|v| < 2^13, no saturation), less
+ * off (Q6_K: 32 s_i in each int16; the quants' offset). hi = v >> 6 and lo = v & 63 are
+ * put back in byte order with a bitwise select, without narrowing ops, which run on one
+ * port only (the first packer narrowed 16-bit products and transposed both results: its
+ * packing took a third of a K = 5632 product's time on the GPU host's Xeon). */
+QA_INLINE void qa_terms(__m512i q, __m512i se, __m512i off, const bool offset, __m512i *hi, __m512i *lo)
 {
-    __m512i q = _mm512_sub_epi8(p_q6k_chunk(w, c), _mm512_set1_epi8(32));
-    __m512i h[2], l[2];
-    for (int half = 0; half < 2; half++) { /* 32 quants: sub-blocks 4c + 2 half and the next */
-        __m512i q16 = _mm512_cvtepi8_epi16(half ? _mm512_extracti64x4_epi64(q, 1) : _mm512_castsi512_si256(q));
-        int s0 = w->scales[4 * c + 2 * half], s1 = w->scales[4 * c + 2 * half + 1];
-        __m512i sc = _mm512_inserti64x4(_mm512_set1_epi16((short)s0), _mm256_set1_epi16((short)s1), 1);
-        __m512i v = _mm512_mullo_epi16(q16, sc);
-        h[half] = _mm512_srai_epi16(v, 6);
-        l[half] = _mm512_and_si512(v, _mm512_set1_epi16(63));
+    const __m512i even = _mm512_set1_epi16(0x00FF);
+    __m512i ve = _mm512_maddubs_epi16(q, se), vo = _mm512_maddubs_epi16(q, _mm512_slli_epi16(se, 8));
+    if (offset) ve = _mm512_sub_epi16(ve, off), vo = _mm512_sub_epi16(vo, off);
+    *hi = _mm512_ternarylogic_epi32(even, _mm512_srai_epi16(ve, 6), _mm512_slli_epi16(_mm512_srai_epi16(vo, 6), 8), 0xCA);
+    *lo = _mm512_and_si512(_mm512_ternarylogic_epi32(even, ve, _mm512_slli_epi16(vo, 8), 0xCA), _mm512_set1_epi8(63));
+}
+
+/* Chunk c of block b of the 16 rows (zero rows past nw) as hi and lo B-tile rows: vector j
+ * (quants 64c + 4j .. +3 of each row) scaled by sub-block vector se[sub(j)]. */
+QA_INLINE void qa_pack_chunk(const void *vw, size_t ws, int nw, int64_t b, int c, const p_kquant t, const __m512i *se,
+                             const __m512i *off, uint8_t *dst)
+{
+    __m512i r[16];
+    p_kchunk_rows(vw, ws, nw, b, c, t, r);
+    for (int j = 0; j < 16; j++) {
+        int sub = t == P_Q6_K ? 4 * c + j / 4 : 2 * c + j / 8; /* 16 or 32 quants a sub-block */
+        __m512i hi, lo;
+        qa_terms(r[j], se[sub], t == P_Q6_K ? off[sub] : se[sub], t == P_Q6_K, &hi, &lo);
+        _mm512_storeu_si512(dst + (size_t)(16 * c + j) * 64, hi);
+        _mm512_storeu_si512(dst + QA_TERM + (size_t)(16 * c + j) * 64, lo);
     }
-    *hi = p_join(_mm512_cvtepi16_epi8(h[0]), _mm512_cvtepi16_epi8(h[1]));
-    *lo = p_join(_mm512_cvtepi16_epi8(l[0]), _mm512_cvtepi16_epi8(l[1]));
+}
+
+/* Sub-block scale vectors from 16 rows' scale bytes sc[row] (signed: Q6_K): se[s] holds
+ * (s_i, 0, s_i, 0) as bytes in lane i, off[s] (when asked) 32 s_i in both int16 halves. */
+QA_INLINE void qa_scale_vectors(__m128i sc[16], int n, __m512i *se, __m512i *off)
+{
+    qx_transpose16_bytes(sc);
+    for (int s = 0; s < n; s++) {
+        __m512i u = _mm512_cvtepu8_epi32(sc[s]);
+        se[s] = _mm512_or_si512(u, _mm512_slli_epi32(u, 16));
+        if (off) {
+            __m512i o = _mm512_and_si512(_mm512_slli_epi32(_mm512_cvtepi8_epi32(sc[s]), 5), _mm512_set1_epi32(0xFFFF));
+            off[s] = _mm512_or_si512(o, _mm512_slli_epi32(o, 16));
+        }
+    }
 }
 
 QA_FN void qa_pack_q6_k(const void *vw, size_t ws, int nw, int64_t K, void *vpanel)
@@ -61,24 +100,55 @@ QA_FN void qa_pack_q6_k(const void *vw, size_t ws, int nw, int64_t K, void *vpan
     uint8_t *panel = vpanel;
     for (int64_t b = 0; b < K / QKK; b++) {
         uint8_t *dst = panel + (size_t)b * QA_BLOCK_BYTES;
-        if (b + 1 < K / QKK) p_prefetch_rows(vw, ws, nw, (size_t)(b + 1) * sizeof(blk_q6_k), sizeof(blk_q6_k));
-        for (int c = 0; c < 4; c++) {
-            __m512i hi[16], lo[16];
-            for (int i = 0; i < 16; i++) {
-                hi[i] = lo[i] = _mm512_setzero_si512();
-                if (i < nw) qa_q6k_terms((const blk_q6_k *)((const char *)vw + (size_t)i * ws) + b, c, &hi[i], &lo[i]);
-            }
-            p_transpose16(hi);
-            p_transpose16(lo);
-            for (int j = 0; j < 16; j++) {
-                _mm512_storeu_si512(dst + (size_t)(16 * c + j) * 64, hi[j]);
-                _mm512_storeu_si512(dst + QA_TERM + (size_t)(16 * c + j) * 64, lo[j]);
-            }
-        }
         float *d = (float *)(dst + 2 * QA_TERM);
-        for (int i = 0; i < 16; i++) d[i] = i < nw ? qf16(((const blk_q6_k *)((const char *)vw + (size_t)i * ws))[b].d) : 0.0f;
+        __m128i sc[16];
+        if (b + 1 < K / QKK) p_prefetch_rows(vw, ws, nw, (size_t)(b + 1) * sizeof(blk_q6_k), sizeof(blk_q6_k));
+        for (int i = 0; i < 16; i++) {
+            const blk_q6_k *w = i < nw ? (const blk_q6_k *)((const char *)vw + (size_t)i * ws) + b : NULL;
+            d[i] = w ? qf16(w->d) : 0.0f;
+            sc[i] = w ? _mm_loadu_si128((const __m128i *)w->scales) : _mm_setzero_si128();
+        }
+        __m512i sv[16], ov[16];
+        qa_scale_vectors(sc, 16, sv, ov);
+        for (int c = 0; c < 4; c++) qa_pack_chunk(vw, ws, nw, b, c, P_Q6_K, sv, ov, dst);
     }
 }
+
+/* Q4_K / Q5_K panel block: hi, lo, the 16 rows' d and dmin (f32), then the mins as int16
+ * pairs, vector p holding (m_2p, m_2p+1) of each row. */
+QA_INLINE void qa_pack_k4(const void *vw, size_t ws, int nw, int64_t K, void *vpanel, const bool five)
+{
+    const size_t bsz = five ? sizeof(blk_q5_k) : sizeof(blk_q4_k);
+    uint8_t *panel = vpanel;
+    for (int64_t b = 0; b < K / QKK; b++) {
+        uint8_t *dst = panel + (size_t)b * QA_K4_BLOCK_BYTES;
+        float *d = (float *)(dst + 2 * QA_TERM), *dmin = d + 16;
+        int32_t *mins = (int32_t *)(dmin + 16);
+        uint8_t sm[16][16] = {{0}}; /* row: 8 scales, 8 mins */
+        if (b + 1 < K / QKK) p_prefetch_rows(vw, ws, nw, (size_t)(b + 1) * bsz, bsz);
+        for (int i = 0; i < 16; i++) {
+            d[i] = dmin[i] = 0.0f;
+            if (i >= nw) continue;
+            /* d, dmin and scales sit at the same offsets in both block types */
+            const blk_q4_k *w = (const blk_q4_k *)((const char *)vw + (size_t)i * ws + (size_t)b * bsz);
+            quant_k4_unpack(w->scales, sm[i]);
+            d[i] = qf16(w->d), dmin[i] = qf16(w->dmin);
+        }
+        __m128i sc[16];
+        for (int i = 0; i < 16; i++) sc[i] = _mm_loadu_si128((const __m128i *)sm[i]);
+        __m512i sv[8];
+        qa_scale_vectors(sc, 8, sv, NULL);
+        for (int c = 0; c < 4; c++) qa_pack_chunk(vw, ws, nw, b, c, five ? P_Q5_K : P_Q4_K, sv, NULL, dst);
+        for (int pr = 0; pr < 4; pr++)
+            for (int i = 0; i < 16; i++) mins[16 * pr + i] = (int32_t)((uint32_t)sm[i][8 + 2 * pr] | (uint32_t)sm[i][9 + 2 * pr] << 16);
+    }
+}
+
+static_assert(offsetof(blk_q4_k, scales) == offsetof(blk_q5_k, scales) && offsetof(blk_q4_k, dmin) == offsetof(blk_q5_k, dmin),
+              "Q4_K and Q5_K block heads match");
+
+QA_FN void qa_pack_q4_k(const void *vw, size_t ws, int nw, int64_t K, void *panel) { qa_pack_k4(vw, ws, nw, K, panel, false); }
+QA_FN void qa_pack_q5_k(const void *vw, size_t ws, int nw, int64_t K, void *panel) { qa_pack_k4(vw, ws, nw, K, panel, true); }
 
 /* The activation row's quants, block after block, in the row's aux: aux rows are 64-byte
  * aligned and K bytes apart, so a tile row is one cache line. Read in place, a Q8_K row's
@@ -109,75 +179,156 @@ QA_FN void qa_configure(int na)
     _tile_loadconfig(&c);
 }
 
-/* acc[m] += d_a[m] * d_w * (64 hi + lo) for the block whose sums are in buf (rows past na
- * are zero in buf and add nothing that is stored). */
-QA_INLINE void qa_scale(const int32_t (*buf)[16][16], const float *dw, const float *da, int na, float (*acc)[16])
+/* The block's integer sums per activation row: 64 hi + lo of the weights' terms. */
+QA_INLINE __m512i qa_sum(const int32_t (*buf)[16][16], int m)
 {
-    __m512 w = _mm512_loadu_ps(dw);
+    int t = m >> 4, r = m & 15;
+    return _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(buf[2 * t][r]), 6), _mm512_load_si512(buf[2 * t + 1][r]));
+}
+
+/* Q6_K: acc[m] += d_a[m] * d_w * (64 hi + lo) for the block whose sums are in buf (rows
+ * past na are zero in buf and add nothing that is stored). */
+QA_INLINE void qa_scale(const int32_t (*buf)[16][16], const uint8_t *pq, const float *da, int na, float (*acc)[16])
+{
+    __m512 w = _mm512_loadu_ps((const float *)(pq + 2 * QA_TERM));
     for (int m = 0; m < na; m++) {
-        int t = m >> 4, r = m & 15;
-        __m512i v = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(buf[2 * t][r]), 6), _mm512_load_si512(buf[2 * t + 1][r]));
-        __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(v), w);
+        __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(qa_sum(buf, m)), w);
         _mm512_store_ps(acc[m], _mm512_fmadd_ps(p, _mm512_set1_ps(da[m]), _mm512_load_ps(acc[m])));
     }
 }
 
-QA_FN void qa_gemm_q6_k(int64_t K, const void *panel, const void *va, size_t as, const float *aux, size_t xs, int na,
-                        float *s, size_t ss, int nw)
+/* Q4_K / Q5_K: acc[m] += d_a[m] (d_w (64 hi + lo) - dmin_w sum_j m_j bsum_j), the mins'
+ * sum from the panel's min pairs and the activation row's bsum pairs bp[m]. */
+QA_INLINE void qa_scale_k4(const int32_t (*buf)[16][16], const uint8_t *pq, const float *da, const int32_t (*bp)[4], int na,
+                           float (*acc)[16])
+{
+    const float *d = (const float *)(pq + 2 * QA_TERM);
+    const __m512i *mp = (const __m512i *)(d + 32);
+    __m512 w = _mm512_loadu_ps(d), wm = _mm512_loadu_ps(d + 16);
+    __m512i m0 = _mm512_loadu_si512(mp), m1 = _mm512_loadu_si512(mp + 1), m2 = _mm512_loadu_si512(mp + 2),
+            m3 = _mm512_loadu_si512(mp + 3);
+    for (int m = 0; m < na; m++) {
+        __m512i mn = _mm512_dpwssd_epi32(_mm512_setzero_si512(), m0, _mm512_set1_epi32(bp[m][0]));
+        mn = _mm512_dpwssd_epi32(mn, m1, _mm512_set1_epi32(bp[m][1]));
+        mn = _mm512_dpwssd_epi32(mn, m2, _mm512_set1_epi32(bp[m][2]));
+        mn = _mm512_dpwssd_epi32(mn, m3, _mm512_set1_epi32(bp[m][3]));
+        __m512 p = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mn), wm, _mm512_mul_ps(_mm512_cvtepi32_ps(qa_sum(buf, m)), w));
+        _mm512_store_ps(acc[m], _mm512_fmadd_ps(p, _mm512_set1_ps(da[m]), _mm512_load_ps(acc[m])));
+    }
+}
+
+/* The activation block's sums over each 32-quant sub-block j as int16 pairs (bsum_2p,
+ * bsum_2p+1) in dword p (|bsum| <= 32 * 127: no saturation). */
+QA_INLINE void qa_bsum_pairs(const blk_q8_k *a, int32_t out[4])
+{
+    __m256i s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a->bsums), _mm256_set1_epi16(1));
+    _mm_storeu_si128((__m128i *)out, _mm_packs_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)));
+}
+
+/* The step (row group g, block b): its tile products into tiles 0-3, and its activation
+ * scales (and bsum pairs) into da / bp. */
+typedef struct qa_step {
+    int g, nr; /* row group (32 activation rows) and its rows */
+    int64_t b;
+} qa_step;
+
+/* Scales the sums of step st (in buf) into its row group's accumulators. */
+QA_INLINE void qa_scale_step(int32_t (*buf)[16][16], const void *panel, size_t bb, qa_step st, const float *da,
+                             const int32_t (*bp)[4], float (*acc)[16], const bool k4)
+{
+    const uint8_t *pq = (const uint8_t *)panel + (size_t)st.b * bb;
+    const int32_t(*sums)[16][16] = (const int32_t(*)[16][16])buf;
+    if (k4) qa_scale_k4(sums, pq, da, bp, st.nr, acc + QA_GROUP * st.g);
+    else qa_scale(sums, pq, da, st.nr, acc + QA_GROUP * st.g);
+}
+
+QA_INLINE void qa_products(const uint8_t *pq, const char *qs, size_t row, int nr)
+{
+    size_t second = nr > 16 ? 16 * row : 0; /* the second row tile, or the first again */
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int st = 0; st < 4; st++) {
+        _tile_loadd(4, qs + 64 * st, (long)row);
+        _tile_loadd(5, qs + second + 64 * st, (long)row);
+        _tile_loadd(6, pq + (size_t)st * 1024, 64);
+        _tile_loadd(7, pq + QA_TERM + (size_t)st * 1024, 64);
+        _tile_dpbssd(0, 4, 6);
+        _tile_dpbsud(1, 4, 7);
+        _tile_dpbssd(2, 5, 6);
+        _tile_dpbsud(3, 5, 7);
+    }
+}
+
+/* One gemm of up to QA_MAX_A activation rows, in steps (row group of 32, block): the blocks
+ * of a k-chunk of QA_KB blocks (~34 KB of panel) go past every row group before the next
+ * chunk, so the panel's tiles come from L1 and only the activations' from L2 (with each
+ * group streaming the whole panel, both came from L2, and the tile products ran at a
+ * third of their rate: 16 rows x 5632 of panel and 32 x 5632 of activations are 180 KB
+ * each). Each step's products run while the vector unit scales the step before (k4: the
+ * Q4_K / Q5_K layout and min term). */
+QA_INLINE void qa_gemm(int64_t K, const void *panel, const void *va, size_t as, const float *aux, size_t xs, int na,
+                       float *s, size_t ss, int nw, const bool k4)
 {
     const char *a = va, *aq = (const char *)aux;
-    size_t row = xs * sizeof(float), second = na > 16 ? 16 * row : 0; /* the second row tile, or the first again */
+    const size_t bb = k4 ? QA_K4_BLOCK_BYTES : QA_BLOCK_BYTES, row = xs * sizeof(float);
     int32_t buf[2][4][16][16] __attribute__((aligned(64)));
-    float acc[QA_ROWS][16] __attribute__((aligned(64)));
-    float da[2][QA_ROWS];
-    memset(acc, 0, sizeof acc);
-    qa_configure(na);
+    float acc[QA_MAX_A][16] __attribute__((aligned(64)));
+    float da[2][QA_GROUP];
+    int32_t bp[2][QA_GROUP][4];
+    memset(acc, 0, sizeof(acc[0]) * (size_t)na);
     int64_t nb = K / QKK;
-    for (int64_t b = 0; b <= nb; b++) {
-        int cur = (int)(b & 1);
-        if (b < nb) {
-            const uint8_t *pq = (const uint8_t *)panel + (size_t)b * QA_BLOCK_BYTES;
-            const char *qs = aq + (size_t)b * QKK;
-            _tile_zero(0);
-            _tile_zero(1);
-            _tile_zero(2);
-            _tile_zero(3);
-            for (int st = 0; st < 4; st++) {
-                _tile_loadd(4, qs + 64 * st, (long)row);
-                _tile_loadd(5, qs + second + 64 * st, (long)row);
-                _tile_loadd(6, pq + (size_t)st * 1024, 64);
-                _tile_loadd(7, pq + QA_TERM + (size_t)st * 1024, 64);
-                _tile_dpbssd(0, 4, 6);
-                _tile_dpbsud(1, 4, 7);
-                _tile_dpbssd(2, 5, 6);
-                _tile_dpbsud(3, 5, 7);
+    int ng = (na + QA_GROUP - 1) / QA_GROUP, cfg = 0, cur = 0;
+    qa_step prev = {-1, 0, 0};
+    for (int64_t c0 = 0; c0 < nb; c0 += QA_KB)
+        for (int g = 0; g < ng; g++) {
+            qa_step st = {g, na - QA_GROUP * g < QA_GROUP ? na - QA_GROUP * g : QA_GROUP, 0};
+            if (st.nr != cfg) qa_configure(cfg = st.nr); /* only the last group can be short */
+            for (st.b = c0; st.b < nb && st.b < c0 + QA_KB; st.b++) {
+                qa_products((const uint8_t *)panel + (size_t)st.b * bb, aq + (size_t)QA_GROUP * g * row + (size_t)st.b * QKK, row, st.nr);
+                for (int m = 0; m < st.nr; m++) {
+                    const blk_q8_k *ab = (const blk_q8_k *)(a + (size_t)(QA_GROUP * g + m) * as) + st.b;
+                    da[cur][m] = ab->d;
+                    if (k4) qa_bsum_pairs(ab, bp[cur][m]);
+                }
+                if (prev.g >= 0) qa_scale_step(buf[cur ^ 1], panel, bb, prev, da[cur ^ 1], bp[cur ^ 1], acc, k4);
+                _tile_stored(0, buf[cur][0], 64);
+                _tile_stored(1, buf[cur][1], 64);
+                _tile_stored(2, buf[cur][2], 64);
+                _tile_stored(3, buf[cur][3], 64);
+                prev = st;
+                cur ^= 1;
             }
-            for (int m = 0; m < na; m++) da[cur][m] = ((const blk_q8_k *)(a + (size_t)m * as))[b].d;
         }
-        /* the previous block's scaling runs on the vector unit while these products run */
-        if (b > 0)
-            qa_scale((const int32_t(*)[16][16])buf[cur ^ 1],
-                     (const float *)((const uint8_t *)panel + (size_t)(b - 1) * QA_BLOCK_BYTES + 2 * QA_TERM), da[cur ^ 1],
-                     na, acc);
-        if (b < nb) {
-            _tile_stored(0, buf[cur][0], 64);
-            _tile_stored(1, buf[cur][1], 64);
-            _tile_stored(2, buf[cur][2], 64);
-            _tile_stored(3, buf[cur][3], 64);
-        }
-    }
+    if (prev.g >= 0) qa_scale_step(buf[cur ^ 1], panel, bb, prev, da[cur ^ 1], bp[cur ^ 1], acc, k4);
     _tile_release();
     __mmask16 mask = (__mmask16)((1u << nw) - 1u);
     for (int m = 0; m < na; m++) _mm512_mask_storeu_ps(s + (size_t)m * ss, mask, _mm512_load_ps(acc[m]));
 }
 
-static const quant_panel_kernels g_amx_q6_k = {QA_BLOCK_BYTES, QKK / 4, qa_pack_q6_k, qa_aux_q8, qa_gemm_q6_k, QA_ROWS};
+QA_FN void qa_gemm_q6_k(int64_t K, const void *panel, const void *va, size_t as, const float *aux, size_t xs, int na,
+                        float *s, size_t ss, int nw)
+{
+    qa_gemm(K, panel, va, as, aux, xs, na, s, ss, nw, false);
+}
+
+QA_FN void qa_gemm_k4(int64_t K, const void *panel, const void *va, size_t as, const float *aux, size_t xs, int na,
+                      float *s, size_t ss, int nw)
+{
+    qa_gemm(K, panel, va, as, aux, xs, na, s, ss, nw, true);
+}
+
+static const quant_panel_kernels g_amx_q6_k = {QA_BLOCK_BYTES, QKK / 4, qa_pack_q6_k, qa_aux_q8, qa_gemm_q6_k, QA_MAX_A};
+static const quant_panel_kernels g_amx_q4_k = {QA_K4_BLOCK_BYTES, QKK / 4, qa_pack_q4_k, qa_aux_q8, qa_gemm_k4, QA_MAX_A};
+static const quant_panel_kernels g_amx_q5_k = {QA_K4_BLOCK_BYTES, QKK / 4, qa_pack_q5_k, qa_aux_q8, qa_gemm_k4, QA_MAX_A};
 #endif
 
 const quant_panel_kernels *quant_get_panel_amx(ct_dtype t)
 {
 #ifdef QA_X86
-    if (t == CT_Q6_K && cpu_amx_usable(CPU_AMX_INT8) && quant_simd_supported(QUANT_SIMD_AVX512_VNNI)) return &g_amx_q6_k;
+    if (!cpu_amx_usable(CPU_AMX_INT8) || !quant_simd_supported(QUANT_SIMD_AVX512_VNNI)) return NULL;
+    return t == CT_Q6_K ? &g_amx_q6_k : t == CT_Q4_K ? &g_amx_q4_k : t == CT_Q5_K ? &g_amx_q5_k : NULL;
 #else
     (void)t;
 #endif

@@ -25,45 +25,7 @@ QUANT_TARGET_BEGIN(QZ_TARGET)
 #define P_QBYTES (P_QVECS * 64)     /* their bytes */
 #define P_BLOCK_BYTES (P_QBYTES + 16 * 64) /* K-quants: + 16 vectors of f32 scales (Q4_K: 8 scales, 8 mins) */
 
-/* Quants 64c .. 64c+63 of a Q4_K block, one byte each (0..15). */
-P_INLINE __m512i p_q4k_chunk(const blk_q4_k *b, int c)
-{
-    const __m256i m4 = _mm256_set1_epi8(0xF);
-    __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
-    return p_join(_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
-}
-
-/* Quants 64c .. 64c+63 of a Q5_K block (0..31): the Q4_K nibbles plus bits 2c / 2c+1 of qh. */
-P_INLINE __m512i p_q5k_chunk(const blk_q5_k *b, int c)
-{
-    const __m256i m4 = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1);
-    __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
-    __m256i h = _mm256_loadu_si256((const __m256i *)b->qh);
-    __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * c), one), 4);
-    __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * c + 1), one), 4);
-    return p_join(_mm256_or_si256(_mm256_and_si256(q, m4), h0),
-                  _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h1));
-}
-
 /* ---- packing: rows beyond nw are zero ---- */
-
-/* The K-quant block types the packers read. */
-typedef enum p_kquant { P_Q4_K, P_Q5_K, P_Q6_K } p_kquant;
-
-/* Quants 64c .. 64c+63 of block b of each of the 16 rows (zero rows past nw), transposed:
- * afterwards r[j] holds quants 64c + 4j .. +3 of row i in lane i. */
-P_INLINE void p_kchunk_rows(const void *vw, size_t ws, int nw, int64_t b, int c, const p_kquant t, __m512i r[16])
-{
-    size_t bsz = t == P_Q6_K ? sizeof(blk_q6_k) : t == P_Q5_K ? sizeof(blk_q5_k) : sizeof(blk_q4_k);
-    for (int i = 0; i < 16; i++) {
-        const char *blk = (const char *)vw + (size_t)i * ws + (size_t)b * bsz;
-        r[i] = i >= nw       ? _mm512_setzero_si512()
-               : t == P_Q6_K ? p_q6k_chunk((const blk_q6_k *)blk, c)
-               : t == P_Q5_K ? p_q5k_chunk((const blk_q5_k *)blk, c)
-                             : p_q4k_chunk((const blk_q4_k *)blk, c);
-    }
-    p_transpose16(r);
-}
 
 /* Q4_K and Q5_K share the block head (d, dmin, 12 bytes of 6-bit scales and mins). */
 P_INLINE void p_pack_k4(const void *vw, size_t ws, int nw, int64_t K, void *vpanel, const size_t bsz, const bool five)

@@ -1,8 +1,9 @@
 /* Internal to src/quant: the building blocks every AVX-512 packed-panel file shares, at both
  * AVX-512 levels (quant_avx512_isa.h)
  * (quant_panel_avx512.c for Q4_0/Q8_0/Q4_K/Q5_K/Q6_K, quant_panel_legacy_avx512.c for
- * Q4_1/Q5_0/Q5_1). Include only on x86-64 GCC/Clang builds; the helpers carry their own
- * target attributes, so the includer's target region need not match. */
+ * Q4_1/Q5_0/Q5_1, quant_panel_amx.c for the AMX tiles). Include only on x86-64 GCC/Clang
+ * builds; the helpers carry their own target attributes, so the includer's target region
+ * need not match. */
 #ifndef CT_QUANT_PANEL_AVX512_H
 #define CT_QUANT_PANEL_AVX512_H
 
@@ -61,6 +62,44 @@ P_INLINE __m512i p_q6k_chunk(const blk_q6_k *b, int c)
     __m256i hi0 = _mm256_and_si256(_mm256_srli_epi16(hb, shift_h), m3);
     __m256i hi1 = _mm256_and_si256(_mm256_srli_epi16(hb, shift_h + 2), m3);
     return p_join(_mm256_or_si256(lo0, _mm256_slli_epi16(hi0, 4)), _mm256_or_si256(lo1, _mm256_slli_epi16(hi1, 4)));
+}
+
+/* Quants 64c .. 64c+63 of a Q4_K block, one byte each (0..15). */
+P_INLINE __m512i p_q4k_chunk(const blk_q4_k *b, int c)
+{
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
+    return p_join(_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+}
+
+/* Quants 64c .. 64c+63 of a Q5_K block (0..31): the Q4_K nibbles plus bits 2c / 2c+1 of qh. */
+P_INLINE __m512i p_q5k_chunk(const blk_q5_k *b, int c)
+{
+    const __m256i m4 = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1);
+    __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
+    __m256i h = _mm256_loadu_si256((const __m256i *)b->qh);
+    __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * c), one), 4);
+    __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * c + 1), one), 4);
+    return p_join(_mm256_or_si256(_mm256_and_si256(q, m4), h0),
+                  _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h1));
+}
+
+/* The K-quant block types the packers read. */
+typedef enum p_kquant { P_Q4_K, P_Q5_K, P_Q6_K } p_kquant;
+
+/* Quants 64c .. 64c+63 of block b of each of the 16 rows (zero rows past nw), transposed:
+ * afterwards r[j] holds quants 64c + 4j .. +3 of row i in lane i. */
+P_INLINE void p_kchunk_rows(const void *vw, size_t ws, int nw, int64_t b, int c, const p_kquant t, __m512i r[16])
+{
+    size_t bsz = t == P_Q6_K ? sizeof(blk_q6_k) : t == P_Q5_K ? sizeof(blk_q5_k) : sizeof(blk_q4_k);
+    for (int i = 0; i < 16; i++) {
+        const char *blk = (const char *)vw + (size_t)i * ws + (size_t)b * bsz;
+        r[i] = i >= nw       ? _mm512_setzero_si512()
+               : t == P_Q6_K ? p_q6k_chunk((const blk_q6_k *)blk, c)
+               : t == P_Q5_K ? p_q5k_chunk((const blk_q5_k *)blk, c)
+                             : p_q4k_chunk((const blk_q4_k *)blk, c);
+    }
+    p_transpose16(r);
 }
 
 /* The 16 rows are 16 far-apart streams, more than the hardware prefetchers follow:

@@ -152,8 +152,9 @@ static void run_panel_case(ct_dtype t, const quant_panel_kernels *pk, int64_t nb
 {
     enum { PR = QUANT_PANEL_ROWS, MAX = QUANT_PANEL_MAX_A_ANY, SS = QUANT_PANEL_ROWS + 3 };
     const int MA = quant_panel_max_a(pk);
-    /* every count up to 4 rows; the AMX kernels' 32 at counts around their 16-row tiles */
-    const int nas[] = {1, 2, 3, 4, 5, 15, 16, 17, 31, 32};
+    /* every count up to 4 rows; the AMX kernels' 128 at counts around their 16-row tiles and
+     * 32-row groups */
+    const int nas[] = {1, 2, 3, 4, 5, 15, 16, 17, 31, 32, 33, 64, 127, 128};
     const float sentinel = 12345.f;
     int64_t n = nblk * ct_dtype_block_size(t);
     size_t auxrow = (size_t)nblk * (size_t)pk->aux_n;
