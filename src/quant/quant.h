@@ -101,10 +101,11 @@ quant_vec_dot_nr_fn quant_get_vec_dot_nr_at(ct_dtype t, quant_simd level);
  * K / block_size * block_bytes bytes, 64-byte aligned; strides are in bytes (aux: floats). */
 #define QUANT_PANEL_ROWS 16
 #define QUANT_PANEL_MAX_A 4
+typedef void (*quant_panel_pack_fn)(const void *w, size_t w_stride, int nw, int64_t K, void *panel);
 typedef struct quant_panel_kernels {
     size_t block_bytes;
     int aux_n;
-    void (*pack)(const void *w, size_t w_stride, int nw, int64_t K, void *panel);
+    quant_panel_pack_fn pack;
     void (*act_aux)(const void *a, int64_t K, float *aux);
     void (*gemm)(int64_t K, const void *panel, const void *a, size_t a_stride, const float *aux, size_t aux_stride,
                  int na, float *s, size_t s_stride, int nw);
@@ -121,6 +122,10 @@ const quant_panel_kernels *quant_get_panel_at(ct_dtype t, quant_simd level);
  * where the CPU or the process has no AMX (cpu_amx_usable) or t has none. quant_get_panel
  * hands them out at the AVX512_VNNI level. */
 const quant_panel_kernels *quant_get_panel_amx(ct_dtype t);
+/* The AMX panels' packer for t and its bytes per block, whatever tiles this CPU has (NULL
+ * where t has no AMX panel or the CPU lacks the AVX-512 VNNI the packer itself runs on):
+ * tests check the panel layout with it where the tiles cannot run. */
+quant_panel_pack_fn quant_get_amx_packer(ct_dtype t, size_t *block_bytes);
 /* Panels meant to be kept in place of the weights (the same interface): about the size of
  * the weights and fast for a single activation row, so decode uses them too. */
 const quant_panel_kernels *quant_get_repack(ct_dtype t);

@@ -324,13 +324,23 @@ static const quant_panel_kernels g_amx_q4_k = {QA_K4_BLOCK_BYTES, QKK / 4, qa_pa
 static const quant_panel_kernels g_amx_q5_k = {QA_K4_BLOCK_BYTES, QKK / 4, qa_pack_q5_k, qa_aux_q8, qa_gemm_k4, QA_MAX_A};
 #endif
 
-const quant_panel_kernels *quant_get_panel_amx(ct_dtype t)
+/* t's AMX panel kernels where this CPU runs the packer (AVX-512 VNNI), or NULL. */
+static const quant_panel_kernels *amx_kernels(ct_dtype t)
 {
 #ifdef QA_X86
-    if (!cpu_amx_usable(CPU_AMX_INT8) || !quant_simd_supported(QUANT_SIMD_AVX512_VNNI)) return NULL;
+    if (!quant_simd_supported(QUANT_SIMD_AVX512_VNNI)) return NULL;
     return t == CT_Q6_K ? &g_amx_q6_k : t == CT_Q4_K ? &g_amx_q4_k : t == CT_Q5_K ? &g_amx_q5_k : NULL;
 #else
     (void)t;
-#endif
     return NULL;
+#endif
+}
+
+const quant_panel_kernels *quant_get_panel_amx(ct_dtype t) { return cpu_amx_usable(CPU_AMX_INT8) ? amx_kernels(t) : NULL; }
+
+quant_panel_pack_fn quant_get_amx_packer(ct_dtype t, size_t *block_bytes)
+{
+    const quant_panel_kernels *k = amx_kernels(t);
+    if (k && block_bytes) *block_bytes = k->block_bytes;
+    return k ? k->pack : NULL;
 }

@@ -4,7 +4,8 @@
  * every (weight row, activation row) result against the scalar row dot and against a
  * double-precision dot of the dequantized rows, at every SIMD level this CPU has, for full
  * and partial panels, odd and even block counts, 1..QUANT_PANEL_MAX_A activation rows,
- * extreme quants, and sentinels beyond nw and na; then ct_linear in prompt shapes with
+ * extreme quants, and sentinels beyond nw and na (the AMX tiles where the CPU has them, their
+ * packed layout by emulation on any AVX-512 VNNI CPU); then ct_linear in prompt shapes with
  * these weights against a double-precision reference on the dequantized weights. */
 #include <math.h>
 #include <stdlib.h>
@@ -280,10 +281,94 @@ static void test_linear_prompt(void)
     CHECK_OK(quant_set_simd_level(start));
 }
 
+/* What the AMX tiles would compute from a packed Q4_K / Q5_K / Q6_K panel (the layout in
+ * src/quant/quant_panel_amx.c): per 256-element block, 64 rows of signed hi bytes then 64 of
+ * unsigned lo bytes, row 16c + j holding quants 64c + 4j .. +3 of each weight row i at bytes
+ * 4i .. 4i + 3, then the 16 rows' d in f32; Q4_K / Q5_K add 16 f32 dmin and four vectors of
+ * (m_2p, m_2p+1) int16 pairs. Result for weight row i against activation row a, in double. */
+static double amx_emulate(ct_dtype t, const uint8_t *panel, size_t bb, int64_t nblk, int i, const uint8_t *a)
+{
+    enum { TERM = 64 * 64 };
+    double s = 0;
+    for (int64_t b = 0; b < nblk; b++) {
+        const uint8_t *pq = panel + (size_t)b * bb;
+        const blk_q8_k *ab = (const blk_q8_k *)a + b;
+        int64_t isum = 0;
+        for (int k = 0; k < 256; k++) {
+            size_t at = (size_t)(16 * (k / 64) + (k % 64) / 4) * 64 + 4 * (size_t)i + (size_t)(k % 4);
+            isum += (int64_t)ab->qs[k] * (64 * (int8_t)pq[at] + pq[TERM + at]);
+        }
+        float d[32];
+        memcpy(d, pq + 2 * TERM, sizeof d);
+        double blk = (double)d[i] * (double)isum;
+        if (t != CT_Q6_K) {
+            int64_t msum = 0;
+            for (int p = 0; p < 4; p++) {
+                int16_t pair[2];
+                memcpy(pair, pq + 2 * TERM + 128 + (size_t)(16 * p + i) * 4, 4);
+                msum += (int64_t)pair[0] * (ab->bsums[4 * p] + ab->bsums[4 * p + 1]) +
+                        (int64_t)pair[1] * (ab->bsums[4 * p + 2] + ab->bsums[4 * p + 3]);
+            }
+            blk -= (double)d[16 + i] * (double)msum;
+        }
+        s += (double)ab->d * blk;
+    }
+    return s;
+}
+
+/* The AMX panels' layout where the tiles cannot run (the packer needs AVX-512 VNNI only):
+ * every result the tile products would give, emulated from the packed bytes, against the
+ * scalar dot and a double reference; weight rows past nw pack to zero. The tile products
+ * themselves are checked by test_panel_kernels on CPUs with AMX. */
+static void test_amx_layout(void)
+{
+    const ct_dtype types[] = {CT_Q4_K, CT_Q5_K, CT_Q6_K};
+    th_rng rng = {97531};
+    enum { PR = QUANT_PANEL_ROWS, NA = 3 };
+    int checked = 0;
+    for (int ti = 0; ti < 3; ti++) {
+        ct_dtype t = types[ti];
+        size_t bb = 0;
+        quant_panel_pack_fn pack = quant_get_amx_packer(t, &bb);
+        if (!pack) continue;
+        for (int64_t nblk = 1; nblk <= 3; nblk += 2) {
+            int64_t n = nblk * 256;
+            size_t ws = ct_dtype_row_bytes(t, n) + 2, as = ct_dtype_row_bytes(CT_Q8_K, n);
+            uint8_t *wq = malloc(ws * PR), *aq = malloc(as * NA), *panel = aligned_alloc(64, bb * (size_t)nblk);
+            float *x = malloc(sizeof(float) * (size_t)n);
+            make_weights(t, wq, ws, PR, nblk, &rng);
+            for (int r = 0; r < NA; r++) {
+                for (int64_t k = 0; k < n; k++) x[k] = r == 2 ? 3.f : normal(&rng);
+                CHECK_OK(quant_quantize_row(CT_Q8_K, x, aq + (size_t)r * as, n));
+            }
+            for (int nw = PR; nw >= 5; nw -= 11) {
+                memset(panel, 0xA5, bb * (size_t)nblk);
+                pack(wq, ws, nw, n, panel);
+                for (int i = 0; i < PR; i++)
+                    for (int r = 0; r < NA; r++) {
+                        double got = amx_emulate(t, panel, bb, nblk, i, aq + (size_t)r * as);
+                        if (i >= nw) {
+                            CHECK_MSG(got == 0.0, "%s AMX panel: row %d past nw %d packs to %g", ct_dtype_name(t), i, nw, got);
+                            continue;
+                        }
+                        char ctx[96];
+                        snprintf(ctx, sizeof ctx, "AMX layout, %lld blocks, nw %d, (%d, %d)", (long long)nblk, nw, r, i);
+                        check_result(t, n, wq + (size_t)i * ws, aq + (size_t)r * as, (float)got, ctx);
+                        checked++;
+                    }
+            }
+            free(wq), free(aq), free(panel), free(x);
+        }
+    }
+    if (!quant_simd_supported(QUANT_SIMD_AVX512_VNNI)) th_skip("this CPU lacks AVX-512 VNNI: the AMX packers do not run");
+    else CHECK(checked == 3 * 2 * (PR + 5) * NA);
+}
+
 int main(void)
 {
     RUN(test_registered);
     RUN(test_panel_kernels);
+    RUN(test_amx_layout);
     RUN(test_linear_prompt);
     return th_finish();
 }
