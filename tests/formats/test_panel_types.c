@@ -298,8 +298,8 @@ static double amx_emulate(ct_dtype t, const uint8_t *panel, size_t bb, int64_t n
             size_t at = (size_t)(16 * (k / 64) + (k % 64) / 4) * 64 + 4 * (size_t)i + (size_t)(k % 4);
             isum += (int64_t)ab->qs[k] * (64 * (int8_t)pq[at] + pq[TERM + at]);
         }
-        float d[32];
-        memcpy(d, pq + 2 * TERM, sizeof d);
+        float d[32]; /* d, then (Q4_K / Q5_K) dmin */
+        memcpy(d, pq + 2 * TERM, (t == CT_Q6_K ? 16 : 32) * sizeof(float));
         double blk = (double)d[i] * (double)isum;
         if (t != CT_Q6_K) {
             int64_t msum = 0;
