@@ -124,16 +124,9 @@ QA_INLINE void qa_pack_k4(const void *vw, size_t ws, int nw, int64_t K, void *vp
         uint8_t *dst = panel + (size_t)b * QA_K4_BLOCK_BYTES;
         float *d = (float *)(dst + 2 * QA_TERM), *dmin = d + 16;
         int32_t *mins = (int32_t *)(dmin + 16);
-        uint8_t sm[16][16] = {{0}}; /* row: 8 scales, 8 mins */
+        uint8_t sm[16][16]; /* row: 8 scales, 8 mins */
         if (b + 1 < K / QKK) p_prefetch_rows(vw, ws, nw, (size_t)(b + 1) * bsz, bsz);
-        for (int i = 0; i < 16; i++) {
-            d[i] = dmin[i] = 0.0f;
-            if (i >= nw) continue;
-            /* d, dmin and scales sit at the same offsets in both block types */
-            const blk_q4_k *w = (const blk_q4_k *)((const char *)vw + (size_t)i * ws + (size_t)b * bsz);
-            quant_k4_unpack(w->scales, sm[i]);
-            d[i] = qf16(w->d), dmin[i] = qf16(w->dmin);
-        }
+        p_k4_heads(vw, ws, nw, b, bsz, sm, d, dmin);
         __m128i sc[16];
         for (int i = 0; i < 16; i++) sc[i] = _mm_loadu_si128((const __m128i *)sm[i]);
         __m512i sv[8];
@@ -144,8 +137,6 @@ QA_INLINE void qa_pack_k4(const void *vw, size_t ws, int nw, int64_t K, void *vp
     }
 }
 
-static_assert(offsetof(blk_q4_k, scales) == offsetof(blk_q5_k, scales) && offsetof(blk_q4_k, dmin) == offsetof(blk_q5_k, dmin),
-              "Q4_K and Q5_K block heads match");
 
 QA_FN void qa_pack_q4_k(const void *vw, size_t ws, int nw, int64_t K, void *panel) { qa_pack_k4(vw, ws, nw, K, panel, false); }
 QA_FN void qa_pack_q5_k(const void *vw, size_t ws, int nw, int64_t K, void *panel) { qa_pack_k4(vw, ws, nw, K, panel, true); }

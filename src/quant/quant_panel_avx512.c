@@ -40,17 +40,11 @@ P_INLINE void p_pack_k4(const void *vw, size_t ws, int nw, int64_t K, void *vpan
             p_kchunk_rows(vw, ws, nw, b, c, five ? P_Q5_K : P_Q4_K, r);
             for (int j = 0; j < 16; j++) _mm512_storeu_si512(dst + (size_t)(16 * c + j) * 64, r[j]);
         }
-        for (int i = 0; i < 16; i++) {
-            uint8_t sm[16] = {0};
-            float d = 0.f, dm = 0.f;
-            if (i < nw) {
-                /* d, dmin and scales sit at the same offsets in both block types */
-                const blk_q4_k *w = (const blk_q4_k *)((const char *)vw + (size_t)i * ws + (size_t)b * bsz);
-                quant_k4_unpack(w->scales, sm);
-                d = qf16(w->d), dm = qf16(w->dmin);
-            }
-            for (int s = 0; s < 8; s++) scv[16 * s + i] = d * sm[s], mnv[16 * s + i] = dm * sm[8 + s];
-        }
+        uint8_t sm[16][16];
+        float d[16], dm[16];
+        p_k4_heads(vw, ws, nw, b, bsz, sm, d, dm);
+        for (int i = 0; i < 16; i++)
+            for (int s = 0; s < 8; s++) scv[16 * s + i] = d[i] * sm[i][s], mnv[16 * s + i] = dm[i] * sm[i][8 + s];
     }
 }
 
@@ -64,8 +58,6 @@ static void p_pack_q5_k(const void *vw, size_t ws, int nw, int64_t K, void *pane
     p_pack_k4(vw, ws, nw, K, panel, sizeof(blk_q5_k), true);
 }
 
-static_assert(offsetof(blk_q4_k, scales) == offsetof(blk_q5_k, scales) && offsetof(blk_q4_k, dmin) == offsetof(blk_q5_k, dmin),
-              "Q4_K and Q5_K block heads match");
 
 static void p_pack_q6_k(const void *vw, size_t ws, int nw, int64_t K, void *vpanel)
 {

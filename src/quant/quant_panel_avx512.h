@@ -8,6 +8,7 @@
 #define CT_QUANT_PANEL_AVX512_H
 
 #include <immintrin.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "quant/quant_impl.h"
@@ -100,6 +101,24 @@ P_INLINE void p_kchunk_rows(const void *vw, size_t ws, int nw, int64_t b, int c,
                              : p_q4k_chunk((const blk_q4_k *)blk, c);
     }
     p_transpose16(r);
+}
+
+static_assert(offsetof(blk_q4_k, scales) == offsetof(blk_q5_k, scales) && offsetof(blk_q4_k, dmin) == offsetof(blk_q5_k, dmin),
+              "Q4_K and Q5_K block heads match");
+
+/* Block b's heads of the 16 rows (Q4_K and Q5_K share them; zero rows past nw): each row's
+ * 8 sub-block scales then 8 mins (quant_k4_unpack), its d and dmin. */
+P_INLINE void p_k4_heads(const void *vw, size_t ws, int nw, int64_t b, size_t bsz, uint8_t sm[16][16], float d[16],
+                         float dmin[16])
+{
+    for (int i = 0; i < 16; i++) {
+        memset(sm[i], 0, 16);
+        d[i] = dmin[i] = 0.0f;
+        if (i >= nw) continue;
+        const blk_q4_k *w = (const blk_q4_k *)((const char *)vw + (size_t)i * ws + (size_t)b * bsz);
+        quant_k4_unpack(w->scales, sm[i]);
+        d[i] = qf16(w->d), dmin[i] = qf16(w->dmin);
+    }
 }
 
 /* The 16 rows are 16 far-apart streams, more than the hardware prefetchers follow:
