@@ -42,6 +42,7 @@
 #define QA_TERM (64 * 64)                /* bytes of hi (or lo) per block */
 #define QA_BLOCK_BYTES (2 * QA_TERM + 64) /* hi, lo, 16 f32 d */
 #define QA_K4_BLOCK_BYTES (2 * QA_TERM + 128 + 256) /* hi, lo, 16 f32 d, 16 f32 dmin, 4 x 16 min pairs */
+#define QA_AUX (QKK + 64) /* aux bytes a block: quants, bsum pairs, d (qa_aux_q8) */
 
 #ifdef QA_X86
 #define QA_ATTR target("amx-tile,amx-int8,avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
@@ -141,14 +142,31 @@ QA_INLINE void qa_pack_k4(const void *vw, size_t ws, int nw, int64_t K, void *vp
 QA_FN void qa_pack_q4_k(const void *vw, size_t ws, int nw, int64_t K, void *panel) { qa_pack_k4(vw, ws, nw, K, panel, false); }
 QA_FN void qa_pack_q5_k(const void *vw, size_t ws, int nw, int64_t K, void *panel) { qa_pack_k4(vw, ws, nw, K, panel, true); }
 
-/* The activation row's quants, block after block, in the row's aux: aux rows are 64-byte
- * aligned and K bytes apart, so a tile row is one cache line. Read in place, a Q8_K row's
- * 64 quants straddle two lines (blocks are 292 bytes), and the tiles loaded them from
- * there at a fraction of the rate. */
-static void qa_aux_q8(const void *va, int64_t K, float *aux)
+/* The activation block's sums over each 32-quant sub-block j as int16 pairs (bsum_2p,
+ * bsum_2p+1) in dword p (|bsum| <= 32 * 127: no saturation). */
+QA_INLINE void qa_bsum_pairs(const blk_q8_k *a, int32_t out[4])
+{
+    __m256i s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a->bsums), _mm256_set1_epi16(1));
+    _mm_storeu_si128((__m128i *)out, _mm_packs_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)));
+}
+
+/* The activation row in its aux, block after block (QA_AUX bytes each): the Q8_K quants,
+ * then the block's bsum pairs (four int32, qa_bsum_pairs) and d. Aux rows are 64-byte
+ * aligned, so a tile row is one cache line; read in place, a Q8_K row's 64 quants straddle
+ * two lines (blocks are 292 bytes), and the tiles loaded them from there at a fraction of
+ * the rate. The pairs and d are made here once per activation row: made in the gemm, they
+ * cost every 16-row panel ~5 vector ops per row and block, on the vector unit that scales
+ * the tiles' sums and bounds a Q4_K / Q5_K step. */
+QA_FN void qa_aux_q8(const void *va, int64_t K, float *aux)
 {
     const blk_q8_k *a = va;
-    for (int64_t b = 0; b < K / QKK; b++) memcpy((char *)aux + b * QKK, a[b].qs, QKK);
+    for (int64_t b = 0; b < K / QKK; b++) {
+        char *o = (char *)aux + b * QA_AUX;
+        memcpy(o, a[b].qs, QKK);
+        memset(o + QKK, 0, QA_AUX - QKK);
+        qa_bsum_pairs(&a[b], (int32_t *)(o + QKK));
+        memcpy(o + QKK + 16, &a[b].d, sizeof(float));
+    }
 }
 
 /* Tiles 0, 1: rows 0-15's hi and lo sums; 2, 3: rows 16-31's; 4, 5: the two row tiles of
@@ -177,20 +195,25 @@ QA_INLINE __m512i qa_sum(const int32_t (*buf)[16][16], int m)
     return _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(buf[2 * t][r]), 6), _mm512_load_si512(buf[2 * t + 1][r]));
 }
 
+/* A step row's bsum pairs and d in its aux (ax: row 0's, rows row bytes apart). */
+#define QA_BP(ax, row, m) ((const int32_t *)((ax) + (size_t)(m) * (row)))
+#define QA_DA(ax, row, m) (*(const float *)((ax) + (size_t)(m) * (row) + 16))
+
 /* Q6_K: acc[m] += d_a[m] * d_w * (64 hi + lo) for the block whose sums are in buf (rows
  * past na are zero in buf and add nothing that is stored). */
-QA_INLINE void qa_scale(const int32_t (*buf)[16][16], const uint8_t *pq, const float *da, int na, float (*acc)[16])
+QA_INLINE void qa_scale(const int32_t (*buf)[16][16], const uint8_t *pq, const char *ax, size_t row, int na,
+                        float (*acc)[16])
 {
     __m512 w = _mm512_loadu_ps((const float *)(pq + 2 * QA_TERM));
     for (int m = 0; m < na; m++) {
         __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(qa_sum(buf, m)), w);
-        _mm512_store_ps(acc[m], _mm512_fmadd_ps(p, _mm512_set1_ps(da[m]), _mm512_load_ps(acc[m])));
+        _mm512_store_ps(acc[m], _mm512_fmadd_ps(p, _mm512_set1_ps(QA_DA(ax, row, m)), _mm512_load_ps(acc[m])));
     }
 }
 
 /* Q4_K / Q5_K: acc[m] += d_a[m] (d_w (64 hi + lo) - dmin_w sum_j m_j bsum_j), the mins'
- * sum from the panel's min pairs and the activation row's bsum pairs bp[m]. */
-QA_INLINE void qa_scale_k4(const int32_t (*buf)[16][16], const uint8_t *pq, const float *da, const int32_t (*bp)[4], int na,
+ * sum from the panel's min pairs and the activation row's bsum pairs. */
+QA_INLINE void qa_scale_k4(const int32_t (*buf)[16][16], const uint8_t *pq, const char *ax, size_t row, int na,
                            float (*acc)[16])
 {
     const float *d = (const float *)(pq + 2 * QA_TERM);
@@ -199,38 +222,32 @@ QA_INLINE void qa_scale_k4(const int32_t (*buf)[16][16], const uint8_t *pq, cons
     __m512i m0 = _mm512_loadu_si512(mp), m1 = _mm512_loadu_si512(mp + 1), m2 = _mm512_loadu_si512(mp + 2),
             m3 = _mm512_loadu_si512(mp + 3);
     for (int m = 0; m < na; m++) {
-        __m512i mn = _mm512_dpwssd_epi32(_mm512_setzero_si512(), m0, _mm512_set1_epi32(bp[m][0]));
-        mn = _mm512_dpwssd_epi32(mn, m1, _mm512_set1_epi32(bp[m][1]));
-        mn = _mm512_dpwssd_epi32(mn, m2, _mm512_set1_epi32(bp[m][2]));
-        mn = _mm512_dpwssd_epi32(mn, m3, _mm512_set1_epi32(bp[m][3]));
+        const int32_t *bp = QA_BP(ax, row, m);
+        __m512i mn = _mm512_dpwssd_epi32(_mm512_setzero_si512(), m0, _mm512_set1_epi32(bp[0]));
+        mn = _mm512_dpwssd_epi32(mn, m1, _mm512_set1_epi32(bp[1]));
+        mn = _mm512_dpwssd_epi32(mn, m2, _mm512_set1_epi32(bp[2]));
+        mn = _mm512_dpwssd_epi32(mn, m3, _mm512_set1_epi32(bp[3]));
         __m512 p = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mn), wm, _mm512_mul_ps(_mm512_cvtepi32_ps(qa_sum(buf, m)), w));
-        _mm512_store_ps(acc[m], _mm512_fmadd_ps(p, _mm512_set1_ps(da[m]), _mm512_load_ps(acc[m])));
+        _mm512_store_ps(acc[m], _mm512_fmadd_ps(p, _mm512_set1_ps(QA_DA(ax, row, m)), _mm512_load_ps(acc[m])));
     }
 }
 
-/* The activation block's sums over each 32-quant sub-block j as int16 pairs (bsum_2p,
- * bsum_2p+1) in dword p (|bsum| <= 32 * 127: no saturation). */
-QA_INLINE void qa_bsum_pairs(const blk_q8_k *a, int32_t out[4])
-{
-    __m256i s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a->bsums), _mm256_set1_epi16(1));
-    _mm_storeu_si128((__m128i *)out, _mm_packs_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)));
-}
-
-/* The step (row group g, block b): its tile products into tiles 0-3, and its activation
- * scales (and bsum pairs) into da / bp. */
+/* The step (row group g, block b): its tile products into tiles 0-3. */
 typedef struct qa_step {
     int g, nr; /* row group (32 activation rows) and its rows */
     int64_t b;
 } qa_step;
 
-/* Scales the sums of step st (in buf) into its row group's accumulators. */
-QA_INLINE void qa_scale_step(int32_t (*buf)[16][16], const void *panel, size_t bb, qa_step st, const float *da,
-                             const int32_t (*bp)[4], float (*acc)[16], const bool k4)
+/* Scales the sums of step st (in buf) into its row group's accumulators; the activation
+ * rows' scales and bsum pairs come from their aux (aq, rows row bytes apart). */
+QA_INLINE void qa_scale_step(int32_t (*buf)[16][16], const void *panel, size_t bb, qa_step st, const char *aq,
+                             size_t row, float (*acc)[16], const bool k4)
 {
     const uint8_t *pq = (const uint8_t *)panel + (size_t)st.b * bb;
     const int32_t(*sums)[16][16] = (const int32_t(*)[16][16])buf;
-    if (k4) qa_scale_k4(sums, pq, da, bp, st.nr, acc + QA_GROUP * st.g);
-    else qa_scale(sums, pq, da, st.nr, acc + QA_GROUP * st.g);
+    const char *ax = aq + (size_t)QA_GROUP * st.g * row + (size_t)st.b * QA_AUX + QKK;
+    if (k4) qa_scale_k4(sums, pq, ax, row, st.nr, acc + QA_GROUP * st.g);
+    else qa_scale(sums, pq, ax, row, st.nr, acc + QA_GROUP * st.g);
 }
 
 QA_INLINE void qa_products(const uint8_t *pq, const char *qs, size_t row, int nr)
@@ -262,12 +279,11 @@ QA_INLINE void qa_products(const uint8_t *pq, const char *qs, size_t row, int nr
 QA_INLINE void qa_gemm(int64_t K, const void *panel, const void *va, size_t as, const float *aux, size_t xs, int na,
                        float *s, size_t ss, int nw, const bool k4)
 {
-    const char *a = va, *aq = (const char *)aux;
+    const char *aq = (const char *)aux;
+    (void)va, (void)as; /* the activation's quants, scales and sums are all in its aux */
     const size_t bb = k4 ? QA_K4_BLOCK_BYTES : QA_BLOCK_BYTES, row = xs * sizeof(float);
     int32_t buf[2][4][16][16] __attribute__((aligned(64)));
     float acc[QA_MAX_A][16] __attribute__((aligned(64)));
-    float da[2][QA_GROUP];
-    int32_t bp[2][QA_GROUP][4];
     memset(acc, 0, sizeof(acc[0]) * (size_t)na);
     int64_t nb = K / QKK;
     int ng = (na + QA_GROUP - 1) / QA_GROUP, cfg = 0, cur = 0;
@@ -277,13 +293,8 @@ QA_INLINE void qa_gemm(int64_t K, const void *panel, const void *va, size_t as, 
             qa_step st = {g, na - QA_GROUP * g < QA_GROUP ? na - QA_GROUP * g : QA_GROUP, 0};
             if (st.nr != cfg) qa_configure(cfg = st.nr); /* only the last group can be short */
             for (st.b = c0; st.b < nb && st.b < c0 + QA_KB; st.b++) {
-                qa_products((const uint8_t *)panel + (size_t)st.b * bb, aq + (size_t)QA_GROUP * g * row + (size_t)st.b * QKK, row, st.nr);
-                for (int m = 0; m < st.nr; m++) {
-                    const blk_q8_k *ab = (const blk_q8_k *)(a + (size_t)(QA_GROUP * g + m) * as) + st.b;
-                    da[cur][m] = ab->d;
-                    if (k4) qa_bsum_pairs(ab, bp[cur][m]);
-                }
-                if (prev.g >= 0) qa_scale_step(buf[cur ^ 1], panel, bb, prev, da[cur ^ 1], bp[cur ^ 1], acc, k4);
+                qa_products((const uint8_t *)panel + (size_t)st.b * bb, aq + (size_t)QA_GROUP * g * row + (size_t)st.b * QA_AUX, row, st.nr);
+                if (prev.g >= 0) qa_scale_step(buf[cur ^ 1], panel, bb, prev, aq, row, acc, k4);
                 _tile_stored(0, buf[cur][0], 64);
                 _tile_stored(1, buf[cur][1], 64);
                 _tile_stored(2, buf[cur][2], 64);
@@ -292,7 +303,7 @@ QA_INLINE void qa_gemm(int64_t K, const void *panel, const void *va, size_t as, 
                 cur ^= 1;
             }
         }
-    if (prev.g >= 0) qa_scale_step(buf[cur ^ 1], panel, bb, prev, da[cur ^ 1], bp[cur ^ 1], acc, k4);
+    if (prev.g >= 0) qa_scale_step(buf[cur ^ 1], panel, bb, prev, aq, row, acc, k4);
     _tile_release();
     __mmask16 mask = (__mmask16)((1u << nw) - 1u);
     for (int m = 0; m < na; m++) _mm512_mask_storeu_ps(s + (size_t)m * ss, mask, _mm512_load_ps(acc[m]));
@@ -310,9 +321,9 @@ QA_FN void qa_gemm_k4(int64_t K, const void *panel, const void *va, size_t as, c
     qa_gemm(K, panel, va, as, aux, xs, na, s, ss, nw, true);
 }
 
-static const quant_panel_kernels g_amx_q6_k = {QA_BLOCK_BYTES, QKK / 4, qa_pack_q6_k, qa_aux_q8, qa_gemm_q6_k, QA_MAX_A};
-static const quant_panel_kernels g_amx_q4_k = {QA_K4_BLOCK_BYTES, QKK / 4, qa_pack_q4_k, qa_aux_q8, qa_gemm_k4, QA_MAX_A};
-static const quant_panel_kernels g_amx_q5_k = {QA_K4_BLOCK_BYTES, QKK / 4, qa_pack_q5_k, qa_aux_q8, qa_gemm_k4, QA_MAX_A};
+static const quant_panel_kernels g_amx_q6_k = {QA_BLOCK_BYTES, QA_AUX / 4, qa_pack_q6_k, qa_aux_q8, qa_gemm_q6_k, QA_MAX_A};
+static const quant_panel_kernels g_amx_q4_k = {QA_K4_BLOCK_BYTES, QA_AUX / 4, qa_pack_q4_k, qa_aux_q8, qa_gemm_k4, QA_MAX_A};
+static const quant_panel_kernels g_amx_q5_k = {QA_K4_BLOCK_BYTES, QA_AUX / 4, qa_pack_q5_k, qa_aux_q8, qa_gemm_k4, QA_MAX_A};
 #endif
 
 /* t's AMX panel kernels where this CPU runs the packer (AVX-512 VNNI), or NULL. */
