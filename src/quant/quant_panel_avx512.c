@@ -363,13 +363,13 @@ P_ENTRY(p_gemm_q8_0_sign, p_q8_0_sign)
 #define R5_BLOCK_BYTES (R4_BLOCK_BYTES + R5_HBYTES)
 #define RK_BLOCK_BYTES(five) ((five) ? R5_BLOCK_BYTES : R4_BLOCK_BYTES)
 
-/* Vector 8c + i's fifth bits, from the chunk's transposed quants (lo: r[2i], hi: r[2i+1], bit 4
- * of each byte) into the layout above: lane L's byte holds lo's four bits, then hi's. */
-P_INLINE void r_q5_high(__m512i lo, __m512i hi, int v, uint8_t *hb)
+/* Vector 8c + i's fifth bits (Q6_K: bit 4 or 5), from the chunk's transposed quants (lo: r[2i],
+ * hi: r[2i+1]) into the layout above: lane L's byte holds lo's four bits, then hi's. */
+P_INLINE void r_q5_high(__m512i lo, __m512i hi, int v, uint8_t *hb, const int bit)
 {
-    /* << 3 moves each byte's bit 4 to its sign bit (quants are at most 31: nothing crosses bytes
-     * that matters); one mask bit per byte, four per lane */
-    uint64_t ml = _mm512_movepi8_mask(_mm512_slli_epi16(lo, 3)), mh = _mm512_movepi8_mask(_mm512_slli_epi16(hi, 3));
+    /* << (7 - bit) moves each byte's bit to its sign bit (what crosses into the next byte does
+     * not reach its sign bit); one mask bit per byte, four per lane */
+    uint64_t ml = _mm512_movepi8_mask(_mm512_slli_epi16(lo, 7 - bit)), mh = _mm512_movepi8_mask(_mm512_slli_epi16(hi, 7 - bit));
     for (int L = 0; L < 16; L++)
         hb[(v / 4) * 64 + 4 * L + v % 4] = (uint8_t)(((ml >> (4 * L)) & 0xF) | (((mh >> (4 * L)) & 0xF) << 4));
 }
@@ -394,7 +394,7 @@ P_INLINE void r_pack_k4(const void *vw, size_t ws, int nw, int64_t K, void *vpan
                 _mm512_storeu_si512(dst + (size_t)(8 * c + i) * 64,
                                     _mm512_or_si512(_mm512_and_si512(r[2 * i], m4),
                                                     _mm512_slli_epi16(_mm512_and_si512(r[2 * i + 1], m4), 4)));
-                if (five) r_q5_high(r[2 * i], r[2 * i + 1], 8 * c + i, hb);
+                if (five) r_q5_high(r[2 * i], r[2 * i + 1], 8 * c + i, hb, 4);
             }
         }
         for (int i = 0; i < 16; i++) {
@@ -414,6 +414,95 @@ P_INLINE void r_pack_k4(const void *vw, size_t ws, int nw, int64_t K, void *vpan
 
 static void r_pack_q4_k(const void *vw, size_t ws, int nw, int64_t K, void *panel) { r_pack_k4(vw, ws, nw, K, panel, false); }
 static void r_pack_q5_k(const void *vw, size_t ws, int nw, int64_t K, void *panel) { r_pack_k4(vw, ws, nw, K, panel, true); }
+
+/* ---- Q6_K, repacked for keeps at the weights' own size (3,360 bytes per 16 rows x 256):
+ * the Q4_K repack's nibble vectors of each quant's low four bits, two planes of its high
+ * bits in Q5_K's fifth-bit layout (bit 4, then bit 5), the rows' 16 int8 scales as bytes
+ * [sub-block][row] and d as f16 [row]. Read in place, a Q6_K row dot is compute-bound on
+ * many cores (the GPU host's Xeon decoded Q6_K at ~83 GB/s on 16 threads, the repacked
+ * formats at 110-120). The activation sums are the panels' (p_aux_q6_k: -32 bsum a group
+ * starts each group's integer sum). ---- */
+#define R6_PLANE (8 * 64)
+#define R6_BLOCK_BYTES (R4_QBYTES + 2 * R6_PLANE + 256 + 32)
+
+static void r_pack_q6_k(const void *vw, size_t ws, int nw, int64_t K, void *vpanel)
+{
+    const __m512i m4 = _mm512_set1_epi8(0xF);
+    uint8_t *panel = vpanel;
+    for (int64_t b = 0; b < K / QKK; b++) {
+        uint8_t *dst = panel + (size_t)b * R6_BLOCK_BYTES, *h4 = dst + R4_QBYTES, *h5 = h4 + R6_PLANE;
+        int8_t *sc = (int8_t *)(h5 + R6_PLANE);
+        uint16_t d[16] = {0};
+        if (b + 1 < K / QKK) p_prefetch_rows(vw, ws, nw, (size_t)(b + 1) * sizeof(blk_q6_k), sizeof(blk_q6_k));
+        for (int c = 0; c < 4; c++) {
+            __m512i r[16];
+            p_kchunk_rows(vw, ws, nw, b, c, P_Q6_K, r);
+            for (int i = 0; i < 8; i++) {
+                _mm512_storeu_si512(dst + (size_t)(8 * c + i) * 64,
+                                    _mm512_or_si512(_mm512_and_si512(r[2 * i], m4),
+                                                    _mm512_slli_epi16(_mm512_and_si512(r[2 * i + 1], m4), 4)));
+                r_q5_high(r[2 * i], r[2 * i + 1], 8 * c + i, h4, 4);
+                r_q5_high(r[2 * i], r[2 * i + 1], 8 * c + i, h5, 5);
+            }
+        }
+        for (int i = 0; i < 16; i++) {
+            const blk_q6_k *w = i < nw ? (const blk_q6_k *)((const char *)vw + (size_t)i * ws) + b : NULL;
+            for (int g = 0; g < 16; g++) sc[16 * g + i] = w ? w->scales[g] : 0;
+            d[i] = w ? w->d : 0;
+        }
+        memcpy(sc + 256, d, sizeof d);
+    }
+}
+
+/* out = sum_b d_a d_w sum_g scale_g (isum_g - 32 bsum_g), per lane */
+P_INLINE void r_q6_k(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
+                     size_t ss, int nw, const int NA)
+{
+    const __m512i m4 = _mm512_set1_epi8(0xF);
+    __m512 tot[QUANT_PANEL_MAX_A];
+#pragma GCC unroll 4
+    for (int j = 0; j < NA; j++) tot[j] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < K / QKK; b++) {
+        const uint8_t *pq = panel + (size_t)b * R6_BLOCK_BYTES, *h4 = pq + R4_QBYTES, *h5 = h4 + R6_PLANE;
+        const int8_t *sc = (const int8_t *)(h5 + R6_PLANE);
+        const blk_q8_k *ab[QUANT_PANEL_MAX_A];
+        __m512 bacc[QUANT_PANEL_MAX_A];
+#pragma GCC unroll 4
+        for (int j = 0; j < NA; j++) ab[j] = (const blk_q8_k *)(a + (size_t)j * as) + b, bacc[j] = _mm512_setzero_ps();
+        for (int sp = 0; sp < 8; sp++) { /* two groups of 16: four nibble vectors, one byte of each plane */
+            /* two blocks ahead, as the Q4_K repack: a block's 53 lines over its 8 pairs */
+            for (int l = 0; l < 7; l++) _mm_prefetch((const char *)pq + 2 * R6_BLOCK_BYTES + (7 * sp + l) * 64, _MM_HINT_T0);
+            __m512i hv4 = _mm512_loadu_si512(h4 + (size_t)sp * 64), hv5 = _mm512_loadu_si512(h5 + (size_t)sp * 64);
+            for (int g = 2 * sp; g < 2 * sp + 2; g++) {
+                __m512i i0[QUANT_PANEL_MAX_A], i1[QUANT_PANEL_MAX_A];
+#pragma GCC unroll 4
+                for (int j = 0; j < NA; j++) {
+                    int32_t zp;
+                    memcpy(&zp, aux + (size_t)j * xs + 16 * b + g, 4);
+                    i0[j] = _mm512_set1_epi32(zp), i1[j] = _mm512_setzero_si512();
+                }
+#pragma GCC unroll 2
+                for (int v = 2 * g; v < 2 * g + 2; v++) {
+                    __m512i q = _mm512_loadu_si512(pq + (size_t)v * 64);
+                    __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+                    p_add_high(hv4, v - 4 * sp, 16, &lo, &hi);
+                    p_add_high(hv5, v - 4 * sp, 32, &lo, &hi);
+#pragma GCC unroll 4
+                    for (int j = 0; j < NA; j++)
+                        qz_dpbusd_x2(&i0[j], &i1[j], lo, p_bcast4(ab[j]->qs + 8 * v), hi, p_bcast4(ab[j]->qs + 8 * v + 4));
+                }
+                __m512 scv = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(sc + 16 * g))));
+#pragma GCC unroll 4
+                for (int j = 0; j < NA; j++)
+                    bacc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0[j], i1[j])), scv, bacc[j]);
+            }
+        }
+        __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 256)));
+#pragma GCC unroll 4
+        for (int j = 0; j < NA; j++) tot[j] = _mm512_fmadd_ps(_mm512_mul_ps(bacc[j], dv), _mm512_set1_ps(ab[j]->d), tot[j]);
+    }
+    p_store(s, ss, tot, nw, NA);
+}
 
 P_INLINE __m512 p_u8x16_ps(const uint8_t *p) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p))); }
 
@@ -610,6 +699,7 @@ P_ENTRY(p_gemm_q8_0, p_q8_0_full)
 P_ENTRY(p_gemm_q4_0, p_q4_0)
 P_ENTRY(r_gemm_q4_k, r_q4_k)
 P_ENTRY(r_gemm_q5_k, r_q5_k)
+P_ENTRY(r_gemm_q6_k, r_q6_k)
 
 QUANT_TARGET_END
 
@@ -624,6 +714,7 @@ static const quant_panel_kernels g_panel_q8_0_sign = {P8_BLOCK_BYTES, 2, p_pack_
 
 static const quant_panel_kernels g_repack_q4_k = {R4_BLOCK_BYTES, 8, r_pack_q4_k, p_aux_q4_k, r_gemm_q4_k, 0};
 static const quant_panel_kernels g_repack_q5_k = {R5_BLOCK_BYTES, 8, r_pack_q5_k, p_aux_q4_k, r_gemm_q5_k, 0};
+static const quant_panel_kernels g_repack_q6_k = {R6_BLOCK_BYTES, 16, r_pack_q6_k, p_aux_q6_k, r_gemm_q6_k, 0};
 
 static const quant_panel_kernels g_repack_q8_0 = {R8_BLOCK_BYTES(false), 2, r_pack_q8_0, p_aux_q8_0, r_gemm_q8_0, 0};
 static const quant_panel_kernels g_repack_q4_0 = {R8_BLOCK_BYTES(true), 2, r_pack_q4_0, p_aux_q4_0, r_gemm_q4_0, 0};
@@ -632,6 +723,7 @@ void QZ_SYM(quant_repack_fill_avx512)(quant_panel_table tab)
 {
     tab[CT_Q4_K] = &g_repack_q4_k;
     tab[CT_Q5_K] = &g_repack_q5_k;
+    tab[CT_Q6_K] = &g_repack_q6_k;
     tab[CT_Q8_0] = &g_repack_q8_0;
     tab[CT_Q4_0] = &g_repack_q4_0;
     QZ_SYM(quant_repack_legacy_fill_avx512)(tab);

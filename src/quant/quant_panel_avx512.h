@@ -143,17 +143,18 @@ P_INLINE void p_store(float *s, size_t ss, const __m512 *tot, int nw, const int 
     for (int j = 0; j < NA; j++) _mm512_mask_storeu_ps(s + (size_t)j * ss, m, tot[j]);
 }
 
-/* Adds fifth bits (16 where set) to a kept nibble vector's quants (Q5_K, Q5_0, Q5_1 repacks):
- * byte j of each lane of hv, spread over the lane's four bytes, selects bit b for byte b of
- * lo and bit 4 + b for byte b of hi. */
-P_INLINE void p_add_fifth(__m512i hv, const int j, __m512i *lo, __m512i *hi)
+/* Adds a high bit's value (add where set: 16 for a fifth bit, 32 for Q6_K's sixth) to a kept
+ * nibble vector's quants (Q5_K, Q5_0, Q5_1, Q6_K repacks): byte j of each lane of hv, spread
+ * over the lane's four bytes, selects bit b for byte b of lo and bit 4 + b for byte b of hi. */
+P_INLINE void p_add_high(__m512i hv, const int j, const int add, __m512i *lo, __m512i *hi)
 {
-    const __m512i sixteen = _mm512_set1_epi8(16);
+    const __m512i val = _mm512_set1_epi8((char)add);
     const int rep = 0x01010101;
     __m512i spread = _mm512_shuffle_epi8(hv, _mm512_set4_epi32((12 + j) * rep, (8 + j) * rep, (4 + j) * rep, j * rep));
-    *lo = _mm512_mask_add_epi8(*lo, _mm512_test_epi8_mask(spread, _mm512_set1_epi32(0x08040201)), *lo, sixteen);
-    *hi = _mm512_mask_add_epi8(*hi, _mm512_test_epi8_mask(spread, _mm512_set1_epi32((int)0x80402010u)), *hi, sixteen);
+    *lo = _mm512_mask_add_epi8(*lo, _mm512_test_epi8_mask(spread, _mm512_set1_epi32(0x08040201)), *lo, val);
+    *hi = _mm512_mask_add_epi8(*hi, _mm512_test_epi8_mask(spread, _mm512_set1_epi32((int)0x80402010u)), *hi, val);
 }
+P_INLINE void p_add_fifth(__m512i hv, const int j, __m512i *lo, __m512i *hi) { p_add_high(hv, j, 16, lo, hi); }
 
 /* A gemm entry point over a kernel body templated on the activation-row count, so each
  * count gets its own fully unrolled loops. */

@@ -192,35 +192,42 @@ static float *cpu_linear_f(const ct_tensor *x, const ct_tensor *w, int64_t n)
     return v;
 }
 
-/* A quantized weight of 1 MiB or more whose type has no repacked layout here (Q6_K) is kept
- * as a dense copy at placement (layout bytes = the weight's bytes), and decode and prompt
- * rows read from it give the bits that reading the weight in place gives. */
+/* A quantized weight of 1 MiB or more whose type has no repacked layout here (Q3_K, Q2_K or
+ * Q6_K, whichever the SIMD level lacks one for) is kept as a dense copy at placement (layout
+ * bytes = the weight's bytes), and decode and prompt rows read from it give the bits that
+ * reading the weight in place gives. */
 static void test_cpu_dense_copy(void)
 {
-    if (quant_get_repack(CT_Q6_K)) {
-        th_skip("this CPU keeps Q6_K repacked");
+    const ct_dtype cands[] = {CT_Q3_K, CT_Q2_K, CT_Q6_K};
+    ct_dtype t = CT_F32;
+    for (size_t i = 0; i < sizeof cands / sizeof cands[0] && t == CT_F32; i++)
+        if (!quant_get_repack(cands[i])) t = cands[i];
+    if (t == CT_F32) {
+        th_skip("this CPU keeps Q3_K, Q2_K and Q6_K repacked");
         return;
     }
     xu_reset(0, "", 0);
-    enum { DN = 640, DK = 2048, DM = 20 }; /* 640 rows of 1,680 bytes: 1.07 MB */
+    enum { DK = 2048, DM = 20 };
     th_rng rng = {17};
-    size_t rb = ct_dtype_row_bytes(CT_Q6_K, DK);
-    char *q = random_quant_rows(CT_Q6_K, DN, DK, &rng);
+    size_t rb = ct_dtype_row_bytes(t, DK);
+    const int DN = (int)(((size_t)1 << 20) / rb + 16); /* just over 1 MiB */
+    char *q = random_quant_rows(t, DN, DK, &rng);
     int64_t ws[2] = {DN, DK}, xs[2] = {DM, DK}, x1s[2] = {1, DK};
     ct_tensor *w = NULL, *x = th_random(&rng, 2, xs, CT_F32, -1, 1), *x1 = th_random(&rng, 2, x1s, CT_F32, -1, 1);
-    CHECK_OK(ct_tensor_from_data(2, ws, CT_Q6_K, q, &w));
+    CHECK_OK(ct_tensor_from_data(2, ws, t, q, &w));
     ct_device_stats ds = {0};
     CHECK(xu_device_stats("cpu", &ds));
     uint64_t before = ds.layout_bytes, placed = place_on_cpu(w);
-    CHECK_MSG(placed == rb * DN, "%llu layout bytes, %zu weight bytes", (unsigned long long)placed, rb * DN);
+    CHECK_MSG(placed == rb * (size_t)DN, "%s: %llu layout bytes, %zu weight bytes", ct_dtype_name(t),
+              (unsigned long long)placed, rb * (size_t)DN);
     float *kept = cpu_linear_f(x, w, DM * DN), *kept1 = cpu_linear_f(x1, w, DN);
     setenv("CTORCH_REPACK", "0", 1);
     CHECK_OK(ct_exec_reinit());
     float *raw = cpu_linear_f(x, w, DM * DN), *raw1 = cpu_linear_f(x1, w, DN);
     unsetenv("CTORCH_REPACK");
     CHECK_OK(ct_exec_reinit());
-    CHECK(kept && raw && !memcmp(kept, raw, sizeof(float) * DM * DN));
-    CHECK(kept1 && raw1 && !memcmp(kept1, raw1, sizeof(float) * DN));
+    CHECK(kept && raw && !memcmp(kept, raw, sizeof(float) * DM * (size_t)DN));
+    CHECK(kept1 && raw1 && !memcmp(kept1, raw1, sizeof(float) * (size_t)DN));
     free(kept), free(kept1), free(raw), free(raw1);
     ct_tensor_free(w);
     ct_tensor_free(x);

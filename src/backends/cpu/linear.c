@@ -547,7 +547,7 @@ static const char *repacked(const ct_device *dev, const ct_tensor *w, const quan
 /* ---- weights kept as a dense copy in 2 MiB pages (kept_alloc): the same rows, read by the
  * same kernels, from pages the TLB covers; a model's weights are otherwise read from the
  * file's mapping in 4 KiB pages. f16/bf16 weights, and quantized ones of a type with no
- * repacked layout at this SIMD level (the K formats at AVX2, Q2_K/Q3_K/Q6_K at AVX-512): a
+ * repacked layout at this SIMD level (the K formats at AVX2, Q2_K/Q3_K at AVX-512): a
  * TinyLlama-shaped Q6_K decoded at 15.3-17.1 t/s from the mapping and 18.8-19.5 from the
  * copy, Q4_K_M 22.5-23.2 -> 23.9-24.7 (Zen 3, 2 threads, alternated). ---- */
 #define KEPT_DENSE_TAG 1          /* the key's last word (the repacked panels' is a kernel table's address) */
