@@ -133,8 +133,7 @@ QA_INLINE void qa_pack_k4(const void *vw, size_t ws, int nw, int64_t K, void *vp
         __m512i sv[8];
         qa_scale_vectors(sc, 8, sv, NULL);
         for (int c = 0; c < 4; c++) qa_pack_chunk(vw, ws, nw, b, c, five ? P_Q5_K : P_Q4_K, sv, NULL, dst);
-        for (int pr = 0; pr < 4; pr++)
-            for (int i = 0; i < 16; i++) mins[16 * pr + i] = (int32_t)((uint32_t)sm[i][8 + 2 * pr] | (uint32_t)sm[i][9 + 2 * pr] << 16);
+        p_k4_min_pairs((const uint8_t(*)[16])sm, mins);
     }
 }
 
@@ -142,16 +141,8 @@ QA_INLINE void qa_pack_k4(const void *vw, size_t ws, int nw, int64_t K, void *vp
 QA_FN void qa_pack_q4_k(const void *vw, size_t ws, int nw, int64_t K, void *panel) { qa_pack_k4(vw, ws, nw, K, panel, false); }
 QA_FN void qa_pack_q5_k(const void *vw, size_t ws, int nw, int64_t K, void *panel) { qa_pack_k4(vw, ws, nw, K, panel, true); }
 
-/* The activation block's sums over each 32-quant sub-block j as int16 pairs (bsum_2p,
- * bsum_2p+1) in dword p (|bsum| <= 32 * 127: no saturation). */
-QA_INLINE void qa_bsum_pairs(const blk_q8_k *a, int32_t out[4])
-{
-    __m256i s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a->bsums), _mm256_set1_epi16(1));
-    _mm_storeu_si128((__m128i *)out, _mm_packs_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)));
-}
-
 /* The activation row in its aux, block after block (QA_AUX bytes each): the Q8_K quants,
- * then the block's bsum pairs (four int32, qa_bsum_pairs) and d. Aux rows are 64-byte
+ * then the block's bsum pairs (four int32, p_bsum_pairs) and d. Aux rows are 64-byte
  * aligned, so a tile row is one cache line; read in place, a Q8_K row's 64 quants straddle
  * two lines (blocks are 292 bytes), and the tiles loaded them from there at a fraction of
  * the rate. The pairs and d are made here once per activation row: made in the gemm, they
@@ -164,7 +155,7 @@ QA_FN void qa_aux_q8(const void *va, int64_t K, float *aux)
         char *o = (char *)aux + b * QA_AUX;
         memcpy(o, a[b].qs, QKK);
         memset(o + QKK, 0, QA_AUX - QKK);
-        qa_bsum_pairs(&a[b], (int32_t *)(o + QKK));
+        p_bsum_pairs(&a[b], (int32_t *)(o + QKK));
         memcpy(o + QKK + 16, &a[b].d, sizeof(float));
     }
 }

@@ -7,9 +7,9 @@
  * unpacking (nibbles -> bytes, a 16x16 dword transpose, scales -> f32) is paid once per
  * panel and amortized over all activation rows of the prompt.
  *
- * Integer sums per sub-block are exact; the sub-block scales are applied in f32 in an
- * order different from the row dots, so results agree with quant_get_vec_dot to f32
- * rounding, not bit for bit. */
+ * Integer sums per sub-block are exact; Q6_K's sub-block scales are applied in f32 in an
+ * order different from the row dots (Q4_K / Q5_K's in int32, a whole block's sum exact),
+ * so results agree with quant_get_vec_dot to f32 rounding, not bit for bit. */
 #include <stddef.h>
 
 #include "quant/quant_impl.h"
@@ -23,17 +23,20 @@ QUANT_TARGET_BEGIN(QZ_TARGET)
 
 #define P_QVECS 64                  /* quant vectors per 256-element block */
 #define P_QBYTES (P_QVECS * 64)     /* their bytes */
-#define P_BLOCK_BYTES (P_QBYTES + 16 * 64) /* K-quants: + 16 vectors of f32 scales (Q4_K: 8 scales, 8 mins) */
+#define P_BLOCK_BYTES (P_QBYTES + 16 * 64) /* K-quants: + 16 vectors of scales (Q6_K: f32; Q4_K: 14 of int32 scales, min pairs, f32 d and dmin) */
 
 /* ---- packing: rows beyond nw are zero ---- */
 
-/* Q4_K and Q5_K share the block head (d, dmin, 12 bytes of 6-bit scales and mins). */
+/* Q4_K and Q5_K share the block head (d, dmin, 12 bytes of 6-bit scales and mins). After the
+ * quants: the sub-block scales as int32 vectors [sub-block][row], the mins as int16 pairs
+ * (p_k4_min_pairs), then d and dmin of the rows (f32). */
 P_INLINE void p_pack_k4(const void *vw, size_t ws, int nw, int64_t K, void *vpanel, const size_t bsz, const bool five)
 {
     uint8_t *panel = vpanel;
     for (int64_t b = 0; b < K / QKK; b++) {
         uint8_t *dst = panel + (size_t)b * P_BLOCK_BYTES;
-        float *scv = (float *)(dst + P_QBYTES), *mnv = scv + 8 * 16;
+        int32_t *scq = (int32_t *)(dst + P_QBYTES), *mins = scq + 8 * 16;
+        float *d = (float *)(mins + 4 * 16), *dm = d + 16;
         if (b + 1 < K / QKK) p_prefetch_rows(vw, ws, nw, (size_t)(b + 1) * bsz, bsz);
         for (int c = 0; c < 4; c++) {
             __m512i r[16];
@@ -41,10 +44,10 @@ P_INLINE void p_pack_k4(const void *vw, size_t ws, int nw, int64_t K, void *vpan
             for (int j = 0; j < 16; j++) _mm512_storeu_si512(dst + (size_t)(16 * c + j) * 64, r[j]);
         }
         uint8_t sm[16][16];
-        float d[16], dm[16];
         p_k4_heads(vw, ws, nw, b, bsz, sm, d, dm);
         for (int i = 0; i < 16; i++)
-            for (int s = 0; s < 8; s++) scv[16 * s + i] = d[i] * sm[i][s], mnv[16 * s + i] = dm[i] * sm[i][8 + s];
+            for (int sb = 0; sb < 8; sb++) scq[16 * sb + i] = sm[i][sb];
+        p_k4_min_pairs((const uint8_t(*)[16])sm, mins);
     }
 }
 
@@ -91,11 +94,22 @@ static void p_aux_q4_k(const void *va, int64_t K, float *aux)
         for (int s = 0; s < 8; s++) aux[8 * b + s] = (float)(a[b].bsums[2 * s] + a[b].bsums[2 * s + 1]);
 }
 
+/* the K4 panels': each block's bsum pairs (p_bsum_pairs) as int32 bits in four float slots */
+static void p_aux_k4_pairs(const void *va, int64_t K, float *aux)
+{
+    const blk_q8_k *a = va;
+    for (int64_t b = 0; b < K / QKK; b++) p_bsum_pairs(&a[b], (int32_t *)(aux + 4 * b));
+}
+
 static void p_aux_q6_k(const void *va, int64_t K, float *aux) { p_k16_aux(va, K, aux, 32); }
 
 /* ---- kernels ---- */
 
-/* out = sum_b d_a * sum_sub (scale * isum - min * asum), the Q4_K dot per lane */
+/* out = sum_b d_a (d_w sum_sub sc isum - dmin_w sum_sub m bsum), the Q4_K dot per lane: each
+ * block's sums are integers, as the row dots' are. The sub-block scales are applied with
+ * vpmulld rather than in f32: on Zen 4 an f32 multiply-add per sub-block and row shared the
+ * two pipes that run vpdpbusd (12 -> 10 of those pipes' slots per 8 vpdpbusd), and the mins'
+ * term takes four vpdpwssd a block instead of an FMA a sub-block. */
 P_INLINE void p_q4_k(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs,
                      float *s, size_t ss, int nw, const int NA)
 {
@@ -104,11 +118,12 @@ P_INLINE void p_q4_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
     for (int j = 0; j < NA; j++) tot[j] = _mm512_setzero_ps();
     for (int64_t b = 0; b < K / QKK; b++) {
         const uint8_t *pq = panel + (size_t)b * P_BLOCK_BYTES;
-        const float *scv = (const float *)(pq + P_QBYTES), *mnv = scv + 8 * 16;
+        const __m512i *scq = (const __m512i *)(pq + P_QBYTES), *mp = scq + 8;
+        const float *dd = (const float *)(mp + 4);
         const blk_q8_k *ab[QUANT_PANEL_MAX_A];
-        __m512 bacc[QUANT_PANEL_MAX_A];
+        __m512i bi[QUANT_PANEL_MAX_A];
 #pragma GCC unroll 4
-        for (int j = 0; j < NA; j++) ab[j] = (const blk_q8_k *)(a + (size_t)j * as) + b, bacc[j] = _mm512_setzero_ps();
+        for (int j = 0; j < NA; j++) ab[j] = (const blk_q8_k *)(a + (size_t)j * as) + b, bi[j] = _mm512_setzero_si512();
         for (int sb = 0; sb < 8; sb++) {
             __m512i i0[QUANT_PANEL_MAX_A], i1[QUANT_PANEL_MAX_A];
 #pragma GCC unroll 4
@@ -121,16 +136,23 @@ P_INLINE void p_q4_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
                     qz_dpbusd_x2(&i0[j], &i1[j], w0, p_bcast4(ab[j]->qs + 4 * t), w1, p_bcast4(ab[j]->qs + 4 * t + 4));
                 }
             }
-            __m512 sc = _mm512_loadu_ps(scv + 16 * sb), mn = _mm512_loadu_ps(mnv + 16 * sb);
+            __m512i sc = _mm512_loadu_si512(scq + sb);
 #pragma GCC unroll 4
-            for (int j = 0; j < NA; j++) {
-                __m512 is = _mm512_cvtepi32_ps(_mm512_add_epi32(i0[j], i1[j]));
-                bacc[j] = _mm512_fmadd_ps(is, sc, bacc[j]);
-                bacc[j] = _mm512_fnmadd_ps(mn, _mm512_set1_ps(aux[(size_t)j * xs + 8 * b + sb]), bacc[j]);
-            }
+            for (int j = 0; j < NA; j++) bi[j] = _mm512_add_epi32(bi[j], _mm512_mullo_epi32(_mm512_add_epi32(i0[j], i1[j]), sc));
         }
+        __m512 dv = _mm512_loadu_ps(dd), dmv = _mm512_loadu_ps(dd + 16);
+        __m512i m0 = _mm512_loadu_si512(mp), m1 = _mm512_loadu_si512(mp + 1), m2 = _mm512_loadu_si512(mp + 2),
+                m3 = _mm512_loadu_si512(mp + 3);
 #pragma GCC unroll 4
-        for (int j = 0; j < NA; j++) tot[j] = _mm512_fmadd_ps(bacc[j], _mm512_set1_ps(ab[j]->d), tot[j]);
+        for (int j = 0; j < NA; j++) {
+            const int32_t *bp = (const int32_t *)(aux + (size_t)j * xs + 4 * b); /* written as int32 */
+            __m512i mn = qz_dpwssd(_mm512_setzero_si512(), m0, _mm512_set1_epi32(bp[0]));
+            mn = qz_dpwssd(mn, m1, _mm512_set1_epi32(bp[1]));
+            mn = qz_dpwssd(mn, m2, _mm512_set1_epi32(bp[2]));
+            mn = qz_dpwssd(mn, m3, _mm512_set1_epi32(bp[3]));
+            __m512 blk = _mm512_fmsub_ps(dv, _mm512_cvtepi32_ps(bi[j]), _mm512_mul_ps(dmv, _mm512_cvtepi32_ps(mn)));
+            tot[j] = _mm512_fmadd_ps(blk, _mm512_set1_ps(ab[j]->d), tot[j]);
+        }
     }
     p_store(s, ss, tot, nw, NA);
 }
@@ -703,9 +725,9 @@ P_ENTRY(r_gemm_q6_k, r_q6_k)
 
 QUANT_TARGET_END
 
-static const quant_panel_kernels g_panel_q4_k = {P_BLOCK_BYTES, 8, p_pack_q4_k, p_aux_q4_k, p_gemm_q4_k, 0};
+static const quant_panel_kernels g_panel_q4_k = {P_BLOCK_BYTES, 4, p_pack_q4_k, p_aux_k4_pairs, p_gemm_q4_k, 0};
 static const quant_panel_kernels g_panel_q6_k = {P_BLOCK_BYTES, 16, p_pack_q6_k, p_aux_q6_k, p_gemm_q6_k, 0};
-static const quant_panel_kernels g_panel_q5_k = {P_BLOCK_BYTES, 8, p_pack_q5_k, p_aux_q4_k, p_gemm_q4_k, 0};
+static const quant_panel_kernels g_panel_q5_k = {P_BLOCK_BYTES, 4, p_pack_q5_k, p_aux_k4_pairs, p_gemm_q4_k, 0};
 static const quant_panel_kernels g_panel_q8_0 = {P8_BLOCK_BYTES, 2, p_pack_q8_0, p_aux_q8_0, p_gemm_q8_0, 0};
 static const quant_panel_kernels g_panel_q4_0 = {P8_BLOCK_BYTES, 2, p_pack_q4_0, p_aux_q4_0, p_gemm_q4_0, 0};
 #if !QZ_VNNI

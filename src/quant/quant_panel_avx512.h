@@ -121,6 +121,22 @@ P_INLINE void p_k4_heads(const void *vw, size_t ws, int nw, int64_t b, size_t bs
     }
 }
 
+/* The 16 rows' sub-block mins (sm[row][8 + j], p_k4_heads) as int16 pairs: vector p holds
+ * (m_2p, m_2p+1) of each row, for vpdpwssd against the activation's bsum pairs. */
+P_INLINE void p_k4_min_pairs(const uint8_t sm[16][16], int32_t mins[4 * 16])
+{
+    for (int pr = 0; pr < 4; pr++)
+        for (int i = 0; i < 16; i++) mins[16 * pr + i] = (int32_t)((uint32_t)sm[i][8 + 2 * pr] | (uint32_t)sm[i][9 + 2 * pr] << 16);
+}
+
+/* A Q8_K block's sums over each 32-quant sub-block j as int16 pairs (bsum_2p, bsum_2p+1) in
+ * dword p (|bsum| <= 32 * 127: no saturation). */
+P_INLINE void p_bsum_pairs(const blk_q8_k *a, int32_t out[4])
+{
+    __m256i s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a->bsums), _mm256_set1_epi16(1));
+    _mm_storeu_si128((__m128i *)out, _mm_packs_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)));
+}
+
 /* The 16 rows are 16 far-apart streams, more than the hardware prefetchers follow:
  * fetch the next block of each row while this one is unpacked. */
 P_INLINE void p_prefetch_rows(const void *vw, size_t ws, int nw, size_t off, size_t bytes)
