@@ -85,8 +85,9 @@ static void p_pack_q6_k(const void *vw, size_t ws, int nw, int64_t K, void *vpan
     }
 }
 
-/* ---- activation sums per sub-block, as f32 (exact: |sum| < 2^13) ---- */
+/* ---- the activation sums the kernels take from aux ---- */
 
+/* the Q5_K repack's: each sub-block's activation sum as f32 (exact: |sum| < 2^13) */
 static void p_aux_q4_k(const void *va, int64_t K, float *aux)
 {
     const blk_q8_k *a = va;
@@ -94,7 +95,7 @@ static void p_aux_q4_k(const void *va, int64_t K, float *aux)
         for (int s = 0; s < 8; s++) aux[8 * b + s] = (float)(a[b].bsums[2 * s] + a[b].bsums[2 * s + 1]);
 }
 
-/* the K4 panels': each block's bsum pairs (p_bsum_pairs) as int32 bits in four float slots */
+/* the K4 panels' and the Q4_K repack's: each block's bsum pairs (p_bsum_pairs) as int32 bits in four float slots */
 static void p_aux_k4_pairs(const void *va, int64_t K, float *aux)
 {
     const blk_q8_k *a = va;
@@ -528,6 +529,20 @@ P_INLINE void r_q6_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
 
 P_INLINE __m512 p_u8x16_ps(const uint8_t *p) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p))); }
 
+/* The mins of sub-blocks 2p and 2p + 1 as int16 pairs per row, from bytes [sub-block][row]. */
+P_INLINE __m512i r_min_pair(const uint8_t *mn, int p)
+{
+    __m512i lo = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(mn + 32 * p)));
+    __m512i hi = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(mn + 32 * p + 16)));
+    return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+}
+
+/* The nibbles (and Q5_K's fifth bits) unpacked on the way. Q4_K sums a block in int32 as
+ * p_q4_k does (the scale by vpmulld per sub-block, the mins' term by vpdpwssd against the
+ * activation's bsum pairs, p_aux_k4_pairs): 238-282 -> 330-347 GFLOP/s at 4 activation rows
+ * (one thread, Zen 4, --panels' kept column). Q5_K keeps the f32 scaling per sub-block (its
+ * scale and min by FMA, p_aux_q4_k): with the fifth bits' masked adds the int32 form
+ * measured slower there (222-226 -> 206-213). */
 P_INLINE void r_k4(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
                    size_t ss, int nw, const int NA, const bool five)
 {
@@ -539,10 +554,13 @@ P_INLINE void r_k4(int64_t K, const uint8_t *panel, const char *a, size_t as, co
         const uint8_t *pq = panel + (size_t)b * RK_BLOCK_BYTES(five), *hb = pq + R4_QBYTES;
         const uint8_t *sc = hb + (five ? R5_HBYTES : 0), *mn = sc + 128;
         const blk_q8_k *ab[QUANT_PANEL_MAX_A];
+        __m512i bi[QUANT_PANEL_MAX_A];
         __m512 bacc[QUANT_PANEL_MAX_A], macc[QUANT_PANEL_MAX_A];
 #pragma GCC unroll 4
-        for (int j = 0; j < NA; j++)
-            ab[j] = (const blk_q8_k *)(a + (size_t)j * as) + b, bacc[j] = macc[j] = _mm512_setzero_ps();
+        for (int j = 0; j < NA; j++) {
+            ab[j] = (const blk_q8_k *)(a + (size_t)j * as) + b;
+            bi[j] = _mm512_setzero_si512(), bacc[j] = macc[j] = _mm512_setzero_ps();
+        }
         for (int sb = 0; sb < 8; sb++) {
             __m512i i0[QUANT_PANEL_MAX_A], i1[QUANT_PANEL_MAX_A];
             /* decode streams the panels from memory faster than the hardware prefetchers
@@ -562,15 +580,33 @@ P_INLINE void r_k4(int64_t K, const uint8_t *panel, const char *a, size_t as, co
                     qz_dpbusd_x2(&i0[j], &i1[j], lo, p_bcast4(ab[j]->qs + 8 * v), hi, p_bcast4(ab[j]->qs + 8 * v + 4));
                 }
             }
-            __m512 scv = p_u8x16_ps(sc + 16 * sb), mnv = p_u8x16_ps(mn + 16 * sb);
+            if (five) {
+                __m512 scv = p_u8x16_ps(sc + 16 * sb), mnv = p_u8x16_ps(mn + 16 * sb);
 #pragma GCC unroll 4
-            for (int j = 0; j < NA; j++) {
-                bacc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0[j], i1[j])), scv, bacc[j]);
-                macc[j] = _mm512_fmadd_ps(mnv, _mm512_set1_ps(aux[(size_t)j * xs + 8 * b + sb]), macc[j]);
+                for (int j = 0; j < NA; j++) {
+                    bacc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0[j], i1[j])), scv, bacc[j]);
+                    macc[j] = _mm512_fmadd_ps(mnv, _mm512_set1_ps(aux[(size_t)j * xs + 8 * b + sb]), macc[j]);
+                }
+            } else {
+                __m512i scv = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sc + 16 * sb)));
+#pragma GCC unroll 4
+                for (int j = 0; j < NA; j++) bi[j] = _mm512_add_epi32(bi[j], _mm512_mullo_epi32(_mm512_add_epi32(i0[j], i1[j]), scv));
             }
         }
         __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(mn + 128)));
         __m512 dmv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(mn + 160)));
+        if (!five) {
+            __m512i m0 = r_min_pair(mn, 0), m1 = r_min_pair(mn, 1), m2 = r_min_pair(mn, 2), m3 = r_min_pair(mn, 3);
+#pragma GCC unroll 4
+            for (int j = 0; j < NA; j++) {
+                const int32_t *bp = (const int32_t *)(aux + (size_t)j * xs + 4 * b); /* written as int32 */
+                __m512i mnj = qz_dpwssd(_mm512_setzero_si512(), m0, _mm512_set1_epi32(bp[0]));
+                mnj = qz_dpwssd(mnj, m1, _mm512_set1_epi32(bp[1]));
+                mnj = qz_dpwssd(mnj, m2, _mm512_set1_epi32(bp[2]));
+                mnj = qz_dpwssd(mnj, m3, _mm512_set1_epi32(bp[3]));
+                bacc[j] = _mm512_cvtepi32_ps(bi[j]), macc[j] = _mm512_cvtepi32_ps(mnj);
+            }
+        }
 #pragma GCC unroll 4
         for (int j = 0; j < NA; j++) {
             __m512 blk = _mm512_fmsub_ps(dv, bacc[j], _mm512_mul_ps(dmv, macc[j]));
@@ -734,7 +770,7 @@ static const quant_panel_kernels g_panel_q4_0 = {P8_BLOCK_BYTES, 2, p_pack_q4_0,
 static const quant_panel_kernels g_panel_q8_0_sign = {P8_BLOCK_BYTES, 2, p_pack_q8_0, p_aux_q8_0, p_gemm_q8_0_sign, 0};
 #endif
 
-static const quant_panel_kernels g_repack_q4_k = {R4_BLOCK_BYTES, 8, r_pack_q4_k, p_aux_q4_k, r_gemm_q4_k, 0};
+static const quant_panel_kernels g_repack_q4_k = {R4_BLOCK_BYTES, 4, r_pack_q4_k, p_aux_k4_pairs, r_gemm_q4_k, 0};
 static const quant_panel_kernels g_repack_q5_k = {R5_BLOCK_BYTES, 8, r_pack_q5_k, p_aux_q4_k, r_gemm_q5_k, 0};
 static const quant_panel_kernels g_repack_q6_k = {R6_BLOCK_BYTES, 16, r_pack_q6_k, p_aux_q6_k, r_gemm_q6_k, 0};
 
