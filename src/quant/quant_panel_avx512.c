@@ -7,9 +7,9 @@
  * unpacking (nibbles -> bytes, a 16x16 dword transpose, scales -> f32) is paid once per
  * panel and amortized over all activation rows of the prompt.
  *
- * Integer sums per sub-block are exact; Q6_K's sub-block scales are applied in f32 in an
- * order different from the row dots (Q4_K / Q5_K's in int32, a whole block's sum exact),
- * so results agree with quant_get_vec_dot to f32 rounding, not bit for bit. */
+ * Integer sums per sub-block are exact; the sub-block scales are applied in f32 in an
+ * order different from the row dots, so results agree with quant_get_vec_dot to f32
+ * rounding, not bit for bit. */
 #include <stddef.h>
 
 #include "quant/quant_impl.h"
@@ -23,20 +23,17 @@ QUANT_TARGET_BEGIN(QZ_TARGET)
 
 #define P_QVECS 64                  /* quant vectors per 256-element block */
 #define P_QBYTES (P_QVECS * 64)     /* their bytes */
-#define P_BLOCK_BYTES (P_QBYTES + 16 * 64) /* K-quants: + 16 vectors of scales (Q6_K: f32; Q4_K: 14 of int32 scales, min pairs, f32 d and dmin) */
+#define P_BLOCK_BYTES (P_QBYTES + 16 * 64) /* K-quants: + 16 vectors of f32 scales (Q4_K: 8 scales, 8 mins) */
 
 /* ---- packing: rows beyond nw are zero ---- */
 
-/* Q4_K and Q5_K share the block head (d, dmin, 12 bytes of 6-bit scales and mins). After the
- * quants: the sub-block scales as int32 vectors [sub-block][row], the mins as int16 pairs
- * (p_k4_min_pairs), then d and dmin of the rows (f32). */
+/* Q4_K and Q5_K share the block head (d, dmin, 12 bytes of 6-bit scales and mins). */
 P_INLINE void p_pack_k4(const void *vw, size_t ws, int nw, int64_t K, void *vpanel, const size_t bsz, const bool five)
 {
     uint8_t *panel = vpanel;
     for (int64_t b = 0; b < K / QKK; b++) {
         uint8_t *dst = panel + (size_t)b * P_BLOCK_BYTES;
-        int32_t *scq = (int32_t *)(dst + P_QBYTES), *mins = scq + 8 * 16;
-        float *d = (float *)(mins + 4 * 16), *dm = d + 16;
+        float *scv = (float *)(dst + P_QBYTES), *mnv = scv + 8 * 16;
         if (b + 1 < K / QKK) p_prefetch_rows(vw, ws, nw, (size_t)(b + 1) * bsz, bsz);
         for (int c = 0; c < 4; c++) {
             __m512i r[16];
@@ -44,10 +41,10 @@ P_INLINE void p_pack_k4(const void *vw, size_t ws, int nw, int64_t K, void *vpan
             for (int j = 0; j < 16; j++) _mm512_storeu_si512(dst + (size_t)(16 * c + j) * 64, r[j]);
         }
         uint8_t sm[16][16];
+        float d[16], dm[16];
         p_k4_heads(vw, ws, nw, b, bsz, sm, d, dm);
         for (int i = 0; i < 16; i++)
-            for (int sb = 0; sb < 8; sb++) scq[16 * sb + i] = sm[i][sb];
-        p_k4_min_pairs((const uint8_t(*)[16])sm, mins);
+            for (int s = 0; s < 8; s++) scv[16 * s + i] = d[i] * sm[i][s], mnv[16 * s + i] = dm[i] * sm[i][8 + s];
     }
 }
 
@@ -85,9 +82,8 @@ static void p_pack_q6_k(const void *vw, size_t ws, int nw, int64_t K, void *vpan
     }
 }
 
-/* ---- the activation sums the kernels take from aux ---- */
+/* ---- activation sums per sub-block, as f32 (exact: |sum| < 2^13) ---- */
 
-/* the Q5_K repack's: each sub-block's activation sum as f32 (exact: |sum| < 2^13) */
 static void p_aux_q4_k(const void *va, int64_t K, float *aux)
 {
     const blk_q8_k *a = va;
@@ -95,22 +91,17 @@ static void p_aux_q4_k(const void *va, int64_t K, float *aux)
         for (int s = 0; s < 8; s++) aux[8 * b + s] = (float)(a[b].bsums[2 * s] + a[b].bsums[2 * s + 1]);
 }
 
-/* the K4 panels' and the Q4_K repack's: each block's bsum pairs (p_bsum_pairs) as int32 bits in four float slots */
-static void p_aux_k4_pairs(const void *va, int64_t K, float *aux)
-{
-    const blk_q8_k *a = va;
-    for (int64_t b = 0; b < K / QKK; b++) p_bsum_pairs(&a[b], (int32_t *)(aux + 4 * b));
-}
-
 static void p_aux_q6_k(const void *va, int64_t K, float *aux) { p_k16_aux(va, K, aux, 32); }
 
 /* ---- kernels ---- */
 
-/* out = sum_b d_a (d_w sum_sub sc isum - dmin_w sum_sub m bsum), the Q4_K dot per lane: each
- * block's sums are integers, as the row dots' are. The sub-block scales are applied with
- * vpmulld rather than in f32: on Zen 4 an f32 multiply-add per sub-block and row shared the
- * two pipes that run vpdpbusd (12 -> 10 of those pipes' slots per 8 vpdpbusd), and the mins'
- * term takes four vpdpwssd a block instead of an FMA a sub-block. */
+/* out = sum_b d_a * sum_sub (scale * isum - min * asum), the Q4_K dot per lane. The scale and
+ * the min are an FMA each per sub-block and row, on the pipes that run vpdpbusd. Session 31
+ * measured a whole block's sum in int32 instead (the scale by vpmulld per sub-block, the
+ * mins' term by four vpdpwssd a block, as the AMX panels take it): 3-4% faster on Zen 4,
+ * where vpmulld costs what an FMA does, but 12% slower for Q4_K on the GPU host's Xeon
+ * (AVX-512 VNNI panels, CTORCH_AMX=0), where it is two uops on the vpdpbusd port while
+ * FMAs have a second port; not kept. */
 P_INLINE void p_q4_k(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs,
                      float *s, size_t ss, int nw, const int NA)
 {
@@ -119,12 +110,11 @@ P_INLINE void p_q4_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
     for (int j = 0; j < NA; j++) tot[j] = _mm512_setzero_ps();
     for (int64_t b = 0; b < K / QKK; b++) {
         const uint8_t *pq = panel + (size_t)b * P_BLOCK_BYTES;
-        const __m512i *scq = (const __m512i *)(pq + P_QBYTES), *mp = scq + 8;
-        const float *dd = (const float *)(mp + 4);
+        const float *scv = (const float *)(pq + P_QBYTES), *mnv = scv + 8 * 16;
         const blk_q8_k *ab[QUANT_PANEL_MAX_A];
-        __m512i bi[QUANT_PANEL_MAX_A];
+        __m512 bacc[QUANT_PANEL_MAX_A];
 #pragma GCC unroll 4
-        for (int j = 0; j < NA; j++) ab[j] = (const blk_q8_k *)(a + (size_t)j * as) + b, bi[j] = _mm512_setzero_si512();
+        for (int j = 0; j < NA; j++) ab[j] = (const blk_q8_k *)(a + (size_t)j * as) + b, bacc[j] = _mm512_setzero_ps();
         for (int sb = 0; sb < 8; sb++) {
             __m512i i0[QUANT_PANEL_MAX_A], i1[QUANT_PANEL_MAX_A];
 #pragma GCC unroll 4
@@ -137,23 +127,16 @@ P_INLINE void p_q4_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
                     qz_dpbusd_x2(&i0[j], &i1[j], w0, p_bcast4(ab[j]->qs + 4 * t), w1, p_bcast4(ab[j]->qs + 4 * t + 4));
                 }
             }
-            __m512i sc = _mm512_loadu_si512(scq + sb);
+            __m512 sc = _mm512_loadu_ps(scv + 16 * sb), mn = _mm512_loadu_ps(mnv + 16 * sb);
 #pragma GCC unroll 4
-            for (int j = 0; j < NA; j++) bi[j] = _mm512_add_epi32(bi[j], _mm512_mullo_epi32(_mm512_add_epi32(i0[j], i1[j]), sc));
+            for (int j = 0; j < NA; j++) {
+                __m512 is = _mm512_cvtepi32_ps(_mm512_add_epi32(i0[j], i1[j]));
+                bacc[j] = _mm512_fmadd_ps(is, sc, bacc[j]);
+                bacc[j] = _mm512_fnmadd_ps(mn, _mm512_set1_ps(aux[(size_t)j * xs + 8 * b + sb]), bacc[j]);
+            }
         }
-        __m512 dv = _mm512_loadu_ps(dd), dmv = _mm512_loadu_ps(dd + 16);
-        __m512i m0 = _mm512_loadu_si512(mp), m1 = _mm512_loadu_si512(mp + 1), m2 = _mm512_loadu_si512(mp + 2),
-                m3 = _mm512_loadu_si512(mp + 3);
 #pragma GCC unroll 4
-        for (int j = 0; j < NA; j++) {
-            const int32_t *bp = (const int32_t *)(aux + (size_t)j * xs + 4 * b); /* written as int32 */
-            __m512i mn = qz_dpwssd(_mm512_setzero_si512(), m0, _mm512_set1_epi32(bp[0]));
-            mn = qz_dpwssd(mn, m1, _mm512_set1_epi32(bp[1]));
-            mn = qz_dpwssd(mn, m2, _mm512_set1_epi32(bp[2]));
-            mn = qz_dpwssd(mn, m3, _mm512_set1_epi32(bp[3]));
-            __m512 blk = _mm512_fmsub_ps(dv, _mm512_cvtepi32_ps(bi[j]), _mm512_mul_ps(dmv, _mm512_cvtepi32_ps(mn)));
-            tot[j] = _mm512_fmadd_ps(blk, _mm512_set1_ps(ab[j]->d), tot[j]);
-        }
+        for (int j = 0; j < NA; j++) tot[j] = _mm512_fmadd_ps(bacc[j], _mm512_set1_ps(ab[j]->d), tot[j]);
     }
     p_store(s, ss, tot, nw, NA);
 }
@@ -529,20 +512,6 @@ P_INLINE void r_q6_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
 
 P_INLINE __m512 p_u8x16_ps(const uint8_t *p) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p))); }
 
-/* The mins of sub-blocks 2p and 2p + 1 as int16 pairs per row, from bytes [sub-block][row]. */
-P_INLINE __m512i r_min_pair(const uint8_t *mn, int p)
-{
-    __m512i lo = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(mn + 32 * p)));
-    __m512i hi = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(mn + 32 * p + 16)));
-    return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
-}
-
-/* The nibbles (and Q5_K's fifth bits) unpacked on the way. Q4_K sums a block in int32 as
- * p_q4_k does (the scale by vpmulld per sub-block, the mins' term by vpdpwssd against the
- * activation's bsum pairs, p_aux_k4_pairs): 238-282 -> 330-347 GFLOP/s at 4 activation rows
- * (one thread, Zen 4, --panels' kept column). Q5_K keeps the f32 scaling per sub-block (its
- * scale and min by FMA, p_aux_q4_k): with the fifth bits' masked adds the int32 form
- * measured slower there (222-226 -> 206-213). */
 P_INLINE void r_k4(int64_t K, const uint8_t *panel, const char *a, size_t as, const float *aux, size_t xs, float *s,
                    size_t ss, int nw, const int NA, const bool five)
 {
@@ -554,13 +523,10 @@ P_INLINE void r_k4(int64_t K, const uint8_t *panel, const char *a, size_t as, co
         const uint8_t *pq = panel + (size_t)b * RK_BLOCK_BYTES(five), *hb = pq + R4_QBYTES;
         const uint8_t *sc = hb + (five ? R5_HBYTES : 0), *mn = sc + 128;
         const blk_q8_k *ab[QUANT_PANEL_MAX_A];
-        __m512i bi[QUANT_PANEL_MAX_A];
         __m512 bacc[QUANT_PANEL_MAX_A], macc[QUANT_PANEL_MAX_A];
 #pragma GCC unroll 4
-        for (int j = 0; j < NA; j++) {
-            ab[j] = (const blk_q8_k *)(a + (size_t)j * as) + b;
-            bi[j] = _mm512_setzero_si512(), bacc[j] = macc[j] = _mm512_setzero_ps();
-        }
+        for (int j = 0; j < NA; j++)
+            ab[j] = (const blk_q8_k *)(a + (size_t)j * as) + b, bacc[j] = macc[j] = _mm512_setzero_ps();
         for (int sb = 0; sb < 8; sb++) {
             __m512i i0[QUANT_PANEL_MAX_A], i1[QUANT_PANEL_MAX_A];
             /* decode streams the panels from memory faster than the hardware prefetchers
@@ -580,33 +546,15 @@ P_INLINE void r_k4(int64_t K, const uint8_t *panel, const char *a, size_t as, co
                     qz_dpbusd_x2(&i0[j], &i1[j], lo, p_bcast4(ab[j]->qs + 8 * v), hi, p_bcast4(ab[j]->qs + 8 * v + 4));
                 }
             }
-            if (five) {
-                __m512 scv = p_u8x16_ps(sc + 16 * sb), mnv = p_u8x16_ps(mn + 16 * sb);
+            __m512 scv = p_u8x16_ps(sc + 16 * sb), mnv = p_u8x16_ps(mn + 16 * sb);
 #pragma GCC unroll 4
-                for (int j = 0; j < NA; j++) {
-                    bacc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0[j], i1[j])), scv, bacc[j]);
-                    macc[j] = _mm512_fmadd_ps(mnv, _mm512_set1_ps(aux[(size_t)j * xs + 8 * b + sb]), macc[j]);
-                }
-            } else {
-                __m512i scv = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sc + 16 * sb)));
-#pragma GCC unroll 4
-                for (int j = 0; j < NA; j++) bi[j] = _mm512_add_epi32(bi[j], _mm512_mullo_epi32(_mm512_add_epi32(i0[j], i1[j]), scv));
+            for (int j = 0; j < NA; j++) {
+                bacc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0[j], i1[j])), scv, bacc[j]);
+                macc[j] = _mm512_fmadd_ps(mnv, _mm512_set1_ps(aux[(size_t)j * xs + 8 * b + sb]), macc[j]);
             }
         }
         __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(mn + 128)));
         __m512 dmv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(mn + 160)));
-        if (!five) {
-            __m512i m0 = r_min_pair(mn, 0), m1 = r_min_pair(mn, 1), m2 = r_min_pair(mn, 2), m3 = r_min_pair(mn, 3);
-#pragma GCC unroll 4
-            for (int j = 0; j < NA; j++) {
-                const int32_t *bp = (const int32_t *)(aux + (size_t)j * xs + 4 * b); /* written as int32 */
-                __m512i mnj = qz_dpwssd(_mm512_setzero_si512(), m0, _mm512_set1_epi32(bp[0]));
-                mnj = qz_dpwssd(mnj, m1, _mm512_set1_epi32(bp[1]));
-                mnj = qz_dpwssd(mnj, m2, _mm512_set1_epi32(bp[2]));
-                mnj = qz_dpwssd(mnj, m3, _mm512_set1_epi32(bp[3]));
-                bacc[j] = _mm512_cvtepi32_ps(bi[j]), macc[j] = _mm512_cvtepi32_ps(mnj);
-            }
-        }
 #pragma GCC unroll 4
         for (int j = 0; j < NA; j++) {
             __m512 blk = _mm512_fmsub_ps(dv, bacc[j], _mm512_mul_ps(dmv, macc[j]));
@@ -761,16 +709,16 @@ P_ENTRY(r_gemm_q6_k, r_q6_k)
 
 QUANT_TARGET_END
 
-static const quant_panel_kernels g_panel_q4_k = {P_BLOCK_BYTES, 4, p_pack_q4_k, p_aux_k4_pairs, p_gemm_q4_k, 0};
+static const quant_panel_kernels g_panel_q4_k = {P_BLOCK_BYTES, 8, p_pack_q4_k, p_aux_q4_k, p_gemm_q4_k, 0};
 static const quant_panel_kernels g_panel_q6_k = {P_BLOCK_BYTES, 16, p_pack_q6_k, p_aux_q6_k, p_gemm_q6_k, 0};
-static const quant_panel_kernels g_panel_q5_k = {P_BLOCK_BYTES, 4, p_pack_q5_k, p_aux_k4_pairs, p_gemm_q4_k, 0};
+static const quant_panel_kernels g_panel_q5_k = {P_BLOCK_BYTES, 8, p_pack_q5_k, p_aux_q4_k, p_gemm_q4_k, 0};
 static const quant_panel_kernels g_panel_q8_0 = {P8_BLOCK_BYTES, 2, p_pack_q8_0, p_aux_q8_0, p_gemm_q8_0, 0};
 static const quant_panel_kernels g_panel_q4_0 = {P8_BLOCK_BYTES, 2, p_pack_q4_0, p_aux_q4_0, p_gemm_q4_0, 0};
 #if !QZ_VNNI
 static const quant_panel_kernels g_panel_q8_0_sign = {P8_BLOCK_BYTES, 2, p_pack_q8_0, p_aux_q8_0, p_gemm_q8_0_sign, 0};
 #endif
 
-static const quant_panel_kernels g_repack_q4_k = {R4_BLOCK_BYTES, 4, r_pack_q4_k, p_aux_k4_pairs, r_gemm_q4_k, 0};
+static const quant_panel_kernels g_repack_q4_k = {R4_BLOCK_BYTES, 8, r_pack_q4_k, p_aux_q4_k, r_gemm_q4_k, 0};
 static const quant_panel_kernels g_repack_q5_k = {R5_BLOCK_BYTES, 8, r_pack_q5_k, p_aux_q4_k, r_gemm_q5_k, 0};
 static const quant_panel_kernels g_repack_q6_k = {R6_BLOCK_BYTES, 16, r_pack_q6_k, p_aux_q6_k, r_gemm_q6_k, 0};
 
