@@ -371,7 +371,7 @@ P_ENTRY(p_gemm_q8_0_sign, p_q8_0_sign)
 
 /* Vector 8c + i's fifth bits (Q6_K: bit 4 or 5), from the chunk's transposed quants (lo: r[2i],
  * hi: r[2i+1]) into the layout above: lane L's byte holds lo's four bits, then hi's. */
-P_INLINE void r_q5_high(__m512i lo, __m512i hi, int v, uint8_t *hb, const int bit)
+P_INLINE void r_high_plane(__m512i lo, __m512i hi, int v, uint8_t *hb, const int bit)
 {
     /* << (7 - bit) moves each byte's bit to its sign bit (what crosses into the next byte does
      * not reach its sign bit); one mask bit per byte, four per lane */
@@ -380,12 +380,25 @@ P_INLINE void r_q5_high(__m512i lo, __m512i hi, int v, uint8_t *hb, const int bi
         hb[(v / 4) * 64 + 4 * L + v % 4] = (uint8_t)(((ml >> (4 * L)) & 0xF) | (((mh >> (4 * L)) & 0xF) << 4));
 }
 
+/* Chunk c's transposed quants (r[j]: quants 64c + 4j .. +3 per lane) as nibble vectors
+ * 8c .. 8c + 7 at dst (pair j = 2i, 2i+1 into vector 8c + i), and their bit 4 / bit 5 into
+ * the planes p4 / p5 where given (Q5_K: p4; Q6_K: both). */
+P_INLINE void r_nibble_chunk(const __m512i r[16], int c, uint8_t *dst, uint8_t *p4, uint8_t *p5)
+{
+    const __m512i m4 = _mm512_set1_epi8(0xF);
+    for (int i = 0; i < 8; i++) {
+        _mm512_storeu_si512(dst + (size_t)(8 * c + i) * 64,
+                            _mm512_or_si512(_mm512_and_si512(r[2 * i], m4), _mm512_slli_epi16(_mm512_and_si512(r[2 * i + 1], m4), 4)));
+        if (p4) r_high_plane(r[2 * i], r[2 * i + 1], 8 * c + i, p4, 4);
+        if (p5) r_high_plane(r[2 * i], r[2 * i + 1], 8 * c + i, p5, 5);
+    }
+}
+
 /* Q4_K (five false) and Q5_K blocks of 16 rows, repacked: nibble vectors, Q5_K's fifth
  * bits, then the rows' scales, mins, d and dmin. */
 P_INLINE void r_pack_k4(const void *vw, size_t ws, int nw, int64_t K, void *vpanel, const bool five)
 {
     const size_t bsz = five ? sizeof(blk_q5_k) : sizeof(blk_q4_k);
-    const __m512i m4 = _mm512_set1_epi8(0xF);
     uint8_t *panel = vpanel;
     for (int64_t b = 0; b < K / QKK; b++) {
         uint8_t *dst = panel + (size_t)b * RK_BLOCK_BYTES(five);
@@ -395,13 +408,7 @@ P_INLINE void r_pack_k4(const void *vw, size_t ws, int nw, int64_t K, void *vpan
         for (int c = 0; c < 4; c++) {
             __m512i r[16];
             p_kchunk_rows(vw, ws, nw, b, c, five ? P_Q5_K : P_Q4_K, r);
-            /* r[j]: quants 64c + 4j .. +3 per lane; pair j = 2i, 2i+1 into vector 8c + i */
-            for (int i = 0; i < 8; i++) {
-                _mm512_storeu_si512(dst + (size_t)(8 * c + i) * 64,
-                                    _mm512_or_si512(_mm512_and_si512(r[2 * i], m4),
-                                                    _mm512_slli_epi16(_mm512_and_si512(r[2 * i + 1], m4), 4)));
-                if (five) r_q5_high(r[2 * i], r[2 * i + 1], 8 * c + i, hb, 4);
-            }
+            r_nibble_chunk(r, c, dst, five ? hb : NULL, NULL);
         }
         for (int i = 0; i < 16; i++) {
             uint8_t sm[16] = {0};
@@ -433,7 +440,6 @@ static void r_pack_q5_k(const void *vw, size_t ws, int nw, int64_t K, void *pane
 
 static void r_pack_q6_k(const void *vw, size_t ws, int nw, int64_t K, void *vpanel)
 {
-    const __m512i m4 = _mm512_set1_epi8(0xF);
     uint8_t *panel = vpanel;
     for (int64_t b = 0; b < K / QKK; b++) {
         uint8_t *dst = panel + (size_t)b * R6_BLOCK_BYTES, *h4 = dst + R4_QBYTES, *h5 = h4 + R6_PLANE;
@@ -443,13 +449,7 @@ static void r_pack_q6_k(const void *vw, size_t ws, int nw, int64_t K, void *vpan
         for (int c = 0; c < 4; c++) {
             __m512i r[16];
             p_kchunk_rows(vw, ws, nw, b, c, P_Q6_K, r);
-            for (int i = 0; i < 8; i++) {
-                _mm512_storeu_si512(dst + (size_t)(8 * c + i) * 64,
-                                    _mm512_or_si512(_mm512_and_si512(r[2 * i], m4),
-                                                    _mm512_slli_epi16(_mm512_and_si512(r[2 * i + 1], m4), 4)));
-                r_q5_high(r[2 * i], r[2 * i + 1], 8 * c + i, h4, 4);
-                r_q5_high(r[2 * i], r[2 * i + 1], 8 * c + i, h5, 5);
-            }
+            r_nibble_chunk(r, c, dst, h4, h5);
         }
         for (int i = 0; i < 16; i++) {
             const blk_q6_k *w = i < nw ? (const blk_q6_k *)((const char *)vw + (size_t)i * ws) + b : NULL;
