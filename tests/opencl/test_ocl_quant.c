@@ -40,6 +40,7 @@ static int ocl_quant_packed_total(void) { return 0; }
 static void ocl_quant_test_pack(bool on) { (void)on; }
 static void ocl_quant_test_q8(int mode) { (void)mode; }
 static int ocl_quant_q8_total(void) { return 0; }
+static int ocl_quant_mv1_total(void) { return 0; }
 #endif
 
 static const ct_dtype FORMATS[] = {CT_Q4_0, CT_Q4_1, CT_Q5_0, CT_Q5_1, CT_Q8_0,
@@ -73,6 +74,17 @@ static ct_tensor *qweight(th_rng *r, ct_dtype t, int64_t N, int64_t K, double **
     CHECK_OK(ct_tensor_from_data(2, shape, t, q, &w));
     free(f), free(row), free(q);
     return w;
+}
+
+/* The fused-launch tests' weights: quantized as given, or with g_float_w f16 in place of
+ * Q4_K and bf16 in place of Q6_K (the float kernels mv1xh / mv1rh, both formats in one launch). */
+static bool g_float_w;
+
+static ct_tensor *mweight(th_rng *r, ct_dtype t, int64_t N, int64_t K)
+{
+    if (!g_float_w) return qweight(r, t, N, K, NULL);
+    int64_t shape[2] = {N, K};
+    return th_random(r, 2, shape, t == CT_Q6_K ? CT_BF16 : CT_F16, -1, 1);
 }
 
 /* ---- dequantizing copy ---- */
@@ -569,11 +581,11 @@ static void fused_step_rows(const char *rows, bool pack, int q8)
     th_rng r = {0xf05ed};
     const int64_t D = 256, F = 512; /* 4 rows per work-group on a small device, a partial last one */
     int64_t sg[1] = {D};
-    mlp_w w = {th_random(&r, 1, sg, CT_F32, 0.5, 1.5),      th_random(&r, 1, sg, CT_F32, 0.5, 1.5),
-               qweight(&r, CT_Q4_K, D, D, NULL),            qweight(&r, CT_Q6_K, D, D, NULL),
-               qweight(&r, CT_Q4_K, D, D, NULL),            qweight(&r, CT_Q4_K, F, D, NULL),
-               qweight(&r, CT_Q4_K, F, D, NULL),            qweight(&r, CT_Q6_K, D, F, NULL),
-               qweight(&r, CT_Q4_K, D, D, NULL)};
+    mlp_w w = {th_random(&r, 1, sg, CT_F32, 0.5, 1.5), th_random(&r, 1, sg, CT_F32, 0.5, 1.5),
+               mweight(&r, CT_Q4_K, D, D),             mweight(&r, CT_Q6_K, D, D),
+               mweight(&r, CT_Q4_K, D, D),             mweight(&r, CT_Q4_K, F, D),
+               mweight(&r, CT_Q4_K, F, D),             mweight(&r, CT_Q6_K, D, F),
+               mweight(&r, CT_Q4_K, D, D)};
     int64_t sx[2] = {1, D};
     ct_tensor *x = th_random(&r, 2, sx, CT_F32, -1, 1), *out = NULL;
     ocl_quant_test_matvec(OCL_Q_MATVEC_GROUPS); /* the one-row kernels, which the planner fuses */
@@ -689,9 +701,9 @@ static void fused_odd_rows(const char *rows, int q8)
     th_rng r = {0x0dd5};
     const int64_t K = 512, n[5] = {37, 5, 11, 37, 37};
     int64_t sg[1] = {K}, sx[2] = {1, K};
-    odd_w w = {th_random(&r, 1, sg, CT_F32, 0.5, 1.5), qweight(&r, CT_Q4_K, 37, K, NULL), qweight(&r, CT_Q6_K, 5, K, NULL),
-               qweight(&r, CT_Q4_K, 11, K, NULL),      qweight(&r, CT_Q6_K, 37, K, NULL), qweight(&r, CT_Q6_K, 37, K, NULL),
-               qweight(&r, CT_Q4_K, 37, K, NULL)};
+    odd_w w = {th_random(&r, 1, sg, CT_F32, 0.5, 1.5), mweight(&r, CT_Q4_K, 37, K), mweight(&r, CT_Q6_K, 5, K),
+               mweight(&r, CT_Q4_K, 11, K),            mweight(&r, CT_Q6_K, 37, K), mweight(&r, CT_Q6_K, 37, K),
+               mweight(&r, CT_Q4_K, 37, K)};
     ct_tensor *x = th_random(&r, 2, sx, CT_F32, -1, 1), *o[5] = {0};
     ocl_quant_test_matvec(OCL_Q_MATVEC_GROUPS);
     ct_step *st = NULL;
@@ -871,13 +883,14 @@ static void fused_qkv_rope(const qr_case *c, const char *rows, bool pack)
     if (rows) setenv("CTORCH_OPENCL_MV1_ROWS", rows, 1);
     ocl_quant_test_pack(pack);
     char what[96];
-    snprintf(what, sizeof what, "%s, %s cache, %s pos, %s, scale %g, rows %s%s", c->mode == CT_ROPE_NEOX ? "neox" : "normal",
+    snprintf(what, sizeof what, "%s%s, %s cache, %s pos, %s, scale %g, rows %s%s", g_float_w ? "f16/bf16 weights, " : "",
+             c->mode == CT_ROPE_NEOX ? "neox" : "normal",
              c->cache == CT_F16 ? "f16" : "f32", c->pos == CT_I64 ? "i64" : "i32", c->hold ? "held" : "arena",
              c->freq_scale, rows ? rows : "auto", pack ? "" : ", unpacked");
     th_rng r = {0x90e + (uint64_t)c->mode * 7 + (uint64_t)c->hold};
     int64_t sg[1] = {QR_K}, sx[2] = {1, QR_K};
-    qr_w w = {th_random(&r, 1, sg, CT_F32, 0.5, 1.5), qweight(&r, CT_Q4_K, QR_HQ * QR_D, QR_K, NULL),
-              qweight(&r, CT_Q6_K, QR_HKV * QR_D, QR_K, NULL), qweight(&r, CT_Q4_K, QR_HKV * QR_D, QR_K, NULL)};
+    qr_w w = {th_random(&r, 1, sg, CT_F32, 0.5, 1.5), mweight(&r, CT_Q4_K, QR_HQ * QR_D, QR_K),
+              mweight(&r, CT_Q6_K, QR_HKV * QR_D, QR_K), mweight(&r, CT_Q4_K, QR_HKV * QR_D, QR_K)};
     ct_tensor *x = th_random(&r, 2, sx, CT_F32, -1, 1), *o[6] = {0};
     qr_io io = qr_io_new(c);
     ct_tensor *pos = io.pos, *slot = io.slot, *kc = io.kc, *vc = io.vc;
@@ -964,6 +977,57 @@ static void test_fused_qkv_rope(void)
     ocl_quant_test_fuse_rope(true);
 }
 
+/* The fused launches and plain one-row linears with f16 and bf16 weights (mv1xh, mv1rh):
+ * the same steps and bounds as the quantized ones above (the CPU multiplies float weights
+ * by f32 x, so 2e-3 is loose there), at every rows-per-group, packed and not. */
+static void test_fused_float(void)
+{
+    if (!have_device()) return;
+    g_float_w = true;
+    fused_step_rows(NULL, true, 0);
+    fused_step_rows(NULL, false, 0);
+    fused_odd_rows(NULL, 0);
+    for (size_t i = 0; i < sizeof MV1_ROWS / sizeof MV1_ROWS[0]; i++) {
+        fused_step_rows(MV1_ROWS[i], true, 0);
+        fused_odd_rows(MV1_ROWS[i], 0);
+    }
+    static const qr_case cases[] = {{CT_ROPE_NORMAL, CT_F16, CT_I32, true, 1.0}, {CT_ROPE_NEOX, CT_F32, CT_I64, false, 0.5}};
+    for (size_t i = 0; i < 2; i++) fused_qkv_rope(&cases[i], NULL, true);
+    fused_qkv_rope(&cases[0], "4", false);
+    g_float_w = false;
+}
+
+/* One row of x through f16 / bf16 weights with a bias (the nn group's LINEAR handed to
+ * mv1xh), against the CPU: both multiply exact widened weights by f32 x, so only the
+ * summation order differs (1e-10). */
+static void test_linear_float_row(void)
+{
+    if (!have_device()) return;
+    th_rng r = {0xf1f0};
+    const ct_dtype ts[] = {CT_F16, CT_BF16};
+    const int64_t shapes[][2] = {{37, 2048}, {5, 768}, {70, 5632}};
+    for (int ti = 0; ti < 2; ti++)
+        for (int si = 0; si < 3; si++)
+            for (int ri = 0; ri < 5; ri++) {
+                const char *rows = ri ? MV1_ROWS[ri - 1] : NULL;
+                if (rows) setenv("CTORCH_OPENCL_MV1_ROWS", rows, 1);
+                int64_t N = shapes[si][0], K = shapes[si][1], sw[2] = {N, K}, sx[2] = {1, K}, sb[1] = {N};
+                ct_tensor *w = th_random(&r, 2, sw, ts[ti], -1, 1), *x = th_random(&r, 2, sx, CT_F32, -1, 1);
+                ct_tensor *b = th_random(&r, 1, sb, CT_F32, -1, 1);
+                ocl_quant_test_matvec(OCL_Q_MATVEC_GROUPS);
+                char what[96];
+                snprintf(what, sizeof what, "linear %s N %lld K %lld M 1, rows/group %s", ct_dtype_name(ts[ti]), (long long)N,
+                         (long long)K, rows ? rows : "auto");
+                int mv0 = ocl_quant_mv1_total();
+                devcheck_op(g_dev, what, do_linear, (ct_tensor *[]){x, w, b}, 3, NULL, 1e-10);
+                CHECK_MSG(ocl_quant_mv1_total() - mv0 == 1, "%s: %d one-row launches, expected 1", what,
+                          ocl_quant_mv1_total() - mv0);
+                ocl_quant_test_matvec(OCL_Q_MATVEC_AUTO);
+                unsetenv("CTORCH_OPENCL_MV1_ROWS");
+                ct_tensor_free(w), ct_tensor_free(x), ct_tensor_free(b);
+            }
+}
+
 int main(int argc, char **argv)
 {
     setenv("CTORCH_OPENCL_POISON", "1", 1);
@@ -979,5 +1043,7 @@ int main(int argc, char **argv)
     RUN(test_fused_step);
     RUN(test_fused_odd);
     RUN(test_fused_qkv_rope);
+    RUN(test_fused_float);
+    RUN(test_linear_float_row);
     return th_finish();
 }

@@ -90,6 +90,8 @@ static ct_status run_linear(ct_device *dev, const ct_op *op)
                    .sak = x->stride[nd - 1], .sbk = w->stride[1], .sbn = w->stride[0]};
     g.M = shape_numel(nd - 1, x->shape);
     if (ct_tensor_numel(c) == 0) return CT_OK;
+    /* one row of x, f16 / bf16 weights: the quant group's one-row kernels, which also fuse */
+    if (g.M == 1 && ocl_mv1_ok(dev, op)) return ocl_mv1_linear(dev, op);
     nn_nd(&g.ash, &g.ast, nd - 1, x->shape, x->stride);
     nn_nd(&g.bsh, &g.bst, 0, NULL, NULL);
     return gemm_launch(dev, "linear", &g);

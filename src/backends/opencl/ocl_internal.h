@@ -126,6 +126,10 @@ ct_status ocl_quant_run(ct_device *dev, const ct_op *op);
  * linears and their SWIGLU), records that launch, every tensor of those ops written as
  * they would have been, and returns how many ops it covered; 0 otherwise. */
 int ocl_quant_fuse(ct_device *dev, const ct_op *ops, int n);
+/* A one-row LINEAR on the quant group's one-row GPU kernels (quant_mv1.c): Q4_K and Q6_K
+ * weights, and f16 / bf16 ones, whose LINEAR the nn group hands over when this says yes. */
+bool ocl_mv1_ok(const ct_device *dev, const ct_op *op);
+ct_status ocl_mv1_linear(ct_device *dev, const ct_op *op);
 /* The same for the nn group (nn_pair.c): two adjacent independent ROPEs or SET_ROWS as one
  * launch (2), a ROPE with the SET_ROWS of its output and an independent SET_ROWS (3), or 0. */
 int ocl_nn_pair(ct_device *dev, const ct_op *ops, int n);

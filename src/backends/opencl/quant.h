@@ -26,5 +26,7 @@ void ocl_quant_test_pack(bool on);
  * work-items (mv1xi); and the launches that read x so since start. */
 void ocl_quant_test_q8(int mode);
 int ocl_quant_q8_total(void);
+/* Launches of the one-row kernels (mv1x*, fused or not) since start. */
+int ocl_quant_mv1_total(void);
 
 #endif

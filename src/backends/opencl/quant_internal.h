@@ -18,8 +18,4 @@ int ocl_q_bias_kind(const ct_tensor *b);
 /* Whether LINEAR takes the CPU-device kernels here (a work-item per weight row). */
 bool ocl_q_matvec_rows(const ocl_dev_info *info);
 
-/* quant_mv1.c: a one-row Q4_K/Q6_K LINEAR the mv1x kernels run here, and running it. */
-bool ocl_mv1_ok(const ct_device *dev, const ct_op *op);
-ct_status ocl_mv1_linear(ct_device *dev, const ct_op *op);
-
 #endif

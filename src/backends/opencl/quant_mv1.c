@@ -1,5 +1,7 @@
 /* One-row decode products on GPUs (mv1x_r* in kernels/mv1.cl) for Q4_K and Q6_K, the
- * formats of a Q4_K_M model, and the step planner's fused launches built on them.
+ * formats of a Q4_K_M model, and for f16 and bf16 weights (mv1xh_r*, mv1rh_r*: the nn
+ * group hands their one-row LINEARs over), and the step planner's fused launches built on
+ * them.
  *
  * A plain LINEAR with one row of x runs as a one-segment launch. While a step is captured
  * (capture.c), ocl_quant_fuse looks at the ops ahead and covers these with one launch:
@@ -23,25 +25,47 @@
 #define MV1_MAX_R 8 /* the most rows per work-group of mv1x_r* */
 
 static int g_packed_total; /* fused launches that took a packed kernel (ocl_pack_bufs), for tests */
+static int g_mv1_total;    /* mv1x* launches, for tests */
+
+int ocl_quant_mv1_total(void) { return __atomic_load_n(&g_mv1_total, __ATOMIC_RELAXED); }
 
 /* ---- eligibility ---- */
 
-/* x contiguous and 16-byte aligned for float4 loads; weight blocks aligned for theirs
- * (Q4_K: 16 bytes; Q6_K's 210-byte blocks: 2). */
+/* The kernels' weight format codes (mv1_args.f): Q4_K 0, Q6_K 1, f16 2, bf16 3; -1 none. */
+static int mv1_fmt(ct_dtype t)
+{
+    switch (t) {
+    case CT_Q4_K: return 0;
+    case CT_Q6_K: return 1;
+    case CT_F16: return 2;
+    case CT_BF16: return 3;
+    default: return -1;
+    }
+}
+
+static bool mv1_float(ct_dtype t) { return mv1_fmt(t) >= 2; }
+
+/* x f32, contiguous and 16-byte aligned for float4 loads; weight blocks aligned for theirs
+ * (Q4_K and f16 / bf16 rows: 16 bytes; Q6_K's 210-byte blocks: 2); f32 output rows. Weights of
+ * f16 / bf16 come from the nn group, whose LINEAR also takes f16 outputs and other biases. */
 bool ocl_mv1_ok(const ct_device *dev, const ct_op *op)
 {
-    const ct_tensor *x = op->src[0], *w = op->src[1];
+    const ct_tensor *x = op->src[0], *w = op->src[1], *b = op->n_src > 2 ? op->src[2] : NULL;
     const ocl_dev_info *info = ocl_info(dev);
-    if (ocl_q_matvec_rows(info) || (w->dtype != CT_Q4_K && w->dtype != CT_Q6_K)) return false;
+    int fmt = mv1_fmt(w->dtype);
+    if (ocl_q_matvec_rows(info) || fmt < 0 || w->ndim != 2 || x->dtype != CT_F32) return false;
+    if (op->dst->dtype != CT_F32 || !tensor_is_contiguous(op->dst) || ocl_q_bias_kind(b) < 0 || (b && b->ndim != 1))
+        return false;
     if (info->max_wg < MV1_LS || info->local_mem < (2 * MV1_MAX_R + 1) * (MV1_LS + 1) * sizeof(float)) return false;
     int64_t N = w->shape[0], K = w->shape[1];
     cl_long rs, cs, wrow = 0;
     cl_ulong xoff = 0, woff = 0;
-    if (K % 256 || shape_numel(x->ndim - 1, x->shape) != 1 || !ocl_q_x_rows(x, &rs, &cs) || (K > 1 && cs != 1))
+    if (K % 256 || w->stride[1] != 1 || shape_numel(x->ndim - 1, x->shape) != 1 || !ocl_q_x_rows(x, &rs, &cs) ||
+        (K > 1 && cs != 1))
         return false;
     if (N > 1 && !ocl_q_byte_stride(w, 0, &wrow)) return false;
     if (!ocl_mem(x, dev, &xoff) || !ocl_mem(w, dev, &woff)) return false;
-    unsigned align = w->dtype == CT_Q4_K ? 16 : 2;
+    unsigned align = fmt == 1 ? 2 : 16;
     const char *e = getenv("CTORCH_OPENCL_MV1_ROWS"); /* a tuning switch: 1 or 4 rows everywhere, 0 off */
     if (e && !strcmp(e, "0")) return false;
     return xoff % 16 == 0 && woff % align == 0 && (cl_ulong)wrow % align == 0 && ocl_program_ok(dev, OCL_MV1_PROGRAM);
@@ -56,13 +80,18 @@ bool ocl_mv1_ok(const ct_device *dev, const ct_op *op)
  * enough registers for a full machine), and 1 where that would leave compute units idle.
  * A vocabulary-sized matrix (16,384 rows or more) takes 4: on the H200 the 32,000-row
  * output went 52.7 -> 46.8 us (session 23), where 4 rows a group still fill the machine.
+ * f16 / bf16 weights take 4 everywhere: their f32 x is twice their bytes, so fewer rows a
+ * group read x more often than the weights. H200, TinyLlama-shaped F16 tg128 (three rounds
+ * in one call, session 32): 4 everywhere 546-552 t/s, 2 where not gated 480-486, 8 where
+ * not gated 479-485, 8 everywhere 435-447.
  * CTORCH_OPENCL_MV1_ROWS (a tuning switch) forces 1, 2, 4 or 8 everywhere (0: these
  * kernels off). */
 #define MV1_BIG_N 16384 /* an output (vocabulary) matrix: 4 rows a work-group there */
-static int mv1_rows(const ct_device *dev, int64_t N)
+static int mv1_rows(const ct_device *dev, int64_t N, bool flt)
 {
     const char *e = getenv("CTORCH_OPENCL_MV1_ROWS");
     if (e && e[0] && !e[1] && strchr("1248", e[0])) return e[0] - '0';
+    if (flt) return 4;
     if (N >= MV1_BIG_N) return 4;
     return N >= 4 * (int64_t)ocl_info(dev)->compute_units ? 2 : 1;
 }
@@ -173,6 +202,7 @@ static const char *q8_suffix(int q8) { return q8 == Q8_LAUNCH ? "q" : q8 == Q8_I
 /* rows: the weight rows the launch reads; n: its output rows (gate and up: one of them) */
 static int q8_wanted(const ct_device *dev, const mv1_plan *p, int64_t rows, int64_t K, int64_t n)
 {
+    if (mv1_float(p->lin[0]->src[1]->dtype)) return Q8_NONE; /* the byte forms are for Q4_K / Q6_K */
     int m = __atomic_load_n(&g_q8_mode, __ATOMIC_RELAXED);
     if (m >= 0) return m;
     const char *e = getenv("CTORCH_OPENCL_Q8");
@@ -211,12 +241,14 @@ static ct_status q8_x(ct_device *dev, cl_mem xm, cl_ulong xo, cl_mem gm, cl_ulon
  * decode step gets a row of its own, e.g. "mv1x_r4 norm gate+up q4k 5632x2048". */
 static void mv1_label(const mv1_plan *p, int R, int q8, char *buf, size_t n)
 {
-    int len = snprintf(buf, n, "mv1x%s_r%d%s%s", q8_suffix(q8), R, p->norm ? " norm" : "",
+    const char *form = mv1_float(p->lin[0]->src[1]->dtype) ? "h" : q8_suffix(q8);
+    int len = snprintf(buf, n, "mv1x%s_r%d%s%s", form, R, p->norm ? " norm" : "",
                        p->gated ? " gate+up" : p->tail ? " +add" : p->nseg > 1 ? " multi" : "");
     for (int i = 0; i < p->nseg && len > 0 && (size_t)len < n; i++) {
         const ct_tensor *w = p->lin[i]->src[1];
         if (p->gated && i > 0) break;
-        len += snprintf(buf + len, n - (size_t)len, "%s%s %lldx%lld", i ? "," : "", w->dtype == CT_Q4_K ? " q4k" : " q6k",
+        static const char *const fmt[] = {" q4k", " q6k", " f16", " bf16"};
+        len += snprintf(buf + len, n - (size_t)len, "%s%s %lldx%lld", i ? "," : "", fmt[mv1_fmt(w->dtype)],
                         (long long)w->shape[0], (long long)w->shape[1]);
     }
 }
@@ -266,12 +298,12 @@ static ct_status mv1_launch(ct_device *dev, const mv1_plan *p, bool *packed)
         a.N[i] = w->shape[0];
         a.wr[i] = 0;
         if (a.N[i] > 1) ocl_q_byte_stride(w, 0, &a.wr[i]);
-        a.f[i] = w->dtype == CT_Q6_K;
+        a.f[i] = mv1_fmt(w->dtype);
         if (!wm[i] || !om[i] || !xm || !gm || !xnm || !bm)
             return core_err(CT_ERR_DEVICE_FAULT, "%s: linear operands without a copy here", dev->info.name);
     }
     for (int i = 0; i < p->nseg; i++) total += a.N[i];
-    int R = mv1_rows(dev, p->gated ? a.N[0] : total);
+    int R = mv1_rows(dev, p->gated ? a.N[0] : total, mv1_float(p->lin[0]->src[1]->dtype));
     size_t groups = 0;
     for (int i = 0; i < (p->gated ? 1 : p->nseg); i++) groups += (size_t)((a.N[i] + R - 1) / R);
     q_span r = p->r, z = p->z;
@@ -291,14 +323,16 @@ static ct_status mv1_launch(ct_device *dev, const mv1_plan *p, bool *packed)
     /* the packed forms: f32 x (and bytes made inline) _b2 and _b4, bytes of a launch _b4 and _b8 */
     bool qbuf = q8 == Q8_LAUNCH;
     int nb = ocl_pack_bufs(13, mems, qbuf ? 8 : 4, bufs, a.bi), nbuf = qbuf ? (nb > 4 ? 8 : 4) : nb > 2 ? 4 : 2;
-    char name[20], label[64]; /* mv1x_r1 .. _r8, packed: mv1x_r2_b2, mv1xq_r2_b8, mv1xi_r2_b4, ... */
-    snprintf(name, sizeof name, nb ? "mv1x%s_r%d_b%d" : "mv1x%s_r%d", q8_suffix(q8), R, nbuf);
+    char name[20], label[64]; /* mv1x_r1 .. _r8, packed: mv1x_r2_b2, mv1xq_r2_b8, mv1xi_r2_b4, mv1xh_r2_b4, ... */
+    const char *form = mv1_float(p->lin[0]->src[1]->dtype) ? "h" : q8_suffix(q8);
+    snprintf(name, sizeof name, nb ? "mv1x%s_r%d_b%d" : "mv1x%s_r%d", form, R, nbuf);
     mv1_label(p, R, q8, label, sizeof label);
     cl_kernel k;
     ct_status s = ocl_kernel(dev, OCL_MV1_PROGRAM, name, &k);
     size_t ls = MV1_LS, global = groups * ls, local = sizeof(float) * (size_t)(2 * R + 1) * (MV1_LS + 1);
     if (s == CT_OK) s = mv1_set_args(dev, k, name, nb ? bufs : mems, nb ? nbuf : 13, &a, sizeof a, local);
     *packed = nb > 0;
+    if (s == CT_OK) __atomic_fetch_add(&g_mv1_total, 1, __ATOMIC_RELAXED);
     return s != CT_OK ? s : ocl_launch(dev, k, label, 1, &global, &ls);
 }
 
@@ -313,7 +347,9 @@ ct_status ocl_mv1_linear(ct_device *dev, const ct_op *op)
 
 static bool fusable_linear(const ct_device *dev, const ct_op *op)
 {
-    return op->kind == CT_OP_LINEAR && ocl_quant_supports(dev, op) && ocl_mv1_ok(dev, op);
+    if (op->kind != CT_OP_LINEAR) return false;
+    bool group = mv1_float(op->src[1]->dtype) ? ocl_nn_supports(dev, op) : ocl_quant_supports(dev, op);
+    return group && ocl_mv1_ok(dev, op);
 }
 
 /* An RMS norm of one f32 row of K into a tensor of its own; its input 16-byte aligned. */
@@ -342,8 +378,9 @@ static int gather_linears(const ct_device *dev, const ct_op *ops, int n, const q
         if (!fusable_linear(dev, &ops[k]) || !span_of(ops[k].src[0], dev, &xs) || !same(&xs, x) ||
             !span_of(ops[k].dst, dev, &o))
             break;
-        if (k > 0 && (ops[k].src[2] || p->lin[0]->src[2] || ops[k].src[1]->shape[1] != p->lin[0]->src[1]->shape[1]))
-            break;
+        if (k > 0 && (ops[k].src[2] || p->lin[0]->src[2] || ops[k].src[1]->shape[1] != p->lin[0]->src[1]->shape[1] ||
+                      mv1_float(ops[k].src[1]->dtype) != mv1_float(p->lin[0]->src[1]->dtype)))
+            break; /* one launch: quantized formats (mv1x*) or float ones (mv1xh) */
         bool bad = false;
         for (int j = 0; j < k; j++) bad |= overlap(&o, &out[j]);
         if (bad) break;
@@ -543,7 +580,7 @@ static int qkv_rope(ct_device *dev, const mv1_plan *p, const ct_op *ops, int n)
         return 0;
     /* a work-group holds whole rotation pairs: 2 rows where mv1_rows would give 1 for want
      * of rows (q, k and v of a small model on a large GPU), none where the switch forces 1 */
-    int R = mv1_rows(dev, N[0] + N[1] + N[2]);
+    int R = mv1_rows(dev, N[0] + N[1] + N[2], mv1_float(p->lin[0]->src[1]->dtype));
     const char *forced = getenv("CTORCH_OPENCL_MV1_ROWS");
     if (R == 1 && !(forced && !strcmp(forced, "1"))) R = 2;
     if (R % 2 || Dq % R || N[0] % R || N[1] % R) return 0;
@@ -572,7 +609,7 @@ static int qkv_rope(ct_device *dev, const mv1_plan *p, const ct_op *ops, int n)
         om[i] = ocl_mem(p->lin[i]->dst, dev, &a.oo[i]);
         a.N[i] = N[i];
         if (N[i] > 1) ocl_q_byte_stride(wt, 0, &a.wr[i]);
-        a.f[i] = wt->dtype == CT_Q6_K;
+        a.f[i] = mv1_fmt(wt->dtype);
         if (!wm[i] || !om[i]) return 0;
     }
     if (!xm || !gm || !xnm || !pm || !im || !yqm || !ykm || !ckm || !cvm) return 0;
@@ -593,8 +630,9 @@ static int qkv_rope(ct_device *dev, const mv1_plan *p, const ct_op *ops, int n)
     cl_mem mems[15] = {xm, gm, xnm, wm[0], om[0], wm[1], om[1], wm[2], om[2], pm, im, yqm, ykm, ckm, cvm}, b[8];
     int nb = ocl_pack_bufs(15, mems, 8, b, a.bi);
     char name[16], label[80];
-    snprintf(name, sizeof name, nb ? "mv1r_r%d_b8" : "mv1r_r%d", R);
-    snprintf(label, sizeof label, "mv1r_r%d %snorm q,k,v %lldx%lld + rope + kv rows", R, p->norm ? "" : "no ",
+    const char *form = mv1_float(p->lin[0]->src[1]->dtype) ? "h" : "";
+    snprintf(name, sizeof name, nb ? "mv1r%s_r%d_b8" : "mv1r%s_r%d", form, R);
+    snprintf(label, sizeof label, "mv1r%s_r%d %snorm q,k,v %lldx%lld + rope + kv rows", form, R, p->norm ? "" : "no ",
              (long long)(N[0] + N[1] + N[2]), (long long)a.K);
     cl_kernel k;
     ct_status s = ocl_kernel(dev, OCL_MV1_PROGRAM, name, &k);

@@ -186,6 +186,76 @@ inline float q6_k_dot(q6k_w w, const mv1_x *x)
     return w.d * dot(convert_float4(w.sc), t);
 }
 
+/* ---- f16 and bf16 weights (formats 2 and 3; the mv1xh and mv1rh kernels) ----
+ * A work-item's share of a pass is 32 weights a row (64 bytes, mv1h_load_s below), loaded
+ * as four 16-byte words before any arithmetic, as the quantized chunks are. Half storage
+ * works on every device: NVIDIA's OpenCL reports no cl_khr_fp16, so the halves are widened
+ * from registers (cvt through inline PTX there, h16f elsewhere); bf16 is f32's upper half.
+ * H200, TinyLlama-shaped F16 decode (op by op through nn_matvec before): tg128 174 -> 546-552
+ * t/s, 112 launches a token (session 32). */
+typedef struct {
+    uint4 a, b, c, d;
+} mv1h_w;
+
+/* The two 16-bit values of u, the low one first, as floats: f16, or bf16 where bf. */
+inline float2 mv1h_pair(uint u, int bf)
+{
+    if (bf) return (float2)(as_float(u << 16), as_float(u & 0xFFFF0000u));
+#if defined(cl_nv_pragma_unroll)
+    float lo, hi;
+    asm("{.reg .b16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h;}" : "=f"(lo), "=f"(hi) : "r"(u));
+    return (float2)(lo, hi);
+#else
+    return (float2)(h16f(u & 0xFFFFu), h16f(u >> 16));
+#endif
+}
+
+inline float mv1h_dot8(uint4 w, int bf, float4 x0, float4 x1)
+{
+    return dot((float4)(mv1h_pair(w.x, bf), mv1h_pair(w.y, bf)), x0) +
+           dot((float4)(mv1h_pair(w.z, bf), mv1h_pair(w.w, bf)), x1);
+}
+
+inline float mv1h_dot(mv1h_w w, int bf, const mv1_x *x)
+{
+    return (mv1h_dot8(w.a, bf, x->v[0], x->v[1]) + mv1h_dot8(w.b, bf, x->v[2], x->v[3])) +
+           (mv1h_dot8(w.c, bf, x->v[4], x->v[5]) + mv1h_dot8(w.d, bf, x->v[6], x->v[7]));
+}
+
+/* In a pass over 32 * MV1_LS elements from base, work-item l takes the 8 elements at
+ * base + 8 (l + p MV1_LS) for p = 0..3, so each of the four 16-byte loads of a warp reads
+ * 512 consecutive bytes of a row (the quantized formats' 32 consecutive weights a
+ * work-item, tried first: gate/up 29.2 against 26.4 us a launch on the H200, profiled,
+ * tg128 440-449 against 428-462 t/s). Pieces past K (K % 2048 != 0) read as zeros, x and
+ * gam too, so they add nothing to the dots or the norm's squares. */
+inline uint4 mv1h_piece(global const uchar *row, long e, long K)
+{
+    return e < K ? *(global const uint4 *)(row + 2 * e) : (uint4)(0u);
+}
+
+inline mv1h_w mv1h_load_s(global const uchar *row, long base, long K, int lid)
+{
+    long e = base + 8 * lid, st = 8 * MV1_LS;
+    mv1h_w w;
+    w.a = mv1h_piece(row, e, K), w.b = mv1h_piece(row, e + st, K);
+    w.c = mv1h_piece(row, e + 2 * st, K), w.d = mv1h_piece(row, e + 3 * st, K);
+    return w;
+}
+
+inline void mv1h_x_s(global const float *x, global const float *gam, long base, long K, int lid, mv1_x *o, float *ss)
+{
+    float4 q = (float4)(0.0f);
+    for (int p = 0; p < 4; p++) {
+        long e = base + 8 * (lid + p * MV1_LS);
+        bool in = e < K;
+        o->v[2 * p] = in ? vload4(0, x + e) : (float4)(0.0f);
+        o->v[2 * p + 1] = in ? vload4(1, x + e) : (float4)(0.0f);
+        q += o->v[2 * p] * o->v[2 * p] + o->v[2 * p + 1] * o->v[2 * p + 1];
+        if (gam && in) o->v[2 * p] *= vload4(0, gam + e), o->v[2 * p + 1] *= vload4(1, gam + e);
+    }
+    if (ss) *ss += hsum4(q);
+}
+
 /* The norm's output xn = x * scale * gam by work-group 0 (norm 2: xn is dead, the host
  * found it overwritten by the launch's own tail). Eight float4 of x and of gam in flight
  * per work-item, not one float: this is the tail of the launch. */
@@ -554,6 +624,52 @@ typedef struct {
 #define MV1_DOT6i MV1_DOT6q
 #define MV1_DOT6Ui MV1_DOT6Uq
 
+/* The chunk loops of mv1x*: the quantized formats with x in form V (f32, bytes of a launch,
+ * bytes made inline), or f16 / bf16 weights with f32 x (V = h: kernels of their own, so
+ * that the Q4_K kernels keep their registers). */
+#define MV1_QLOOPS(R, V)                                                                                    \
+        if (f == 0) {                                                                                       \
+            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
+                long bo = (ch / 8) * 144;                                                                   \
+                q4k_w wv4[2 * R];                                                                           \
+                MV1_REP##R(MV1_LD4, R)                                                                      \
+                if (gated) { MV1_REP##R(MV1_LD4U, R) }                                                      \
+                MV1_XT##V xs;                                                                               \
+                MV1_LOADX##V(0, ch / 8, c, &xs, norm ? &ss : 0);                                           \
+                MV1_REP##R(MV1_DOT4##V, R)                                                                  \
+                if (gated) { MV1_REP##R(MV1_DOT4U##V, R) }                                                  \
+            }                                                                                               \
+        } else {                                                                                            \
+            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
+                long bo = (ch / 8) * 210;                                                                   \
+                q6k_w wv6[2 * R];                                                                           \
+                MV1_REP##R(MV1_LD6, R)                                                                      \
+                if (gated) { MV1_REP##R(MV1_LD6U, R) }                                                      \
+                MV1_XT##V xs;                                                                               \
+                MV1_LOADX##V(1, ch / 8, c, &xs, norm ? &ss : 0);                                           \
+                MV1_REP##R(MV1_DOT6##V, R)                                                                  \
+                if (gated) { MV1_REP##R(MV1_DOT6U##V, R) }                                                  \
+            }                                                                                               \
+        }
+#define MV1_LOOPS(R) MV1_QLOOPS(R, )
+#define MV1_LOOPSq(R) MV1_QLOOPS(R, q)
+#define MV1_LOOPSi(R) MV1_QLOOPS(R, i)
+#define MV1_LOOPSh(R)                                                                                       \
+        int bf = f == 3;                                                                                    \
+        for (long base = 0; base < K; base += 32 * MV1_LS) {                                                \
+            mv1h_w wvh[2 * R];                                                                              \
+            MV1_REP##R(MV1_LDS, R)                                                                          \
+            if (gated) { MV1_REP##R(MV1_LDSU, R) }                                                          \
+            mv1_x xs;                                                                                       \
+            mv1h_x_s(x, gam, base, K, lid, &xs, norm ? &ss : 0);                                            \
+            MV1_REP##R(MV1_DOTH, R)                                                                         \
+            if (gated) { MV1_REP##R(MV1_DOTHU, R) }                                                         \
+        }
+#define MV1_DOTH(r, A) acc[r] += mv1h_dot(wvh[r], bf, &xs);
+#define MV1_DOTHU(r, A) acc[(A) + (r)] += mv1h_dot(wvh[(A) + (r)], bf, &xs);
+#define MV1_LDS(r, A) wvh[r] = mv1h_load_s(rows[r], base, K, lid);
+#define MV1_LDSU(r, A) wvh[(A) + (r)] = mv1h_load_s(rows[(A) + (r)], base, K, lid);
+
 /* One launch for what the step planner (capture.c) fused, or a plain one-row linear.
  * Work-groups take R rows of weight 0, then of weight 1, then of weight 2 (nseg of them,
  * each with its format f, rows N, output o; several linears of one x); gated: weights
@@ -605,29 +721,7 @@ typedef struct {
         float acc[2 * R], ss = 0.0f;                                                                        \
         for (int r = 0; r < 2 * R; r++) acc[r] = 0.0f;                                                      \
         long nch = K / 32;                                                                                  \
-        if (f == 0) {                                                                                       \
-            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
-                long bo = (ch / 8) * 144;                                                                   \
-                q4k_w wv4[2 * R];                                                                           \
-                MV1_REP##R(MV1_LD4, R)                                                                      \
-                if (gated) { MV1_REP##R(MV1_LD4U, R) }                                                      \
-                MV1_XT##V xs;                                                                               \
-                MV1_LOADX##V(0, ch / 8, c, &xs, norm ? &ss : 0);                                           \
-                MV1_REP##R(MV1_DOT4##V, R)                                                                  \
-                if (gated) { MV1_REP##R(MV1_DOT4U##V, R) }                                                  \
-            }                                                                                               \
-        } else {                                                                                            \
-            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
-                long bo = (ch / 8) * 210;                                                                   \
-                q6k_w wv6[2 * R];                                                                           \
-                MV1_REP##R(MV1_LD6, R)                                                                      \
-                if (gated) { MV1_REP##R(MV1_LD6U, R) }                                                      \
-                MV1_XT##V xs;                                                                               \
-                MV1_LOADX##V(1, ch / 8, c, &xs, norm ? &ss : 0);                                           \
-                MV1_REP##R(MV1_DOT6##V, R)                                                                  \
-                if (gated) { MV1_REP##R(MV1_DOT6U##V, R) }                                                  \
-            }                                                                                               \
-        }                                                                                                   \
+        MV1_LOOPS##V(R)                                                                                     \
         MV1_REP##R(MV1_RED, R)                                                                              \
         mv1_put(red, 2 * R, ss);                                                                            \
         float s = mv1_reduce(red, 2 * R + 1);                                                               \
@@ -680,7 +774,8 @@ typedef struct {
     }
 
 /* f32 x: every operand, or 2 or 4 distinct buffers; x's bytes (one buffer more): every
- * operand, or 4 or 8; bytes made in the work-item: as f32 x. */
+ * operand, or 4 or 8; bytes made in the work-item: as f32 x; f16 / bf16 weights (h): as
+ * f32 x. */
 #define MV1X_ALL(R)                                                                                         \
     MV1X_KERNEL(R, )                                                                                        \
     MV1X_PACKED(R, , 2)                                                                                     \
@@ -690,7 +785,10 @@ typedef struct {
     MV1X_PACKED(R, q, 8)                                                                                    \
     MV1X_KERNEL(R, i)                                                                                       \
     MV1X_PACKED(R, i, 2)                                                                                    \
-    MV1X_PACKED(R, i, 4)
+    MV1X_PACKED(R, i, 4)                                                                                    \
+    MV1X_KERNEL(R, h)                                                                                       \
+    MV1X_PACKED(R, h, 2)                                                                                    \
+    MV1X_PACKED(R, h, 4)
 
 MV1X_ALL(1)
 MV1X_ALL(2)
@@ -809,30 +907,8 @@ inline void mv1r_write_xn(global const float *x, global const float *gam, long K
     }
 #define MV1R_RED(r, A) mv1_put(red, (r), acc[r]);
 
-#define MV1R_PARAMS                                                                                         \
-    global const uchar *restrict xb, global const uchar *restrict gmb, global uchar *xnb,                   \
-        global const uchar *restrict w0, global uchar *o0, global const uchar *restrict w1, global uchar *o1, \
-        global const uchar *restrict w2, global uchar *o2, global const uchar *restrict pb,                 \
-        global const uchar *restrict ib, global uchar *yqb, global uchar *ykb, global uchar *ckb,           \
-        global uchar *cvb, mv1r_args a, local float *red
-#define MV1R_FN(R)                                                                                          \
-    inline void mv1r_do_r##R(MV1R_PARAMS)                                                                   \
-    {                                                                                                       \
-        int lid = get_local_id(0), c = lid % 8, seg = 0;                                                    \
-        long K = a.K, D = a.D, grp = get_group_id(0), G0 = a.N[0] / R, G1 = a.N[1] / R;                     \
-        if (grp >= G0 + G1) seg = 2, grp -= G0 + G1;                                                        \
-        else if (grp >= G0) seg = 1, grp -= G0;                                                             \
-        global const uchar *w = seg == 0 ? w0 : seg == 1 ? w1 : w2;                                         \
-        ulong wo = a.wo[seg];                                                                               \
-        long wr = a.wr[seg], n0 = grp * R;                                                                  \
-        int f = a.f[seg], nr = (int)min((long)R, a.N[seg] - n0);                                            \
-        global const float *x = (global const float *)(xb + a.xoff);                                       \
-        global const float *gam = a.norm && a.has_gam ? (global const float *)(gmb + a.gmoff) : 0;         \
-        global const uchar *rows[R];                                                                        \
-        MV1_REP##R(MV1R_ROW, R)                                                                             \
-        float acc[R], ss = 0.0f;                                                                            \
-        for (int r = 0; r < R; r++) acc[r] = 0.0f;                                                          \
-        long nch = K / 32;                                                                                  \
+/* mv1r*'s chunk loops: Q4_K / Q6_K weights, or f16 / bf16 ones (mv1rh, as mv1x*h). */
+#define MV1R_LOOPS(R)                                                                                       \
         if (f == 0) {                                                                                       \
             for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
                 long bo = (ch / 8) * 144;                                                                   \
@@ -851,7 +927,42 @@ inline void mv1r_write_xn(global const float *x, global const float *gam, long K
                 mv1_load_x(1, x, gam, ch / 8, c, &xs, a.norm ? &ss : 0);                                    \
                 MV1_REP##R(MV1_DOT6, R)                                                                     \
             }                                                                                               \
-        }                                                                                                   \
+        }
+#define MV1R_LOOPSh(R)                                                                                      \
+        int bf = f == 3;                                                                                    \
+        for (long base = 0; base < K; base += 32 * MV1_LS) {                                                \
+            mv1h_w wvh[R];                                                                                  \
+            MV1_REP##R(MV1_LDS, R)                                                                          \
+            mv1_x xs;                                                                                       \
+            mv1h_x_s(x, gam, base, K, lid, &xs, a.norm ? &ss : 0);                                          \
+            MV1_REP##R(MV1_DOTH, R)                                                                         \
+        }
+
+#define MV1R_PARAMS                                                                                         \
+    global const uchar *restrict xb, global const uchar *restrict gmb, global uchar *xnb,                   \
+        global const uchar *restrict w0, global uchar *o0, global const uchar *restrict w1, global uchar *o1, \
+        global const uchar *restrict w2, global uchar *o2, global const uchar *restrict pb,                 \
+        global const uchar *restrict ib, global uchar *yqb, global uchar *ykb, global uchar *ckb,           \
+        global uchar *cvb, mv1r_args a, local float *red
+#define MV1R_FN(R, V)                                                                                        \
+    inline void mv1r##V##_do_r##R(MV1R_PARAMS)                                                             \
+    {                                                                                                       \
+        int lid = get_local_id(0), c = lid % 8, seg = 0;                                                    \
+        long K = a.K, D = a.D, grp = get_group_id(0), G0 = a.N[0] / R, G1 = a.N[1] / R;                     \
+        if (grp >= G0 + G1) seg = 2, grp -= G0 + G1;                                                        \
+        else if (grp >= G0) seg = 1, grp -= G0;                                                             \
+        global const uchar *w = seg == 0 ? w0 : seg == 1 ? w1 : w2;                                         \
+        ulong wo = a.wo[seg];                                                                               \
+        long wr = a.wr[seg], n0 = grp * R;                                                                  \
+        int f = a.f[seg], nr = (int)min((long)R, a.N[seg] - n0);                                            \
+        global const float *x = (global const float *)(xb + a.xoff);                                       \
+        global const float *gam = a.norm && a.has_gam ? (global const float *)(gmb + a.gmoff) : 0;         \
+        global const uchar *rows[R];                                                                        \
+        MV1_REP##R(MV1R_ROW, R)                                                                             \
+        float acc[R], ss = 0.0f;                                                                            \
+        for (int r = 0; r < R; r++) acc[r] = 0.0f;                                                          \
+        long nch = K / 32;                                                                                  \
+        MV1R_LOOPS##V(R)                                                                                    \
         MV1_REP##R(MV1R_RED, R)                                                                             \
         mv1_put(red, R, ss);                                                                                \
         float s = mv1_reduce(red, R + 1);                                                                   \
@@ -889,20 +1000,23 @@ inline void mv1r_write_xn(global const float *x, global const float *gam, long K
     }
 
 /* The 15-buffer form, and the packed one (_b8, as mv1x's _b2 and _b4). */
-#define MV1R_KERNEL(R)                                                                                      \
-    MV1R_FN(R)                                                                                              \
-    kernel void mv1r_r##R(MV1R_PARAMS)                                                                      \
+#define MV1R_KERNEL(R, V)                                                                                    \
+    MV1R_FN(R, V)                                                                                           \
+    kernel void mv1r##V##_r##R(MV1R_PARAMS)                                                                    \
     {                                                                                                       \
-        mv1r_do_r##R(xb, gmb, xnb, w0, o0, w1, o1, w2, o2, pb, ib, yqb, ykb, ckb, cvb, a, red);               \
+        mv1r##V##_do_r##R(xb, gmb, xnb, w0, o0, w1, o1, w2, o2, pb, ib, yqb, ykb, ckb, cvb, a, red);               \
     }                                                                                                       \
-    kernel void mv1r_r##R##_b8(MV1_BUFS8, mv1r_args a, local float *red)                                   \
+    kernel void mv1r##V##_r##R##_b8(MV1_BUFS8, mv1r_args a, local float *red)                                 \
     {                                                                                                       \
-        mv1r_do_r##R(MV1_PICK8(a.bi[0]), MV1_PICK8(a.bi[1]), MV1_PICK8(a.bi[2]), MV1_PICK8(a.bi[3]),         \
+        mv1r##V##_do_r##R(MV1_PICK8(a.bi[0]), MV1_PICK8(a.bi[1]), MV1_PICK8(a.bi[2]), MV1_PICK8(a.bi[3]),         \
                      MV1_PICK8(a.bi[4]), MV1_PICK8(a.bi[5]), MV1_PICK8(a.bi[6]), MV1_PICK8(a.bi[7]),         \
                      MV1_PICK8(a.bi[8]), MV1_PICK8(a.bi[9]), MV1_PICK8(a.bi[10]), MV1_PICK8(a.bi[11]),       \
                      MV1_PICK8(a.bi[12]), MV1_PICK8(a.bi[13]), MV1_PICK8(a.bi[14]), a, red);                 \
     }
 
-MV1R_KERNEL(2)
-MV1R_KERNEL(4)
-MV1R_KERNEL(8)
+MV1R_KERNEL(2, )
+MV1R_KERNEL(4, )
+MV1R_KERNEL(8, )
+MV1R_KERNEL(2, h)
+MV1R_KERNEL(4, h)
+MV1R_KERNEL(8, h)
