@@ -76,15 +76,19 @@ static ct_tensor *qweight(th_rng *r, ct_dtype t, int64_t N, int64_t K, double **
     return w;
 }
 
-/* The fused-launch tests' weights: quantized as given, or with g_float_w f16 in place of
- * Q4_K and bf16 in place of Q6_K (the float kernels mv1xh / mv1rh, both formats in one launch). */
-static bool g_float_w;
+/* The fused-launch tests' weights: quantized as given (the K formats' kernels), or with
+ * g_alt[0] in place of Q4_K and g_alt[1] in place of Q6_K when g_alt_on (f16 / bf16:
+ * mv1xh and mv1rh; the 32-blocks: mv1xl and mv1rl; two formats of a family in one launch). */
+static bool g_alt_on;
+static ct_dtype g_alt[2];
 
 static ct_tensor *mweight(th_rng *r, ct_dtype t, int64_t N, int64_t K)
 {
-    if (!g_float_w) return qweight(r, t, N, K, NULL);
+    if (!g_alt_on) return qweight(r, t, N, K, NULL);
+    ct_dtype a = g_alt[t == CT_Q6_K];
+    if (ct_dtype_is_quantized(a)) return qweight(r, a, N, K, NULL);
     int64_t shape[2] = {N, K};
-    return th_random(r, 2, shape, t == CT_Q6_K ? CT_BF16 : CT_F16, -1, 1);
+    return th_random(r, 2, shape, a, -1, 1);
 }
 
 /* ---- dequantizing copy ---- */
@@ -883,8 +887,8 @@ static void fused_qkv_rope(const qr_case *c, const char *rows, bool pack)
     if (rows) setenv("CTORCH_OPENCL_MV1_ROWS", rows, 1);
     ocl_quant_test_pack(pack);
     char what[96];
-    snprintf(what, sizeof what, "%s%s, %s cache, %s pos, %s, scale %g, rows %s%s", g_float_w ? "f16/bf16 weights, " : "",
-             c->mode == CT_ROPE_NEOX ? "neox" : "normal",
+    snprintf(what, sizeof what, "%s%s%s, %s cache, %s pos, %s, scale %g, rows %s%s", g_alt_on ? ct_dtype_name(g_alt[0]) : "",
+             g_alt_on ? " weights, " : "", c->mode == CT_ROPE_NEOX ? "neox" : "normal",
              c->cache == CT_F16 ? "f16" : "f32", c->pos == CT_I64 ? "i64" : "i32", c->hold ? "held" : "arena",
              c->freq_scale, rows ? rows : "auto", pack ? "" : ", unpacked");
     th_rng r = {0x90e + (uint64_t)c->mode * 7 + (uint64_t)c->hold};
@@ -977,49 +981,55 @@ static void test_fused_qkv_rope(void)
     ocl_quant_test_fuse_rope(true);
 }
 
-/* The fused launches and plain one-row linears with f16 and bf16 weights (mv1xh, mv1rh):
- * the same steps and bounds as the quantized ones above (the CPU multiplies float weights
- * by f32 x, so 2e-3 is loose there), at every rows-per-group, packed and not. */
-static void test_fused_float(void)
+/* The fused launches with f16 / bf16 weights (mv1xh, mv1rh) and with the 32-blocks (mv1xl,
+ * mv1rl): the same steps and bounds as the K formats above, at every rows-per-group, packed
+ * and not (vs the CPU 2e-3 as there: the CPU's 8-bit x for the 32-blocks; its float-weight
+ * products keep f32 x). */
+static void test_fused_other(void)
 {
     if (!have_device()) return;
-    g_float_w = true;
-    fused_step_rows(NULL, true, 0);
-    fused_step_rows(NULL, false, 0);
-    fused_odd_rows(NULL, 0);
-    for (size_t i = 0; i < sizeof MV1_ROWS / sizeof MV1_ROWS[0]; i++) {
-        fused_step_rows(MV1_ROWS[i], true, 0);
-        fused_odd_rows(MV1_ROWS[i], 0);
-    }
+    static const ct_dtype alts[][2] = {{CT_F16, CT_BF16}, {CT_Q4_0, CT_Q5_0}, {CT_Q8_0, CT_Q4_1}, {CT_Q5_1, CT_Q8_0}};
     static const qr_case cases[] = {{CT_ROPE_NORMAL, CT_F16, CT_I32, true, 1.0}, {CT_ROPE_NEOX, CT_F32, CT_I64, false, 0.5}};
-    for (size_t i = 0; i < 2; i++) fused_qkv_rope(&cases[i], NULL, true);
-    fused_qkv_rope(&cases[0], "4", false);
-    g_float_w = false;
+    for (size_t a = 0; a < sizeof alts / sizeof alts[0]; a++) {
+        g_alt_on = true, g_alt[0] = alts[a][0], g_alt[1] = alts[a][1];
+        fused_step_rows(NULL, true, 0);
+        fused_step_rows(NULL, false, 0);
+        fused_odd_rows(NULL, 0);
+        for (size_t i = 0; i < sizeof MV1_ROWS / sizeof MV1_ROWS[0]; i++) {
+            fused_step_rows(MV1_ROWS[i], true, 0);
+            fused_odd_rows(MV1_ROWS[i], 0);
+        }
+        for (size_t i = 0; i < 2; i++) fused_qkv_rope(&cases[i], NULL, true);
+        fused_qkv_rope(&cases[0], "4", false);
+    }
+    g_alt_on = false;
 }
 
-/* One row of x through f16 / bf16 weights with a bias (the nn group's LINEAR handed to
- * mv1xh), against the CPU: both multiply exact widened weights by f32 x, so only the
- * summation order differs (1e-10). */
-static void test_linear_float_row(void)
+/* One row of x through f16 / bf16 weights (the nn group's LINEAR handed to mv1xh) and the
+ * 32-blocks (mv1xl) with a bias, against the CPU: for float weights both multiply exact
+ * widened weights by f32 x, so only the summation order differs (1e-10); the CPU rounds x
+ * to 8 bits for the 32-blocks (1e-4, as test_linear). */
+static void test_linear_other_row(void)
 {
     if (!have_device()) return;
     th_rng r = {0xf1f0};
-    const ct_dtype ts[] = {CT_F16, CT_BF16};
+    const ct_dtype ts[] = {CT_F16, CT_BF16, CT_Q4_0, CT_Q4_1, CT_Q5_0, CT_Q5_1, CT_Q8_0};
     const int64_t shapes[][2] = {{37, 2048}, {5, 768}, {70, 5632}};
-    for (int ti = 0; ti < 2; ti++)
+    for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++)
         for (int si = 0; si < 3; si++)
             for (int ri = 0; ri < 5; ri++) {
                 const char *rows = ri ? MV1_ROWS[ri - 1] : NULL;
                 if (rows) setenv("CTORCH_OPENCL_MV1_ROWS", rows, 1);
                 int64_t N = shapes[si][0], K = shapes[si][1], sw[2] = {N, K}, sx[2] = {1, K}, sb[1] = {N};
-                ct_tensor *w = th_random(&r, 2, sw, ts[ti], -1, 1), *x = th_random(&r, 2, sx, CT_F32, -1, 1);
-                ct_tensor *b = th_random(&r, 1, sb, CT_F32, -1, 1);
+                bool q = ct_dtype_is_quantized(ts[ti]);
+                ct_tensor *w = q ? qweight(&r, ts[ti], N, K, NULL) : th_random(&r, 2, sw, ts[ti], -1, 1);
+                ct_tensor *x = th_random(&r, 2, sx, CT_F32, -1, 1), *b = th_random(&r, 1, sb, CT_F32, -1, 1);
                 ocl_quant_test_matvec(OCL_Q_MATVEC_GROUPS);
                 char what[96];
                 snprintf(what, sizeof what, "linear %s N %lld K %lld M 1, rows/group %s", ct_dtype_name(ts[ti]), (long long)N,
                          (long long)K, rows ? rows : "auto");
                 int mv0 = ocl_quant_mv1_total();
-                devcheck_op(g_dev, what, do_linear, (ct_tensor *[]){x, w, b}, 3, NULL, 1e-10);
+                devcheck_op(g_dev, what, do_linear, (ct_tensor *[]){x, w, b}, 3, NULL, q ? 1e-4 : 1e-10);
                 CHECK_MSG(ocl_quant_mv1_total() - mv0 == 1, "%s: %d one-row launches, expected 1", what,
                           ocl_quant_mv1_total() - mv0);
                 ocl_quant_test_matvec(OCL_Q_MATVEC_AUTO);
@@ -1043,7 +1053,7 @@ int main(int argc, char **argv)
     RUN(test_fused_step);
     RUN(test_fused_odd);
     RUN(test_fused_qkv_rope);
-    RUN(test_fused_float);
-    RUN(test_linear_float_row);
+    RUN(test_fused_other);
+    RUN(test_linear_other_row);
     return th_finish();
 }

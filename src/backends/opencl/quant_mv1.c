@@ -1,7 +1,8 @@
 /* One-row decode products on GPUs (mv1x_r* in kernels/mv1.cl) for Q4_K and Q6_K, the
- * formats of a Q4_K_M model, and for f16 and bf16 weights (mv1xh_r*, mv1rh_r*: the nn
- * group hands their one-row LINEARs over), and the step planner's fused launches built on
- * them.
+ * formats of a Q4_K_M model, for the 32-blocks Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 (mv1xl_r*,
+ * mv1rl_r*) and for f16 and bf16 weights (mv1xh_r*, mv1rh_r*: the nn group hands their
+ * one-row LINEARs over), and the step planner's fused launches built on them. Q2_K, Q3_K
+ * and Q5_K have none yet: their one-row linears take quant.cl's general kernel, op by op.
  *
  * A plain LINEAR with one row of x runs as a one-segment launch. While a step is captured
  * (capture.c), ocl_quant_fuse looks at the ops ahead and covers these with one launch:
@@ -31,7 +32,8 @@ int ocl_quant_mv1_total(void) { return __atomic_load_n(&g_mv1_total, __ATOMIC_RE
 
 /* ---- eligibility ---- */
 
-/* The kernels' weight format codes (mv1_args.f): Q4_K 0, Q6_K 1, f16 2, bf16 3; -1 none. */
+/* The kernels' weight format codes (mv1_args.f): Q4_K 0, Q6_K 1, f16 2, bf16 3, Q4_0 4, Q4_1 5,
+ * Q5_0 6, Q5_1 7, Q8_0 8; -1 none. */
 static int mv1_fmt(ct_dtype t)
 {
     switch (t) {
@@ -39,11 +41,25 @@ static int mv1_fmt(ct_dtype t)
     case CT_Q6_K: return 1;
     case CT_F16: return 2;
     case CT_BF16: return 3;
+    case CT_Q4_0: return 4;
+    case CT_Q4_1: return 5;
+    case CT_Q5_0: return 6;
+    case CT_Q5_1: return 7;
+    case CT_Q8_0: return 8;
     default: return -1;
     }
 }
 
-static bool mv1_float(ct_dtype t) { return mv1_fmt(t) >= 2; }
+/* Each family has kernels of its own (one launch holds one family): the K formats (mv1x,
+ * mv1xq, mv1xi, mv1r), f16 / bf16 (mv1xh, mv1rh) and the 32-blocks (mv1xl, mv1rl). */
+enum { MV1_K, MV1_FLOAT, MV1_LEGACY };
+static int mv1_family(ct_dtype t)
+{
+    int f = mv1_fmt(t);
+    return f < 2 ? MV1_K : f < 4 ? MV1_FLOAT : MV1_LEGACY;
+}
+static const char *mv1_family_suffix(ct_dtype t) { return mv1_family(t) == MV1_FLOAT ? "h" : "l"; }
+static bool mv1_float(ct_dtype t) { return mv1_family(t) == MV1_FLOAT; }
 
 /* x f32, contiguous and 16-byte aligned for float4 loads; weight blocks aligned for theirs
  * (Q4_K and f16 / bf16 rows: 16 bytes; Q6_K's 210-byte blocks: 2); f32 output rows. Weights of
@@ -65,7 +81,7 @@ bool ocl_mv1_ok(const ct_device *dev, const ct_op *op)
         return false;
     if (N > 1 && !ocl_q_byte_stride(w, 0, &wrow)) return false;
     if (!ocl_mem(x, dev, &xoff) || !ocl_mem(w, dev, &woff)) return false;
-    unsigned align = fmt == 1 ? 2 : 16;
+    unsigned align = fmt == 1 || fmt >= 4 ? 2 : 16; /* Q6_K's and the 32-blocks' sizes are even, not multiples of 4 */
     const char *e = getenv("CTORCH_OPENCL_MV1_ROWS"); /* a tuning switch: 1 or 4 rows everywhere, 0 off */
     if (e && !strcmp(e, "0")) return false;
     return xoff % 16 == 0 && woff % align == 0 && (cl_ulong)wrow % align == 0 && ocl_program_ok(dev, OCL_MV1_PROGRAM);
@@ -80,18 +96,19 @@ bool ocl_mv1_ok(const ct_device *dev, const ct_op *op)
  * enough registers for a full machine), and 1 where that would leave compute units idle.
  * A vocabulary-sized matrix (16,384 rows or more) takes 4: on the H200 the 32,000-row
  * output went 52.7 -> 46.8 us (session 23), where 4 rows a group still fill the machine.
- * f16 / bf16 weights take 4 everywhere: their f32 x is twice their bytes, so fewer rows a
- * group read x more often than the weights. H200, TinyLlama-shaped F16 tg128 (three rounds
- * in one call, session 32): 4 everywhere 546-552 t/s, 2 where not gated 480-486, 8 where
- * not gated 479-485, 8 everywhere 435-447.
+ * f16 / bf16 weights and the 32-blocks take 4 everywhere: their f32 x has more bytes than
+ * the weights (2 and 3.8-7 times), so fewer rows a group read x more often than the weights.
+ * H200, TinyLlama-shaped tg128 (session 32): F16 (three rounds in one call) 4 everywhere
+ * 546-552 t/s, 2 where not gated 480-486, 8 where not gated 479-485, 8 everywhere 435-447;
+ * Q8_0 / Q4_0 (two rounds) 4: 477-479 / 509-543, 2: 410-411 / 445-468, 8: 354-364 / 410.
  * CTORCH_OPENCL_MV1_ROWS (a tuning switch) forces 1, 2, 4 or 8 everywhere (0: these
  * kernels off). */
 #define MV1_BIG_N 16384 /* an output (vocabulary) matrix: 4 rows a work-group there */
-static int mv1_rows(const ct_device *dev, int64_t N, bool flt)
+static int mv1_rows(const ct_device *dev, int64_t N, bool not_k)
 {
     const char *e = getenv("CTORCH_OPENCL_MV1_ROWS");
     if (e && e[0] && !e[1] && strchr("1248", e[0])) return e[0] - '0';
-    if (flt) return 4;
+    if (not_k) return 4;
     if (N >= MV1_BIG_N) return 4;
     return N >= 4 * (int64_t)ocl_info(dev)->compute_units ? 2 : 1;
 }
@@ -202,7 +219,7 @@ static const char *q8_suffix(int q8) { return q8 == Q8_LAUNCH ? "q" : q8 == Q8_I
 /* rows: the weight rows the launch reads; n: its output rows (gate and up: one of them) */
 static int q8_wanted(const ct_device *dev, const mv1_plan *p, int64_t rows, int64_t K, int64_t n)
 {
-    if (mv1_float(p->lin[0]->src[1]->dtype)) return Q8_NONE; /* the byte forms are for Q4_K / Q6_K */
+    if (mv1_family(p->lin[0]->src[1]->dtype) != MV1_K) return Q8_NONE; /* the byte forms are for Q4_K / Q6_K */
     int m = __atomic_load_n(&g_q8_mode, __ATOMIC_RELAXED);
     if (m >= 0) return m;
     const char *e = getenv("CTORCH_OPENCL_Q8");
@@ -241,13 +258,14 @@ static ct_status q8_x(ct_device *dev, cl_mem xm, cl_ulong xo, cl_mem gm, cl_ulon
  * decode step gets a row of its own, e.g. "mv1x_r4 norm gate+up q4k 5632x2048". */
 static void mv1_label(const mv1_plan *p, int R, int q8, char *buf, size_t n)
 {
-    const char *form = mv1_float(p->lin[0]->src[1]->dtype) ? "h" : q8_suffix(q8);
+    ct_dtype wt = p->lin[0]->src[1]->dtype;
+    const char *form = mv1_family(wt) != MV1_K ? mv1_family_suffix(wt) : q8_suffix(q8);
     int len = snprintf(buf, n, "mv1x%s_r%d%s%s", form, R, p->norm ? " norm" : "",
                        p->gated ? " gate+up" : p->tail ? " +add" : p->nseg > 1 ? " multi" : "");
     for (int i = 0; i < p->nseg && len > 0 && (size_t)len < n; i++) {
         const ct_tensor *w = p->lin[i]->src[1];
         if (p->gated && i > 0) break;
-        static const char *const fmt[] = {" q4k", " q6k", " f16", " bf16"};
+        static const char *const fmt[] = {" q4k", " q6k", " f16", " bf16", " q4_0", " q4_1", " q5_0", " q5_1", " q8_0"};
         len += snprintf(buf + len, n - (size_t)len, "%s%s %lldx%lld", i ? "," : "", fmt[mv1_fmt(w->dtype)],
                         (long long)w->shape[0], (long long)w->shape[1]);
     }
@@ -303,7 +321,7 @@ static ct_status mv1_launch(ct_device *dev, const mv1_plan *p, bool *packed)
             return core_err(CT_ERR_DEVICE_FAULT, "%s: linear operands without a copy here", dev->info.name);
     }
     for (int i = 0; i < p->nseg; i++) total += a.N[i];
-    int R = mv1_rows(dev, p->gated ? a.N[0] : total, mv1_float(p->lin[0]->src[1]->dtype));
+    int R = mv1_rows(dev, p->gated ? a.N[0] : total, mv1_family(p->lin[0]->src[1]->dtype) != MV1_K);
     size_t groups = 0;
     for (int i = 0; i < (p->gated ? 1 : p->nseg); i++) groups += (size_t)((a.N[i] + R - 1) / R);
     q_span r = p->r, z = p->z;
@@ -324,7 +342,8 @@ static ct_status mv1_launch(ct_device *dev, const mv1_plan *p, bool *packed)
     bool qbuf = q8 == Q8_LAUNCH;
     int nb = ocl_pack_bufs(13, mems, qbuf ? 8 : 4, bufs, a.bi), nbuf = qbuf ? (nb > 4 ? 8 : 4) : nb > 2 ? 4 : 2;
     char name[20], label[64]; /* mv1x_r1 .. _r8, packed: mv1x_r2_b2, mv1xq_r2_b8, mv1xi_r2_b4, mv1xh_r2_b4, ... */
-    const char *form = mv1_float(p->lin[0]->src[1]->dtype) ? "h" : q8_suffix(q8);
+    ct_dtype wt = p->lin[0]->src[1]->dtype;
+    const char *form = mv1_family(wt) != MV1_K ? mv1_family_suffix(wt) : q8_suffix(q8);
     snprintf(name, sizeof name, nb ? "mv1x%s_r%d_b%d" : "mv1x%s_r%d", form, R, nbuf);
     mv1_label(p, R, q8, label, sizeof label);
     cl_kernel k;
@@ -379,8 +398,8 @@ static int gather_linears(const ct_device *dev, const ct_op *ops, int n, const q
             !span_of(ops[k].dst, dev, &o))
             break;
         if (k > 0 && (ops[k].src[2] || p->lin[0]->src[2] || ops[k].src[1]->shape[1] != p->lin[0]->src[1]->shape[1] ||
-                      mv1_float(ops[k].src[1]->dtype) != mv1_float(p->lin[0]->src[1]->dtype)))
-            break; /* one launch: quantized formats (mv1x*) or float ones (mv1xh) */
+                      mv1_family(ops[k].src[1]->dtype) != mv1_family(p->lin[0]->src[1]->dtype)))
+            break; /* one launch, one family of kernels */
         bool bad = false;
         for (int j = 0; j < k; j++) bad |= overlap(&o, &out[j]);
         if (bad) break;
@@ -580,7 +599,7 @@ static int qkv_rope(ct_device *dev, const mv1_plan *p, const ct_op *ops, int n)
         return 0;
     /* a work-group holds whole rotation pairs: 2 rows where mv1_rows would give 1 for want
      * of rows (q, k and v of a small model on a large GPU), none where the switch forces 1 */
-    int R = mv1_rows(dev, N[0] + N[1] + N[2], mv1_float(p->lin[0]->src[1]->dtype));
+    int R = mv1_rows(dev, N[0] + N[1] + N[2], mv1_family(p->lin[0]->src[1]->dtype) != MV1_K);
     const char *forced = getenv("CTORCH_OPENCL_MV1_ROWS");
     if (R == 1 && !(forced && !strcmp(forced, "1"))) R = 2;
     if (R % 2 || Dq % R || N[0] % R || N[1] % R) return 0;
@@ -630,7 +649,8 @@ static int qkv_rope(ct_device *dev, const mv1_plan *p, const ct_op *ops, int n)
     cl_mem mems[15] = {xm, gm, xnm, wm[0], om[0], wm[1], om[1], wm[2], om[2], pm, im, yqm, ykm, ckm, cvm}, b[8];
     int nb = ocl_pack_bufs(15, mems, 8, b, a.bi);
     char name[16], label[80];
-    const char *form = mv1_float(p->lin[0]->src[1]->dtype) ? "h" : "";
+    ct_dtype wt = p->lin[0]->src[1]->dtype;
+    const char *form = mv1_family(wt) != MV1_K ? mv1_family_suffix(wt) : "";
     snprintf(name, sizeof name, nb ? "mv1r%s_r%d_b8" : "mv1r%s_r%d", form, R);
     snprintf(label, sizeof label, "mv1r%s_r%d %snorm q,k,v %lldx%lld + rope + kv rows", form, R, p->norm ? "" : "no ",
              (long long)(N[0] + N[1] + N[2]), (long long)a.K);

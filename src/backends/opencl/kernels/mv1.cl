@@ -256,6 +256,100 @@ inline void mv1h_x_s(global const float *x, global const float *gam, long base, 
     if (ss) *ss += hsum4(q);
 }
 
+/* ---- the 32-blocks (formats 4..8: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0; the mv1xl and mv1rl kernels) ----
+ * A work-item takes whole blocks (b = lid, lid + MV1_LS, ...), its bytes loaded as 16-bit
+ * words (the blocks are 2-byte aligned) before any arithmetic. The quants meet f32 x as the
+ * K formats' do, through the mantissa of 1.0: a 4- or 5-bit q becomes 1 + q / 32, Q8_0's
+ * byte with its sign flipped 1 + u / 256, and a block's sum of q x is recovered from sum x
+ * (Q8_0 keeps ~16 of f32's 24 bits there). H200, TinyLlama-shaped tg128 (op by op through
+ * quant.cl's general kernel before, 333 launches a token, now 112): Q8_0 203 -> 477-479 t/s,
+ * Q4_0 216 -> 509-543 (session 32). */
+typedef struct {
+    uint w[9]; /* the block's 16-bit words, two a uint: up to 34 bytes (Q8_0) */
+} mv1l_w;
+
+inline int mv1l_bytes(int f) { return f == 4 ? 18 : f == 5 ? 20 : f == 6 ? 22 : f == 7 ? 24 : 34; }
+
+inline mv1l_w mv1l_load(global const uchar *blk, int f)
+{
+    global const ushort *p = (global const ushort *)blk;
+    int n = mv1l_bytes(f) / 2;
+    mv1l_w o;
+    for (int i = 0; i < 9; i++) {
+        uint lo = 2 * i < n ? (uint)p[2 * i] : 0u, hi = 2 * i + 1 < n ? (uint)p[2 * i + 1] : 0u;
+        o.w[i] = lo | (hi << 16);
+    }
+    return o;
+}
+
+/* sum over the 4 bytes t of u of (1 + q_t / 32) x_t: q_t the nibble at bit 8t + sh plus 16 times
+ * bit t of hb (the fifth bits; 0 for 4-bit formats). */
+inline float q5_4f(uint u, int sh, uint hb, float4 x)
+{
+    float4 f;
+    f.s0 = as_float((shl(u, 18 - sh) & 0x003C0000u) | ((hb << 22) & 0x00400000u) | MV1_ONE);
+    f.s1 = as_float((shl(u, 10 - sh) & 0x003C0000u) | ((hb << 21) & 0x00400000u) | MV1_ONE);
+    f.s2 = as_float((shl(u, 2 - sh) & 0x003C0000u) | ((hb << 20) & 0x00400000u) | MV1_ONE);
+    f.s3 = as_float((shl(u, -6 - sh) & 0x003C0000u) | ((hb << 19) & 0x00400000u) | MV1_ONE);
+    return dot(f, x);
+}
+
+/* The 16-bit-aligned word of a block from byte 2 + 4k (odd 16-bit word offsets). */
+inline uint mv1l_at2(const mv1l_w *w, int k) { return (w->w[k] >> 16) | (w->w[k + 1] << 16); }
+
+/* A block's dot with x (x->v: its 32 values, x->s.s0 their sum). */
+inline float mv1l_dot(mv1l_w w, int f, const mv1_x *x)
+{
+    float d = h16f(w.w[0] & 0xFFFFu), S = x->s.s0, F = 0.0f;
+    if (f == 8) { /* sum q x = 256 (F - S) - 128 S, q = u - 128 */
+        for (int k = 0; k < 8; k++) {
+            uint u = mv1l_at2(&w, k) ^ 0x80808080u;
+            float4 g;
+            g.s0 = as_float(((u << 15) & 0x007F8000u) | MV1_ONE);
+            g.s1 = as_float(((u << 7) & 0x007F8000u) | MV1_ONE);
+            g.s2 = as_float(((u >> 1) & 0x007F8000u) | MV1_ONE);
+            g.s3 = as_float(((u >> 9) & 0x007F8000u) | MV1_ONE);
+            F += dot(g, x->v[k]);
+        }
+        return d * (256.0f * (F - S) - 128.0f * S);
+    }
+    /* element i < 16: the low nibble of byte i, 16 + i: its high nibble; fifth bit i of qh */
+    uint q[4], qh = 0u;
+    float m = 0.0f, off = 0.0f;
+    if (f == 4) {
+        for (int k = 0; k < 4; k++) q[k] = mv1l_at2(&w, k);
+        off = 8.0f;
+    } else if (f == 5) {
+        for (int k = 0; k < 4; k++) q[k] = w.w[1 + k];
+        m = h16f(w.w[0] >> 16);
+    } else if (f == 6) {
+        qh = mv1l_at2(&w, 0);
+        for (int k = 0; k < 4; k++) q[k] = mv1l_at2(&w, k + 1);
+        off = 16.0f;
+    } else {
+        m = h16f(w.w[0] >> 16), qh = w.w[1];
+        for (int k = 0; k < 4; k++) q[k] = w.w[2 + k];
+    }
+    for (int k = 0; k < 4; k++) F += q5_4f(q[k], 0, qh >> (4 * k), x->v[k]) + q5_4f(q[k], 4, qh >> (16 + 4 * k), x->v[4 + k]);
+    return d * (32.0f * (F - S) - off * S) + m * S; /* sum q x = 32 (F - S) */
+}
+
+/* x of block b (times gam where set) and its sum; *ss gathers the raw squares. */
+inline void mv1l_x(global const float *x, global const float *gam, long b, mv1_x *o, float *ss)
+{
+    global const float4 *p = (global const float4 *)(x + 32 * b);
+    float4 q = (float4)(0.0f), t = (float4)(0.0f);
+    for (int i = 0; i < 8; i++) {
+        o->v[i] = p[i];
+        q += o->v[i] * o->v[i];
+    }
+    if (gam)
+        for (int i = 0; i < 8; i++) o->v[i] *= ((global const float4 *)(gam + 32 * b))[i];
+    for (int i = 0; i < 8; i++) t += o->v[i];
+    o->s = (float4)(hsum4(t), 0.0f, 0.0f, 0.0f);
+    if (ss) *ss += hsum4(q);
+}
+
 /* The norm's output xn = x * scale * gam by work-group 0 (norm 2: xn is dead, the host
  * found it overwritten by the launch's own tail). Eight float4 of x and of gam in flight
  * per work-item, not one float: this is the tail of the launch. */
@@ -667,6 +761,21 @@ typedef struct {
         }
 #define MV1_DOTH(r, A) acc[r] += mv1h_dot(wvh[r], bf, &xs);
 #define MV1_DOTHU(r, A) acc[(A) + (r)] += mv1h_dot(wvh[(A) + (r)], bf, &xs);
+#define MV1_LOOPSl(R)                                                                                       \
+        int bsz = mv1l_bytes(f);                                                                            \
+        for (long b = lid; b < K / 32; b += MV1_LS) {                                                       \
+            mv1l_w wvl[2 * R];                                                                              \
+            MV1_REP##R(MV1_LDL, R)                                                                          \
+            if (gated) { MV1_REP##R(MV1_LDLU, R) }                                                          \
+            mv1_x xs;                                                                                       \
+            mv1l_x(x, gam, b, &xs, norm ? &ss : 0);                                                         \
+            MV1_REP##R(MV1_DOTL, R)                                                                         \
+            if (gated) { MV1_REP##R(MV1_DOTLU, R) }                                                         \
+        }
+#define MV1_LDL(r, A) wvl[r] = mv1l_load(rows[r] + b * bsz, f);
+#define MV1_LDLU(r, A) wvl[(A) + (r)] = mv1l_load(rows[(A) + (r)] + b * bsz, f);
+#define MV1_DOTL(r, A) acc[r] += mv1l_dot(wvl[r], f, &xs);
+#define MV1_DOTLU(r, A) acc[(A) + (r)] += mv1l_dot(wvl[(A) + (r)], f, &xs);
 #define MV1_LDS(r, A) wvh[r] = mv1h_load_s(rows[r], base, K, lid);
 #define MV1_LDSU(r, A) wvh[(A) + (r)] = mv1h_load_s(rows[(A) + (r)], base, K, lid);
 
@@ -774,8 +883,8 @@ typedef struct {
     }
 
 /* f32 x: every operand, or 2 or 4 distinct buffers; x's bytes (one buffer more): every
- * operand, or 4 or 8; bytes made in the work-item: as f32 x; f16 / bf16 weights (h): as
- * f32 x. */
+ * operand, or 4 or 8; bytes made in the work-item: as f32 x; f16 / bf16 weights (h) and the
+ * 32-blocks (l): as f32 x. */
 #define MV1X_ALL(R)                                                                                         \
     MV1X_KERNEL(R, )                                                                                        \
     MV1X_PACKED(R, , 2)                                                                                     \
@@ -788,7 +897,10 @@ typedef struct {
     MV1X_PACKED(R, i, 4)                                                                                    \
     MV1X_KERNEL(R, h)                                                                                       \
     MV1X_PACKED(R, h, 2)                                                                                    \
-    MV1X_PACKED(R, h, 4)
+    MV1X_PACKED(R, h, 4)                                                                                    \
+    MV1X_KERNEL(R, l)                                                                                       \
+    MV1X_PACKED(R, l, 2)                                                                                    \
+    MV1X_PACKED(R, l, 4)
 
 MV1X_ALL(1)
 MV1X_ALL(2)
@@ -938,6 +1050,16 @@ inline void mv1r_write_xn(global const float *x, global const float *gam, long K
             MV1_REP##R(MV1_DOTH, R)                                                                         \
         }
 
+#define MV1R_LOOPSl(R)                                                                                      \
+        int bsz = mv1l_bytes(f);                                                                            \
+        for (long b = lid; b < K / 32; b += MV1_LS) {                                                       \
+            mv1l_w wvl[R];                                                                                  \
+            MV1_REP##R(MV1_LDL, R)                                                                          \
+            mv1_x xs;                                                                                       \
+            mv1l_x(x, gam, b, &xs, a.norm ? &ss : 0);                                                       \
+            MV1_REP##R(MV1_DOTL, R)                                                                         \
+        }
+
 #define MV1R_PARAMS                                                                                         \
     global const uchar *restrict xb, global const uchar *restrict gmb, global uchar *xnb,                   \
         global const uchar *restrict w0, global uchar *o0, global const uchar *restrict w1, global uchar *o1, \
@@ -1020,3 +1142,6 @@ MV1R_KERNEL(8, )
 MV1R_KERNEL(2, h)
 MV1R_KERNEL(4, h)
 MV1R_KERNEL(8, h)
+MV1R_KERNEL(2, l)
+MV1R_KERNEL(4, l)
+MV1R_KERNEL(8, l)
