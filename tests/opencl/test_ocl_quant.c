@@ -698,12 +698,14 @@ static void odd_fill(ct_tensor *x, th_rng *r)
     for (int64_t i = 0; p && i < ct_tensor_numel(x); i++) ((float *)p)[i] = (float)th_uniform(r, -1, 1) * ((i / 32) % 2 ? 4.0f : 1.0f);
 }
 
+static int64_t g_odd_k = 512; /* the row length of fused_odd_rows's weights */
+
 static void fused_odd_rows(const char *rows, int q8)
 {
     if (rows) setenv("CTORCH_OPENCL_MV1_ROWS", rows, 1);
     ocl_quant_test_q8(q8);
     th_rng r = {0x0dd5};
-    const int64_t K = 512, n[5] = {37, 5, 11, 37, 37};
+    const int64_t K = g_odd_k, n[5] = {37, 5, 11, 37, 37};
     int64_t sg[1] = {K}, sx[2] = {1, K};
     odd_w w = {th_random(&r, 1, sg, CT_F32, 0.5, 1.5), mweight(&r, CT_Q4_K, 37, K), mweight(&r, CT_Q6_K, 5, K),
                mweight(&r, CT_Q4_K, 11, K),            mweight(&r, CT_Q6_K, 37, K), mweight(&r, CT_Q6_K, 37, K),
@@ -1001,40 +1003,66 @@ static void test_fused_other(void)
         }
         for (size_t i = 0; i < 2; i++) fused_qkv_rope(&cases[i], NULL, true);
         fused_qkv_rope(&cases[0], "4", false);
+        /* rows the K formats cannot take: 640 (whole 32-blocks), 200 (pieces of 8) */
+        g_odd_k = ct_dtype_is_quantized(g_alt[0]) ? 640 : 200;
+        fused_odd_rows(NULL, 0);
+        fused_odd_rows("2", 0);
+        g_odd_k = 512;
     }
     g_alt_on = false;
 }
 
 /* One row of x through f16 / bf16 weights (the nn group's LINEAR handed to mv1xh) and the
- * 32-blocks (mv1xl) with a bias, against the CPU: for float weights both multiply exact
- * widened weights by f32 x, so only the summation order differs (1e-10); the CPU rounds x
- * to 8 bits for the 32-blocks (1e-4, as test_linear). */
+ * 32-blocks (mv1xl) with a bias. Float weights against the CPU, which multiplies the same
+ * exact widened weights by f32 x (only the summation order differs: 1e-10); the 32-blocks
+ * against the f64 product of their dequantized weights (1e-9, as test_linear: the CPU
+ * rounds x to 8 bits, which test_linear already bounds). */
+static void linear_other_once(ct_dtype t, int64_t N, int64_t K, const char *rows, th_rng *r)
+{
+    int64_t sw[2] = {N, K}, sx[2] = {1, K}, sb[1] = {N};
+    bool q = ct_dtype_is_quantized(t);
+    double *wd = NULL;
+    ct_tensor *w = q ? qweight(r, t, N, K, &wd) : th_random(r, 2, sw, t, -1, 1);
+    ct_tensor *x = th_random(r, 2, sx, CT_F32, -1, 1), *b = th_random(r, 1, sb, CT_F32, -1, 1), *y = NULL;
+    char what[96];
+    snprintf(what, sizeof what, "linear %s N %lld K %lld M 1, rows/group %s", ct_dtype_name(t), (long long)N, (long long)K,
+             rows ? rows : "auto");
+    ocl_quant_test_matvec(OCL_Q_MATVEC_GROUPS);
+    int mv0 = ocl_quant_mv1_total();
+    if (!q) {
+        devcheck_op(g_dev, what, do_linear, (ct_tensor *[]){x, w, b}, 3, NULL, 1e-10);
+    } else {
+        CHECK_OK(ct_exec_force_device(g_dev));
+        CHECK_OK(ct_linear(x, w, b, &y));
+        CHECK_OK(ct_exec_force_device(NULL));
+        double *got = y ? th_values(y) : NULL, *ref = linear_ref_of(th_values(x), wd, b, 1, N, K);
+        int nf = 0;
+        double e = got ? devcheck_nmse(got, ref, N, &nf) : 1;
+        CHECK_MSG(!nf && e <= 1e-9, "%s: NMSE %.3g vs the f64 reference (non-finite %d)", what, e, nf);
+        free(got), free(ref);
+    }
+    CHECK_MSG(ocl_quant_mv1_total() - mv0 == 1, "%s: %d one-row launches, expected 1", what, ocl_quant_mv1_total() - mv0);
+    ocl_quant_test_matvec(OCL_Q_MATVEC_AUTO);
+    ct_tensor_free(w), ct_tensor_free(x), ct_tensor_free(b), ct_tensor_free(y);
+    free(wd);
+}
+
 static void test_linear_other_row(void)
 {
     if (!have_device()) return;
     th_rng r = {0xf1f0};
     const ct_dtype ts[] = {CT_F16, CT_BF16, CT_Q4_0, CT_Q4_1, CT_Q5_0, CT_Q5_1, CT_Q8_0};
-    const int64_t shapes[][2] = {{37, 2048}, {5, 768}, {70, 5632}};
+    /* TinyLlama's widths, and rows the K formats' kernels cannot take: Gemma 3 270M's 640,
+     * SmolLM2's 576 (whole 32-blocks), 200 (whole pieces of 8 for float weights) */
+    const int64_t shapes[][2] = {{37, 2048}, {5, 768}, {70, 5632}, {9, 640}, {13, 576}, {11, 200}};
     for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++)
-        for (int si = 0; si < 3; si++)
+        for (int si = 0; si < 6; si++)
             for (int ri = 0; ri < 5; ri++) {
+                if (ct_dtype_is_quantized(ts[ti]) && shapes[si][1] % 32) continue;
                 const char *rows = ri ? MV1_ROWS[ri - 1] : NULL;
                 if (rows) setenv("CTORCH_OPENCL_MV1_ROWS", rows, 1);
-                int64_t N = shapes[si][0], K = shapes[si][1], sw[2] = {N, K}, sx[2] = {1, K}, sb[1] = {N};
-                bool q = ct_dtype_is_quantized(ts[ti]);
-                ct_tensor *w = q ? qweight(&r, ts[ti], N, K, NULL) : th_random(&r, 2, sw, ts[ti], -1, 1);
-                ct_tensor *x = th_random(&r, 2, sx, CT_F32, -1, 1), *b = th_random(&r, 1, sb, CT_F32, -1, 1);
-                ocl_quant_test_matvec(OCL_Q_MATVEC_GROUPS);
-                char what[96];
-                snprintf(what, sizeof what, "linear %s N %lld K %lld M 1, rows/group %s", ct_dtype_name(ts[ti]), (long long)N,
-                         (long long)K, rows ? rows : "auto");
-                int mv0 = ocl_quant_mv1_total();
-                devcheck_op(g_dev, what, do_linear, (ct_tensor *[]){x, w, b}, 3, NULL, q ? 1e-4 : 1e-10);
-                CHECK_MSG(ocl_quant_mv1_total() - mv0 == 1, "%s: %d one-row launches, expected 1", what,
-                          ocl_quant_mv1_total() - mv0);
-                ocl_quant_test_matvec(OCL_Q_MATVEC_AUTO);
+                linear_other_once(ts[ti], shapes[si][0], shapes[si][1], rows, &r);
                 unsetenv("CTORCH_OPENCL_MV1_ROWS");
-                ct_tensor_free(w), ct_tensor_free(x), ct_tensor_free(b);
             }
 }
 

@@ -62,8 +62,11 @@ static const char *mv1_family_suffix(ct_dtype t) { return mv1_family(t) == MV1_F
 static bool mv1_float(ct_dtype t) { return mv1_family(t) == MV1_FLOAT; }
 
 /* x f32, contiguous and 16-byte aligned for float4 loads; weight blocks aligned for theirs
- * (Q4_K and f16 / bf16 rows: 16 bytes; Q6_K's 210-byte blocks: 2); f32 output rows. Weights of
- * f16 / bf16 come from the nn group, whose LINEAR also takes f16 outputs and other biases. */
+ * (Q4_K and f16 / bf16 rows: 16 bytes; Q6_K's 210-byte blocks and the 32-blocks: 2); f32
+ * output rows. K: whole 256-blocks for the K formats (their chunks sit at fixed places in a
+ * block), whole blocks for the 32-blocks (Gemma 3 270M's 640-wide and SmolLM2's 576-wide
+ * rows), 8 weights for f16 / bf16 (a work-item's piece). Weights of f16 / bf16 come from the
+ * nn group, whose LINEAR also takes f16 outputs and other biases. */
 bool ocl_mv1_ok(const ct_device *dev, const ct_op *op)
 {
     const ct_tensor *x = op->src[0], *w = op->src[1], *b = op->n_src > 2 ? op->src[2] : NULL;
@@ -76,7 +79,8 @@ bool ocl_mv1_ok(const ct_device *dev, const ct_op *op)
     int64_t N = w->shape[0], K = w->shape[1];
     cl_long rs, cs, wrow = 0;
     cl_ulong xoff = 0, woff = 0;
-    if (K % 256 || w->stride[1] != 1 || shape_numel(x->ndim - 1, x->shape) != 1 || !ocl_q_x_rows(x, &rs, &cs) ||
+    int64_t kq = mv1_family(w->dtype) == MV1_K ? 256 : mv1_family(w->dtype) == MV1_LEGACY ? 32 : 8;
+    if (K % kq || w->stride[1] != 1 || shape_numel(x->ndim - 1, x->shape) != 1 || !ocl_q_x_rows(x, &rs, &cs) ||
         (K > 1 && cs != 1))
         return false;
     if (N > 1 && !ocl_q_byte_stride(w, 0, &wrow)) return false;
