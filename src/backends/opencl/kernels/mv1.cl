@@ -718,9 +718,9 @@ typedef struct {
 #define MV1_DOT6i MV1_DOT6q
 #define MV1_DOT6Ui MV1_DOT6Uq
 
-/* The chunk loops of mv1x*: the quantized formats with x in form V (f32, bytes of a launch,
- * bytes made inline), or f16 / bf16 weights with f32 x (V = h: kernels of their own, so
- * that the Q4_K kernels keep their registers). */
+/* The chunk loops of mv1x*: the K formats with x in form V (f32, bytes of a launch, bytes
+ * made inline), or with f32 x f16 / bf16 weights (V = h) and the 32-blocks (V = l), in
+ * kernels of their own so that the Q4_K kernels keep their registers. */
 #define MV1_QLOOPS(R, V)                                                                                    \
         if (f == 0) {                                                                                       \
             for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
@@ -1019,7 +1019,8 @@ inline void mv1r_write_xn(global const float *x, global const float *gam, long K
     }
 #define MV1R_RED(r, A) mv1_put(red, (r), acc[r]);
 
-/* mv1r*'s chunk loops: Q4_K / Q6_K weights, or f16 / bf16 ones (mv1rh, as mv1x*h). */
+/* mv1r*'s chunk loops: Q4_K / Q6_K weights, or f16 / bf16 ones (mv1rh) and the 32-blocks
+ * (mv1rl), as mv1x*'s. */
 #define MV1R_LOOPS(R)                                                                                       \
         if (f == 0) {                                                                                       \
             for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
