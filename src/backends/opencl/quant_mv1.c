@@ -58,7 +58,6 @@ static int mv1_family(ct_dtype t)
     int f = mv1_fmt(t);
     return f < 2 ? MV1_K : f < 4 ? MV1_FLOAT : MV1_LEGACY;
 }
-static const char *mv1_family_suffix(ct_dtype t) { return mv1_family(t) == MV1_FLOAT ? "h" : "l"; }
 static bool mv1_float(ct_dtype t) { return mv1_family(t) == MV1_FLOAT; }
 
 /* x f32, contiguous and 16-byte aligned for float4 loads; weight blocks aligned for theirs
@@ -79,7 +78,8 @@ bool ocl_mv1_ok(const ct_device *dev, const ct_op *op)
     int64_t N = w->shape[0], K = w->shape[1];
     cl_long rs, cs, wrow = 0;
     cl_ulong xoff = 0, woff = 0;
-    int64_t kq = mv1_family(w->dtype) == MV1_K ? 256 : mv1_family(w->dtype) == MV1_LEGACY ? 32 : 8;
+    int fam = mv1_family(w->dtype);
+    int64_t kq = fam == MV1_K ? 256 : fam == MV1_LEGACY ? 32 : 8;
     if (K % kq || w->stride[1] != 1 || shape_numel(x->ndim - 1, x->shape) != 1 || !ocl_q_x_rows(x, &rs, &cs) ||
         (K > 1 && cs != 1))
         return false;
@@ -220,6 +220,14 @@ static int q8_form(const mv1_plan *p, int64_t n)
 /* The kernels' names per x form: mv1x (f32), mv1xq (bytes of a launch), mv1xi (made inline). */
 static const char *q8_suffix(int q8) { return q8 == Q8_LAUNCH ? "q" : q8 == Q8_INLINE ? "i" : ""; }
 
+/* The kernel name's part after mv1x / mv1r: the family of weights wt (h, l), or for the K
+ * formats x's form q8. */
+static const char *mv1_form(ct_dtype wt, int q8)
+{
+    int fam = mv1_family(wt);
+    return fam == MV1_FLOAT ? "h" : fam == MV1_LEGACY ? "l" : q8_suffix(q8);
+}
+
 /* rows: the weight rows the launch reads; n: its output rows (gate and up: one of them) */
 static int q8_wanted(const ct_device *dev, const mv1_plan *p, int64_t rows, int64_t K, int64_t n)
 {
@@ -262,8 +270,7 @@ static ct_status q8_x(ct_device *dev, cl_mem xm, cl_ulong xo, cl_mem gm, cl_ulon
  * decode step gets a row of its own, e.g. "mv1x_r4 norm gate+up q4k 5632x2048". */
 static void mv1_label(const mv1_plan *p, int R, int q8, char *buf, size_t n)
 {
-    ct_dtype wt = p->lin[0]->src[1]->dtype;
-    const char *form = mv1_family(wt) != MV1_K ? mv1_family_suffix(wt) : q8_suffix(q8);
+    const char *form = mv1_form(p->lin[0]->src[1]->dtype, q8);
     int len = snprintf(buf, n, "mv1x%s_r%d%s%s", form, R, p->norm ? " norm" : "",
                        p->gated ? " gate+up" : p->tail ? " +add" : p->nseg > 1 ? " multi" : "");
     for (int i = 0; i < p->nseg && len > 0 && (size_t)len < n; i++) {
@@ -346,8 +353,7 @@ static ct_status mv1_launch(ct_device *dev, const mv1_plan *p, bool *packed)
     bool qbuf = q8 == Q8_LAUNCH;
     int nb = ocl_pack_bufs(13, mems, qbuf ? 8 : 4, bufs, a.bi), nbuf = qbuf ? (nb > 4 ? 8 : 4) : nb > 2 ? 4 : 2;
     char name[20], label[64]; /* mv1x_r1 .. _r8, packed: mv1x_r2_b2, mv1xq_r2_b8, mv1xi_r2_b4, mv1xh_r2_b4, ... */
-    ct_dtype wt = p->lin[0]->src[1]->dtype;
-    const char *form = mv1_family(wt) != MV1_K ? mv1_family_suffix(wt) : q8_suffix(q8);
+    const char *form = mv1_form(p->lin[0]->src[1]->dtype, q8);
     snprintf(name, sizeof name, nb ? "mv1x%s_r%d_b%d" : "mv1x%s_r%d", form, R, nbuf);
     mv1_label(p, R, q8, label, sizeof label);
     cl_kernel k;
@@ -653,8 +659,7 @@ static int qkv_rope(ct_device *dev, const mv1_plan *p, const ct_op *ops, int n)
     cl_mem mems[15] = {xm, gm, xnm, wm[0], om[0], wm[1], om[1], wm[2], om[2], pm, im, yqm, ykm, ckm, cvm}, b[8];
     int nb = ocl_pack_bufs(15, mems, 8, b, a.bi);
     char name[16], label[80];
-    ct_dtype wt = p->lin[0]->src[1]->dtype;
-    const char *form = mv1_family(wt) != MV1_K ? mv1_family_suffix(wt) : "";
+    const char *form = mv1_form(p->lin[0]->src[1]->dtype, Q8_NONE);
     snprintf(name, sizeof name, nb ? "mv1r%s_r%d_b8" : "mv1r%s_r%d", form, R);
     snprintf(label, sizeof label, "mv1r%s_r%d %snorm q,k,v %lldx%lld + rope + kv rows", form, R, p->norm ? "" : "no ",
              (long long)(N[0] + N[1] + N[2]), (long long)a.K);
