@@ -126,8 +126,9 @@ ct_status ocl_quant_run(ct_device *dev, const ct_op *op);
  * linears and their SWIGLU), records that launch, every tensor of those ops written as
  * they would have been, and returns how many ops it covered; 0 otherwise. */
 int ocl_quant_fuse(ct_device *dev, const ct_op *ops, int n);
-/* A one-row LINEAR on the quant group's one-row GPU kernels (quant_mv1.c): Q4_K and Q6_K
- * weights, and f16 / bf16 ones, whose LINEAR the nn group hands over when this says yes. */
+/* A one-row LINEAR on the quant group's one-row GPU kernels (quant_mv1.c): Q4_K, Q5_K, Q6_K
+ * and the 32-block formats, and f16 / bf16 weights, whose LINEAR the nn group hands over
+ * when this says yes. */
 bool ocl_mv1_ok(const ct_device *dev, const ct_op *op);
 ct_status ocl_mv1_linear(ct_device *dev, const ct_op *op);
 /* The same for the nn group (nn_pair.c): two adjacent independent ROPEs or SET_ROWS as one

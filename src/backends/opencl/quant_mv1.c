@@ -33,7 +33,7 @@ int ocl_quant_mv1_total(void) { return __atomic_load_n(&g_mv1_total, __ATOMIC_RE
 /* ---- eligibility ---- */
 
 /* The kernels' weight format codes (mv1_args.f): Q4_K 0, Q6_K 1, f16 2, bf16 3, Q4_0 4, Q4_1 5,
- * Q5_0 6, Q5_1 7, Q8_0 8; -1 none. */
+ * Q5_0 6, Q5_1 7, Q8_0 8, Q5_K 9; -1 none. */
 static int mv1_fmt(ct_dtype t)
 {
     switch (t) {
@@ -46,19 +46,36 @@ static int mv1_fmt(ct_dtype t)
     case CT_Q5_0: return 6;
     case CT_Q5_1: return 7;
     case CT_Q8_0: return 8;
+    case CT_Q5_K: return 9;
     default: return -1;
     }
 }
 
-/* Each family has kernels of its own (one launch holds one family): the K formats (mv1x,
- * mv1xq, mv1xi, mv1r), f16 / bf16 (mv1xh, mv1rh) and the 32-blocks (mv1xl, mv1rl). */
-enum { MV1_K, MV1_FLOAT, MV1_LEGACY };
+/* Each family has kernels of its own (one launch holds one family): Q4_K and Q6_K (mv1x,
+ * mv1xq, mv1xi, mv1r), f16 / bf16 (mv1xh, mv1rh), the 32-blocks (mv1xl, mv1rl) and Q5_K
+ * (mv1xk, mv1rk), whose kernels take Q6_K too: Q5_K_M files pair them in a layer's q/k/v
+ * and gate/up/down as Q4_K_M files pair Q4_K with Q6_K. */
+enum { MV1_K, MV1_FLOAT, MV1_LEGACY, MV1_K5 };
 static int mv1_family(ct_dtype t)
 {
     int f = mv1_fmt(t);
-    return f < 2 ? MV1_K : f < 4 ? MV1_FLOAT : MV1_LEGACY;
+    return f < 2 ? MV1_K : f < 4 ? MV1_FLOAT : f < 9 ? MV1_LEGACY : MV1_K5;
 }
 static bool mv1_float(ct_dtype t) { return mv1_family(t) == MV1_FLOAT; }
+
+/* The family of the kernels that take lin[0 .. n): theirs where they share one, Q5_K's for
+ * Q5_K with Q6_K; -1 for any other mix. */
+static int mv1_plan_family(const ct_op *const *lin, int n)
+{
+    int fam = mv1_family(lin[0]->src[1]->dtype);
+    bool k5 = true;
+    for (int i = 0; i < n; i++) {
+        ct_dtype t = lin[i]->src[1]->dtype;
+        k5 &= t == CT_Q5_K || t == CT_Q6_K;
+        if (mv1_family(t) != fam) fam = -1;
+    }
+    return fam >= 0 ? fam : k5 ? MV1_K5 : -1;
+}
 
 /* x f32, contiguous and 16-byte aligned for float4 loads; weight blocks aligned for theirs
  * (Q4_K and f16 / bf16 rows: 16 bytes; Q6_K's 210-byte blocks and the 32-blocks: 2); f32
@@ -79,13 +96,13 @@ bool ocl_mv1_ok(const ct_device *dev, const ct_op *op)
     cl_long rs, cs, wrow = 0;
     cl_ulong xoff = 0, woff = 0;
     int fam = mv1_family(w->dtype);
-    int64_t kq = fam == MV1_K ? 256 : fam == MV1_LEGACY ? 32 : 8;
+    int64_t kq = fam == MV1_LEGACY ? 32 : fam == MV1_FLOAT ? 8 : 256;
     if (K % kq || w->stride[1] != 1 || shape_numel(x->ndim - 1, x->shape) != 1 || !ocl_q_x_rows(x, &rs, &cs) ||
         (K > 1 && cs != 1))
         return false;
     if (N > 1 && !ocl_q_byte_stride(w, 0, &wrow)) return false;
     if (!ocl_mem(x, dev, &xoff) || !ocl_mem(w, dev, &woff)) return false;
-    unsigned align = fmt == 1 || fmt >= 4 ? 2 : 16; /* Q6_K's and the 32-blocks' sizes are even, not multiples of 4 */
+    unsigned align = fmt == 1 || (fmt >= 4 && fmt <= 8) ? 2 : 16; /* Q6_K's and the 32-blocks' sizes are even only */
     const char *e = getenv("CTORCH_OPENCL_MV1_ROWS"); /* a tuning switch: 1 or 4 rows everywhere, 0 off */
     if (e && !strcmp(e, "0")) return false;
     return xoff % 16 == 0 && woff % align == 0 && (cl_ulong)wrow % align == 0 && ocl_program_ok(dev, OCL_MV1_PROGRAM);
@@ -158,6 +175,8 @@ typedef struct mv1_plan {
     bool drop_xn;        /* the tail's output covers the norm's: xn is dead, not written */
 } mv1_plan;
 
+static int plan_family(const mv1_plan *p) { return mv1_plan_family(p->lin, p->nseg); }
+
 #define MV1_STAGE_LS 256 /* mv1_stage_x's work-group; it holds up to 32 values of x per work-item */
 
 /* x, or its norm, into a scratch buffer the captured step keeps (mv1_stage_x in mv1.cl). */
@@ -220,18 +239,17 @@ static int q8_form(const mv1_plan *p, int64_t n)
 /* The kernels' names per x form: mv1x (f32), mv1xq (bytes of a launch), mv1xi (made inline). */
 static const char *q8_suffix(int q8) { return q8 == Q8_LAUNCH ? "q" : q8 == Q8_INLINE ? "i" : ""; }
 
-/* The kernel name's part after mv1x / mv1r: the family of weights wt (h, l), or for the K
- * formats x's form q8. */
-static const char *mv1_form(ct_dtype wt, int q8)
+/* The kernel name's part after mv1x / mv1r: the family fam of the weights (h, l, k), or for
+ * Q4_K / Q6_K x's form q8. */
+static const char *mv1_form(int fam, int q8)
 {
-    int fam = mv1_family(wt);
-    return fam == MV1_FLOAT ? "h" : fam == MV1_LEGACY ? "l" : q8_suffix(q8);
+    return fam == MV1_FLOAT ? "h" : fam == MV1_LEGACY ? "l" : fam == MV1_K5 ? "k" : q8_suffix(q8);
 }
 
 /* rows: the weight rows the launch reads; n: its output rows (gate and up: one of them) */
 static int q8_wanted(const ct_device *dev, const mv1_plan *p, int64_t rows, int64_t K, int64_t n)
 {
-    if (mv1_family(p->lin[0]->src[1]->dtype) != MV1_K) return Q8_NONE; /* the byte forms are for Q4_K / Q6_K */
+    if (plan_family(p) != MV1_K) return Q8_NONE; /* the byte forms are for Q4_K / Q6_K */
     int m = __atomic_load_n(&g_q8_mode, __ATOMIC_RELAXED);
     if (m >= 0) return m;
     const char *e = getenv("CTORCH_OPENCL_Q8");
@@ -270,13 +288,14 @@ static ct_status q8_x(ct_device *dev, cl_mem xm, cl_ulong xo, cl_mem gm, cl_ulon
  * decode step gets a row of its own, e.g. "mv1x_r4 norm gate+up q4k 5632x2048". */
 static void mv1_label(const mv1_plan *p, int R, int q8, char *buf, size_t n)
 {
-    const char *form = mv1_form(p->lin[0]->src[1]->dtype, q8);
+    const char *form = mv1_form(plan_family(p), q8);
     int len = snprintf(buf, n, "mv1x%s_r%d%s%s", form, R, p->norm ? " norm" : "",
                        p->gated ? " gate+up" : p->tail ? " +add" : p->nseg > 1 ? " multi" : "");
     for (int i = 0; i < p->nseg && len > 0 && (size_t)len < n; i++) {
         const ct_tensor *w = p->lin[i]->src[1];
         if (p->gated && i > 0) break;
-        static const char *const fmt[] = {" q4k", " q6k", " f16", " bf16", " q4_0", " q4_1", " q5_0", " q5_1", " q8_0"};
+        static const char *const fmt[] = {" q4k",  " q6k",  " f16",  " bf16", " q4_0",
+                                          " q4_1", " q5_0", " q5_1", " q8_0", " q5k"};
         len += snprintf(buf + len, n - (size_t)len, "%s%s %lldx%lld", i ? "," : "", fmt[mv1_fmt(w->dtype)],
                         (long long)w->shape[0], (long long)w->shape[1]);
     }
@@ -332,7 +351,7 @@ static ct_status mv1_launch(ct_device *dev, const mv1_plan *p, bool *packed)
             return core_err(CT_ERR_DEVICE_FAULT, "%s: linear operands without a copy here", dev->info.name);
     }
     for (int i = 0; i < p->nseg; i++) total += a.N[i];
-    int R = mv1_rows(dev, p->gated ? a.N[0] : total, mv1_family(p->lin[0]->src[1]->dtype) != MV1_K);
+    int R = mv1_rows(dev, p->gated ? a.N[0] : total, plan_family(p) != MV1_K);
     size_t groups = 0;
     for (int i = 0; i < (p->gated ? 1 : p->nseg); i++) groups += (size_t)((a.N[i] + R - 1) / R);
     q_span r = p->r, z = p->z;
@@ -353,7 +372,7 @@ static ct_status mv1_launch(ct_device *dev, const mv1_plan *p, bool *packed)
     bool qbuf = q8 == Q8_LAUNCH;
     int nb = ocl_pack_bufs(13, mems, qbuf ? 8 : 4, bufs, a.bi), nbuf = qbuf ? (nb > 4 ? 8 : 4) : nb > 2 ? 4 : 2;
     char name[20], label[64]; /* mv1x_r1 .. _r8, packed: mv1x_r2_b2, mv1xq_r2_b8, mv1xi_r2_b4, mv1xh_r2_b4, ... */
-    const char *form = mv1_form(p->lin[0]->src[1]->dtype, q8);
+    const char *form = mv1_form(plan_family(p), q8);
     snprintf(name, sizeof name, nb ? "mv1x%s_r%d_b%d" : "mv1x%s_r%d", form, R, nbuf);
     mv1_label(p, R, q8, label, sizeof label);
     cl_kernel k;
@@ -407,8 +426,10 @@ static int gather_linears(const ct_device *dev, const ct_op *ops, int n, const q
         if (!fusable_linear(dev, &ops[k]) || !span_of(ops[k].src[0], dev, &xs) || !same(&xs, x) ||
             !span_of(ops[k].dst, dev, &o))
             break;
+        const ct_op *cand[3] = {p->lin[0], p->lin[1], p->lin[2]};
+        cand[k] = &ops[k];
         if (k > 0 && (ops[k].src[2] || p->lin[0]->src[2] || ops[k].src[1]->shape[1] != p->lin[0]->src[1]->shape[1] ||
-                      mv1_family(ops[k].src[1]->dtype) != mv1_family(p->lin[0]->src[1]->dtype)))
+                      mv1_plan_family(cand, k + 1) < 0))
             break; /* one launch, one family of kernels */
         bool bad = false;
         for (int j = 0; j < k; j++) bad |= overlap(&o, &out[j]);
@@ -609,7 +630,7 @@ static int qkv_rope(ct_device *dev, const mv1_plan *p, const ct_op *ops, int n)
         return 0;
     /* a work-group holds whole rotation pairs: 2 rows where mv1_rows would give 1 for want
      * of rows (q, k and v of a small model on a large GPU), none where the switch forces 1 */
-    int R = mv1_rows(dev, N[0] + N[1] + N[2], mv1_family(p->lin[0]->src[1]->dtype) != MV1_K);
+    int R = mv1_rows(dev, N[0] + N[1] + N[2], plan_family(p) != MV1_K);
     const char *forced = getenv("CTORCH_OPENCL_MV1_ROWS");
     if (R == 1 && !(forced && !strcmp(forced, "1"))) R = 2;
     if (R % 2 || Dq % R || N[0] % R || N[1] % R) return 0;
@@ -659,7 +680,7 @@ static int qkv_rope(ct_device *dev, const mv1_plan *p, const ct_op *ops, int n)
     cl_mem mems[15] = {xm, gm, xnm, wm[0], om[0], wm[1], om[1], wm[2], om[2], pm, im, yqm, ykm, ckm, cvm}, b[8];
     int nb = ocl_pack_bufs(15, mems, 8, b, a.bi);
     char name[16], label[80];
-    const char *form = mv1_form(p->lin[0]->src[1]->dtype, Q8_NONE);
+    const char *form = mv1_form(plan_family(p), Q8_NONE);
     snprintf(name, sizeof name, nb ? "mv1r%s_r%d_b8" : "mv1r%s_r%d", form, R);
     snprintf(label, sizeof label, "mv1r%s_r%d %snorm q,k,v %lldx%lld + rope + kv rows", form, R, p->norm ? "" : "no ",
              (long long)(N[0] + N[1] + N[2]), (long long)a.K);

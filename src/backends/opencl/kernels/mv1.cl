@@ -115,19 +115,19 @@ typedef struct {
     float d, dmin, sc0, m0, sc1, m1;
 } q4k_hd;
 
-inline q4k_hd q4k_head(q4k_w w, int c)
+inline q4k_hd q4k_head(uint4 hd, int c)
 {
     q4k_hd h;
     int j = 2 * (c / 2);
-    q4k_sm(w.hd.y, w.hd.z, w.hd.w, j, &h.sc0, &h.m0);
-    q4k_sm(w.hd.y, w.hd.z, w.hd.w, j + 1, &h.sc1, &h.m1);
-    h.d = h16f(w.hd.x), h.dmin = h16f(w.hd.x >> 16);
+    q4k_sm(hd.y, hd.z, hd.w, j, &h.sc0, &h.m0);
+    q4k_sm(hd.y, hd.z, hd.w, j + 1, &h.sc1, &h.m1);
+    h.d = h16f(hd.x), h.dmin = h16f(hd.x >> 16);
     return h;
 }
 
 inline float q4_k_dot(q4k_w w, int c, const mv1_x *x)
 {
-    q4k_hd h = q4k_head(w, c);
+    q4k_hd h = q4k_head(w.hd, c);
     float fl = (nib4f(w.q.x, 0, x->v[0]) + nib4f(w.q.y, 0, x->v[1])) + (nib4f(w.q.z, 0, x->v[2]) + nib4f(w.q.w, 0, x->v[3]));
     float fh = (nib4f(w.q.x, 4, x->v[4]) + nib4f(w.q.y, 4, x->v[5])) + (nib4f(w.q.z, 4, x->v[6]) + nib4f(w.q.w, 4, x->v[7]));
     float dl = 16.0f * (fl - x->s.s0), dh = 16.0f * (fh - x->s.s1); /* sum q x of each half */
@@ -184,6 +184,48 @@ inline float q6_k_dot(q6k_w w, const mv1_x *x)
     float4 f = (float4)(f0, f1, f2, f3);
     float4 t = 64.0f * f - 96.0f * x->s;
     return w.d * dot(convert_float4(w.sc), t);
+}
+
+/* ---- Q5_K weights (format 9; the mv1xk and mv1rk kernels, which take Q6_K too) ----
+ * A Q5_K chunk is a Q4_K chunk (the block's 16-byte head, 16 bytes of nibbles at 48 + 16c)
+ * plus the 16 bytes of fifth bits of its elements (qh, at 16 + 16(c % 2)): bit 2(c / 2) of
+ * each for the low half, the next bit for the high half. Blocks are 176 bytes, so every
+ * load is 16 bytes. x is Q4_K's (the same elements in the same order). */
+typedef struct {
+    uint4 hd, h, q;
+} q5k_w;
+
+inline q5k_w q5_k_load(global const uchar *blk, int c)
+{
+    q5k_w w;
+    w.hd = *(global const uint4 *)blk;
+    w.h = *(global const uint4 *)(blk + 16 + 16 * (c % 2));
+    w.q = *(global const uint4 *)(blk + 48 + 16 * c);
+    return w;
+}
+
+/* sum over the 4 bytes t of (1 + q_t / 32) x_t: q_t the nibble at bit 8t + sh of u plus 16
+ * times bit 8t + hb of h. */
+inline float q5k_4f(uint u, int sh, uint h, int hb, float4 x)
+{
+    float4 f;
+    f.s0 = as_float((shl(u, 18 - sh) & 0x003C0000u) | (shl(h, 22 - hb) & 0x00400000u) | MV1_ONE);
+    f.s1 = as_float((shl(u, 10 - sh) & 0x003C0000u) | (shl(h, 14 - hb) & 0x00400000u) | MV1_ONE);
+    f.s2 = as_float((shl(u, 2 - sh) & 0x003C0000u) | (shl(h, 6 - hb) & 0x00400000u) | MV1_ONE);
+    f.s3 = as_float((shl(u, -6 - sh) & 0x003C0000u) | (shl(h, -2 - hb) & 0x00400000u) | MV1_ONE);
+    return dot(f, x);
+}
+
+inline float q5_k_dot(q5k_w w, int c, const mv1_x *x)
+{
+    q4k_hd h = q4k_head(w.hd, c);
+    uint4 b = w.h >> (uint)(2 * (c / 2)); /* the chunk's two bits at bits 0 and 1 of each byte */
+    float fl = (q5k_4f(w.q.x, 0, b.x, 0, x->v[0]) + q5k_4f(w.q.y, 0, b.y, 0, x->v[1])) +
+               (q5k_4f(w.q.z, 0, b.z, 0, x->v[2]) + q5k_4f(w.q.w, 0, b.w, 0, x->v[3]));
+    float fh = (q5k_4f(w.q.x, 4, b.x, 1, x->v[4]) + q5k_4f(w.q.y, 4, b.y, 1, x->v[5])) +
+               (q5k_4f(w.q.z, 4, b.z, 1, x->v[6]) + q5k_4f(w.q.w, 4, b.w, 1, x->v[7]));
+    float dl = 32.0f * (fl - x->s.s0), dh = 32.0f * (fh - x->s.s1); /* sum q x of each half */
+    return h.d * (h.sc0 * dl + h.sc1 * dh) - h.dmin * (h.m0 * x->s.s0 + h.m1 * x->s.s1);
 }
 
 /* ---- f16 and bf16 weights (formats 2 and 3; the mv1xh and mv1rh kernels) ----
@@ -559,7 +601,7 @@ inline void mv1q_load_x(int f, global const uchar *xq, long K, long b, int c, mv
 
 inline float q4_k_dotq(q4k_w w, int c, const mv1_xq *x)
 {
-    q4k_hd h = q4k_head(w, c);
+    q4k_hd h = q4k_head(w.hd, c);
     uint M = 0x0F0F0F0Fu;
     int lo = dp4(w.q.x & M, x->a.x, 0);
     lo = dp4(w.q.y & M, x->a.y, lo), lo = dp4(w.q.z & M, x->a.z, lo), lo = dp4(w.q.w & M, x->a.w, lo);
@@ -719,8 +761,8 @@ typedef struct {
 #define MV1_DOT6Ui MV1_DOT6Uq
 
 /* The chunk loops of mv1x*: the K formats with x in form V (f32, bytes of a launch, bytes
- * made inline), or with f32 x f16 / bf16 weights (V = h) and the 32-blocks (V = l), in
- * kernels of their own so that the Q4_K kernels keep their registers. */
+ * made inline), or with f32 x f16 / bf16 weights (V = h), the 32-blocks (V = l) and Q5_K
+ * with Q6_K (V = k), in kernels of their own so that the Q4_K kernels keep their registers. */
 #define MV1_QLOOPS(R, V)                                                                                    \
         if (f == 0) {                                                                                       \
             for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
@@ -734,18 +776,39 @@ typedef struct {
                 if (gated) { MV1_REP##R(MV1_DOT4U##V, R) }                                                  \
             }                                                                                               \
         } else {                                                                                            \
+            MV1_Q6LOOP(R, V)                                                                                \
+        }
+#define MV1_Q6LOOP(R, V)                                                                                    \
             for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
                 long bo = (ch / 8) * 210;                                                                   \
                 q6k_w wv6[2 * R];                                                                           \
                 MV1_REP##R(MV1_LD6, R)                                                                      \
                 if (gated) { MV1_REP##R(MV1_LD6U, R) }                                                      \
                 MV1_XT##V xs;                                                                               \
-                MV1_LOADX##V(1, ch / 8, c, &xs, norm ? &ss : 0);                                           \
+                MV1_LOADX##V(1, ch / 8, c, &xs, norm ? &ss : 0);                                            \
                 MV1_REP##R(MV1_DOT6##V, R)                                                                  \
                 if (gated) { MV1_REP##R(MV1_DOT6U##V, R) }                                                  \
-            }                                                                                               \
-        }
+            }
 #define MV1_LOOPS(R) MV1_QLOOPS(R, )
+#define MV1_LOOPSk(R)                                                                                       \
+        if (f == 9) {                                                                                       \
+            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
+                long bo = (ch / 8) * 176;                                                                   \
+                q5k_w wv5[2 * R];                                                                           \
+                MV1_REP##R(MV1_LD5, R)                                                                      \
+                if (gated) { MV1_REP##R(MV1_LD5U, R) }                                                      \
+                mv1_x xs;                                                                                   \
+                mv1_load_x(0, x, gam, ch / 8, c, &xs, norm ? &ss : 0);                                      \
+                MV1_REP##R(MV1_DOT5, R)                                                                     \
+                if (gated) { MV1_REP##R(MV1_DOT5U, R) }                                                     \
+            }                                                                                               \
+        } else {                                                                                            \
+            MV1_Q6LOOP(R, )                                                                                 \
+        }
+#define MV1_LD5(r, A) wv5[r] = q5_k_load(rows[r] + bo, c);
+#define MV1_LD5U(r, A) wv5[(A) + (r)] = q5_k_load(rows[(A) + (r)] + bo, c);
+#define MV1_DOT5(r, A) acc[r] += q5_k_dot(wv5[r], c, &xs);
+#define MV1_DOT5U(r, A) acc[(A) + (r)] += q5_k_dot(wv5[(A) + (r)], c, &xs);
 #define MV1_LOOPSq(R) MV1_QLOOPS(R, q)
 #define MV1_LOOPSi(R) MV1_QLOOPS(R, i)
 #define MV1_LOOPSh(R)                                                                                       \
@@ -883,8 +946,8 @@ typedef struct {
     }
 
 /* f32 x: every operand, or 2 or 4 distinct buffers; x's bytes (one buffer more): every
- * operand, or 4 or 8; bytes made in the work-item: as f32 x; f16 / bf16 weights (h) and the
- * 32-blocks (l): as f32 x. */
+ * operand, or 4 or 8; bytes made in the work-item: as f32 x; f16 / bf16 weights (h), the
+ * 32-blocks (l) and Q5_K (k): as f32 x. */
 #define MV1X_ALL(R)                                                                                         \
     MV1X_KERNEL(R, )                                                                                        \
     MV1X_PACKED(R, , 2)                                                                                     \
@@ -900,7 +963,10 @@ typedef struct {
     MV1X_PACKED(R, h, 4)                                                                                    \
     MV1X_KERNEL(R, l)                                                                                       \
     MV1X_PACKED(R, l, 2)                                                                                    \
-    MV1X_PACKED(R, l, 4)
+    MV1X_PACKED(R, l, 4)                                                                                    \
+    MV1X_KERNEL(R, k)                                                                                       \
+    MV1X_PACKED(R, k, 2)                                                                                    \
+    MV1X_PACKED(R, k, 4)
 
 MV1X_ALL(1)
 MV1X_ALL(2)
@@ -1019,8 +1085,17 @@ inline void mv1r_write_xn(global const float *x, global const float *gam, long K
     }
 #define MV1R_RED(r, A) mv1_put(red, (r), acc[r]);
 
-/* mv1r*'s chunk loops: Q4_K / Q6_K weights, or f16 / bf16 ones (mv1rh) and the 32-blocks
- * (mv1rl), as mv1x*'s. */
+/* mv1r*'s chunk loops: Q4_K / Q6_K weights, or f16 / bf16 ones (mv1rh), the 32-blocks
+ * (mv1rl) and Q5_K / Q6_K (mv1rk), as mv1x*'s. */
+#define MV1R_Q6LOOP(R)                                                                                      \
+            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
+                long bo = (ch / 8) * 210;                                                                   \
+                q6k_w wv6[R];                                                                               \
+                MV1_REP##R(MV1_LD6, R)                                                                      \
+                mv1_x xs;                                                                                   \
+                mv1_load_x(1, x, gam, ch / 8, c, &xs, a.norm ? &ss : 0);                                    \
+                MV1_REP##R(MV1_DOT6, R)                                                                     \
+            }
 #define MV1R_LOOPS(R)                                                                                       \
         if (f == 0) {                                                                                       \
             for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
@@ -1032,14 +1107,20 @@ inline void mv1r_write_xn(global const float *x, global const float *gam, long K
                 MV1_REP##R(MV1_DOT4, R)                                                                     \
             }                                                                                               \
         } else {                                                                                            \
+            MV1R_Q6LOOP(R)                                                                                  \
+        }
+#define MV1R_LOOPSk(R)                                                                                      \
+        if (f == 9) {                                                                                       \
             for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
-                long bo = (ch / 8) * 210;                                                                   \
-                q6k_w wv6[R];                                                                               \
-                MV1_REP##R(MV1_LD6, R)                                                                      \
+                long bo = (ch / 8) * 176;                                                                   \
+                q5k_w wv5[R];                                                                               \
+                MV1_REP##R(MV1_LD5, R)                                                                      \
                 mv1_x xs;                                                                                   \
-                mv1_load_x(1, x, gam, ch / 8, c, &xs, a.norm ? &ss : 0);                                    \
-                MV1_REP##R(MV1_DOT6, R)                                                                     \
+                mv1_load_x(0, x, gam, ch / 8, c, &xs, a.norm ? &ss : 0);                                    \
+                MV1_REP##R(MV1_DOT5, R)                                                                     \
             }                                                                                               \
+        } else {                                                                                            \
+            MV1R_Q6LOOP(R)                                                                                  \
         }
 #define MV1R_LOOPSh(R)                                                                                      \
         int bf = f == 3;                                                                                    \
@@ -1146,3 +1227,6 @@ MV1R_KERNEL(8, h)
 MV1R_KERNEL(2, l)
 MV1R_KERNEL(4, l)
 MV1R_KERNEL(8, l)
+MV1R_KERNEL(2, k)
+MV1R_KERNEL(4, k)
+MV1R_KERNEL(8, k)
