@@ -78,8 +78,8 @@ static ct_tensor *qweight(th_rng *r, ct_dtype t, int64_t N, int64_t K, double **
 
 /* The fused-launch tests' weights: quantized as given (the K formats' kernels), or with
  * g_alt[0] in place of Q4_K and g_alt[1] in place of Q6_K when g_alt_on (f16 / bf16:
- * mv1xh and mv1rh; the 32-blocks: mv1xl and mv1rl; Q5_K with Q6_K: mv1xk and mv1rk; two
- * formats of a family in one launch). */
+ * mv1xh and mv1rh; the 32-blocks: mv1xl and mv1rl; Q5_K with Q6_K: mv1xk and mv1rk; Q2_K /
+ * Q3_K with Q4_K: mv1xs and mv1rs; two formats of a family in one launch). */
 static bool g_alt_on;
 static ct_dtype g_alt[2];
 
@@ -984,15 +984,15 @@ static void test_fused_qkv_rope(void)
     ocl_quant_test_fuse_rope(true);
 }
 
-/* The fused launches with f16 / bf16 weights (mv1xh, mv1rh), the 32-blocks (mv1xl, mv1rl)
- * and Q5_K with Q6_K (mv1xk, mv1rk): the same steps and bounds as Q4_K / Q6_K above, at
- * every rows-per-group, packed and not (vs the CPU 2e-3 as there: the CPU's 8-bit x for the
- * quantized formats; its float-weight products keep f32 x). */
+/* The fused launches with f16 / bf16 weights (mv1xh, mv1rh), the 32-blocks (mv1xl, mv1rl),
+ * Q5_K with Q6_K (mv1xk, mv1rk) and Q2_K / Q3_K with Q4_K (mv1xs, mv1rs): the same steps and
+ * bounds as Q4_K / Q6_K above, at every rows-per-group, packed and not (vs the CPU 2e-3 as
+ * there: the CPU's 8-bit x for the quantized formats; its float-weight products keep f32 x). */
 static void test_fused_other(void)
 {
     if (!have_device()) return;
-    static const ct_dtype alts[][2] = {{CT_F16, CT_BF16},  {CT_Q4_0, CT_Q5_0}, {CT_Q8_0, CT_Q4_1},
-                                       {CT_Q5_1, CT_Q8_0}, {CT_Q5_K, CT_Q6_K}};
+    static const ct_dtype alts[][2] = {{CT_F16, CT_BF16},  {CT_Q4_0, CT_Q5_0}, {CT_Q8_0, CT_Q4_1}, {CT_Q5_1, CT_Q8_0},
+                                       {CT_Q5_K, CT_Q6_K}, {CT_Q3_K, CT_Q2_K}, {CT_Q2_K, CT_Q4_K}};
     static const qr_case cases[] = {{CT_ROPE_NORMAL, CT_F16, CT_I32, true, 1.0}, {CT_ROPE_NEOX, CT_F32, CT_I64, false, 0.5}};
     for (size_t a = 0; a < sizeof alts / sizeof alts[0]; a++) {
         g_alt_on = true, g_alt[0] = alts[a][0], g_alt[1] = alts[a][1];
@@ -1006,7 +1006,7 @@ static void test_fused_other(void)
         for (size_t i = 0; i < 2; i++) fused_qkv_rope(&cases[i], NULL, true);
         fused_qkv_rope(&cases[0], "4", false);
         /* rows the K formats cannot take: 640 (whole 32-blocks), 200 (pieces of 8) */
-        if (g_alt[0] == CT_Q5_K) continue;
+        if (ct_dtype_block_size(g_alt[0]) == 256) continue;
         g_odd_k = ct_dtype_is_quantized(g_alt[0]) ? 640 : 200;
         fused_odd_rows(NULL, 0);
         fused_odd_rows("2", 0);
@@ -1016,7 +1016,7 @@ static void test_fused_other(void)
 }
 
 /* One row of x through f16 / bf16 weights (the nn group's LINEAR handed to mv1xh), the
- * 32-blocks (mv1xl) and Q5_K (mv1xk) with a bias. Float weights against the CPU, which
+ * 32-blocks (mv1xl), Q5_K (mv1xk) and Q2_K / Q3_K (mv1xs) with a bias. Float weights against the CPU, which
  * multiplies the same exact widened weights by f32 x (only the summation order differs:
  * 1e-10); the quantized ones against the f64 product of their dequantized weights (1e-9, as
  * test_linear: the CPU rounds x to 8 bits, which test_linear already bounds). */
@@ -1054,14 +1054,14 @@ static void test_linear_other_row(void)
 {
     if (!have_device()) return;
     th_rng r = {0xf1f0};
-    const ct_dtype ts[] = {CT_F16, CT_BF16, CT_Q4_0, CT_Q4_1, CT_Q5_0, CT_Q5_1, CT_Q8_0, CT_Q5_K};
+    const ct_dtype ts[] = {CT_F16, CT_BF16, CT_Q4_0, CT_Q4_1, CT_Q5_0, CT_Q5_1, CT_Q8_0, CT_Q5_K, CT_Q2_K, CT_Q3_K};
     /* TinyLlama's widths, and rows the K formats' kernels cannot take: Gemma 3 270M's 640,
      * SmolLM2's 576 (whole 32-blocks), 200 (whole pieces of 8 for float weights) */
     const int64_t shapes[][2] = {{37, 2048}, {5, 768}, {70, 5632}, {9, 640}, {13, 576}, {11, 200}};
     for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++)
         for (int si = 0; si < 6; si++)
             for (int ri = 0; ri < 5; ri++) {
-                if (shapes[si][1] % (ts[ti] == CT_Q5_K ? 256 : ct_dtype_is_quantized(ts[ti]) ? 32 : 8)) continue;
+                if (shapes[si][1] % (ct_dtype_is_quantized(ts[ti]) ? ct_dtype_block_size(ts[ti]) : 8)) continue;
                 const char *rows = ri ? MV1_ROWS[ri - 1] : NULL;
                 if (rows) setenv("CTORCH_OPENCL_MV1_ROWS", rows, 1);
                 linear_other_once(ts[ti], shapes[si][0], shapes[si][1], rows, &r);

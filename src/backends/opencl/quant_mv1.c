@@ -33,7 +33,7 @@ int ocl_quant_mv1_total(void) { return __atomic_load_n(&g_mv1_total, __ATOMIC_RE
 /* ---- eligibility ---- */
 
 /* The kernels' weight format codes (mv1_args.f): Q4_K 0, Q6_K 1, f16 2, bf16 3, Q4_0 4, Q4_1 5,
- * Q5_0 6, Q5_1 7, Q8_0 8, Q5_K 9; -1 none. */
+ * Q5_0 6, Q5_1 7, Q8_0 8, Q5_K 9, Q2_K 10, Q3_K 11; -1 none. */
 static int mv1_fmt(ct_dtype t)
 {
     switch (t) {
@@ -47,35 +47,54 @@ static int mv1_fmt(ct_dtype t)
     case CT_Q5_1: return 7;
     case CT_Q8_0: return 8;
     case CT_Q5_K: return 9;
+    case CT_Q2_K: return 10;
+    case CT_Q3_K: return 11;
     default: return -1;
     }
 }
 
-/* Each family has kernels of its own (one launch holds one family): Q4_K and Q6_K (mv1x,
- * mv1xq, mv1xi, mv1r), f16 / bf16 (mv1xh, mv1rh), the 32-blocks (mv1xl, mv1rl) and Q5_K
- * (mv1xk, mv1rk), whose kernels take Q6_K too: Q5_K_M files pair them in a layer's q/k/v
- * and gate/up/down as Q4_K_M files pair Q4_K with Q6_K. */
-enum { MV1_K, MV1_FLOAT, MV1_LEGACY, MV1_K5 };
-static int mv1_family(ct_dtype t)
+/* Each family of kernels takes a set of formats (one launch holds one family): Q4_K and Q6_K
+ * (mv1x, mv1xq, mv1xi, mv1r), f16 / bf16 (mv1xh, mv1rh), the 32-blocks (mv1xl, mv1rl), Q5_K
+ * with Q6_K (mv1xk, mv1rk) and Q2_K / Q3_K with Q4_K (mv1xs, mv1rs): the mixes of llama.cpp's
+ * files put those formats side by side in a layer's q/k/v and gate/up/down (Q5_K_M: Q6_K v
+ * and down rows; Q3_K_M and Q2_K: Q4_K v and down). */
+enum { MV1_K, MV1_FLOAT, MV1_LEGACY, MV1_K5, MV1_KS, MV1_NFAM };
+#define MV1_F(f) (1u << (f))
+static const unsigned mv1_fam_formats[MV1_NFAM] = {
+    [MV1_K] = MV1_F(0) | MV1_F(1),
+    [MV1_FLOAT] = MV1_F(2) | MV1_F(3),
+    [MV1_LEGACY] = MV1_F(4) | MV1_F(5) | MV1_F(6) | MV1_F(7) | MV1_F(8),
+    [MV1_K5] = MV1_F(9) | MV1_F(1),
+    [MV1_KS] = MV1_F(10) | MV1_F(11) | MV1_F(0),
+};
+
+/* The first family that takes every format of the set m, or -1. */
+static int mv1_family_of(unsigned m)
 {
-    int f = mv1_fmt(t);
-    return f < 2 ? MV1_K : f < 4 ? MV1_FLOAT : f < 9 ? MV1_LEGACY : MV1_K5;
+    for (int fam = 0; fam < MV1_NFAM; fam++)
+        if (m && !(m & ~mv1_fam_formats[fam])) return fam;
+    return -1;
+}
+
+static int mv1_family(ct_dtype t) { return mv1_fmt(t) < 0 ? -1 : mv1_family_of(MV1_F(mv1_fmt(t))); }
+
+/* The family of the kernels that take the weights of lin[0 .. n), or -1. */
+static int mv1_plan_family(const ct_op *const *lin, int n)
+{
+    unsigned m = 0;
+    for (int i = 0; i < n; i++) {
+        int f = mv1_fmt(lin[i]->src[1]->dtype);
+        if (f < 0) return -1;
+        m |= MV1_F(f);
+    }
+    return mv1_family_of(m);
 }
 static bool mv1_float(ct_dtype t) { return mv1_family(t) == MV1_FLOAT; }
 
-/* The family of the kernels that take lin[0 .. n): theirs where they share one, Q5_K's for
- * Q5_K with Q6_K; -1 for any other mix. */
-static int mv1_plan_family(const ct_op *const *lin, int n)
-{
-    int fam = mv1_family(lin[0]->src[1]->dtype);
-    bool k5 = true;
-    for (int i = 0; i < n; i++) {
-        ct_dtype t = lin[i]->src[1]->dtype;
-        k5 &= t == CT_Q5_K || t == CT_Q6_K;
-        if (mv1_family(t) != fam) fam = -1;
-    }
-    return fam >= 0 ? fam : k5 ? MV1_K5 : -1;
-}
+/* Alignment of a weight row's start for the loads of format f: Q4_K, Q5_K and f16 / bf16 rows
+ * take 16-byte loads, Q2_K's 84-byte blocks 4-byte ones; Q6_K's, Q3_K's and the 32-blocks'
+ * sizes are only even. */
+static unsigned mv1_align(int f) { return f == 0 || f == 9 || f == 2 || f == 3 ? 16 : f == 10 ? 4 : 2; }
 
 /* x f32, contiguous and 16-byte aligned for float4 loads; weight blocks aligned for theirs
  * (Q4_K and f16 / bf16 rows: 16 bytes; Q6_K's 210-byte blocks and the 32-blocks: 2); f32
@@ -102,7 +121,7 @@ bool ocl_mv1_ok(const ct_device *dev, const ct_op *op)
         return false;
     if (N > 1 && !ocl_q_byte_stride(w, 0, &wrow)) return false;
     if (!ocl_mem(x, dev, &xoff) || !ocl_mem(w, dev, &woff)) return false;
-    unsigned align = fmt == 1 || (fmt >= 4 && fmt <= 8) ? 2 : 16; /* Q6_K's and the 32-blocks' sizes are even only */
+    unsigned align = mv1_align(fmt);
     const char *e = getenv("CTORCH_OPENCL_MV1_ROWS"); /* a tuning switch: 1 or 4 rows everywhere, 0 off */
     if (e && !strcmp(e, "0")) return false;
     return xoff % 16 == 0 && woff % align == 0 && (cl_ulong)wrow % align == 0 && ocl_program_ok(dev, OCL_MV1_PROGRAM);
@@ -122,14 +141,17 @@ bool ocl_mv1_ok(const ct_device *dev, const ct_op *op)
  * H200, TinyLlama-shaped tg128 (session 32): F16 (three rounds in one call) 4 everywhere
  * 546-552 t/s, 2 where not gated 480-486, 8 where not gated 479-485, 8 everywhere 435-447;
  * Q8_0 / Q4_0 (two rounds) 4: 477-479 / 509-543, 2: 410-411 / 445-468, 8: 354-364 / 410.
+ * Q5_K (with Q6_K) takes 4 too, Q2_K / Q3_K (with Q4_K) Q4_K's rule (session 33, two rounds,
+ * 4 against 2 everywhere): Q5_K_M 598 / 590 against 593 / 579 t/s, Q3_K_M 649 / 637 against
+ * 648 / 661, Q2_K 674 / 679 against 716 / 702.
  * CTORCH_OPENCL_MV1_ROWS (a tuning switch) forces 1, 2, 4 or 8 everywhere (0: these
  * kernels off). */
 #define MV1_BIG_N 16384 /* an output (vocabulary) matrix: 4 rows a work-group there */
-static int mv1_rows(const ct_device *dev, int64_t N, bool not_k)
+static int mv1_rows(const ct_device *dev, int64_t N, int fam)
 {
     const char *e = getenv("CTORCH_OPENCL_MV1_ROWS");
     if (e && e[0] && !e[1] && strchr("1248", e[0])) return e[0] - '0';
-    if (not_k) return 4;
+    if (fam != MV1_K && fam != MV1_KS) return 4;
     if (N >= MV1_BIG_N) return 4;
     return N >= 4 * (int64_t)ocl_info(dev)->compute_units ? 2 : 1;
 }
@@ -239,11 +261,12 @@ static int q8_form(const mv1_plan *p, int64_t n)
 /* The kernels' names per x form: mv1x (f32), mv1xq (bytes of a launch), mv1xi (made inline). */
 static const char *q8_suffix(int q8) { return q8 == Q8_LAUNCH ? "q" : q8 == Q8_INLINE ? "i" : ""; }
 
-/* The kernel name's part after mv1x / mv1r: the family fam of the weights (h, l, k), or for
+/* The kernel name's part after mv1x / mv1r: the family fam of the weights (h, l, k, s), or for
  * Q4_K / Q6_K x's form q8. */
 static const char *mv1_form(int fam, int q8)
 {
-    return fam == MV1_FLOAT ? "h" : fam == MV1_LEGACY ? "l" : fam == MV1_K5 ? "k" : q8_suffix(q8);
+    static const char *const name[MV1_NFAM] = {[MV1_FLOAT] = "h", [MV1_LEGACY] = "l", [MV1_K5] = "k", [MV1_KS] = "s"};
+    return fam == MV1_K ? q8_suffix(q8) : name[fam];
 }
 
 /* rows: the weight rows the launch reads; n: its output rows (gate and up: one of them) */
@@ -294,8 +317,8 @@ static void mv1_label(const mv1_plan *p, int R, int q8, char *buf, size_t n)
     for (int i = 0; i < p->nseg && len > 0 && (size_t)len < n; i++) {
         const ct_tensor *w = p->lin[i]->src[1];
         if (p->gated && i > 0) break;
-        static const char *const fmt[] = {" q4k",  " q6k",  " f16",  " bf16", " q4_0",
-                                          " q4_1", " q5_0", " q5_1", " q8_0", " q5k"};
+        static const char *const fmt[] = {" q4k",  " q6k",  " f16",  " bf16", " q4_0", " q4_1",
+                                          " q5_0", " q5_1", " q8_0", " q5k",  " q2k",  " q3k"};
         len += snprintf(buf + len, n - (size_t)len, "%s%s %lldx%lld", i ? "," : "", fmt[mv1_fmt(w->dtype)],
                         (long long)w->shape[0], (long long)w->shape[1]);
     }
@@ -351,7 +374,7 @@ static ct_status mv1_launch(ct_device *dev, const mv1_plan *p, bool *packed)
             return core_err(CT_ERR_DEVICE_FAULT, "%s: linear operands without a copy here", dev->info.name);
     }
     for (int i = 0; i < p->nseg; i++) total += a.N[i];
-    int R = mv1_rows(dev, p->gated ? a.N[0] : total, plan_family(p) != MV1_K);
+    int R = mv1_rows(dev, p->gated ? a.N[0] : total, plan_family(p));
     size_t groups = 0;
     for (int i = 0; i < (p->gated ? 1 : p->nseg); i++) groups += (size_t)((a.N[i] + R - 1) / R);
     q_span r = p->r, z = p->z;
@@ -630,7 +653,7 @@ static int qkv_rope(ct_device *dev, const mv1_plan *p, const ct_op *ops, int n)
         return 0;
     /* a work-group holds whole rotation pairs: 2 rows where mv1_rows would give 1 for want
      * of rows (q, k and v of a small model on a large GPU), none where the switch forces 1 */
-    int R = mv1_rows(dev, N[0] + N[1] + N[2], plan_family(p) != MV1_K);
+    int R = mv1_rows(dev, N[0] + N[1] + N[2], plan_family(p));
     const char *forced = getenv("CTORCH_OPENCL_MV1_ROWS");
     if (R == 1 && !(forced && !strcmp(forced, "1"))) R = 2;
     if (R % 2 || Dq % R || N[0] % R || N[1] % R) return 0;

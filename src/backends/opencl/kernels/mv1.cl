@@ -228,6 +228,100 @@ inline float q5_k_dot(q5k_w w, int c, const mv1_x *x)
     return h.d * (h.sc0 * dl + h.sc1 * dh) - h.dmin * (h.m0 * x->s.s0 + h.m1 * x->s.s1);
 }
 
+/* ---- Q2_K and Q3_K weights (formats 10 and 11; the mv1xs and mv1rs kernels, which take Q4_K
+ * too: Q2_K and Q3_K_M files pair them with Q4_K in a layer's q/k/v and down) ----
+ * Chunk c is Q6_K's shape: qs bytes 32n + l0 .. +7 (n = c / 4, l0 = 8(c % 4)), whose bit pairs
+ * 2j are set j's 8 elements 128n + 32j + l0 .., so x is Q6_K's (mv1_load_x(1, ...): sums per
+ * set). Set j's scale is sub-block 8n + 2j + (c % 4) / 2's. Q3_K adds the hmask bytes l0 ..
+ * +7, whose bit 4n + j is the set's third bit (value q + 4 h - 4). A q of b bits meets x as
+ * 1 + q / 2^b, as everywhere in this file. Q2_K blocks (84 bytes) allow 4-byte loads, Q3_K's
+ * (110) 2-byte ones. */
+typedef struct {
+    uint q0, q1, sa, sb, dm; /* the chunk's qs; scale bytes 8n .. 8n + 7; d and dmin */
+} q2k_w;
+
+inline q2k_w q2_k_load(global const uchar *blk, int c)
+{
+    int n = c / 4, l0 = 8 * (c % 4);
+    global const uint *p = (global const uint *)blk;
+    q2k_w w;
+    w.sa = p[2 * n], w.sb = p[2 * n + 1];
+    w.q0 = p[4 + 8 * n + l0 / 4], w.q1 = p[5 + 8 * n + l0 / 4];
+    w.dm = p[20];
+    return w;
+}
+
+/* sum over the 4 bytes t of u of (1 + q_t / 4) x_t, q_t bits 8t + sh, 8t + sh + 1 of u */
+inline float q2_4f(uint u, int sh, float4 x)
+{
+    float4 f;
+    f.s0 = as_float((shl(u, 21 - sh) & 0x00600000u) | MV1_ONE);
+    f.s1 = as_float((shl(u, 13 - sh) & 0x00600000u) | MV1_ONE);
+    f.s2 = as_float((shl(u, 5 - sh) & 0x00600000u) | MV1_ONE);
+    f.s3 = as_float((shl(u, -3 - sh) & 0x00600000u) | MV1_ONE);
+    return dot(f, x);
+}
+
+inline float q2_k_dot(q2k_w w, int c, const mv1_x *x)
+{
+    int hb = 8 * ((c % 4) / 2);
+    uint a = w.sa >> hb, b = w.sb >> hb; /* set j's byte: bits 0 and 16 of a (j 0, 1), of b (j 2, 3) */
+    float4 F = (float4)(q2_4f(w.q0, 0, x->v[0]) + q2_4f(w.q1, 0, x->v[1]), q2_4f(w.q0, 2, x->v[2]) + q2_4f(w.q1, 2, x->v[3]),
+                        q2_4f(w.q0, 4, x->v[4]) + q2_4f(w.q1, 4, x->v[5]), q2_4f(w.q0, 6, x->v[6]) + q2_4f(w.q1, 6, x->v[7]));
+    float4 dq = 4.0f * (F - x->s); /* sum q x of each set */
+    float4 sc = convert_float4((uint4)(a & 0xF, (a >> 16) & 0xF, b & 0xF, (b >> 16) & 0xF));
+    float4 mn = convert_float4((uint4)((a >> 4) & 0xF, (a >> 20) & 0xF, (b >> 4) & 0xF, (b >> 20) & 0xF));
+    return h16f(w.dm) * dot(sc, dq) - h16f(w.dm >> 16) * dot(mn, x->s);
+}
+
+typedef struct {
+    uint q0, q1, h0, h1, s0, s1, s2; /* the chunk's qs and hmask bytes; the 12 scale bytes */
+    float d;
+} q3k_w;
+
+inline q3k_w q3_k_load(global const uchar *blk, int c)
+{
+    int n = c / 4, l0 = 8 * (c % 4);
+    global const ushort *hm = (global const ushort *)(blk + l0);
+    global const ushort *qs = (global const ushort *)(blk + 32 + 32 * n + l0);
+    global const ushort *sc = (global const ushort *)(blk + 96);
+    q3k_w w;
+    w.h0 = u2(vload2(0, hm)), w.h1 = u2(vload2(1, hm));
+    w.q0 = u2(vload2(0, qs)), w.q1 = u2(vload2(1, qs));
+    w.s0 = u2(vload2(0, sc)), w.s1 = u2(vload2(1, sc)), w.s2 = u2(vload2(2, sc));
+    w.d = vload_half(0, (global const half *)(blk + 108));
+    return w;
+}
+
+/* sum over the 4 bytes t of (1 + u_t / 8) x_t, u_t = bits 8t + sh, +1 of u plus 4 times bit
+ * 8t + hb of h */
+inline float q3_4f(uint u, int sh, uint h, int hb, float4 x)
+{
+    float4 f;
+    f.s0 = as_float((shl(u, 20 - sh) & 0x00300000u) | (shl(h, 22 - hb) & 0x00400000u) | MV1_ONE);
+    f.s1 = as_float((shl(u, 12 - sh) & 0x00300000u) | (shl(h, 14 - hb) & 0x00400000u) | MV1_ONE);
+    f.s2 = as_float((shl(u, 4 - sh) & 0x00300000u) | (shl(h, 6 - hb) & 0x00400000u) | MV1_ONE);
+    f.s3 = as_float((shl(u, -4 - sh) & 0x00300000u) | (shl(h, -2 - hb) & 0x00400000u) | MV1_ONE);
+    return dot(f, x);
+}
+
+inline float q3_k_dot(q3k_w w, int c, const mv1_x *x)
+{
+    int n = c / 4, hb = 8 * ((c % 4) / 2);
+    uint h0 = w.h0 >> (4 * n), h1 = w.h1 >> (4 * n); /* set j's third bits at bit j of each byte */
+    float4 F = (float4)(q3_4f(w.q0, 0, h0, 0, x->v[0]) + q3_4f(w.q1, 0, h1, 0, x->v[1]),
+                        q3_4f(w.q0, 2, h0, 1, x->v[2]) + q3_4f(w.q1, 2, h1, 1, x->v[3]),
+                        q3_4f(w.q0, 4, h0, 2, x->v[4]) + q3_4f(w.q1, 4, h1, 2, x->v[5]),
+                        q3_4f(w.q0, 6, h0, 3, x->v[6]) + q3_4f(w.q1, 6, h1, 3, x->v[7]));
+    /* set j's 6-bit scale: the low 4 bits from byte 2j + hb/8 (shift 4n), the high 2 from byte
+     * 8 + 2(j & 1) + hb/8 (shift 4n + 2(j / 2)) */
+    uint lo0 = (w.s0 >> hb) >> (4 * n), lo1 = (w.s1 >> hb) >> (4 * n), t = w.s2 >> (hb + 4 * n);
+    int4 sc = convert_int4((uint4)((lo0 & 0xF) | ((t & 3) << 4), ((lo0 >> 16) & 0xF) | (((t >> 16) & 3) << 4),
+                                   (lo1 & 0xF) | (((t >> 2) & 3) << 4), ((lo1 >> 16) & 0xF) | (((t >> 18) & 3) << 4))) -
+              32;
+    return w.d * dot(convert_float4(sc), 8.0f * F - 12.0f * x->s); /* sum (u - 4) x = 8 (F - S) - 4 S */
+}
+
 /* ---- f16 and bf16 weights (formats 2 and 3; the mv1xh and mv1rh kernels) ----
  * A work-item's share of a pass is 32 weights a row (64 bytes, mv1h_load_s below), loaded
  * as four 16-byte words before any arithmetic, as the quantized chunks are. Half storage
@@ -760,24 +854,27 @@ typedef struct {
 #define MV1_DOT6i MV1_DOT6q
 #define MV1_DOT6Ui MV1_DOT6Uq
 
-/* The chunk loops of mv1x*: the K formats with x in form V (f32, bytes of a launch, bytes
- * made inline), or with f32 x f16 / bf16 weights (V = h), the 32-blocks (V = l) and Q5_K
- * with Q6_K (V = k), in kernels of their own so that the Q4_K kernels keep their registers. */
+/* The chunk loops of mv1x*: Q4_K / Q6_K with x in form V (f32, bytes of a launch, bytes made
+ * inline), or with f32 x f16 / bf16 weights (V = h), the 32-blocks (V = l), Q5_K with Q6_K
+ * (V = k) and Q2_K / Q3_K with Q4_K (V = s), in kernels of their own so that the Q4_K
+ * kernels keep their registers. */
 #define MV1_QLOOPS(R, V)                                                                                    \
         if (f == 0) {                                                                                       \
+            MV1_Q4LOOP(R, V)                                                                                \
+        } else {                                                                                            \
+            MV1_Q6LOOP(R, V)                                                                                \
+        }
+#define MV1_Q4LOOP(R, V)                                                                                    \
             for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
                 long bo = (ch / 8) * 144;                                                                   \
                 q4k_w wv4[2 * R];                                                                           \
                 MV1_REP##R(MV1_LD4, R)                                                                      \
                 if (gated) { MV1_REP##R(MV1_LD4U, R) }                                                      \
                 MV1_XT##V xs;                                                                               \
-                MV1_LOADX##V(0, ch / 8, c, &xs, norm ? &ss : 0);                                           \
+                MV1_LOADX##V(0, ch / 8, c, &xs, norm ? &ss : 0);                                            \
                 MV1_REP##R(MV1_DOT4##V, R)                                                                  \
                 if (gated) { MV1_REP##R(MV1_DOT4U##V, R) }                                                  \
-            }                                                                                               \
-        } else {                                                                                            \
-            MV1_Q6LOOP(R, V)                                                                                \
-        }
+            }
 #define MV1_Q6LOOP(R, V)                                                                                    \
             for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
                 long bo = (ch / 8) * 210;                                                                   \
@@ -790,6 +887,40 @@ typedef struct {
                 if (gated) { MV1_REP##R(MV1_DOT6U##V, R) }                                                  \
             }
 #define MV1_LOOPS(R) MV1_QLOOPS(R, )
+#define MV1_LOOPSs(R)                                                                                       \
+        if (f == 0) {                                                                                       \
+            MV1_Q4LOOP(R, )                                                                                 \
+        } else if (f == 10) {                                                                               \
+            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
+                long bo = (ch / 8) * 84;                                                                    \
+                q2k_w wv2[2 * R];                                                                           \
+                MV1_REP##R(MV1_LD2, R)                                                                      \
+                if (gated) { MV1_REP##R(MV1_LD2U, R) }                                                      \
+                mv1_x xs;                                                                                   \
+                mv1_load_x(1, x, gam, ch / 8, c, &xs, norm ? &ss : 0);                                      \
+                MV1_REP##R(MV1_DOT2, R)                                                                     \
+                if (gated) { MV1_REP##R(MV1_DOT2U, R) }                                                     \
+            }                                                                                               \
+        } else {                                                                                            \
+            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
+                long bo = (ch / 8) * 110;                                                                   \
+                q3k_w wv3[2 * R];                                                                           \
+                MV1_REP##R(MV1_LD3, R)                                                                      \
+                if (gated) { MV1_REP##R(MV1_LD3U, R) }                                                      \
+                mv1_x xs;                                                                                   \
+                mv1_load_x(1, x, gam, ch / 8, c, &xs, norm ? &ss : 0);                                      \
+                MV1_REP##R(MV1_DOT3, R)                                                                     \
+                if (gated) { MV1_REP##R(MV1_DOT3U, R) }                                                     \
+            }                                                                                               \
+        }
+#define MV1_LD2(r, A) wv2[r] = q2_k_load(rows[r] + bo, c);
+#define MV1_LD2U(r, A) wv2[(A) + (r)] = q2_k_load(rows[(A) + (r)] + bo, c);
+#define MV1_DOT2(r, A) acc[r] += q2_k_dot(wv2[r], c, &xs);
+#define MV1_DOT2U(r, A) acc[(A) + (r)] += q2_k_dot(wv2[(A) + (r)], c, &xs);
+#define MV1_LD3(r, A) wv3[r] = q3_k_load(rows[r] + bo, c);
+#define MV1_LD3U(r, A) wv3[(A) + (r)] = q3_k_load(rows[(A) + (r)] + bo, c);
+#define MV1_DOT3(r, A) acc[r] += q3_k_dot(wv3[r], c, &xs);
+#define MV1_DOT3U(r, A) acc[(A) + (r)] += q3_k_dot(wv3[(A) + (r)], c, &xs);
 #define MV1_LOOPSk(R)                                                                                       \
         if (f == 9) {                                                                                       \
             for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
@@ -947,7 +1078,7 @@ typedef struct {
 
 /* f32 x: every operand, or 2 or 4 distinct buffers; x's bytes (one buffer more): every
  * operand, or 4 or 8; bytes made in the work-item: as f32 x; f16 / bf16 weights (h), the
- * 32-blocks (l) and Q5_K (k): as f32 x. */
+ * 32-blocks (l), Q5_K (k) and Q2_K / Q3_K (s): as f32 x. */
 #define MV1X_ALL(R)                                                                                         \
     MV1X_KERNEL(R, )                                                                                        \
     MV1X_PACKED(R, , 2)                                                                                     \
@@ -966,7 +1097,10 @@ typedef struct {
     MV1X_PACKED(R, l, 4)                                                                                    \
     MV1X_KERNEL(R, k)                                                                                       \
     MV1X_PACKED(R, k, 2)                                                                                    \
-    MV1X_PACKED(R, k, 4)
+    MV1X_PACKED(R, k, 4)                                                                                    \
+    MV1X_KERNEL(R, s)                                                                                       \
+    MV1X_PACKED(R, s, 2)                                                                                    \
+    MV1X_PACKED(R, s, 4)
 
 MV1X_ALL(1)
 MV1X_ALL(2)
@@ -1086,7 +1220,16 @@ inline void mv1r_write_xn(global const float *x, global const float *gam, long K
 #define MV1R_RED(r, A) mv1_put(red, (r), acc[r]);
 
 /* mv1r*'s chunk loops: Q4_K / Q6_K weights, or f16 / bf16 ones (mv1rh), the 32-blocks
- * (mv1rl) and Q5_K / Q6_K (mv1rk), as mv1x*'s. */
+ * (mv1rl), Q5_K / Q6_K (mv1rk) and Q2_K / Q3_K / Q4_K (mv1rs), as mv1x*'s. */
+#define MV1R_Q4LOOP(R)                                                                                      \
+            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
+                long bo = (ch / 8) * 144;                                                                   \
+                q4k_w wv4[R];                                                                               \
+                MV1_REP##R(MV1_LD4, R)                                                                      \
+                mv1_x xs;                                                                                   \
+                mv1_load_x(0, x, gam, ch / 8, c, &xs, a.norm ? &ss : 0);                                    \
+                MV1_REP##R(MV1_DOT4, R)                                                                     \
+            }
 #define MV1R_Q6LOOP(R)                                                                                      \
             for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
                 long bo = (ch / 8) * 210;                                                                   \
@@ -1098,14 +1241,7 @@ inline void mv1r_write_xn(global const float *x, global const float *gam, long K
             }
 #define MV1R_LOOPS(R)                                                                                       \
         if (f == 0) {                                                                                       \
-            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
-                long bo = (ch / 8) * 144;                                                                   \
-                q4k_w wv4[R];                                                                               \
-                MV1_REP##R(MV1_LD4, R)                                                                      \
-                mv1_x xs;                                                                                   \
-                mv1_load_x(0, x, gam, ch / 8, c, &xs, a.norm ? &ss : 0);                                    \
-                MV1_REP##R(MV1_DOT4, R)                                                                     \
-            }                                                                                               \
+            MV1R_Q4LOOP(R)                                                                                  \
         } else {                                                                                            \
             MV1R_Q6LOOP(R)                                                                                  \
         }
@@ -1121,6 +1257,28 @@ inline void mv1r_write_xn(global const float *x, global const float *gam, long K
             }                                                                                               \
         } else {                                                                                            \
             MV1R_Q6LOOP(R)                                                                                  \
+        }
+#define MV1R_LOOPSs(R)                                                                                      \
+        if (f == 0) {                                                                                       \
+            MV1R_Q4LOOP(R)                                                                                  \
+        } else if (f == 10) {                                                                               \
+            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
+                long bo = (ch / 8) * 84;                                                                    \
+                q2k_w wv2[R];                                                                               \
+                MV1_REP##R(MV1_LD2, R)                                                                      \
+                mv1_x xs;                                                                                   \
+                mv1_load_x(1, x, gam, ch / 8, c, &xs, a.norm ? &ss : 0);                                    \
+                MV1_REP##R(MV1_DOT2, R)                                                                     \
+            }                                                                                               \
+        } else {                                                                                            \
+            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
+                long bo = (ch / 8) * 110;                                                                   \
+                q3k_w wv3[R];                                                                               \
+                MV1_REP##R(MV1_LD3, R)                                                                      \
+                mv1_x xs;                                                                                   \
+                mv1_load_x(1, x, gam, ch / 8, c, &xs, a.norm ? &ss : 0);                                    \
+                MV1_REP##R(MV1_DOT3, R)                                                                     \
+            }                                                                                               \
         }
 #define MV1R_LOOPSh(R)                                                                                      \
         int bf = f == 3;                                                                                    \
@@ -1230,3 +1388,6 @@ MV1R_KERNEL(8, l)
 MV1R_KERNEL(2, k)
 MV1R_KERNEL(4, k)
 MV1R_KERNEL(8, k)
+MV1R_KERNEL(2, s)
+MV1R_KERNEL(4, s)
+MV1R_KERNEL(8, s)
