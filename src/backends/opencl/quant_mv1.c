@@ -166,6 +166,7 @@ typedef struct mv1_args {
     cl_int norm, has_gam, gated, nseg, bias_kind, epi, f[3];
     cl_int bi[13]; /* the packed kernels' buffer of each operand (ocl_pack_bufs) */
     cl_float eps;
+    cl_int slots; /* each warp R rows of its own (mv1_slots) */
 } mv1_args;
 _Static_assert(sizeof(mv1_args) == 264, "mv1_args: the kernel's layout has 264 bytes");
 
@@ -309,10 +310,10 @@ static ct_status q8_x(ct_device *dev, cl_mem xm, cl_ulong xo, cl_mem gm, cl_ulon
 /* The launch's name in the device profile (CTORCH_OPENCL_PROFILE=1), which sums device
  * time per name: the kernel, the form and the weights' shapes, so that each matvec of a
  * decode step gets a row of its own, e.g. "mv1x_r4 norm gate+up q4k 5632x2048". */
-static void mv1_label(const mv1_plan *p, int R, int q8, char *buf, size_t n)
+static void mv1_label(const mv1_plan *p, int R, int q8, bool slots, char *buf, size_t n)
 {
     const char *form = mv1_form(plan_family(p), q8);
-    int len = snprintf(buf, n, "mv1x%s_r%d%s%s", form, R, p->norm ? " norm" : "",
+    int len = snprintf(buf, n, "mv1x%s_r%d%s%s%s", form, R, slots ? " 2 warps" : "", p->norm ? " norm" : "",
                        p->gated ? " gate+up" : p->tail ? " +add" : p->nseg > 1 ? " multi" : "");
     for (int i = 0; i < p->nseg && len > 0 && (size_t)len < n; i++) {
         const ct_tensor *w = p->lin[i]->src[1];
@@ -334,6 +335,18 @@ static ct_status mv1_set_args(ct_device *dev, cl_kernel k, const char *name, con
     args[n] = (ocl_arg){a_size, a};
     args[n + 1] = OCL_LOCAL(local);
     return ocl_args(dev, k, name, n + 2, args);
+}
+
+/* Short rows in a launch that is not gated: each of the work-group's two warps takes R rows of
+ * its own, a work-item the chunks (blocks) lane, lane + 32, ... Where a row has 32 or fewer
+ * (K <= 1024) most of 64 work-items would idle in one row, as in Gemma 3 270M's 640-wide
+ * matrices (20 blocks), its 262,144-row output among them. f16 / bf16 rows keep their own
+ * layout. CTORCH_OPENCL_MV1_SLOTS=0 turns it off. */
+static bool mv1_slots(const mv1_plan *p, int fam, int64_t K)
+{
+    const char *e = getenv("CTORCH_OPENCL_MV1_SLOTS");
+    if (p->gated || fam == MV1_FLOAT || K / 32 > 32 || (e && !strcmp(e, "0"))) return false;
+    return true;
 }
 
 /* *packed: whether the launch took a packed kernel (each distinct buffer once). */
@@ -375,8 +388,10 @@ static ct_status mv1_launch(ct_device *dev, const mv1_plan *p, bool *packed)
     }
     for (int i = 0; i < p->nseg; i++) total += a.N[i];
     int R = mv1_rows(dev, p->gated ? a.N[0] : total, plan_family(p));
+    a.slots = mv1_slots(p, plan_family(p), K);
+    int RR = a.slots ? 2 * R : R; /* rows a work-group */
     size_t groups = 0;
-    for (int i = 0; i < (p->gated ? 1 : p->nseg); i++) groups += (size_t)((a.N[i] + R - 1) / R);
+    for (int i = 0; i < (p->gated ? 1 : p->nseg); i++) groups += (size_t)((a.N[i] + RR - 1) / RR);
     q_span r = p->r, z = p->z;
     if (!epi && !p->gated) r.m = z.m = xm, r.lo = z.lo = 0;
     if (p->gated && !p->tail) return core_err(CT_ERR_INVALID_ARG, "mv1: gated without its swiglu");
@@ -394,10 +409,10 @@ static ct_status mv1_launch(ct_device *dev, const mv1_plan *p, bool *packed)
     /* the packed forms: f32 x (and bytes made inline) _b2 and _b4, bytes of a launch _b4 and _b8 */
     bool qbuf = q8 == Q8_LAUNCH;
     int nb = ocl_pack_bufs(13, mems, qbuf ? 8 : 4, bufs, a.bi), nbuf = qbuf ? (nb > 4 ? 8 : 4) : nb > 2 ? 4 : 2;
-    char name[20], label[64]; /* mv1x_r1 .. _r8, packed: mv1x_r2_b2, mv1xq_r2_b8, mv1xi_r2_b4, mv1xh_r2_b4, ... */
+    char name[20], label[80]; /* mv1x_r1 .. _r8, packed: mv1x_r2_b2, mv1xq_r2_b8, mv1xi_r2_b4, mv1xh_r2_b4, ... */
     const char *form = mv1_form(plan_family(p), q8);
     snprintf(name, sizeof name, nb ? "mv1x%s_r%d_b%d" : "mv1x%s_r%d", form, R, nbuf);
-    mv1_label(p, R, q8, label, sizeof label);
+    mv1_label(p, R, q8, a.slots, label, sizeof label);
     cl_kernel k;
     ct_status s = ocl_kernel(dev, OCL_MV1_PROGRAM, name, &k);
     size_t ls = MV1_LS, global = groups * ls, local = sizeof(float) * (size_t)(2 * R + 1) * (MV1_LS + 1);

@@ -565,7 +565,9 @@ inline float mv1_reduce(local float *red, int n)
 }
 #endif
 
-/* Row r's partials (and the gated up row's, A + r) into the reduction. */
+/* Row r's partials (and the gated up row's, A + r) into the reduction; with slots, warp 1's
+ * row r goes where an up row would (never both: slots are not gated). */
+#define MV1_SLOT(r, A) acc[(A) + (r)] = acc[r], acc[r] = 0.0f;
 #define MV1_RED(r, A) mv1_put(red, (r), acc[r]), mv1_put(red, (A) + (r), acc[(A) + (r)]);
 
 inline float silu_f(float x)
@@ -827,13 +829,15 @@ typedef struct {
     int norm, has_gam, gated, nseg, bias_kind, epi, f[3];
     int bi[13]; /* the packed kernels: which buffer argument holds x, gam, xn, w0, o0, w1, o1, w2, o2, b, r, z, q */
     float eps;
+    int slots; /* short rows, not gated: each warp takes R rows of its own (MV1X_FN) */
 } mv1_args;
 
-/* Per row r of the R (A): its weight rows' addresses (rows past N repeat the last), then
- * per chunk the loads of every row (and of the up rows when gated) and the dots. */
+/* Per row r of the R (A): its weight rows' addresses (warp 1's with slots; rows past N repeat
+ * the last), then per chunk the loads of every row (and of the up rows when gated) and the
+ * dots. */
 #define MV1_ROW(r, A)                                                                                       \
     {                                                                                                       \
-        long rr = min((long)(r), (long)nr - 1);                                                             \
+        long rr = min((long)(slot * (A) + (r)), (long)nr - 1);                                              \
         rows[r] = w + wo + (n0 + rr) * wr;                                                                  \
         rows[(A) + (r)] = wu + w1o + (n0 + rr) * w1r;                                                       \
     }
@@ -865,7 +869,7 @@ typedef struct {
             MV1_Q6LOOP(R, V)                                                                                \
         }
 #define MV1_Q4LOOP(R, V)                                                                                    \
-            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
+            for (long ch = lb; ch < nch; ch += lstep) {                                                     \
                 long bo = (ch / 8) * 144;                                                                   \
                 q4k_w wv4[2 * R];                                                                           \
                 MV1_REP##R(MV1_LD4, R)                                                                      \
@@ -876,7 +880,7 @@ typedef struct {
                 if (gated) { MV1_REP##R(MV1_DOT4U##V, R) }                                                  \
             }
 #define MV1_Q6LOOP(R, V)                                                                                    \
-            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
+            for (long ch = lb; ch < nch; ch += lstep) {                                                     \
                 long bo = (ch / 8) * 210;                                                                   \
                 q6k_w wv6[2 * R];                                                                           \
                 MV1_REP##R(MV1_LD6, R)                                                                      \
@@ -891,7 +895,7 @@ typedef struct {
         if (f == 0) {                                                                                       \
             MV1_Q4LOOP(R, )                                                                                 \
         } else if (f == 10) {                                                                               \
-            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
+            for (long ch = lb; ch < nch; ch += lstep) {                                                     \
                 long bo = (ch / 8) * 84;                                                                    \
                 q2k_w wv2[2 * R];                                                                           \
                 MV1_REP##R(MV1_LD2, R)                                                                      \
@@ -902,7 +906,7 @@ typedef struct {
                 if (gated) { MV1_REP##R(MV1_DOT2U, R) }                                                     \
             }                                                                                               \
         } else {                                                                                            \
-            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
+            for (long ch = lb; ch < nch; ch += lstep) {                                                     \
                 long bo = (ch / 8) * 110;                                                                   \
                 q3k_w wv3[2 * R];                                                                           \
                 MV1_REP##R(MV1_LD3, R)                                                                      \
@@ -923,7 +927,7 @@ typedef struct {
 #define MV1_DOT3U(r, A) acc[(A) + (r)] += q3_k_dot(wv3[(A) + (r)], c, &xs);
 #define MV1_LOOPSk(R)                                                                                       \
         if (f == 9) {                                                                                       \
-            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
+            for (long ch = lb; ch < nch; ch += lstep) {                                                     \
                 long bo = (ch / 8) * 176;                                                                   \
                 q5k_w wv5[2 * R];                                                                           \
                 MV1_REP##R(MV1_LD5, R)                                                                      \
@@ -957,7 +961,7 @@ typedef struct {
 #define MV1_DOTHU(r, A) acc[(A) + (r)] += mv1h_dot(wvh[(A) + (r)], bf, &xs);
 #define MV1_LOOPSl(R)                                                                                       \
         int bsz = mv1l_bytes(f);                                                                            \
-        for (long b = lid; b < K / 32; b += MV1_LS) {                                                       \
+        for (long b = lb; b < K / 32; b += lstep) {                                                         \
             mv1l_w wvl[2 * R];                                                                              \
             MV1_REP##R(MV1_LDL, R)                                                                          \
             if (gated) { MV1_REP##R(MV1_LDLU, R) }                                                          \
@@ -999,8 +1003,9 @@ typedef struct {
         int norm = a.norm, has_gam = a.has_gam, gated = a.gated, nseg = a.nseg, bias_kind = a.bias_kind;     \
         int epi = a.epi, f0 = a.f[0], f1 = a.f[1], f2 = a.f[2];                                              \
         float eps = a.eps;                                                                                  \
-        int lid = get_local_id(0), c = lid % 8;                                                             \
-        long grp = get_group_id(0), G0 = (N0 + R - 1) / R, G1 = (N1 + R - 1) / R;                           \
+        int lid = get_local_id(0), c = lid % 8, sl = a.slots && !gated, slot = sl ? lid >> 5 : 0;           \
+        int lb = sl ? lid & 31 : lid, lstep = sl ? 32 : MV1_LS, RR = sl ? 2 * R : R;                        \
+        long grp = get_group_id(0), G0 = (N0 + RR - 1) / RR, G1 = (N1 + RR - 1) / RR;                       \
         global const uchar *w = w0, *wu = w1;                                                               \
         ulong wo = w0o, oo = o0o;                                                                           \
         long wr = w0r, N = N0;                                                                              \
@@ -1014,8 +1019,8 @@ typedef struct {
                 seg = 2, w = w2, wo = w2o, wr = w2r, f = f2, N = N2, o = o2, oo = o2o;                      \
             }                                                                                               \
         }                                                                                                   \
-        long n0 = grp * R;                                                                                  \
-        int nr = (int)min((long)R, N - n0);                                                                 \
+        long n0 = grp * RR;                                                                                 \
+        int nr = (int)min((long)RR, N - n0);                                                                \
         global const float *x = (global const float *)(xb + xoff);                                         \
         global const float *gam = norm && has_gam ? (global const float *)(gmb + gmoff) : 0;               \
         global const uchar *xq = qb + a.qoff;                                                               \
@@ -1025,6 +1030,7 @@ typedef struct {
         for (int r = 0; r < 2 * R; r++) acc[r] = 0.0f;                                                      \
         long nch = K / 32;                                                                                  \
         MV1_LOOPS##V(R)                                                                                     \
+        if (slot) { ss = 0.0f; MV1_REP##R(MV1_SLOT, R) } /* warp 1: rows R .. 2R - 1, x counted once */    \
         MV1_REP##R(MV1_RED, R)                                                                              \
         mv1_put(red, 2 * R, ss);                                                                            \
         float s = mv1_reduce(red, 2 * R + 1);                                                               \
