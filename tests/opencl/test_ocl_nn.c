@@ -650,6 +650,65 @@ static void test_rope_set_rows_fused(void)
     for (int i = 0; i < 8; i++) ct_tensor_free(all[i]);
 }
 
+/* ---- an RMS norm and the residual add of its output as one launch (nn_pair.c) ----
+ * y = rms_norm(x, w), z = r + y (or y + r), recorded and captured: the planner's nn_norm_add
+ * launch (1 launch for the 2 ops) must leave y and z as the CPU does (TOL_F32: both compute
+ * in f32, sums in another order), for new x at each of two replays; 1 row (decode) and 3,
+ * f32 and f16 weights. */
+static void norm_add_once(int64_t rows, ct_dtype wdt, bool y_first)
+{
+    const int64_t n = 640, xs[2] = {rows, n}, ws[1] = {n};
+    ct_tensor *x = th_random(&rng, 2, xs, CT_F32, -2, 2), *r = th_random(&rng, 2, xs, CT_F32, -1, 1);
+    ct_tensor *w = th_random(&rng, 1, ws, wdt, 0.5, 1.5), *y = NULL, *z = NULL;
+    const ct_tensor *placed[3] = {x, r, w};
+    for (int i = 0; i < 3; i++) CHECK_OK(ct_tensor_place(placed[i], DEV));
+    CHECK_OK(ct_exec_force_device(DEV));
+    ct_set_log_level(CT_LOG_INFO);
+    th_log_capture(true);
+    CHECK_OK(ct_step_begin());
+    ct_status rs = ct_rms_norm(x, w, 1e-6, &y);
+    if (rs == CT_OK) rs = y_first ? ct_add(y, r, &z) : ct_add(r, y, &z);
+    ct_step *step = NULL;
+    CHECK_OK(ct_step_end(&step));
+    th_log_capture(false);
+    ct_set_log_level(CT_LOG_WARN);
+    CHECK_OK(rs);
+    CHECK_MSG(th_count(th_log(), "step of 2 ops captured as 1 kernel launches") == 1,
+              "rows %lld: the norm and the add were not one launch:\n%s", (long long)rows, th_log());
+    for (int round = 0; step && round < 2; round++) {
+        float *xp = NULL;
+        CHECK_OK(ct_tensor_data_mut(x, (void **)&xp));
+        for (int64_t i = 0; xp && i < rows * n; i++) xp[i] = (float)th_uniform(&rng, -2, 2);
+        CHECK_OK(ct_step_run(step));
+        CHECK_OK(ct_exec_force_device("cpu"));
+        ct_tensor *cy = NULL, *cz = NULL;
+        CHECK_OK(ct_rms_norm(x, w, 1e-6, &cy));
+        CHECK_OK(ct_add(r, cy, &cz));
+        CHECK_OK(ct_exec_force_device(DEV));
+        const ct_tensor *got[2] = {y, z}, *want[2] = {cy, cz};
+        for (int o = 0; o < 2; o++) {
+            double *g = got[o] ? th_values(got[o]) : NULL, *v = want[o] ? th_values(want[o]) : NULL;
+            int nonfinite = 0;
+            double e = g && v ? devcheck_nmse(g, v, rows * n, &nonfinite) : 1;
+            CHECK_MSG(e <= TOL_F32 && !nonfinite, "rows %lld, %s weight, round %d, %s: NMSE %.3g, %d non-finite",
+                      (long long)rows, ct_dtype_name(wdt), round, o ? "z" : "y", e, nonfinite);
+            free(g), free(v);
+        }
+        ct_tensor_free(cy), ct_tensor_free(cz);
+    }
+    CHECK_OK(ct_exec_force_device(NULL));
+    ct_step_free(step);
+    ct_tensor *all[5] = {x, r, w, y, z};
+    for (int i = 0; i < 5; i++) ct_tensor_free(all[i]);
+}
+
+static void test_norm_add_fused(void)
+{
+    if (!have_device()) return;
+    norm_add_once(1, CT_F32, false);
+    norm_add_once(3, CT_F16, true);
+}
+
 /* ---- pooling, batch_norm ---- */
 
 typedef struct pool_ctx {
@@ -787,6 +846,7 @@ int main(int argc, char **argv)
     RUN(test_sdpa_decode);
     RUN(test_sdpa_decode_replay);
     RUN(test_rope_set_rows_fused);
+    RUN(test_norm_add_fused);
     RUN(test_pool);
     RUN(test_batch_norm);
     RUN(test_conv);

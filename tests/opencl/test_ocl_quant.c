@@ -536,12 +536,19 @@ static void test_matmul_vector(void)
 /* ---- fused decode launches in a recorded step ---- */
 
 /* A transformer layer's products at decode (one row of D): n1 = rms_norm(x) read by q, k
- * (Q6_K) and v; t = q + k + v; n2 = rms_norm(t) read by gate and up, h = swiglu(g, u),
+ * (Q6_K) and v; t = q + k + v; n2 = rms_norm(t) read by gate and up, h = swiglu(g, u) (geglu),
  * y = h Wd, z = y + x, o = z Wo, out = x + o. Captured on opencl:0 these become 4 fused
  * launches (norm + 3 linears, norm + gate/up/swiglu, 2 x linear + add: 12 ops) and 2 adds. */
 typedef struct mlp_w {
     ct_tensor *g1, *g2, *wq, *wk, *wv, *wg, *wu, *wd, *wo;
 } mlp_w;
+
+static bool g_geglu; /* the gated products' activation: GEGLU (Gemma 3) in place of SWIGLU */
+
+static ct_status glu(const ct_tensor *g, const ct_tensor *u, ct_tensor **out)
+{
+    return g_geglu ? ct_geglu(g, u, out) : ct_swiglu(g, u, out);
+}
 
 static ct_status mlp(const ct_tensor *x, const mlp_w *w, ct_tensor **out)
 {
@@ -555,7 +562,7 @@ static ct_status mlp(const ct_tensor *x, const mlp_w *w, ct_tensor **out)
     if (s == CT_OK) s = ct_rms_norm(t[5], w->g2, 1e-5, &t[6]);
     if (s == CT_OK) s = ct_linear(t[6], w->wg, NULL, &t[7]);
     if (s == CT_OK) s = ct_linear(t[6], w->wu, NULL, &t[8]);
-    if (s == CT_OK) s = ct_swiglu(t[7], t[8], &t[9]);
+    if (s == CT_OK) s = glu(t[7], t[8], &t[9]);
     if (s == CT_OK) s = ct_linear(t[9], w->wd, NULL, &t[10]);
     if (s == CT_OK) s = ct_add(t[10], x, &t[11]);
     if (s == CT_OK) s = ct_linear(t[11], w->wo, NULL, &t[12]);
@@ -657,7 +664,7 @@ static void test_fused_step(void)
 /* Each fused form alone with row counts that leave the last work-group partial at every
  * rows-per-group (37, 5, 11), the weights of one launch in both formats:
  *   rms_norm + 3 linears (37 Q4_K, 5 Q6_K, 11 Q4_K rows)        a, b, c
- *   rms_norm + gate/up (37 rows, Q6_K) + swiglu                  h
+ *   rms_norm + gate/up (37 rows, Q6_K) + swiglu (or geglu)       h
  *   linear (37 Q4_K) + add of h                                  z
  * Every output of the recorded step against the CPU and against eager runs on the device. */
 typedef struct odd_w {
@@ -674,7 +681,7 @@ static ct_status odd_ops(const ct_tensor *x, const odd_w *w, ct_tensor **o)
     if (s == CT_OK) s = ct_rms_norm(x, NULL, 1e-5, &n2);
     if (s == CT_OK) s = ct_linear(n2, w->wg, NULL, &g);
     if (s == CT_OK) s = ct_linear(n2, w->wu, NULL, &u);
-    if (s == CT_OK) s = ct_swiglu(g, u, &o[3]);
+    if (s == CT_OK) s = glu(g, u, &o[3]);
     if (s == CT_OK) s = ct_linear(x, w->wy, NULL, &y);
     if (s == CT_OK) s = ct_add(y, o[3], &o[4]);
     ct_tensor_free(n1), ct_tensor_free(n2), ct_tensor_free(g), ct_tensor_free(u), ct_tensor_free(y);
@@ -1015,6 +1022,20 @@ static void test_fused_other(void)
     g_alt_on = false;
 }
 
+/* The gated launches with GEGLU (Gemma 3's MLP, gelu's tanh form on the gate): the K
+ * formats, and the 32-blocks at Gemma 3 270M's width, 640. */
+static void test_fused_geglu(void)
+{
+    if (!have_device()) return;
+    g_geglu = true;
+    fused_step_rows(NULL, true, 0);
+    fused_odd_rows(NULL, 0);
+    fused_odd_rows("4", 0);
+    g_alt_on = true, g_alt[0] = CT_Q5_0, g_alt[1] = CT_Q8_0, g_odd_k = 640;
+    fused_odd_rows(NULL, 0);
+    g_alt_on = false, g_odd_k = 512, g_geglu = false;
+}
+
 /* One row of x through f16 / bf16 weights (the nn group's LINEAR handed to mv1xh), the
  * 32-blocks (mv1xl), Q5_K (mv1xk) and Q2_K / Q3_K (mv1xs) with a bias. Float weights against the CPU, which
  * multiplies the same exact widened weights by f32 x (only the summation order differs:
@@ -1085,6 +1106,7 @@ int main(int argc, char **argv)
     RUN(test_fused_odd);
     RUN(test_fused_qkv_rope);
     RUN(test_fused_other);
+    RUN(test_fused_geglu);
     RUN(test_linear_other_row);
     return th_finish();
 }

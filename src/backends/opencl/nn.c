@@ -63,8 +63,6 @@ bool nn_cpu_style(const ct_device *dev)
     return !g_force_gpu_kernels && (ocl_info(dev)->type & CL_DEVICE_TYPE_CPU);
 }
 
-/* Work-items per row of the reducing kernels (softmax, norms). */
-#define NN_ROW_WG 128
 
 /* The dims of t other than `skip` (-1: none), for nn_nd. */
 static int drop_dim(const ct_tensor *t, int skip, int64_t *shape, int64_t *stride)

@@ -19,6 +19,8 @@ size_t nn_wg(const ct_device *dev, size_t cap);
 ct_status nn_launch(ct_device *dev, const char *program, const char *name, int n_args, const ocl_arg *args,
                     cl_uint dims, const size_t *global, const size_t *local);
 static inline size_t nn_round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+/* Work-items per row of the reducing kernels (softmax, norms, nn_norm_add). */
+#define NN_ROW_WG 128
 
 /* A product C[r, n] = sum_k A[r, k] B[batch(r), k, n] (+ bias[n]) as nn_gemm reads it. */
 typedef struct nn_gemm_desc {

@@ -1,12 +1,14 @@
 /* The step planner's pairs (capture.c): two adjacent independent ROPEs (q and k of a
  * decode step) or SET_ROWS (k and v into their caches) as one launch of nn_rope2 /
- * nn_set_rows2; or k's ROPE with both SET_ROWS as one launch of nn_rope_set_rows2 (the
+ * nn_set_rows2; an RMS norm and the residual ADD of its output (Gemma 3's post-norms) as
+ * nn_norm_add; or k's ROPE with both SET_ROWS as one launch of nn_rope_set_rows2 (the
  * ropes of q and k are rarely a pair: the step's arena gives k's rotation the bytes of q,
  * whose last reader is q's rotation). Independent: neither writes bytes the other reads or writes, so running
  * them side by side gives what running them in order gives. */
 #include <string.h>
 
 #include "backends/opencl/nn_internal.h"
+#include "core/fuse.h"
 
 typedef struct nn_span {
     cl_mem m;
@@ -44,6 +46,47 @@ static bool independent(const ct_device *dev, const ct_op *a, const ct_op *b)
 }
 
 static bool g_no_pairs;
+
+static bool dense_f32(const ct_tensor *t) { return t && t->dtype == CT_F32 && tensor_is_contiguous(t); }
+
+/* Outputs and inputs of a fused launch: disjoint, or exactly the same bytes (element i is
+ * read before it is written, by the same work-item). */
+static bool apart_or_same(const nn_span *a, const nn_span *b)
+{
+    return !overlap(a, b) || (a->lo == b->lo && a->hi == b->hi);
+}
+
+/* RMS_NORM y = norm(x) * w, then ADD z = r + y (either order): 2 when launched as one
+ * nn_norm_add, 0 otherwise. Dense f32 rows only: the decode step's post-norms. */
+static int norm_add(ct_device *dev, const ct_op *ops, int n)
+{
+    if (n < 2 || ops[0].kind != CT_OP_RMS_NORM || ops[1].kind != CT_OP_ADD) return 0;
+    const ct_op *nm = &ops[0], *ad = &ops[1];
+    const ct_tensor *x = nm->src[0], *w = nm->n_src > 1 ? nm->src[1] : NULL, *y = nm->dst, *z = ad->dst;
+    if (!ocl_nn_supports(dev, nm) || !ocl_ew_supports(dev, ad) || ad->n_src != 2) return 0;
+    int yi = fuse_same_view(ad->src[0], y) ? 0 : fuse_same_view(ad->src[1], y) ? 1 : -1;
+    const ct_tensor *r = yi < 0 ? NULL : ad->src[1 - yi];
+    int64_t numel = ct_tensor_numel(y);
+    if (!r || !dense_f32(x) || !dense_f32(y) || !dense_f32(r) || !dense_f32(z) || !numel || x->ndim < 1)
+        return 0;
+    if (ct_tensor_numel(x) != numel || ct_tensor_numel(r) != numel || ct_tensor_numel(z) != numel) return 0;
+    nn_span xs, ys, rs, zs, ws;
+    if (!span_of(x, dev, &xs) || !span_of(y, dev, &ys) || !span_of(r, dev, &rs) || !span_of(z, dev, &zs)) return 0;
+    if (overlap(&rs, &ys) || !apart_or_same(&ys, &zs) || !apart_or_same(&ys, &xs) || !apart_or_same(&zs, &xs) ||
+        !apart_or_same(&zs, &rs))
+        return 0;
+    if (w && (nn_dt(w->dtype) < 0 || !span_of(w, dev, &ws) || overlap(&ws, &ys) || overlap(&ws, &zs))) return 0;
+    cl_long len = x->shape[x->ndim - 1], wst = w ? w->stride[0] : 1;
+    cl_int dtw = w ? nn_dt(w->dtype) : 0, has_w = w != NULL;
+    cl_float eps = (cl_float)nm->p.norm.eps;
+    cl_mem wm = w ? ws.m : xs.m; /* absent weight: any valid buffer, never read */
+    cl_ulong wo = w ? ws.lo : 0;
+    size_t wg = nn_wg(dev, NN_ROW_WG), global = (size_t)(numel / len) * wg;
+    ocl_arg a[] = {OCL_ARG(xs.m), OCL_ARG(xs.lo), OCL_ARG(ys.m), OCL_ARG(ys.lo), OCL_ARG(wm),    OCL_ARG(wo),
+                   OCL_ARG(wst),  OCL_ARG(dtw),   OCL_ARG(has_w), OCL_ARG(rs.m), OCL_ARG(rs.lo), OCL_ARG(zs.m),
+                   OCL_ARG(zs.lo), OCL_ARG(len),  OCL_ARG(eps),  OCL_LOCAL(wg * sizeof(float))};
+    return nn_launch(dev, "nn", "nn_norm_add", (int)(sizeof a / sizeof a[0]), a, 1, &global, &wg) == CT_OK ? 2 : 0;
+}
 
 void ocl_nn_test_pairs(bool on) { g_no_pairs = !on; }
 
@@ -86,6 +129,7 @@ int ocl_nn_pair(ct_device *dev, const ct_op *ops, int n)
 {
     if (g_no_pairs || n < 2) return 0;
     int used = rope_set_rows2(dev, ops, n);
+    if (!used) used = norm_add(dev, ops, n);
     if (used) return used;
     if (ops[0].kind != ops[1].kind) return 0;
     if (ops[0].kind != CT_OP_ROPE && ops[0].kind != CT_OP_SET_ROWS) return 0;

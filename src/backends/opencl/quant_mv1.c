@@ -1,16 +1,17 @@
 /* One-row decode products on GPUs (mv1x_r* in kernels/mv1.cl) for Q4_K and Q6_K, the
  * formats of a Q4_K_M model, for the 32-blocks Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 (mv1xl_r*,
- * mv1rl_r*) and for f16 and bf16 weights (mv1xh_r*, mv1rh_r*: the nn group hands their
- * one-row LINEARs over), and the step planner's fused launches built on them. Q2_K, Q3_K
- * and Q5_K have none yet: their one-row linears take quant.cl's general kernel, op by op.
+ * mv1rl_r*), for Q5_K (mv1xk_r*, mv1rk_r*), Q2_K and Q3_K (mv1xs_r*, mv1rs_r*) and for f16
+ * and bf16 weights (mv1xh_r*, mv1rh_r*: the nn group hands their one-row LINEARs over), and
+ * the step planner's fused launches built on them.
  *
  * A plain LINEAR with one row of x runs as a one-segment launch. While a step is captured
  * (capture.c), ocl_quant_fuse looks at the ops ahead and covers these with one launch:
  *   [RMS_NORM] + LINEAR + LINEAR + SWIGLU     gate and up rows side by side, h = silu(g) * u
+ *                                 (or GEGLU)  h = gelu(g) * u, gelu's tanh form (Gemma 3)
  *   [RMS_NORM] + LINEAR (+ LINEAR (+ LINEAR)) linears of one x (q, k, v), one after another
  *   [RMS_NORM] + LINEAR + ADD                 z = y + r
  * (the norm optional in each). Every tensor those ops write is still written (the norm's
- * output, each linear's, the swiglu's or add's), so whoever reads them later, inside the
+ * output, each linear's, the swiglu's, geglu's or add's), so whoever reads them later, inside the
  * step or after it, sees what op-by-op execution gives. Operands are checked for overlaps
  * a single launch would turn into races. */
 #include <stdio.h>
@@ -363,7 +364,8 @@ static ct_status mv1_launch(ct_device *dev, const mv1_plan *p, bool *packed)
     if (p->norm) xnm = ocl_mem(p->norm->dst, dev, &xno);
     if (b) bm = ocl_mem(b, dev, &bo);
     cl_int norm = p->norm ? (p->drop_xn ? 2 : 1) : 0; /* 2: the norm's output goes unwritten */
-    cl_int has_gam = gamma != NULL, gated = p->gated, nseg = p->nseg, bk = ocl_q_bias_kind(b);
+    cl_int has_gam = gamma != NULL, nseg = p->nseg, bk = ocl_q_bias_kind(b);
+    cl_int gated = !p->gated ? 0 : p->tail && p->tail->kind == CT_OP_GEGLU ? 2 : 1; /* the gate's silu or gelu */
     if (p->stage) {
         ct_status s = stage_x(dev, p, xm, xo, K, gm, go, xnm, xno, &xm);
         if (s != CT_OK) return s;
@@ -394,7 +396,7 @@ static ct_status mv1_launch(ct_device *dev, const mv1_plan *p, bool *packed)
     for (int i = 0; i < (p->gated ? 1 : p->nseg); i++) groups += (size_t)((a.N[i] + RR - 1) / RR);
     q_span r = p->r, z = p->z;
     if (!epi && !p->gated) r.m = z.m = xm, r.lo = z.lo = 0;
-    if (p->gated && !p->tail) return core_err(CT_ERR_INVALID_ARG, "mv1: gated without its swiglu");
+    if (p->gated && !p->tail) return core_err(CT_ERR_INVALID_ARG, "mv1: gated without its swiglu or geglu");
     if (p->gated) r.m = xm, r.lo = 0;
     a.roff = r.lo, a.zoff = z.lo;
     /* x as bytes: not where x was staged (the stage has already normalized it) */
@@ -492,11 +494,12 @@ static void tail_hazard(mv1_plan *p, const q_span *out, const q_span *x, const q
     else if (overlap(out, x)) p->drop_xn = true;
 }
 
-/* gate = lin[0], up = lin[1] (or swapped), SWIGLU(gate, up) into a tensor of its own. */
+/* gate = lin[0], up = lin[1] (or swapped), SWIGLU or GEGLU (gate, up) into a tensor of its own. */
 static bool gated_tail(const ct_device *dev, const ct_op *glu, mv1_plan *p, const q_span *x, const q_span *xin)
 {
     q_span a, b, g, u, h;
-    if (p->nseg < 2 || glu->kind != CT_OP_SWIGLU || glu->n_src != 2 || !span_of(glu->src[0], dev, &a) ||
+    bool kind = glu->kind == CT_OP_SWIGLU || glu->kind == CT_OP_GEGLU;
+    if (p->nseg < 2 || !kind || glu->n_src != 2 || !span_of(glu->src[0], dev, &a) ||
         !span_of(glu->src[1], dev, &b) || !span_of(glu->dst, dev, &h))
         return false;
     const ct_op *l0 = p->lin[0], *l1 = p->lin[1];

@@ -576,6 +576,14 @@ inline float silu_f(float x)
     return x * (x < 0.0f ? e * s : s);
 }
 
+/* GEGLU's gate: gelu's tanh form as ew.cl computes it, x * sigmoid(2 k0 (x + k1 x^3)). */
+inline float gelu_f(float x)
+{
+    float t = 2.0f * 0.7978845608028654f * (x + 0.044715f * x * x * x);
+    float e = exp(-fabs(t)), s = 1.0f / (1.0f + e);
+    return x * (t < 0.0f ? e * s : s);
+}
+
 /* x of a chunk for format f (0 Q4_K, 1 Q6_K), times the norm's weight when gam is set,
  * with its group sums; *ss gathers the squares of the raw x (each element of x is in
  * exactly one chunk). */
@@ -980,7 +988,8 @@ typedef struct {
 /* One launch for what the step planner (capture.c) fused, or a plain one-row linear.
  * Work-groups take R rows of weight 0, then of weight 1, then of weight 2 (nseg of them,
  * each with its format f, rows N, output o; several linears of one x); gated: weights
- * 0 and 1 row by row in the same work-group (gate and up), z = silu(gate) * up. norm: x is
+ * 0 and 1 row by row in the same work-group (gate and up), z = silu(gate) * up (gated 1) or
+ * gelu(gate) * up (gated 2). norm: x is
  * the input of an RMS norm (weight gam when has_gam) whose output xn work-group 0 writes;
  * the linears read xn, computed as scale * (W . (x * gam)) with the scale from the sum of
  * squares that the row reduction carries along. epi 1: z = o0 + r (an ADD after the
@@ -1046,7 +1055,7 @@ typedef struct {
             if (gated) {                                                                                    \
                 float u = fin[R + lid] * scale;                                                             \
                 ((global float *)(o1 + o1o))[n] = u;                                                        \
-                ((global float *)(zb + zoff))[n] = silu_f(y) * u;                                           \
+                ((global float *)(zb + zoff))[n] = (gated == 2 ? gelu_f(y) : silu_f(y)) * u;                \
             } else if (epi == 1) {                                                                          \
                 ((global float *)(zb + zoff))[n] = y + ((global const float *)(rb + roff))[n];              \
             }                                                                                               \

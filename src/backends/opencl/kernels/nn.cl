@@ -132,6 +132,30 @@ kernel void nn_norm(global const uchar *xb, ulong xo, global uchar *yb, ulong yo
     }
 }
 
+/* ---- an RMS norm and the residual add that takes its output, as one launch (nn_pair.c) ----
+ * y = x * rsqrt(mean(x^2) + eps) * w and z = res + y, rows of n contiguous f32: nn_norm's sums
+ * in nn_norm's order, so y is bit for bit what the norm alone writes. A work-item reads x[i]
+ * and res[i] before it writes y[i] and z[i], so an output may be exactly an input (the host
+ * allows no other overlap). */
+kernel void nn_norm_add(global const uchar *xb, ulong xo, global uchar *yb, ulong yo, global const uchar *wb, ulong wo,
+                        long ws, int dtw, int has_w, global const uchar *rb, ulong ro, global uchar *zb, ulong zo,
+                        long n, float eps, local float *red)
+{
+    long row = get_group_id(0);
+    global const float *x = (global const float *)(xb + xo) + row * n, *r = (global const float *)(rb + ro) + row * n;
+    global float *y = (global float *)(yb + yo) + row * n, *z = (global float *)(zb + zo) + row * n;
+    int l = get_local_id(0), ls = get_local_size(0);
+    float ss = 0.0f;
+    for (long i = l; i < n; i += ls) ss += x[i] * x[i];
+    float sc = rsqrt(nn_wg_sum(red, ss) / (float)n + eps);
+    for (long i = l; i < n; i += ls) {
+        float v = x[i] * sc, rv = r[i];
+        if (has_w) v *= nn_ld(wb + wo, i * ws, dtw);
+        y[i] = v;
+        z[i] = rv + v;
+    }
+}
+
 /* ---- batch_norm (inference): one work-item per element; channel = (flat / inner) % C ---- */
 kernel void nn_batch_norm(global const uchar *xb, ulong xo, global uchar *yb, ulong yo, global const uchar *pb0,
                           ulong po0, global const uchar *pb1, ulong po1, global const uchar *pb2, ulong po2,
