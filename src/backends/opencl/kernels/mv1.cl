@@ -204,15 +204,17 @@ inline q5k_w q5_k_load(global const uchar *blk, int c)
     return w;
 }
 
-/* sum over the 4 bytes t of (1 + q_t / 32) x_t: q_t the nibble at bit 8t + sh of u plus 16
- * times bit 8t + hb of h. */
-inline float q5k_4f(uint u, int sh, uint h, int hb, float4 x)
+/* sum over the 4 bytes t of (1 + q_t / 2^(lb + 1)) x_t: q_t the lb bits at bit 8t + sh of u
+ * plus 2^lb times bit 8t + hb of h (Q5_K: lb 4, Q3_K: lb 2; constants after inlining). */
+inline float qh_4f(uint u, int sh, int lb, uint h, int hb, float4 x)
 {
+    int lo = 22 - lb; /* the low bits' place in the mantissa, the high bit's 22 */
+    uint m = ((1u << lb) - 1u) << lo;
     float4 f;
-    f.s0 = as_float((shl(u, 18 - sh) & 0x003C0000u) | (shl(h, 22 - hb) & 0x00400000u) | MV1_ONE);
-    f.s1 = as_float((shl(u, 10 - sh) & 0x003C0000u) | (shl(h, 14 - hb) & 0x00400000u) | MV1_ONE);
-    f.s2 = as_float((shl(u, 2 - sh) & 0x003C0000u) | (shl(h, 6 - hb) & 0x00400000u) | MV1_ONE);
-    f.s3 = as_float((shl(u, -6 - sh) & 0x003C0000u) | (shl(h, -2 - hb) & 0x00400000u) | MV1_ONE);
+    f.s0 = as_float((shl(u, lo - sh) & m) | (shl(h, 22 - hb) & 0x00400000u) | MV1_ONE);
+    f.s1 = as_float((shl(u, lo - 8 - sh) & m) | (shl(h, 14 - hb) & 0x00400000u) | MV1_ONE);
+    f.s2 = as_float((shl(u, lo - 16 - sh) & m) | (shl(h, 6 - hb) & 0x00400000u) | MV1_ONE);
+    f.s3 = as_float((shl(u, lo - 24 - sh) & m) | (shl(h, -2 - hb) & 0x00400000u) | MV1_ONE);
     return dot(f, x);
 }
 
@@ -220,10 +222,10 @@ inline float q5_k_dot(q5k_w w, int c, const mv1_x *x)
 {
     q4k_hd h = q4k_head(w.hd, c);
     uint4 b = w.h >> (uint)(2 * (c / 2)); /* the chunk's two bits at bits 0 and 1 of each byte */
-    float fl = (q5k_4f(w.q.x, 0, b.x, 0, x->v[0]) + q5k_4f(w.q.y, 0, b.y, 0, x->v[1])) +
-               (q5k_4f(w.q.z, 0, b.z, 0, x->v[2]) + q5k_4f(w.q.w, 0, b.w, 0, x->v[3]));
-    float fh = (q5k_4f(w.q.x, 4, b.x, 1, x->v[4]) + q5k_4f(w.q.y, 4, b.y, 1, x->v[5])) +
-               (q5k_4f(w.q.z, 4, b.z, 1, x->v[6]) + q5k_4f(w.q.w, 4, b.w, 1, x->v[7]));
+    float fl = (qh_4f(w.q.x, 0, 4, b.x, 0, x->v[0]) + qh_4f(w.q.y, 0, 4, b.y, 0, x->v[1])) +
+               (qh_4f(w.q.z, 0, 4, b.z, 0, x->v[2]) + qh_4f(w.q.w, 0, 4, b.w, 0, x->v[3]));
+    float fh = (qh_4f(w.q.x, 4, 4, b.x, 1, x->v[4]) + qh_4f(w.q.y, 4, 4, b.y, 1, x->v[5])) +
+               (qh_4f(w.q.z, 4, 4, b.z, 1, x->v[6]) + qh_4f(w.q.w, 4, 4, b.w, 1, x->v[7]));
     float dl = 32.0f * (fl - x->s.s0), dh = 32.0f * (fh - x->s.s1); /* sum q x of each half */
     return h.d * (h.sc0 * dl + h.sc1 * dh) - h.dmin * (h.m0 * x->s.s0 + h.m1 * x->s.s1);
 }
@@ -293,26 +295,14 @@ inline q3k_w q3_k_load(global const uchar *blk, int c)
     return w;
 }
 
-/* sum over the 4 bytes t of (1 + u_t / 8) x_t, u_t = bits 8t + sh, +1 of u plus 4 times bit
- * 8t + hb of h */
-inline float q3_4f(uint u, int sh, uint h, int hb, float4 x)
-{
-    float4 f;
-    f.s0 = as_float((shl(u, 20 - sh) & 0x00300000u) | (shl(h, 22 - hb) & 0x00400000u) | MV1_ONE);
-    f.s1 = as_float((shl(u, 12 - sh) & 0x00300000u) | (shl(h, 14 - hb) & 0x00400000u) | MV1_ONE);
-    f.s2 = as_float((shl(u, 4 - sh) & 0x00300000u) | (shl(h, 6 - hb) & 0x00400000u) | MV1_ONE);
-    f.s3 = as_float((shl(u, -4 - sh) & 0x00300000u) | (shl(h, -2 - hb) & 0x00400000u) | MV1_ONE);
-    return dot(f, x);
-}
-
 inline float q3_k_dot(q3k_w w, int c, const mv1_x *x)
 {
     int n = c / 4, hb = 8 * ((c % 4) / 2);
     uint h0 = w.h0 >> (4 * n), h1 = w.h1 >> (4 * n); /* set j's third bits at bit j of each byte */
-    float4 F = (float4)(q3_4f(w.q0, 0, h0, 0, x->v[0]) + q3_4f(w.q1, 0, h1, 0, x->v[1]),
-                        q3_4f(w.q0, 2, h0, 1, x->v[2]) + q3_4f(w.q1, 2, h1, 1, x->v[3]),
-                        q3_4f(w.q0, 4, h0, 2, x->v[4]) + q3_4f(w.q1, 4, h1, 2, x->v[5]),
-                        q3_4f(w.q0, 6, h0, 3, x->v[6]) + q3_4f(w.q1, 6, h1, 3, x->v[7]));
+    float4 F = (float4)(qh_4f(w.q0, 0, 2, h0, 0, x->v[0]) + qh_4f(w.q1, 0, 2, h1, 0, x->v[1]),
+                        qh_4f(w.q0, 2, 2, h0, 1, x->v[2]) + qh_4f(w.q1, 2, 2, h1, 1, x->v[3]),
+                        qh_4f(w.q0, 4, 2, h0, 2, x->v[4]) + qh_4f(w.q1, 4, 2, h1, 2, x->v[5]),
+                        qh_4f(w.q0, 6, 2, h0, 3, x->v[6]) + qh_4f(w.q1, 6, 2, h1, 3, x->v[7]));
     /* set j's 6-bit scale: the low 4 bits from byte 2j + hb/8 (shift 4n), the high 2 from byte
      * 8 + 2(j & 1) + hb/8 (shift 4n + 2(j / 2)) */
     uint lo0 = (w.s0 >> hb) >> (4 * n), lo1 = (w.s1 >> hb) >> (4 * n), t = w.s2 >> (hb + 4 * n);
