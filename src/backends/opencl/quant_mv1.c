@@ -11,9 +11,9 @@
  *   [RMS_NORM] + LINEAR (+ LINEAR (+ LINEAR)) linears of one x (q, k, v), one after another
  *   [RMS_NORM] + LINEAR + ADD                 z = y + r
  * (the norm optional in each). Every tensor those ops write is still written (the norm's
- * output, each linear's, the swiglu's, geglu's or add's), so whoever reads them later, inside the
- * step or after it, sees what op-by-op execution gives. Operands are checked for overlaps
- * a single launch would turn into races. */
+ * output, each linear's, the swiglu's, geglu's or add's), so whoever reads them later,
+ * inside the step or after it, sees what op-by-op execution gives. Operands are checked for
+ * overlaps a single launch would turn into races. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,8 +98,7 @@ static bool mv1_float(ct_dtype t) { return mv1_family(t) == MV1_FLOAT; }
 static unsigned mv1_align(int f) { return f == 0 || f == 9 || f == 2 || f == 3 ? 16 : f == 10 ? 4 : 2; }
 
 /* x f32, contiguous and 16-byte aligned for float4 loads; weight blocks aligned for theirs
- * (Q4_K and f16 / bf16 rows: 16 bytes; Q6_K's 210-byte blocks and the 32-blocks: 2); f32
- * output rows. K: whole 256-blocks for the K formats (their chunks sit at fixed places in a
+ * (mv1_align); f32 output rows. K: whole 256-blocks for the K formats (their chunks sit at fixed places in a
  * block), whole blocks for the 32-blocks (Gemma 3 270M's 640-wide and SmolLM2's 576-wide
  * rows), 8 weights for f16 / bf16 (a work-item's piece). Weights of f16 / bf16 come from the
  * nn group, whose LINEAR also takes f16 outputs and other biases. */
