@@ -1036,6 +1036,54 @@ static void test_fused_geglu(void)
     g_alt_on = false, g_odd_k = 512, g_geglu = false;
 }
 
+/* Linears of one x whose formats no kernel family holds together (Q4_K, Q5_K, Q4_K: Q5_K's
+ * kernels take Q6_K, not Q4_K): the planner fuses the norm with the first and leaves the
+ * others to launches of their own (2 ops fused), and every output matches the CPU (2e-3,
+ * its 8-bit x, as the fused tests above). */
+static ct_status mixed_ops(const ct_tensor *x, const ct_tensor *g, ct_tensor *const *w, ct_tensor **o)
+{
+    ct_tensor *n = NULL;
+    ct_status s = ct_rms_norm(x, g, 1e-5, &n);
+    for (int i = 0; i < 3 && s == CT_OK; i++) s = ct_linear(n, w[i], NULL, &o[i]);
+    ct_tensor_free(n);
+    return s;
+}
+
+static void test_fused_mixed_families(void)
+{
+    if (!have_device()) return;
+    th_rng r = {0x313};
+    const int64_t K = 512, N = 37, sg[1] = {K}, sx[2] = {1, K};
+    ct_tensor *g = th_random(&r, 1, sg, CT_F32, 0.5, 1.5), *x = th_random(&r, 2, sx, CT_F32, -1, 1);
+    ct_tensor *w[3] = {qweight(&r, CT_Q4_K, N, K, NULL), qweight(&r, CT_Q5_K, N, K, NULL), qweight(&r, CT_Q4_K, N, K, NULL)};
+    ct_tensor *o[3] = {0}, *c[3] = {0};
+    ocl_quant_test_matvec(OCL_Q_MATVEC_GROUPS);
+    int fused0 = ocl_quant_fused_total();
+    ct_step *st = NULL;
+    CHECK_OK(ct_exec_force_device(g_dev));
+    CHECK_OK(ct_step_begin());
+    CHECK_OK(mixed_ops(x, g, w, o));
+    CHECK_OK(ct_step_end(&st));
+    CHECK_MSG(ocl_quant_fused_total() - fused0 == 2, "%d ops fused, expected 2 (the norm and the first Q4_K linear)",
+              ocl_quant_fused_total() - fused0);
+    if (st) CHECK_OK(ct_step_run(st));
+    CHECK_OK(ct_exec_force_device("cpu"));
+    CHECK_OK(mixed_ops(x, g, w, c));
+    ct_exec_force_device(NULL);
+    for (int i = 0; i < 3; i++) {
+        double *got = o[i] ? th_values(o[i]) : NULL, *ref = c[i] ? th_values(c[i]) : NULL;
+        int nf = 0;
+        double e = got && ref ? devcheck_nmse(got, ref, N, &nf) : 1;
+        CHECK_MSG(!nf && e <= 2e-3, "output %d (%s): NMSE %.3g vs the cpu (non-finite %d)", i, ct_dtype_name(w[i]->dtype),
+                  e, nf);
+        free(got), free(ref);
+    }
+    ocl_quant_test_matvec(OCL_Q_MATVEC_AUTO);
+    ct_step_free(st);
+    for (int i = 0; i < 3; i++) ct_tensor_free(o[i]), ct_tensor_free(c[i]), ct_tensor_free(w[i]);
+    ct_tensor_free(g), ct_tensor_free(x);
+}
+
 /* One row of x through f16 / bf16 weights (the nn group's LINEAR handed to mv1xh), the
  * 32-blocks (mv1xl), Q5_K (mv1xk) and Q2_K / Q3_K (mv1xs) with a bias. Float weights against the CPU, which
  * multiplies the same exact widened weights by f32 x (only the summation order differs:
@@ -1107,6 +1155,7 @@ int main(int argc, char **argv)
     RUN(test_fused_qkv_rope);
     RUN(test_fused_other);
     RUN(test_fused_geglu);
+    RUN(test_fused_mixed_families);
     RUN(test_linear_other_row);
     return th_finish();
 }
