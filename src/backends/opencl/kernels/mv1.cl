@@ -862,58 +862,31 @@ typedef struct {
  * kernels keep their registers. */
 #define MV1_QLOOPS(R, V)                                                                                    \
         if (f == 0) {                                                                                       \
-            MV1_Q4LOOP(R, V)                                                                                \
+            MV1_CHLOOP(R, V, 144, q4k_w, wv4, MV1_LD4, MV1_DOT4, 0)                                         \
         } else {                                                                                            \
-            MV1_Q6LOOP(R, V)                                                                                \
+            MV1_CHLOOP(R, V, 210, q6k_w, wv6, MV1_LD6, MV1_DOT6, 1)                                         \
         }
-#define MV1_Q4LOOP(R, V)                                                                                    \
+/* One chunk loop: rows of BSZ-byte blocks held as T in ARR, loaded by LD (LD##U: the up rows)
+ * and applied by DOT to x in form V, which is read in format XF's layout (mv1_load_x). */
+#define MV1_CHLOOP(R, V, BSZ, T, ARR, LD, DOT, XF)                                                          \
             for (long ch = lb; ch < nch; ch += lstep) {                                                     \
-                long bo = (ch / 8) * 144;                                                                   \
-                q4k_w wv4[2 * R];                                                                           \
-                MV1_REP##R(MV1_LD4, R)                                                                      \
-                if (gated) { MV1_REP##R(MV1_LD4U, R) }                                                      \
+                long bo = (ch / 8) * (BSZ);                                                                 \
+                T ARR[2 * R];                                                                               \
+                MV1_REP##R(LD, R)                                                                           \
+                if (gated) { MV1_REP##R(LD##U, R) }                                                         \
                 MV1_XT##V xs;                                                                               \
-                MV1_LOADX##V(0, ch / 8, c, &xs, norm ? &ss : 0);                                            \
-                MV1_REP##R(MV1_DOT4##V, R)                                                                  \
-                if (gated) { MV1_REP##R(MV1_DOT4U##V, R) }                                                  \
-            }
-#define MV1_Q6LOOP(R, V)                                                                                    \
-            for (long ch = lb; ch < nch; ch += lstep) {                                                     \
-                long bo = (ch / 8) * 210;                                                                   \
-                q6k_w wv6[2 * R];                                                                           \
-                MV1_REP##R(MV1_LD6, R)                                                                      \
-                if (gated) { MV1_REP##R(MV1_LD6U, R) }                                                      \
-                MV1_XT##V xs;                                                                               \
-                MV1_LOADX##V(1, ch / 8, c, &xs, norm ? &ss : 0);                                            \
-                MV1_REP##R(MV1_DOT6##V, R)                                                                  \
-                if (gated) { MV1_REP##R(MV1_DOT6U##V, R) }                                                  \
+                MV1_LOADX##V(XF, ch / 8, c, &xs, norm ? &ss : 0);                                           \
+                MV1_REP##R(DOT##V, R)                                                                       \
+                if (gated) { MV1_REP##R(DOT##U##V, R) }                                                     \
             }
 #define MV1_LOOPS(R) MV1_QLOOPS(R, )
 #define MV1_LOOPSs(R)                                                                                       \
         if (f == 0) {                                                                                       \
-            MV1_Q4LOOP(R, )                                                                                 \
+            MV1_CHLOOP(R, , 144, q4k_w, wv4, MV1_LD4, MV1_DOT4, 0)                                          \
         } else if (f == 10) {                                                                               \
-            for (long ch = lb; ch < nch; ch += lstep) {                                                     \
-                long bo = (ch / 8) * 84;                                                                    \
-                q2k_w wv2[2 * R];                                                                           \
-                MV1_REP##R(MV1_LD2, R)                                                                      \
-                if (gated) { MV1_REP##R(MV1_LD2U, R) }                                                      \
-                mv1_x xs;                                                                                   \
-                mv1_load_x(1, x, gam, ch / 8, c, &xs, norm ? &ss : 0);                                      \
-                MV1_REP##R(MV1_DOT2, R)                                                                     \
-                if (gated) { MV1_REP##R(MV1_DOT2U, R) }                                                     \
-            }                                                                                               \
+            MV1_CHLOOP(R, , 84, q2k_w, wv2, MV1_LD2, MV1_DOT2, 1)                                           \
         } else {                                                                                            \
-            for (long ch = lb; ch < nch; ch += lstep) {                                                     \
-                long bo = (ch / 8) * 110;                                                                   \
-                q3k_w wv3[2 * R];                                                                           \
-                MV1_REP##R(MV1_LD3, R)                                                                      \
-                if (gated) { MV1_REP##R(MV1_LD3U, R) }                                                      \
-                mv1_x xs;                                                                                   \
-                mv1_load_x(1, x, gam, ch / 8, c, &xs, norm ? &ss : 0);                                      \
-                MV1_REP##R(MV1_DOT3, R)                                                                     \
-                if (gated) { MV1_REP##R(MV1_DOT3U, R) }                                                     \
-            }                                                                                               \
+            MV1_CHLOOP(R, , 110, q3k_w, wv3, MV1_LD3, MV1_DOT3, 1)                                          \
         }
 #define MV1_LD2(r, A) wv2[r] = q2_k_load(rows[r] + bo, c);
 #define MV1_LD2U(r, A) wv2[(A) + (r)] = q2_k_load(rows[(A) + (r)] + bo, c);
@@ -925,18 +898,9 @@ typedef struct {
 #define MV1_DOT3U(r, A) acc[(A) + (r)] += q3_k_dot(wv3[(A) + (r)], c, &xs);
 #define MV1_LOOPSk(R)                                                                                       \
         if (f == 9) {                                                                                       \
-            for (long ch = lb; ch < nch; ch += lstep) {                                                     \
-                long bo = (ch / 8) * 176;                                                                   \
-                q5k_w wv5[2 * R];                                                                           \
-                MV1_REP##R(MV1_LD5, R)                                                                      \
-                if (gated) { MV1_REP##R(MV1_LD5U, R) }                                                      \
-                mv1_x xs;                                                                                   \
-                mv1_load_x(0, x, gam, ch / 8, c, &xs, norm ? &ss : 0);                                      \
-                MV1_REP##R(MV1_DOT5, R)                                                                     \
-                if (gated) { MV1_REP##R(MV1_DOT5U, R) }                                                     \
-            }                                                                                               \
+            MV1_CHLOOP(R, , 176, q5k_w, wv5, MV1_LD5, MV1_DOT5, 0)                                          \
         } else {                                                                                            \
-            MV1_Q6LOOP(R, )                                                                                 \
+            MV1_CHLOOP(R, , 210, q6k_w, wv6, MV1_LD6, MV1_DOT6, 1)                                          \
         }
 #define MV1_LD5(r, A) wv5[r] = q5_k_load(rows[r] + bo, c);
 #define MV1_LD5U(r, A) wv5[(A) + (r)] = q5_k_load(rows[(A) + (r)] + bo, c);
@@ -1225,65 +1189,36 @@ inline void mv1r_write_xn(global const float *x, global const float *gam, long K
 #define MV1R_RED(r, A) mv1_put(red, (r), acc[r]);
 
 /* mv1r*'s chunk loops: Q4_K / Q6_K weights, or f16 / bf16 ones (mv1rh), the 32-blocks
- * (mv1rl), Q5_K / Q6_K (mv1rk) and Q2_K / Q3_K / Q4_K (mv1rs), as mv1x*'s. */
-#define MV1R_Q4LOOP(R)                                                                                      \
+ * (mv1rl), Q5_K / Q6_K (mv1rk) and Q2_K / Q3_K / Q4_K (mv1rs), as mv1x*'s; MV1R_CHLOOP is
+ * MV1_CHLOOP with one set of rows (no gate) and f32 x. */
+#define MV1R_CHLOOP(R, BSZ, T, ARR, LD, DOT, XF)                                                            \
             for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
-                long bo = (ch / 8) * 144;                                                                   \
-                q4k_w wv4[R];                                                                               \
-                MV1_REP##R(MV1_LD4, R)                                                                      \
+                long bo = (ch / 8) * (BSZ);                                                                 \
+                T ARR[R];                                                                                   \
+                MV1_REP##R(LD, R)                                                                           \
                 mv1_x xs;                                                                                   \
-                mv1_load_x(0, x, gam, ch / 8, c, &xs, a.norm ? &ss : 0);                                    \
-                MV1_REP##R(MV1_DOT4, R)                                                                     \
-            }
-#define MV1R_Q6LOOP(R)                                                                                      \
-            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
-                long bo = (ch / 8) * 210;                                                                   \
-                q6k_w wv6[R];                                                                               \
-                MV1_REP##R(MV1_LD6, R)                                                                      \
-                mv1_x xs;                                                                                   \
-                mv1_load_x(1, x, gam, ch / 8, c, &xs, a.norm ? &ss : 0);                                    \
-                MV1_REP##R(MV1_DOT6, R)                                                                     \
+                mv1_load_x(XF, x, gam, ch / 8, c, &xs, a.norm ? &ss : 0);                                   \
+                MV1_REP##R(DOT, R)                                                                          \
             }
 #define MV1R_LOOPS(R)                                                                                       \
         if (f == 0) {                                                                                       \
-            MV1R_Q4LOOP(R)                                                                                  \
+            MV1R_CHLOOP(R, 144, q4k_w, wv4, MV1_LD4, MV1_DOT4, 0)                                           \
         } else {                                                                                            \
-            MV1R_Q6LOOP(R)                                                                                  \
+            MV1R_CHLOOP(R, 210, q6k_w, wv6, MV1_LD6, MV1_DOT6, 1)                                           \
         }
 #define MV1R_LOOPSk(R)                                                                                      \
         if (f == 9) {                                                                                       \
-            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
-                long bo = (ch / 8) * 176;                                                                   \
-                q5k_w wv5[R];                                                                               \
-                MV1_REP##R(MV1_LD5, R)                                                                      \
-                mv1_x xs;                                                                                   \
-                mv1_load_x(0, x, gam, ch / 8, c, &xs, a.norm ? &ss : 0);                                    \
-                MV1_REP##R(MV1_DOT5, R)                                                                     \
-            }                                                                                               \
+            MV1R_CHLOOP(R, 176, q5k_w, wv5, MV1_LD5, MV1_DOT5, 0)                                           \
         } else {                                                                                            \
-            MV1R_Q6LOOP(R)                                                                                  \
+            MV1R_CHLOOP(R, 210, q6k_w, wv6, MV1_LD6, MV1_DOT6, 1)                                           \
         }
 #define MV1R_LOOPSs(R)                                                                                      \
         if (f == 0) {                                                                                       \
-            MV1R_Q4LOOP(R)                                                                                  \
+            MV1R_CHLOOP(R, 144, q4k_w, wv4, MV1_LD4, MV1_DOT4, 0)                                           \
         } else if (f == 10) {                                                                               \
-            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
-                long bo = (ch / 8) * 84;                                                                    \
-                q2k_w wv2[R];                                                                               \
-                MV1_REP##R(MV1_LD2, R)                                                                      \
-                mv1_x xs;                                                                                   \
-                mv1_load_x(1, x, gam, ch / 8, c, &xs, a.norm ? &ss : 0);                                    \
-                MV1_REP##R(MV1_DOT2, R)                                                                     \
-            }                                                                                               \
+            MV1R_CHLOOP(R, 84, q2k_w, wv2, MV1_LD2, MV1_DOT2, 1)                                            \
         } else {                                                                                            \
-            for (long ch = lid; ch < nch; ch += MV1_LS) {                                                   \
-                long bo = (ch / 8) * 110;                                                                   \
-                q3k_w wv3[R];                                                                               \
-                MV1_REP##R(MV1_LD3, R)                                                                      \
-                mv1_x xs;                                                                                   \
-                mv1_load_x(1, x, gam, ch / 8, c, &xs, a.norm ? &ss : 0);                                    \
-                MV1_REP##R(MV1_DOT3, R)                                                                     \
-            }                                                                                               \
+            MV1R_CHLOOP(R, 110, q3k_w, wv3, MV1_LD3, MV1_DOT3, 1)                                           \
         }
 #define MV1R_LOOPSh(R)                                                                                      \
         int bf = f == 3;                                                                                    \
