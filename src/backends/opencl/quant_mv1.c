@@ -98,9 +98,9 @@ static bool mv1_float(ct_dtype t) { return mv1_family(t) == MV1_FLOAT; }
 static unsigned mv1_align(int f) { return f == 0 || f == 9 || f == 2 || f == 3 ? 16 : f == 10 ? 4 : 2; }
 
 /* x f32, contiguous and 16-byte aligned for float4 loads; weight blocks aligned for theirs
- * (mv1_align); f32 output rows. K: whole 256-blocks for the K formats (their chunks sit at fixed places in a
- * block), whole blocks for the 32-blocks (Gemma 3 270M's 640-wide and SmolLM2's 576-wide
- * rows), 8 weights for f16 / bf16 (a work-item's piece). Weights of f16 / bf16 come from the
+ * (mv1_align); f32 output rows. K: whole 256-blocks for the K formats (their chunks sit at
+ * fixed places in a block), whole blocks for the 32-blocks (Gemma 3 270M's 640-wide and
+ * SmolLM2's 576-wide rows), 8 weights for f16 / bf16 (a work-item's piece). Weights of f16 / bf16 come from the
  * nn group, whose LINEAR also takes f16 outputs and other biases. */
 bool ocl_mv1_ok(const ct_device *dev, const ct_op *op)
 {
@@ -270,10 +270,11 @@ static const char *mv1_form(int fam, int q8)
     return fam == MV1_K ? q8_suffix(q8) : name[fam];
 }
 
-/* rows: the weight rows the launch reads; n: its output rows (gate and up: one of them) */
-static int q8_wanted(const ct_device *dev, const mv1_plan *p, int64_t rows, int64_t K, int64_t n)
+/* rows: the weight rows the launch reads; n: its output rows (gate and up: one of them);
+ * fam: the launch's kernel family */
+static int q8_wanted(const ct_device *dev, const mv1_plan *p, int fam, int64_t rows, int64_t K, int64_t n)
 {
-    if (plan_family(p) != MV1_K) return Q8_NONE; /* the byte forms are for Q4_K / Q6_K */
+    if (fam != MV1_K) return Q8_NONE; /* the byte forms are for Q4_K / Q6_K */
     int m = __atomic_load_n(&g_q8_mode, __ATOMIC_RELAXED);
     if (m >= 0) return m;
     const char *e = getenv("CTORCH_OPENCL_Q8");
@@ -310,9 +311,8 @@ static ct_status q8_x(ct_device *dev, cl_mem xm, cl_ulong xo, cl_mem gm, cl_ulon
 /* The launch's name in the device profile (CTORCH_OPENCL_PROFILE=1), which sums device
  * time per name: the kernel, the form and the weights' shapes, so that each matvec of a
  * decode step gets a row of its own, e.g. "mv1x_r4 norm gate+up q4k 5632x2048". */
-static void mv1_label(const mv1_plan *p, int R, int q8, bool slots, char *buf, size_t n)
+static void mv1_label(const mv1_plan *p, const char *form, int R, bool slots, char *buf, size_t n)
 {
-    const char *form = mv1_form(plan_family(p), q8);
     int len = snprintf(buf, n, "mv1x%s_r%d%s%s%s", form, R, slots ? " 2 warps" : "", p->norm ? " norm" : "",
                        p->gated ? " gate+up" : p->tail ? " +add" : p->nseg > 1 ? " multi" : "");
     for (int i = 0; i < p->nseg && len > 0 && (size_t)len < n; i++) {
@@ -388,8 +388,8 @@ static ct_status mv1_launch(ct_device *dev, const mv1_plan *p, bool *packed)
             return core_err(CT_ERR_DEVICE_FAULT, "%s: linear operands without a copy here", dev->info.name);
     }
     for (int i = 0; i < p->nseg; i++) total += a.N[i];
-    int R = mv1_rows(dev, p->gated ? a.N[0] : total, plan_family(p));
-    a.slots = mv1_slots(p, plan_family(p), K);
+    int fam = plan_family(p), R = mv1_rows(dev, p->gated ? a.N[0] : total, fam);
+    a.slots = mv1_slots(p, fam, K);
     int RR = a.slots ? 2 * R : R; /* rows a work-group */
     size_t groups = 0;
     for (int i = 0; i < (p->gated ? 1 : p->nseg); i++) groups += (size_t)((a.N[i] + RR - 1) / RR);
@@ -399,7 +399,7 @@ static ct_status mv1_launch(ct_device *dev, const mv1_plan *p, bool *packed)
     if (p->gated) r.m = xm, r.lo = 0;
     a.roff = r.lo, a.zoff = z.lo;
     /* x as bytes: not where x was staged (the stage has already normalized it) */
-    int q8 = p->stage ? Q8_NONE : q8_wanted(dev, p, (p->gated ? 2 : 1) * total, K, p->gated ? a.N[0] : total);
+    int q8 = p->stage ? Q8_NONE : q8_wanted(dev, p, fam, (p->gated ? 2 : 1) * total, K, p->gated ? a.N[0] : total);
     cl_mem qm = xm;
     if (q8 == Q8_LAUNCH) {
         ct_status s = q8_x(dev, xm, xo, gm, go, has_gam, K, &qm);
@@ -411,9 +411,9 @@ static ct_status mv1_launch(ct_device *dev, const mv1_plan *p, bool *packed)
     bool qbuf = q8 == Q8_LAUNCH;
     int nb = ocl_pack_bufs(13, mems, qbuf ? 8 : 4, bufs, a.bi), nbuf = qbuf ? (nb > 4 ? 8 : 4) : nb > 2 ? 4 : 2;
     char name[20], label[80]; /* mv1x_r1 .. _r8, packed: mv1x_r2_b2, mv1xq_r2_b8, mv1xi_r2_b4, mv1xh_r2_b4, ... */
-    const char *form = mv1_form(plan_family(p), q8);
+    const char *form = mv1_form(fam, q8);
     snprintf(name, sizeof name, nb ? "mv1x%s_r%d_b%d" : "mv1x%s_r%d", form, R, nbuf);
-    mv1_label(p, R, q8, a.slots, label, sizeof label);
+    mv1_label(p, form, R, a.slots, label, sizeof label);
     cl_kernel k;
     ct_status s = ocl_kernel(dev, OCL_MV1_PROGRAM, name, &k);
     size_t ls = MV1_LS, global = groups * ls, local = sizeof(float) * (size_t)(2 * R + 1) * (MV1_LS + 1);
@@ -670,7 +670,7 @@ static int qkv_rope(ct_device *dev, const mv1_plan *p, const ct_op *ops, int n)
         return 0;
     /* a work-group holds whole rotation pairs: 2 rows where mv1_rows would give 1 for want
      * of rows (q, k and v of a small model on a large GPU), none where the switch forces 1 */
-    int R = mv1_rows(dev, N[0] + N[1] + N[2], plan_family(p));
+    int fam = plan_family(p), R = mv1_rows(dev, N[0] + N[1] + N[2], fam);
     const char *forced = getenv("CTORCH_OPENCL_MV1_ROWS");
     if (R == 1 && !(forced && !strcmp(forced, "1"))) R = 2;
     if (R % 2 || Dq % R || N[0] % R || N[1] % R) return 0;
@@ -720,7 +720,7 @@ static int qkv_rope(ct_device *dev, const mv1_plan *p, const ct_op *ops, int n)
     cl_mem mems[15] = {xm, gm, xnm, wm[0], om[0], wm[1], om[1], wm[2], om[2], pm, im, yqm, ykm, ckm, cvm}, b[8];
     int nb = ocl_pack_bufs(15, mems, 8, b, a.bi);
     char name[16], label[80];
-    const char *form = mv1_form(plan_family(p), Q8_NONE);
+    const char *form = mv1_form(fam, Q8_NONE);
     snprintf(name, sizeof name, nb ? "mv1r%s_r%d_b8" : "mv1r%s_r%d", form, R);
     snprintf(label, sizeof label, "mv1r%s_r%d %snorm q,k,v %lldx%lld + rope + kv rows", form, R, p->norm ? "" : "no ",
              (long long)(N[0] + N[1] + N[2]), (long long)a.K);

@@ -1047,29 +1047,21 @@ typedef struct {
 
 /* f32 x: every operand, or 2 or 4 distinct buffers; x's bytes (one buffer more): every
  * operand, or 4 or 8; bytes made in the work-item: as f32 x; f16 / bf16 weights (h), the
- * 32-blocks (l), Q5_K (k) and Q2_K / Q3_K (s): as f32 x. */
+ * 32-blocks (l), Q5_K (k) and Q2_K / Q3_K (s): as f32 x (MV1X_B24: all operands, _b2, _b4). */
+#define MV1X_B24(R, V)                                                                                      \
+    MV1X_KERNEL(R, V)                                                                                       \
+    MV1X_PACKED(R, V, 2)                                                                                    \
+    MV1X_PACKED(R, V, 4)
 #define MV1X_ALL(R)                                                                                         \
-    MV1X_KERNEL(R, )                                                                                        \
-    MV1X_PACKED(R, , 2)                                                                                     \
-    MV1X_PACKED(R, , 4)                                                                                     \
+    MV1X_B24(R, )                                                                                           \
     MV1X_KERNEL(R, q)                                                                                       \
     MV1X_PACKED(R, q, 4)                                                                                    \
     MV1X_PACKED(R, q, 8)                                                                                    \
-    MV1X_KERNEL(R, i)                                                                                       \
-    MV1X_PACKED(R, i, 2)                                                                                    \
-    MV1X_PACKED(R, i, 4)                                                                                    \
-    MV1X_KERNEL(R, h)                                                                                       \
-    MV1X_PACKED(R, h, 2)                                                                                    \
-    MV1X_PACKED(R, h, 4)                                                                                    \
-    MV1X_KERNEL(R, l)                                                                                       \
-    MV1X_PACKED(R, l, 2)                                                                                    \
-    MV1X_PACKED(R, l, 4)                                                                                    \
-    MV1X_KERNEL(R, k)                                                                                       \
-    MV1X_PACKED(R, k, 2)                                                                                    \
-    MV1X_PACKED(R, k, 4)                                                                                    \
-    MV1X_KERNEL(R, s)                                                                                       \
-    MV1X_PACKED(R, s, 2)                                                                                    \
-    MV1X_PACKED(R, s, 4)
+    MV1X_B24(R, i)                                                                                          \
+    MV1X_B24(R, h)                                                                                          \
+    MV1X_B24(R, l)                                                                                          \
+    MV1X_B24(R, k)                                                                                          \
+    MV1X_B24(R, s)
 
 MV1X_ALL(1)
 MV1X_ALL(2)
