@@ -650,6 +650,121 @@ static void test_rope_set_rows_fused(void)
     for (int i = 0; i < 8; i++) ct_tensor_free(all[i]);
 }
 
+/* ---- Gemma 3's per-head norms, rotations and cache rows as one launch (nn_head.c) ----
+ * rms_norm(q), rms_norm(k), rope of both, k's and v's rows into their caches, recorded and
+ * captured: with whole rotations the planner's nn_head_norm_rope covers the 6 ops in 1
+ * launch, which must leave the norms' and ropes' outputs (TOL_F32: f32 both sides, the sum of
+ * squares in another order) and both f16 caches (TOL_F16) as the CPU does, for new q, k, v and
+ * another position at each of two replays. A partial rotation (n_dims < D) is not the
+ * kernel's: it must go out as more launches, with the same results. */
+typedef struct head_cfg {
+    int64_t hq, hkv, D;
+    int n_dims;
+    ct_dtype wdt;
+} head_cfg;
+
+/* The six ops (o: norm q, norm k, rope q, rope k), writing the caches kc and vc. */
+static ct_status head_ops(ct_tensor *const *in, const head_cfg *c, ct_tensor *kc, ct_tensor *vc, ct_tensor **o)
+{
+    ct_rope_params rp = {.n_dims = c->n_dims, .freq_base = 1e6, .freq_scale = 1, .mode = CT_ROPE_NEOX};
+    const int64_t vs[2] = {c->hkv, c->D};
+    ct_tensor *kr2 = NULL;
+    ct_status s = ct_rms_norm(in[0], in[3], 1e-6, &o[0]);
+    if (s == CT_OK) s = ct_rms_norm(in[1], in[4], 1e-6, &o[1]);
+    if (s == CT_OK) s = ct_rope(o[0], in[5], &rp, &o[2]);
+    if (s == CT_OK) s = ct_rope(o[1], in[5], &rp, &o[3]);
+    if (s == CT_OK) s = ct_view(o[3], 2, vs, &kr2);
+    if (s == CT_OK) s = ct_set_rows(kc, kr2, in[6]);
+    if (s == CT_OK) s = ct_set_rows(vc, in[2], in[6]);
+    ct_tensor_free(kr2);
+    return s;
+}
+
+static void head_check(const char *what, const ct_tensor *got, const ct_tensor *want, double tol, int round,
+                       const head_cfg *c)
+{
+    double *g = th_values(got), *w = th_values(want);
+    int nonfinite = 0;
+    double e = g && w ? devcheck_nmse(g, w, ct_tensor_numel(want), &nonfinite) : 1;
+    CHECK_MSG(e <= tol && !nonfinite, "%lld/%lld heads of %lld, n_dims %d, round %d, %s: NMSE %.3g, %d non-finite",
+              (long long)c->hq, (long long)c->hkv, (long long)c->D, c->n_dims, round, what, e, nonfinite);
+    free(g), free(w);
+}
+
+/* New values for the inputs and the position p (cache slot h * n_ctx + p for kv head h). */
+static void head_inputs(ct_tensor *const *in, const head_cfg *c, int32_t p, int64_t n_ctx)
+{
+    for (int i = 0; i < 3; i++) {
+        float *v = NULL;
+        CHECK_OK(ct_tensor_data_mut(in[i], (void **)&v));
+        for (int64_t e = 0; v && e < ct_tensor_numel(in[i]); e++) v[e] = (float)th_uniform(&rng, -2, 2);
+    }
+    int32_t *pp = NULL, *sp = NULL;
+    CHECK_OK(ct_tensor_data_mut(in[5], (void **)&pp));
+    CHECK_OK(ct_tensor_data_mut(in[6], (void **)&sp));
+    if (pp) *pp = p;
+    for (int64_t h = 0; sp && h < c->hkv; h++) sp[h] = (int32_t)(h * n_ctx + p);
+}
+
+static void head_once(const head_cfg *c)
+{
+    const int64_t n_ctx = 24, qs[3] = {1, c->hq, c->D}, ks[3] = {1, c->hkv, c->D}, vs[2] = {c->hkv, c->D},
+                  ws[1] = {c->D}, cs[2] = {c->hkv * n_ctx, c->D};
+    ct_tensor *in[7] = {th_random(&rng, 3, qs, CT_F32, -2, 2), th_random(&rng, 3, ks, CT_F32, -2, 2),
+                        th_random(&rng, 2, vs, CT_F32, -1, 1), th_random(&rng, 1, ws, c->wdt, 0.5, 1.5),
+                        th_random(&rng, 1, ws, c->wdt, 0.5, 1.5), NULL, NULL};
+    int32_t p0 = 5, sl[8] = {0}; /* round 0's position: it rewrites the rows the recording wrote */
+    for (int64_t h = 0; h < c->hkv; h++) sl[h] = (int32_t)(h * n_ctx + p0);
+    CHECK_OK(ct_tensor_from_data(1, (int64_t[]){1}, CT_I32, &p0, &in[5]));
+    CHECK_OK(ct_tensor_from_data(1, (int64_t[]){c->hkv}, CT_I32, sl, &in[6]));
+    ct_tensor *kc[2] = {NULL, NULL}, *vc[2] = {NULL, NULL}, *o[4] = {NULL}, *w[4] = {NULL};
+    for (int i = 0; i < 2; i++) { /* [0]: the device's caches, [1]: the CPU's */
+        CHECK_OK(ct_zeros(2, cs, CT_F16, &kc[i]));
+        CHECK_OK(ct_zeros(2, cs, CT_F16, &vc[i]));
+    }
+    for (int i = 0; i < 7; i++) CHECK_OK(ct_tensor_place(in[i], DEV));
+    CHECK_OK(ct_tensor_place(kc[0], DEV));
+    CHECK_OK(ct_tensor_place(vc[0], DEV));
+    CHECK_OK(ct_exec_force_device(DEV));
+    ct_set_log_level(CT_LOG_INFO);
+    th_log_capture(true);
+    CHECK_OK(ct_step_begin());
+    ct_status rs = head_ops(in, c, kc[0], vc[0], o);
+    ct_step *step = NULL;
+    CHECK_OK(ct_step_end(&step));
+    th_log_capture(false);
+    ct_set_log_level(CT_LOG_WARN);
+    CHECK_OK(rs);
+    bool whole = c->n_dims == c->D;
+    int fused = th_count(th_log(), "step of 6 ops captured as 1 kernel launches");
+    CHECK_MSG(fused == (whole ? 1 : 0), "n_dims %d of %lld: %s one launch:\n%s", c->n_dims, (long long)c->D,
+              whole ? "not" : "wrongly", th_log());
+    for (int round = 0; step && round < 2; round++) {
+        head_inputs(in, c, round ? 17 : p0, n_ctx);
+        CHECK_OK(ct_step_run(step));
+        CHECK_OK(ct_exec_force_device("cpu"));
+        CHECK_OK(head_ops(in, c, kc[1], vc[1], w));
+        CHECK_OK(ct_exec_force_device(DEV));
+        static const char *const names[4] = {"norm q", "norm k", "rope q", "rope k"};
+        for (int i = 0; i < 4; i++) head_check(names[i], o[i], w[i], TOL_F32, round, c);
+        head_check("k cache", kc[0], kc[1], TOL_F16, round, c);
+        head_check("v cache", vc[0], vc[1], TOL_F16, round, c);
+        for (int i = 0; i < 4; i++) ct_tensor_free(w[i]), w[i] = NULL;
+    }
+    CHECK_OK(ct_exec_force_device(NULL));
+    ct_step_free(step);
+    for (int i = 0; i < 4; i++) ct_tensor_free(o[i]);
+    for (int i = 0; i < 7; i++) ct_tensor_free(in[i]);
+    for (int i = 0; i < 2; i++) ct_tensor_free(kc[i]), ct_tensor_free(vc[i]);
+}
+
+static void test_head_norm_rope_fused(void)
+{
+    if (!have_device()) return;
+    static const head_cfg cfgs[] = {{4, 1, 256, 256, CT_F32}, {8, 2, 64, 64, CT_F16}, {4, 2, 64, 32, CT_F32}};
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) head_once(&cfgs[i]);
+}
+
 /* ---- an RMS norm and the residual add of its output as one launch (nn_pair.c) ----
  * y = rms_norm(x, w), z = r + y (or y + r), recorded and captured: the planner's nn_norm_add
  * launch (1 launch for the 2 ops) must leave y and z as the CPU does (TOL_F32: both compute
@@ -847,6 +962,7 @@ int main(int argc, char **argv)
     RUN(test_sdpa_decode_replay);
     RUN(test_rope_set_rows_fused);
     RUN(test_norm_add_fused);
+    RUN(test_head_norm_rope_fused);
     RUN(test_pool);
     RUN(test_batch_norm);
     RUN(test_conv);

@@ -22,6 +22,25 @@ static inline size_t nn_round_up(size_t n, size_t m) { return (n + m - 1) / m * 
 /* Work-items per row of the reducing kernels (softmax, norms, nn_norm_add). */
 #define NN_ROW_WG 128
 
+/* The device bytes [lo, hi) a tensor's elements can touch (strides not negative; not for
+ * quantized tensors), for the step planner's overlap tests (nn_pair.c, nn_head.c). */
+typedef struct nn_span {
+    cl_mem m;
+    cl_ulong lo, hi;
+} nn_span;
+bool nn_span_of(const ct_tensor *t, const ct_device *dev, nn_span *s);
+static inline bool nn_overlap(const nn_span *a, const nn_span *b)
+{
+    return a->m == b->m && a->lo < b->hi && b->lo < a->hi;
+}
+static inline bool nn_same_span(const nn_span *a, const nn_span *b)
+{
+    return a->m == b->m && a->lo == b->lo && a->hi == b->hi;
+}
+/* Gemma 3's per-head norms, rotations and cache rows of a decode step as one launch
+ * (nn_head.c): the ops it covered (6), or 0. */
+int nn_head_norm_rope(ct_device *dev, const ct_op *ops, int n);
+
 /* A product C[r, n] = sum_k A[r, k] B[batch(r), k, n] (+ bias[n]) as nn_gemm reads it. */
 typedef struct nn_gemm_desc {
     const ct_tensor *a, *b, *bias, *c;

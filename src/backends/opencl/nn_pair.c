@@ -10,13 +10,7 @@
 #include "backends/opencl/nn_internal.h"
 #include "core/fuse.h"
 
-typedef struct nn_span {
-    cl_mem m;
-    cl_ulong lo, hi;
-} nn_span;
-
-/* The bytes a tensor's elements can touch (strides are not negative here). */
-static bool span_of(const ct_tensor *t, const ct_device *dev, nn_span *s)
+bool nn_span_of(const ct_tensor *t, const ct_device *dev, nn_span *s)
 {
     if (!t || ct_dtype_is_quantized(t->dtype)) return false;
     s->m = ocl_mem(t, dev, &s->lo);
@@ -31,17 +25,15 @@ static bool span_of(const ct_tensor *t, const ct_device *dev, nn_span *s)
     return true;
 }
 
-static bool overlap(const nn_span *a, const nn_span *b) { return a->m == b->m && a->lo < b->hi && b->lo < a->hi; }
-
 /* b's output touches nothing of a, and a's output nothing b reads. */
 static bool independent(const ct_device *dev, const ct_op *a, const ct_op *b)
 {
     nn_span oa, ob, s;
-    if (!span_of(a->dst, dev, &oa) || !span_of(b->dst, dev, &ob) || overlap(&oa, &ob)) return false;
+    if (!nn_span_of(a->dst, dev, &oa) || !nn_span_of(b->dst, dev, &ob) || nn_overlap(&oa, &ob)) return false;
     for (int i = 0; i < b->n_src; i++)
-        if (b->src[i] && (!span_of(b->src[i], dev, &s) || overlap(&s, &oa))) return false;
+        if (b->src[i] && (!nn_span_of(b->src[i], dev, &s) || nn_overlap(&s, &oa))) return false;
     for (int i = 0; i < a->n_src; i++)
-        if (a->src[i] && (!span_of(a->src[i], dev, &s) || overlap(&s, &ob))) return false;
+        if (a->src[i] && (!nn_span_of(a->src[i], dev, &s) || nn_overlap(&s, &ob))) return false;
     return true;
 }
 
@@ -53,7 +45,7 @@ static bool dense_f32(const ct_tensor *t) { return t && t->dtype == CT_F32 && te
  * read before it is written, by the same work-item). */
 static bool apart_or_same(const nn_span *a, const nn_span *b)
 {
-    return !overlap(a, b) || (a->lo == b->lo && a->hi == b->hi);
+    return !nn_overlap(a, b) || nn_same_span(a, b);
 }
 
 /* RMS_NORM y = norm(x) * w, then ADD z = r + y (either order): 2 when launched as one
@@ -71,11 +63,13 @@ static int norm_add(ct_device *dev, const ct_op *ops, int n)
         return 0;
     if (ct_tensor_numel(x) != numel || ct_tensor_numel(r) != numel || ct_tensor_numel(z) != numel) return 0;
     nn_span xs, ys, rs, zs, ws;
-    if (!span_of(x, dev, &xs) || !span_of(y, dev, &ys) || !span_of(r, dev, &rs) || !span_of(z, dev, &zs)) return 0;
-    if (overlap(&rs, &ys) || !apart_or_same(&ys, &zs) || !apart_or_same(&ys, &xs) || !apart_or_same(&zs, &xs) ||
+    if (!nn_span_of(x, dev, &xs) || !nn_span_of(y, dev, &ys) || !nn_span_of(r, dev, &rs) ||
+        !nn_span_of(z, dev, &zs))
+        return 0;
+    if (nn_overlap(&rs, &ys) || !apart_or_same(&ys, &zs) || !apart_or_same(&ys, &xs) || !apart_or_same(&zs, &xs) ||
         !apart_or_same(&zs, &rs))
         return 0;
-    if (w && (nn_dt(w->dtype) < 0 || !span_of(w, dev, &ws) || overlap(&ws, &ys) || overlap(&ws, &zs))) return 0;
+    if (w && (nn_dt(w->dtype) < 0 || !nn_span_of(w, dev, &ws) || nn_overlap(&ws, &ys) || nn_overlap(&ws, &zs))) return 0;
     cl_long len = x->shape[x->ndim - 1], wst = w ? w->stride[0] : 1;
     cl_int dtw = w ? nn_dt(w->dtype) : 0, has_w = w != NULL;
     cl_float eps = (cl_float)nm->p.norm.eps;
@@ -104,12 +98,12 @@ static int rope_set_rows2(ct_device *dev, const ct_op *ops, int n)
         !tensor_is_contiguous(y) || !tensor_is_contiguous(src))
         return 0;
     nn_span ys, ss, s, bd;
-    if (!span_of(y, dev, &ys) || !span_of(src, dev, &ss) || ys.m != ss.m || ys.lo != ss.lo) return 0;
+    if (!nn_span_of(y, dev, &ys) || !nn_span_of(src, dev, &ss) || ys.m != ss.m || ys.lo != ss.lo) return 0;
     /* b's writes touch nothing a reads or writes, and a's output is not b's index */
-    if (!span_of(b->dst, dev, &bd) || overlap(&bd, &ys)) return 0;
+    if (!nn_span_of(b->dst, dev, &bd) || nn_overlap(&bd, &ys)) return 0;
     for (int i = 0; i < a->n_src; i++)
-        if (a->src[i] && (!span_of(a->src[i], dev, &s) || overlap(&s, &bd))) return 0;
-    if (!b->src[1] || !span_of(b->src[1], dev, &s) || overlap(&s, &ys) || overlap(&s, &bd)) return 0;
+        if (a->src[i] && (!nn_span_of(a->src[i], dev, &s) || nn_overlap(&s, &bd))) return 0;
+    if (!b->src[1] || !nn_span_of(b->src[1], dev, &s) || nn_overlap(&s, &ys) || nn_overlap(&s, &bd)) return 0;
     if (!independent(dev, a, c) || !independent(dev, b, c)) return 0;
     nn_rope_a ra;
     nn_set_rows_a sk, sv;
@@ -128,7 +122,8 @@ static int rope_set_rows2(ct_device *dev, const ct_op *ops, int n)
 int ocl_nn_pair(ct_device *dev, const ct_op *ops, int n)
 {
     if (g_no_pairs || n < 2) return 0;
-    int used = rope_set_rows2(dev, ops, n);
+    int used = nn_head_norm_rope(dev, ops, n);
+    if (!used) used = rope_set_rows2(dev, ops, n);
     if (!used) used = norm_add(dev, ops, n);
     if (used) return used;
     if (ops[0].kind != ops[1].kind) return 0;

@@ -187,6 +187,21 @@ kernel void nn_batch_norm(global const uchar *xb, ulong xo, global uchar *yb, ul
     xb##S, xo##S, yb##S, yo##S, pb##S, po##S, rsh##S, rxs##S, rys##S, xs##S, ys##S, ps##S, p64##S, T##S, H##S, D##S, \
         half_dims##S, neox##S, freq_base##S, freq_scale##S, dtx##S, dty##S, rows##S
 
+/* cos and sin of pair i's angle at position pos */
+inline void rope_cs(long pos, long i, long half_dims, float2 freq_base, float2 freq_scale, float *co, float *si)
+{
+#if defined(cl_khr_fp64)
+    /* the angle in double, its cos/sin rounded once: what the CPU computes (base and scale
+     * arrive as float pairs hi + lo that rebuild the host's doubles) */
+    double base = (double)freq_base.x + (double)freq_base.y, fs = (double)freq_scale.x + (double)freq_scale.y;
+    double theta = (double)pos * fs * pow(base, -(double)i / (double)half_dims);
+    *co = (float)cos(theta), *si = (float)sin(theta);
+#else
+    float theta = (float)pos * freq_scale.x * pow(freq_base.x, -(float)i / (float)half_dims);
+    *co = cos(theta), *si = sin(theta);
+#endif
+}
+
 inline void rope_at(long g, global const uchar *xb, ulong xo, global uchar *yb, ulong yo, global const uchar *pb, ulong po,
                     long8 rsh, long8 rxs, long8 rys, long xs, long ys, long ps, int p64, long T, long H, long D,
                     long half_dims, int neox, float2 freq_base, float2 freq_scale, int dtx, int dty, long rows)
@@ -203,17 +218,8 @@ inline void rope_at(long g, global const uchar *xb, ulong xo, global uchar *yb, 
         return;
     }
     long t = (row / H) % T;
-    long pos = nn_pos(pb + po, t * ps, p64);
-#if defined(cl_khr_fp64)
-    /* the angle in double, its cos/sin rounded once: what the CPU computes (base and scale
-     * arrive as float pairs hi + lo that rebuild the host's doubles) */
-    double base = (double)freq_base.x + (double)freq_base.y, fs = (double)freq_scale.x + (double)freq_scale.y;
-    double theta = (double)pos * fs * pow(base, -(double)i / (double)half_dims);
-    float co = (float)cos(theta), si = (float)sin(theta);
-#else
-    float theta = (float)pos * freq_scale.x * pow(freq_base.x, -(float)i / (float)half_dims);
-    float co = cos(theta), si = sin(theta);
-#endif
+    float co, si;
+    rope_cs(nn_pos(pb + po, t * ps, p64), i, half_dims, freq_base, freq_scale, &co, &si);
     long i0 = neox ? i : 2 * i, i1 = neox ? i + half_dims : 2 * i + 1;
     float x0 = nn_ld(x, xr + i0 * xs, dtx), x1 = nn_ld(x, xr + i1 * xs, dtx);
     nn_st(y, yr + i0 * ys, dty, x0 * co - x1 * si);
@@ -310,6 +316,62 @@ kernel void nn_rope_set_rows2(ROPE_PARAMS(_a), SET_ROWS_PARAMS(_k), SET_ROWS_PAR
         long f = yr + e * ys_a, r = f / C_k, c = f - r * C_k;
         long d = nn_pos(ib_k + io_k, r * is0_k, i64_k);
         if (d >= 0 && d < R_k) nn_st(db_k + dof_k, d * ds0_k + c * ds1_k, dtd_k, nn_ld(yb_a + yo_a, f, dty_a));
+    }
+}
+
+/* ---- per-head RMS norms of q and k, their rotations and the k and v cache rows, as one
+ * launch (nn_head.c; Gemma 3's q_norm and k_norm ahead of RoPE in a decode step) ----
+ * q's and k's heads are rows of D contiguous f32 and rotate whole (n_dims = D), for one
+ * token. A work-group per head, q's first ([0, hq)) then k's ([hq, hq + hk)), D / 2
+ * work-items, one per rotated pair: each reads its pair of x, the group sums the squares,
+ * and the work-item scales its pair (y, the norm's output), rotates it (z) and, for k, writes
+ * the two rotated values into the cache row as nn_rope_set_rows2 does. Later groups copy
+ * v's elements into its cache. Each work-item writes only the elements it read, so an
+ * output may be exactly its own input (the host allows no other overlap). */
+typedef struct {
+    ulong xo[2], yo[2], zo[2], wo[2], po, kio, kco, vo, vio, vco;
+    long D, ws[2], hq, hk, kC, kR, kis0, kds0, kds1, vss0, vss1, vis0, vds0, vds1, vR, vC, vtotal;
+    float2 base, scale;
+    float eps[2];
+    int has_w[2], dtw[2], p64, neox, ki64, kdtd, vi64, vdts, vdtd, pad;
+} nn_hnr_args;
+
+kernel void nn_head_norm_rope(global const uchar *xqb, global uchar *yqb, global uchar *zqb, global const uchar *wqb,
+                              global const uchar *xkb, global uchar *ykb, global uchar *zkb, global const uchar *wkb,
+                              global const uchar *pb, global const uchar *kib, global uchar *kcb,
+                              global const uchar *vb, global const uchar *vib, global uchar *vcb, nn_hnr_args a,
+                              local float *red)
+{
+    long grp = get_group_id(0), heads = a.hq + a.hk;
+    int l = get_local_id(0), hd = (int)(a.D / 2);
+    if (grp >= heads) {
+        set_rows_at((grp - heads) * hd + l, vb, a.vo, vib, a.vio, vcb, a.vco, a.vss0, a.vss1, a.vis0, a.vi64, a.vds0,
+                    a.vds1, a.vR, a.vC, a.vdts, a.vdtd, a.vtotal);
+        return;
+    }
+    int k = grp >= a.hq;
+    long row = k ? grp - a.hq : grp, i0 = a.neox ? l : 2 * l, i1 = a.neox ? l + hd : 2 * l + 1;
+    global const float *x = (global const float *)((k ? xkb : xqb) + a.xo[k]) + row * a.D;
+    global float *y = (global float *)((k ? ykb : yqb) + a.yo[k]) + row * a.D;
+    global float *z = (global float *)((k ? zkb : zqb) + a.zo[k]) + row * a.D;
+    float x0 = x[i0], x1 = x[i1];
+    float r = rsqrt(nn_wg_sum(red, x0 * x0 + x1 * x1) / (float)a.D + a.eps[k]);
+    float y0 = x0 * r, y1 = x1 * r;
+    if (a.has_w[k]) {
+        global const uchar *w = (k ? wkb : wqb) + a.wo[k];
+        y0 *= nn_ld(w, i0 * a.ws[k], a.dtw[k]);
+        y1 *= nn_ld(w, i1 * a.ws[k], a.dtw[k]);
+    }
+    y[i0] = y0, y[i1] = y1;
+    float co, si;
+    rope_cs(nn_pos(pb + a.po, 0, a.p64), l, hd, a.base, a.scale, &co, &si);
+    float z0 = y0 * co - y1 * si, z1 = y0 * si + y1 * co;
+    z[i0] = z0, z[i1] = z1;
+    if (!k) return;
+    for (int t = 0; t < 2; t++) {
+        long f = row * a.D + (t ? i1 : i0), sr = f / a.kC, c = f - sr * a.kC;
+        long d = nn_pos(kib + a.kio, sr * a.kis0, a.ki64);
+        if (d >= 0 && d < a.kR) nn_st(kcb + a.kco, d * a.kds0 + c * a.kds1, a.kdtd, t ? z1 : z0);
     }
 }
 
