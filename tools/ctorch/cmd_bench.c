@@ -41,6 +41,41 @@ static double run_once(llm_session *s, const int32_t *toks, int n_prompt, int n_
     return llm_now() - t0;
 }
 
+/* The decoder's host-side timers, read before and after the timed tg runs. */
+typedef struct host_snap {
+    bool ok;
+    llm_decoder_times t;
+    ct_step_info in;
+} host_snap;
+
+static host_snap host_snapshot(const llm_session *s)
+{
+    host_snap h = {0};
+    h.ok = llm_decoder_get_times(s, &h.t, &h.in);
+    return h;
+}
+
+/* Where a generated token's wall time went on the host, so that the gap between the
+ * device's steps is visible: writing the step's parameters, the replay call (residency
+ * checks, the launch), the logits' read (which waits for the device to finish the step)
+ * and the rest (the session's finite check of the logits, the loop). The parts are means
+ * over the replayed tokens, the wall over all of them. */
+static void report_host(const host_snap *a, const host_snap *b, double wall_s, long tokens)
+{
+    long n = b->t.tokens - a->t.tokens;
+    uint64_t r = b->in.replays - a->in.replays;
+    if (!a->ok || !b->ok || n <= 0 || r == 0) return;
+    double us = 1e6 / (double)n, params = (b->t.params - a->t.params) * us, replay = (b->t.replay - a->t.replay) * us,
+           logits = (b->t.logits - a->t.logits) * us, wall = wall_s * 1e6 / (double)tokens;
+    double rn = 1e3 * (double)r;
+    cli_log(CT_LOG_INFO,
+            "bench tg: host time a token %.1f us: parameters %.1f, replay call %.1f (prepare %.1f, launch %.1f, "
+            "finish %.1f), logits read %.1f (waits for the device), the rest %.1f\n",
+            wall, params, replay, (double)(b->in.host_prepare_ns - a->in.host_prepare_ns) / rn,
+            (double)(b->in.host_launch_ns - a->in.host_launch_ns) / rn,
+            (double)(b->in.host_finish_ns - a->in.host_finish_ns) / rn, logits, wall - params - replay - logits);
+}
+
 static void stats(const double *x, int n, double *avg, double *sd)
 {
     double s = 0, q = 0;
@@ -130,6 +165,8 @@ int cmd_bench(int argc, char **argv)
             rc = llm_cli_fail("bench");
             goto out;
         }
+        host_snap h0 = host_snapshot(&s);
+        double wall = 0;
         for (int k = 0; k < reps; k++) {
             double sec = run_once(&s, toks, np, ng);
             if (sec < 0) {
@@ -139,9 +176,14 @@ int cmd_bench(int argc, char **argv)
             }
             r->samples_ns[k] = sec * 1e9;
             r->samples_ts[k] = (np + ng) / sec;
+            wall += sec;
             cli_log(CT_LOG_INFO, ", %.2f t/s", r->samples_ts[k]);
         }
         cli_log(CT_LOG_INFO, "\n");
+        if (np == 0) {
+            host_snap h1 = host_snapshot(&s);
+            report_host(&h0, &h1, wall, (long)reps * ng);
+        }
         stats(r->samples_ts, reps, &r->avg_ts, &r->sd_ts);
         stats(r->samples_ns, reps, &r->avg_ns, &r->sd_ns);
     }
