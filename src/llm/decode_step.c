@@ -170,6 +170,11 @@ ct_status llm_decoder_eval(llm_session *s, int32_t tok)
     return CT_OK;
 }
 
+void llm_decoder_add_check(llm_session *s, double seconds)
+{
+    if (s->dec && s->dec->step) s->dec->times.check += seconds;
+}
+
 int llm_decoder_records(const llm_session *s) { return s && s->dec ? s->dec->records : 0; }
 
 bool llm_decoder_get_times(const llm_session *s, llm_decoder_times *t, ct_step_info *step)

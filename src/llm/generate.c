@@ -184,7 +184,8 @@ ct_status llm_session_eval(llm_session *s, const int32_t *toks, int n)
                         "use a shorter prompt or a larger -c", n, s->kv.n_past, s->kv.n_ctx);
     int at = s->kv.n_past;
     ct_status st;
-    if (n == 1 && llm_replay_enabled()) {
+    bool one = n == 1 && llm_replay_enabled();
+    if (one) {
         st = llm_decoder_eval(s, toks[0]);
     } else {
         ct_tensor *lg = NULL;
@@ -192,7 +193,9 @@ ct_status llm_session_eval(llm_session *s, const int32_t *toks, int n)
         if (st == CT_OK) st = ct_tensor_to_host(lg, s->logits, (size_t)s->m->hp.n_vocab * sizeof(float));
         ct_tensor_free(lg);
     }
+    double t0 = llm_now();
     if (st == CT_OK && (st = check_logits(s, toks, n, at)) != CT_OK) s->kv.n_past = at;
+    if (one) llm_decoder_add_check(s, llm_now() - t0);
     if (st == CT_ERR_DEVICE_LOST) return llm_session_recover(s, st, toks, n, at);
     if (st != CT_OK) {
         s->have_logits = false;

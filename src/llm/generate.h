@@ -80,9 +80,12 @@ int llm_decoder_records(const llm_session *s);
 typedef struct llm_decoder_times {
     long tokens;
     double params, replay, logits;
+    double check; /* the session's non-finite check of those logits */
 } llm_decoder_times;
 /* False when no step is recorded; else the times and the step's info (its host_*_ns). */
 bool llm_decoder_get_times(const llm_session *s, llm_decoder_times *t, ct_step_info *step);
+/* Adds the check of a replayed token's logits to the decoder's times. */
+void llm_decoder_add_check(llm_session *s, double seconds);
 
 /* Seconds from a monotonic clock. */
 double llm_now(void);

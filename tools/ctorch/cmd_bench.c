@@ -58,7 +58,7 @@ static host_snap host_snapshot(const llm_session *s)
 /* Where a generated token's wall time went on the host, so that the gap between the
  * device's steps is visible: writing the step's parameters, the replay call (residency
  * checks, the launch), the logits' read (which waits for the device to finish the step)
- * and the rest (the session's finite check of the logits, the loop). The parts are means
+ * the session's non-finite check of them and the rest (the loop). The parts are means
  * over the replayed tokens, the wall over all of them. */
 static void report_host(const host_snap *a, const host_snap *b, double wall_s, long tokens)
 {
@@ -66,14 +66,16 @@ static void report_host(const host_snap *a, const host_snap *b, double wall_s, l
     uint64_t r = b->in.replays - a->in.replays;
     if (!a->ok || !b->ok || n <= 0 || r == 0) return;
     double us = 1e6 / (double)n, params = (b->t.params - a->t.params) * us, replay = (b->t.replay - a->t.replay) * us,
-           logits = (b->t.logits - a->t.logits) * us, wall = wall_s * 1e6 / (double)tokens;
+           logits = (b->t.logits - a->t.logits) * us, check = (b->t.check - a->t.check) * us,
+           wall = wall_s * 1e6 / (double)tokens;
     double rn = 1e3 * (double)r;
     cli_log(CT_LOG_INFO,
             "bench tg: host time a token %.1f us: parameters %.1f, replay call %.1f (prepare %.1f, launch %.1f, "
-            "finish %.1f), logits read %.1f (waits for the device), the rest %.1f\n",
+            "finish %.1f), logits read %.1f (waits for the device), their non-finite check %.1f, the rest %.1f\n",
             wall, params, replay, (double)(b->in.host_prepare_ns - a->in.host_prepare_ns) / rn,
             (double)(b->in.host_launch_ns - a->in.host_launch_ns) / rn,
-            (double)(b->in.host_finish_ns - a->in.host_finish_ns) / rn, logits, wall - params - replay - logits);
+            (double)(b->in.host_finish_ns - a->in.host_finish_ns) / rn, logits, check,
+            wall - params - replay - logits - check);
 }
 
 static void stats(const double *x, int n, double *avg, double *sd)
