@@ -18,10 +18,6 @@ struct llm_decoder {
      * replay uploads them in one copy */
     ct_tensor *params, *ids, *pos, *slot, *len;
     ct_tensor *logits;                 /* the step's output: each replay's logits */
-    /* and their sum, made where they are: the host reads one float to know that no logit
-     * is NaN or infinite, where scanning a 262,144-entry row took it 26-40 us a token after
-     * CUDA and 89-110 after OpenCL (H200 host, session 35); NULL: scan */
-    ct_tensor *lsum;
     /* The cache the step was recorded against: its storage, which the step keeps a
      * reference to, so a new cache can never be at the same address. */
     const ct_storage *kv_st;
@@ -37,7 +33,6 @@ void llm_decoder_free(llm_decoder *d)
     if (!d) return;
     ct_step_free(d->step);
     ct_tensor_free(d->logits);
-    ct_tensor_free(d->lsum);
     ct_tensor_free(d->ids);
     ct_tensor_free(d->pos);
     ct_tensor_free(d->slot);
@@ -91,19 +86,13 @@ static ct_status record(llm_decoder *d, const llm_model *m, llm_kv_cache *kv)
     if (st != CT_OK) return st;
     llm_step_inputs in = {d->ids, d->pos, d->slot, d->len};
     st = llm_forward_step(m, kv, &in, &d->logits);
-    if (st == CT_OK && ct_tensor_dtype(d->logits) == CT_F32) st = ct_sum(d->logits, NULL, 0, false, &d->lsum);
-    if (st == CT_OK && d->lsum && ct_tensor_dtype(d->lsum) != CT_F32) {
-        ct_tensor_free(d->lsum);
-        d->lsum = NULL;
-    }
     ct_step *step = NULL;
     ct_status end = ct_step_end(&step); /* stops the recording whatever happened */
     if (st == CT_OK) st = end;
     else ct_step_free(step);
     if (st != CT_OK) {
         ct_tensor_free(d->logits);
-        ct_tensor_free(d->lsum);
-        d->logits = d->lsum = NULL;
+        d->logits = NULL;
         return st;
     }
     d->step = step;
@@ -121,9 +110,8 @@ static void drop_step(llm_decoder *d)
 {
     ct_step_free(d->step);
     ct_tensor_free(d->logits);
-    ct_tensor_free(d->lsum);
     d->step = NULL;
-    d->logits = d->lsum = NULL;
+    d->logits = NULL;
 }
 
 /* A replay routes nothing: each op runs where it was recorded. When a device refuses
@@ -171,10 +159,6 @@ ct_status llm_decoder_eval(llm_session *s, int32_t tok)
     /* the step's output, a contiguous f32 row, comes straight from the device that computed
      * it into the session's (pinned) buffer: no host mirror in between */
     if (st == CT_OK) st = ct_tensor_to_host(d->logits, s->logits, (size_t)m->hp.n_vocab * sizeof(float));
-    if (st == CT_OK && d->lsum) {
-        st = ct_tensor_to_host(d->lsum, s->logits + m->hp.n_vocab, sizeof(float));
-        s->logits_sum = st == CT_OK;
-    }
     if (st != CT_OK) return st;
     if (replayed) {
         d->times.tokens++;

@@ -30,7 +30,7 @@ static float *alloc_logits(int n_vocab)
  * 262k vocabulary). Pageable memory works too, slower: a refusal is only logged. */
 static void pin_logits(llm_session *s)
 {
-    size_t bytes = ((size_t)s->m->hp.n_vocab + 1) * sizeof *s->logits;
+    size_t bytes = (size_t)s->m->hp.n_vocab * sizeof *s->logits;
     if (ct_host_pin(s->logits, bytes) == CT_OK) {
         s->logits_pinned = true;
         return;
@@ -55,7 +55,7 @@ ct_status llm_session_init(llm_session *s, const llm_model *m, int n_ctx, ct_dty
     }
     if ((st = llm_sampler_new(sp, &s->smp)) != CT_OK) goto fail;
     s->hist = malloc((size_t)n_ctx * sizeof *s->hist);
-    s->logits = alloc_logits(m->hp.n_vocab + 1); /* + the decode step's sum of them */
+    s->logits = alloc_logits(m->hp.n_vocab);
     if (!s->hist || !s->logits) {
         st = core_err(CT_ERR_OOM, "llm_session_init: out of memory for a %d-token context", n_ctx);
         goto fail;
@@ -149,8 +149,7 @@ bool llm_any_nonfinite(const float *v, int n)
 static ct_status check_logits(llm_session *s, const int32_t *toks, int n, int at)
 {
     const int V = s->m->hp.n_vocab;
-    if (s->logits_sum && isfinite(s->logits[V])) return CT_OK; /* a non-finite logit makes it NaN or infinite */
-    if (!llm_any_nonfinite(s->logits, V)) return CT_OK; /* (a finite row can overflow the sum) */
+    if (!llm_any_nonfinite(s->logits, V)) return CT_OK;
     int n_bad = 0, first = -1;
     bool nan = false;
     for (int i = 0; i < V; i++)
@@ -186,7 +185,6 @@ ct_status llm_session_eval(llm_session *s, const int32_t *toks, int n)
     int at = s->kv.n_past;
     ct_status st;
     bool one = n == 1 && llm_replay_enabled();
-    s->logits_sum = false;
     if (one) {
         st = llm_decoder_eval(s, toks[0]);
     } else {

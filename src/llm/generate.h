@@ -18,11 +18,7 @@ typedef struct llm_session {
     llm_kv_cache kv;
     llm_sampler *smp;
     int32_t *hist;     /* [n_ctx] the tokens in the cache, in order */
-    float *logits;     /* [n_vocab] logits after the last evaluated token, then one float more: */
-    /* logits[n_vocab] holds their sum, computed where they were (by the recorded decode
-     * step): it is NaN or infinite when any logit is, so a finite sum spares the host a
-     * scan of the row. False: the row is scanned. */
-    bool logits_sum;
+    float *logits;     /* [n_vocab] logits after the last evaluated token */
     bool logits_pinned; /* page-locked (ct_host_pin): devices write it at full speed */
     bool have_logits;
     llm_detok detok;

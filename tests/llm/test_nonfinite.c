@@ -19,7 +19,6 @@ typedef struct plant {
     const char *tensor; /* NULL: a clean model */
     int64_t index;      /* element of that tensor (row-major) set to NaN */
     bool zero_output;   /* output.weight all zeros: every logit 0, greedy picks token 0 */
-    float value;        /* what is planted there instead of NaN, when not 0 (an infinity) */
 } plant;
 
 static th_rng g_rng = {777};
@@ -31,7 +30,7 @@ static void add(gguf_writer *w, float **keep, int *nk, const plant *p, const cha
     float *f = malloc((size_t)n * sizeof *f);
     bool zero = p->zero_output && !strcmp(name, "output.weight");
     for (int64_t i = 0; i < n; i++) f[i] = zero ? 0.0f : (float)th_uniform(&g_rng, lo, hi);
-    if (p->tensor && !strcmp(p->tensor, name)) f[p->index] = p->value != 0.0f ? p->value : NAN;
+    if (p->tensor && !strcmp(p->tensor, name)) f[p->index] = NAN;
     CHECK_OK(gguf_writer_add_tensor(w, name, CT_F32, d1 ? 2 : 1, shape, f));
     keep[(*nk)++] = f;
 }
@@ -121,7 +120,7 @@ static void test_clean_model_runs(void)
 
 static void test_nan_in_a_layer(void)
 {
-    plant p = {"blk.1.ffn_down.weight", 5, false, 0};
+    plant p = {"blk.1.ffn_down.weight", 5, false};
     char msg[512];
     int n_past;
     CHECK_STATUS(eval_prompt(&p, msg, sizeof msg, &n_past), CT_ERR_RANGE);
@@ -132,7 +131,7 @@ static void test_nan_in_a_layer(void)
 
 static void test_nan_in_the_output(void)
 {
-    plant p = {"output.weight", 7 * E + 3, false, 0}; /* row 7: only token 7's logit */
+    plant p = {"output.weight", 7 * E + 3, false}; /* row 7: only token 7's logit */
     char msg[512];
     int n_past;
     CHECK_STATUS(eval_prompt(&p, msg, sizeof msg, &n_past), CT_ERR_RANGE);
@@ -144,7 +143,7 @@ static void test_nan_in_the_output(void)
  * a NaN embedding, so step 1 must fail instead of streaming nothing. */
 static void test_nan_during_generation(void)
 {
-    plant p = {"token_embd.weight", 0 * E + 4, true, 0};
+    plant p = {"token_embd.weight", 0 * E + 4, true};
     llm_model *m = make_model(&p);
     if (!m) return;
     llm_session s;
@@ -159,42 +158,6 @@ static void test_nan_during_generation(void)
     CHECK(gs.n_gen == 1);
     llm_session_free(&s);
     llm_model_free(m);
-}
-
-/* A one-token evaluation replays the recorded decode step, which also sums the logits
- * where they are: the host then reads that sum instead of scanning the row. A clean row's
- * sum must match the row (so the fast path is the one taken), and one NaN or infinite
- * logit must still be reported, as the prompt path reports it. */
-static void test_decode_step_sum(void)
-{
-    const plant ps[] = {{NULL, 0, false, 0}, {"output.weight", 7 * E + 3, false, 0},
-                        {"output.weight", 9 * E + 1, false, INFINITY}, {"output.weight", 11 * E + 2, false, -INFINITY}};
-    const char *what[] = {NULL, "contain NaN (1 of 260 values, first at token id 7)",
-                          "contain infinity (1 of 260 values, first at token id 9)",
-                          "contain infinity (1 of 260 values, first at token id 11)"};
-    for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
-        llm_model *m = make_model(&ps[k]);
-        if (!m) return;
-        llm_session s;
-        CHECK_OK(llm_session_init(&s, m, CTX, CT_F32, NULL));
-        ct_status st = llm_session_eval(&s, g_prompt, 1);
-        const bool rep = llm_replay_enabled(); /* CTORCH_REPLAY=0: eager, the row scanned */
-        CHECK_MSG(llm_decoder_records(&s) == rep, "plant %zu: %d recordings", k, llm_decoder_records(&s));
-        if (!what[k]) {
-            CHECK_OK(st);
-            CHECK(s.logits_sum == rep);
-            double sum = 0, mag = 0;
-            for (int i = 0; i < V; i++) sum += s.logits[i], mag += fabs(s.logits[i]);
-            /* f32 sums in any order: within V * 2^-24 of the magnitudes' sum */
-            CHECK_MSG(!rep || fabs(s.logits[V] - sum) <= 1e-4 * mag, "device sum %g, host sum %g", s.logits[V], sum);
-        } else {
-            CHECK_STATUS(st, CT_ERR_RANGE);
-            CHECK_MSG(strstr(ct_last_error(), what[k]) != NULL, "%s", ct_last_error());
-            CHECK(!s.have_logits && llm_session_n_past(&s) == 0);
-        }
-        llm_session_free(&s);
-        llm_model_free(m);
-    }
 }
 
 /* The quick scan that runs on every logits row: each non-finite kind (NaN of either sign,
@@ -232,6 +195,5 @@ int main(void)
     RUN(test_nan_in_a_layer);
     RUN(test_nan_in_the_output);
     RUN(test_nan_during_generation);
-    RUN(test_decode_step_sum);
     return th_finish();
 }
