@@ -19,6 +19,7 @@ typedef struct plant {
     const char *tensor; /* NULL: a clean model */
     int64_t index;      /* element of that tensor (row-major) set to NaN */
     bool zero_output;   /* output.weight all zeros: every logit 0, greedy picks token 0 */
+    float value;        /* what is planted there instead of NaN, when not 0 (an infinity) */
 } plant;
 
 static th_rng g_rng = {777};
@@ -30,7 +31,7 @@ static void add(gguf_writer *w, float **keep, int *nk, const plant *p, const cha
     float *f = malloc((size_t)n * sizeof *f);
     bool zero = p->zero_output && !strcmp(name, "output.weight");
     for (int64_t i = 0; i < n; i++) f[i] = zero ? 0.0f : (float)th_uniform(&g_rng, lo, hi);
-    if (p->tensor && !strcmp(p->tensor, name)) f[p->index] = NAN;
+    if (p->tensor && !strcmp(p->tensor, name)) f[p->index] = p->value != 0.0f ? p->value : NAN;
     CHECK_OK(gguf_writer_add_tensor(w, name, CT_F32, d1 ? 2 : 1, shape, f));
     keep[(*nk)++] = f;
 }
@@ -120,7 +121,7 @@ static void test_clean_model_runs(void)
 
 static void test_nan_in_a_layer(void)
 {
-    plant p = {"blk.1.ffn_down.weight", 5, false};
+    plant p = {"blk.1.ffn_down.weight", 5, false, 0};
     char msg[512];
     int n_past;
     CHECK_STATUS(eval_prompt(&p, msg, sizeof msg, &n_past), CT_ERR_RANGE);
@@ -131,7 +132,7 @@ static void test_nan_in_a_layer(void)
 
 static void test_nan_in_the_output(void)
 {
-    plant p = {"output.weight", 7 * E + 3, false}; /* row 7: only token 7's logit */
+    plant p = {"output.weight", 7 * E + 3, false, 0}; /* row 7: only token 7's logit */
     char msg[512];
     int n_past;
     CHECK_STATUS(eval_prompt(&p, msg, sizeof msg, &n_past), CT_ERR_RANGE);
@@ -143,7 +144,7 @@ static void test_nan_in_the_output(void)
  * a NaN embedding, so step 1 must fail instead of streaming nothing. */
 static void test_nan_during_generation(void)
 {
-    plant p = {"token_embd.weight", 0 * E + 4, true};
+    plant p = {"token_embd.weight", 0 * E + 4, true, 0};
     llm_model *m = make_model(&p);
     if (!m) return;
     llm_session s;
@@ -158,6 +159,31 @@ static void test_nan_during_generation(void)
     CHECK(gs.n_gen == 1);
     llm_session_free(&s);
     llm_model_free(m);
+}
+
+/* A one-token evaluation replays the recorded decode step (eager with CTORCH_REPLAY=0):
+ * one NaN or infinite logit in its row must be reported as the prompt path reports it,
+ * and leave nothing behind in the cache. */
+static void test_decode_step_nonfinite(void)
+{
+    const plant ps[] = {{"output.weight", 7 * E + 3, false, 0}, {"output.weight", 9 * E + 1, false, INFINITY},
+                        {"output.weight", 11 * E + 2, false, -INFINITY}};
+    const char *what[] = {"contain NaN (1 of 260 values, first at token id 7)",
+                          "contain infinity (1 of 260 values, first at token id 9)",
+                          "contain infinity (1 of 260 values, first at token id 11)"};
+    for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
+        llm_model *m = make_model(&ps[k]);
+        if (!m) return;
+        llm_session s;
+        CHECK_OK(llm_session_init(&s, m, CTX, CT_F32, NULL));
+        CHECK_STATUS(llm_session_eval(&s, g_prompt, 1), CT_ERR_RANGE);
+        CHECK_MSG(llm_decoder_records(&s) == llm_replay_enabled(), "plant %zu: %d recordings", k,
+                  llm_decoder_records(&s));
+        CHECK_MSG(strstr(ct_last_error(), what[k]) != NULL, "%s", ct_last_error());
+        CHECK(!s.have_logits && llm_session_n_past(&s) == 0);
+        llm_session_free(&s);
+        llm_model_free(m);
+    }
 }
 
 /* The quick scan that runs on every logits row: each non-finite kind (NaN of either sign,
@@ -195,5 +221,6 @@ int main(void)
     RUN(test_nan_in_a_layer);
     RUN(test_nan_in_the_output);
     RUN(test_nan_during_generation);
+    RUN(test_decode_step_nonfinite);
     return th_finish();
 }
