@@ -145,6 +145,16 @@ static ct_status read_simd(int *out)
     return bad("CTORCH_SIMD", e, "portable, avx2 or avx512");
 }
 
+/* The names' order is core_prefetch's (core/cpuid.h): auto 0, l1 1, l2 2. */
+static ct_status read_prefetch(int *out)
+{
+    const char *e = env("CTORCH_PREFETCH");
+    if (!e) return CT_OK;
+    if (!strcasecmp(e, "l1")) return *out = 1, CT_OK;
+    if (!strcasecmp(e, "l2")) return *out = 2, CT_OK;
+    return bad("CTORCH_PREFETCH", e, "l1 or l2");
+}
+
 /* Keeps the first error (the message of a later one would overwrite it). */
 static void keep(ct_status *first, char *msg, size_t len, ct_status s)
 {
@@ -183,6 +193,7 @@ ct_status config_read(core_config *c)
     c->cuda_mem_bytes = (size_t)cuda_mb << 20;
     keep(&first, msg, sizeof msg, read_simd(&c->simd_cap));
     keep(&first, msg, sizeof msg, read_string("CTORCH_BPE_PRE", c->bpe_pre, sizeof c->bpe_pre));
+    keep(&first, msg, sizeof msg, read_prefetch(&c->prefetch));
     c->small_bytes = (size_t)small;
     c->host_cache_bytes = (size_t)cache_mb << 20;
     c->threads = (int)threads;

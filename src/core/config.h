@@ -36,6 +36,9 @@ typedef struct core_config {
                                 The CPU backend applies it when its device is made (first use,
                                 after ct_exec_shutdown): kept repacks were made for the level in force. */
     char bpe_pre[64];        /* CTORCH_BPE_PRE: BPE pre-tokenizer replacing the file's ("" = the file's) */
+    int prefetch;            /* CTORCH_PREFETCH=l1|l2: where the decode kernels' software prefetches
+                                put the weights they fetch ahead (a core_prefetch, core/cpuid.h);
+                                unset: by the CPU's vendor */
 } core_config;
 
 /* Default for CTORCH_SMALL_BYTES, measured (bench/gpu/crossover.cu, H100 host,

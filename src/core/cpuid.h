@@ -26,6 +26,12 @@ static inline bool cpu_has_avxvnni(void)
     unsigned a, b, c, d;
     return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
 }
+/* The vendor string of CPUID leaf 0 is "GenuineIntel". */
+static inline bool cpu_is_intel(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(0, &a, &b, &c, &d) && b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu;
+}
 /* The 256-bit family: avx2 + fma + f16c (__builtin_cpu_supports also checks that the
  * OS saves the ymm state). */
 static inline bool cpu_has_avx2_family(void)
@@ -46,6 +52,7 @@ static inline bool cpu_has_avx512vnni(void)
     return __builtin_cpu_supports("avx512vnni");
 }
 #else
+static inline bool cpu_is_intel(void) { return false; }
 static inline bool cpu_has_f16c(void) { return false; }
 static inline bool cpu_has_avxvnni(void) { return false; }
 static inline bool cpu_has_avx2_family(void) { return false; }
@@ -71,6 +78,10 @@ void cpu_amx_disable(bool off);
 
 /* The widest kernel family allowed; the CPU backend's cpu_simd levels have the same values. */
 typedef enum core_simd_cap { CORE_SIMD_CAP_PORTABLE = 0, CORE_SIMD_CAP_AVX2 = 1, CORE_SIMD_CAP_AVX512 = 2 } core_simd_cap;
+
+/* Where the decode kernels prefetch (CTORCH_PREFETCH; auto by vendor, core/cpuid.c). */
+typedef enum core_prefetch { CORE_PREFETCH_AUTO = 0, CORE_PREFETCH_L1 = 1, CORE_PREFETCH_L2 = 2 } core_prefetch;
+bool core_prefetch_l2(void);
 
 /* The cap of CTORCH_SIMD=portable|avx2|avx512, read with the other settings
  * (core/config.c, where a value that does not parse is an error); unset: no cap. */

@@ -64,6 +64,7 @@ static void test_bad_values(void)
         {"CTORCH_AMX", "fast", CT_ERR_INVALID_ARG},
         {"CTORCH_SIMD", "bogus", CT_ERR_INVALID_ARG},
         {"CTORCH_SIMD", "avx1024", CT_ERR_INVALID_ARG},
+        {"CTORCH_PREFETCH", "l3", CT_ERR_INVALID_ARG},
         {"CTORCH_BPE_PRE", "this name is far longer than any pre-tokenizer name could be, so it is refused", CT_ERR_INVALID_ARG},
     };
     /* settings in force before each bad one */
@@ -98,7 +99,12 @@ static void test_values_reach_their_readers(void)
     setenv("CTORCH_STATS", "true", 1);
     setenv("CTORCH_SIMD", "AVX2", 1);
     setenv("CTORCH_BPE_PRE", "gpt2", 1);
+    setenv("CTORCH_PREFETCH", "L2", 1);
     CHECK_OK(ct_exec_reinit());
+    CHECK(core_prefetch_l2());
+    setenv("CTORCH_PREFETCH", "l1", 1);
+    CHECK_OK(ct_exec_reinit());
+    CHECK(!core_prefetch_l2());
     const core_config *c = config_current();
     CHECK(c->log_level == CT_LOG_ERROR && !c->repack && c->host_cache_bytes == (size_t)3 << 20);
     CHECK(!c->amx && !cpu_amx_usable(CPU_AMX_INT8) && !cpu_amx_usable(CPU_AMX_BF16));
@@ -114,7 +120,9 @@ static void test_values_reach_their_readers(void)
     unsetenv("CTORCH_STATS");
     setenv("CTORCH_SIMD", "", 1);
     unsetenv("CTORCH_BPE_PRE");
+    unsetenv("CTORCH_PREFETCH");
     CHECK_OK(ct_exec_reinit());
+    CHECK(core_prefetch_l2() == cpu_is_intel()); /* unset: by the vendor */
     c = config_current();
     CHECK(c->log_level == CT_LOG_WARN && c->repack && c->amx && c->host_cache_bytes == (size_t)256 << 20);
     CHECK(core_simd_cap_env() == CORE_SIMD_CAP_AVX512 && !c->bpe_pre[0]);
