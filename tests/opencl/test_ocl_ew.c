@@ -369,13 +369,17 @@ static void test_reductions(void)
                 memcpy(c.dims, sets[k].dims, sizeof c.dims);
                 if (arg && sets[k].ndims == 0) c.dims[0] = CT_ALL_DIMS;
                 char what[80];
-                snprintf(what, sizeof what, "reduce %zu over set %zu of %s (transposed)", o, k, ct_dtype_name(dt));
                 bool exact = integer && op != OP_VAR && op != OP_STD && op != OP_NORM && op != OP_MEAN;
                 exact = exact || arg || op == OP_MAX || op == OP_MIN;
-                ct_tensor *src = op == OP_PROD ? p : at;
-                /* f16 results: a float accumulator and the CPU's double may round to
-                 * neighbouring f16 values */
-                check(what, c, &src, 1, exact ? 0 : dt == CT_F16 ? 1e-5 : 1e-10);
+                /* transposed, and contiguous (its reduced and kept dims fold into runs) */
+                for (int contig = 0; contig < 2; contig++) {
+                    snprintf(what, sizeof what, "reduce %zu over set %zu of %s (%s)", o, k, ct_dtype_name(dt),
+                             contig ? "contiguous" : "transposed");
+                    ct_tensor *src = op == OP_PROD ? p : contig ? a : at;
+                    /* f16 results: a float accumulator and the CPU's double may round to
+                     * neighbouring f16 values */
+                    check(what, c, &src, 1, exact ? 0 : dt == CT_F16 ? 1e-5 : 1e-10);
+                }
             }
         ct_tensor_free(p);
         ct_tensor_free(at);

@@ -75,6 +75,25 @@ bool ocl_ew_reduce_supports(const ct_device *dev, const ct_op *op)
     return ocl_info(dev)->local_mem >= 2 * (acc_bytes(dev) + 16);
 }
 
+/* Folds each dim into the one before it where the two are one run in memory (the outer
+ * stride = the inner extent x stride): the flat index still maps to the same offsets, with
+ * one division fewer per element; a contiguous reduced range becomes one dim, which the
+ * kernel walks without dividing at all. */
+static int red_fold(int64_t *shape, int64_t *stride, int n)
+{
+    int m = 0;
+    for (int d = 0; d < n; d++) {
+        if (m > 0 && stride[m - 1] == shape[d] * stride[d]) {
+            shape[m - 1] *= shape[d];
+            stride[m - 1] = stride[d];
+            continue;
+        }
+        shape[m] = shape[d];
+        stride[m++] = stride[d];
+    }
+    return m;
+}
+
 static void red_build(const ct_tensor *src, uint32_t mask, red_nd *r)
 {
     memset(r, 0, sizeof *r);
@@ -91,6 +110,8 @@ static void red_build(const ct_tensor *src, uint32_t mask, red_nd *r)
             r->kstride[r->nk++] = src->stride[d];
         }
     }
+    r->nr = red_fold(r->rshape, r->rstride, r->nr);
+    r->nk = red_fold(r->kshape, r->kstride, r->nk);
 }
 
 ct_status ocl_ew_reduce_run(ct_device *dev, const ct_op *op)

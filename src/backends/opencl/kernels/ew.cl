@@ -651,6 +651,12 @@ static long red_offset(const long *shape, const long *stride, int n, long i)
     return off;
 }
 
+/* Element j of the reduced range: one run in memory needs no division. */
+static long red_at(const red_nd *r, long base, long j)
+{
+    return base + (r->nr == 1 ? j * r->rstride[0] : red_offset(r->rshape, r->rstride, r->nr, j));
+}
+
 static acc_t ld_acc(global const uchar *p, long i, int dt)
 {
 #ifdef OCL_HAVE_FP64
@@ -736,7 +742,7 @@ kernel void ew_reduce(red_nd r, global uchar *dst, ulong doff, int ddt, global c
     if (k == R_MAX) a = -ACC_INF, ai = LONG_MIN;
     if (k == R_MIN) a = ACC_INF, ai = LONG_MAX;
     for (long j = lid; j < r.nred; j += ls) {
-        long off = base + red_offset(r.rshape, r.rstride, r.nr, j);
+        long off = red_at(&r, base, j);
         if (exact) {
             long x = ld_i(sp, off, sdt);
             switch (k) {
@@ -778,7 +784,7 @@ kernel void ew_reduce(red_nd r, global uchar *dst, ulong doff, int ddt, global c
         barrier(CLK_LOCAL_MEM_FENCE);
         acc_t s = 0;
         for (long j = lid; j < r.nred; j += ls) {
-            acc_t x = ld_acc(sp, base + red_offset(r.rshape, r.rstride, r.nr, j), sdt) - mean;
+            acc_t x = ld_acc(sp, red_at(&r, base, j), sdt) - mean;
             s += x * x;
         }
         v[lid] = s;
