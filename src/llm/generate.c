@@ -132,8 +132,9 @@ bool llm_any_nonfinite(const float *v, int n)
 #if defined(__x86_64__) || defined(__i386__)
     /* cpuid traps to the hypervisor in a VM: asked once (a racing first call asks twice) */
     static int avx2 = -1;
-    if (avx2 < 0) avx2 = cpu_has_avx2_family();
-    if (n >= 128 && avx2 && core_simd_cap_env() >= CORE_SIMD_CAP_AVX2) any = nonfinite_avx2(v, n, &i) != 0;
+    int has = __atomic_load_n(&avx2, __ATOMIC_RELAXED);
+    if (has < 0) __atomic_store_n(&avx2, has = cpu_has_avx2_family(), __ATOMIC_RELAXED);
+    if (n >= 128 && has && core_simd_cap_env() >= CORE_SIMD_CAP_AVX2) any = nonfinite_avx2(v, n, &i) != 0;
 #endif
     uint32_t bad = 0;
     for (; i < n; i++) {

@@ -31,10 +31,6 @@
 
 #include "quant/quant_x86_bytes.h"
 
-/* A decode kernel's software prefetch: into L2 where core_prefetch_l2 says so, else L1. */
-#define A_PREFETCH(p, l2) \
-    ((l2) ? _mm_prefetch((const char *)(p), _MM_HINT_T1) : _mm_prefetch((const char *)(p), _MM_HINT_T0))
-
 static_assert(QUANT_PANEL_ROWS == 16, "two 8-row halves of a 64-byte panel vector");
 static_assert(QUANT_PANEL_MAX_A == 4, "the kernels' switches cover 1..4 activation rows");
 
@@ -435,7 +431,7 @@ A_INLINE void a_q8_0(int64_t K, const uint8_t *panel, const char *a, size_t as, 
     for (int64_t b = 0; b < K / QK; b++) {
         const uint8_t *pq = panel + (size_t)b * (kept ? A_Q8_KEPT_BYTES : A_LEG_BYTES_D);
         if (kept)
-            for (int l = 0; l < A_Q8_KEPT_BYTES; l += 64) A_PREFETCH(pq + A_PF + l, l2);
+            for (int l = 0; l < A_Q8_KEPT_BYTES; l += 64) QX_PREFETCH(pq + A_PF + l, l2);
         const int8_t *aq[QUANT_PANEL_MAX_A];
         __m256i i32[2 * QUANT_PANEL_MAX_A];
 #pragma GCC unroll 4
@@ -762,7 +758,7 @@ A_INLINE void ar_kernel(int64_t K, const uint8_t *panel, const char *a, size_t a
     A_FOR_JH(NA, H) tot[k] = _mm256_setzero_ps();
     for (int64_t b = 0; b < K / QK; b++) {
         const uint8_t *pq = panel + (size_t)b * AR_BYTES(t);
-        for (int l = 0; l < AR_BYTES(t); l += 64) A_PREFETCH(pq + AR_PF + l, l2);
+        for (int l = 0; l < AR_BYTES(t); l += 64) QX_PREFETCH(pq + AR_PF + l, l2);
         __m256i a16[2 * QUANT_PANEL_MAX_A], i32[2 * QUANT_PANEL_MAX_A], hv[2];
 #pragma GCC unroll 8
         A_FOR_JH(NA, H) i32[k] = _mm256_setzero_si256();

@@ -478,7 +478,7 @@ P_INLINE void r_q6_k(int64_t K, const uint8_t *panel, const char *a, size_t as, 
         for (int j = 0; j < NA; j++) ab[j] = (const blk_q8_k *)(a + (size_t)j * as) + b, bacc[j] = _mm512_setzero_ps();
         for (int sp = 0; sp < 8; sp++) { /* two groups of 16: four nibble vectors, one byte of each plane */
             /* two blocks ahead, as the Q4_K repack: a block's 53 lines over its 8 pairs */
-            for (int l = 0; l < 7; l++) P_PREFETCH(pq + 2 * R6_BLOCK_BYTES + (7 * sp + l) * 64, l2);
+            for (int l = 0; l < 7; l++) QX_PREFETCH(pq + 2 * R6_BLOCK_BYTES + (7 * sp + l) * 64, l2);
             __m512i hv4 = _mm512_loadu_si512(h4 + (size_t)sp * 64), hv5 = _mm512_loadu_si512(h5 + (size_t)sp * 64);
             for (int g = 2 * sp; g < 2 * sp + 2; g++) {
                 __m512i i0[QUANT_PANEL_MAX_A], i1[QUANT_PANEL_MAX_A];
@@ -534,7 +534,7 @@ P_INLINE void r_k4(int64_t K, const uint8_t *panel, const char *a, size_t as, co
             /* decode streams the panels from memory faster than the hardware prefetchers
              * run ahead: fetch two blocks ahead, a block's 37 (Q5_K: 45) lines over its 8 sub-blocks */
             for (int l = 0; l < (five ? 6 : 5); l++)
-                P_PREFETCH(pq + 2 * RK_BLOCK_BYTES(five) + ((five ? 6 : 5) * sb + l) * 64, l2);
+                QX_PREFETCH(pq + 2 * RK_BLOCK_BYTES(five) + ((five ? 6 : 5) * sb + l) * 64, l2);
             __m512i hv = five ? _mm512_loadu_si512(hb + (size_t)sb * 64) : _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int j = 0; j < NA; j++) i0[j] = i1[j] = _mm512_setzero_si512();
@@ -632,7 +632,7 @@ P_INLINE void r_32(int64_t K, const uint8_t *panel, const char *a, size_t as, co
     for (int j = 0; j < NA; j++) tot[j] = _mm512_setzero_ps();
     for (int64_t b = 0; b < K / QK; b++) {
         const uint8_t *pq = panel + (size_t)b * R8_BLOCK_BYTES(q4);
-        for (int l = 0; l < R8_BLOCK_BYTES(q4); l += 64) P_PREFETCH(pq + R8_PF + l, l2);
+        for (int l = 0; l < R8_BLOCK_BYTES(q4); l += 64) QX_PREFETCH(pq + R8_PF + l, l2);
         __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pq + R8_QBYTES(q4))));
         __m512i i0[QUANT_PANEL_MAX_A], i1[QUANT_PANEL_MAX_A];
 #pragma GCC unroll 4

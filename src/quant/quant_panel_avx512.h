@@ -145,11 +145,6 @@ P_INLINE void p_prefetch_rows(const void *vw, size_t ws, int nw, size_t off, siz
         for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)vw + (size_t)i * ws + off + o, _MM_HINT_T0);
 }
 
-/* A decode kernel's software prefetch, into L2 where core_prefetch_l2 says so (Intel), else
- * into L1; l2 is read once per call, so the branch is the same on every line. */
-#define P_PREFETCH(p, l2) \
-    ((l2) ? _mm_prefetch((const char *)(p), _MM_HINT_T1) : _mm_prefetch((const char *)(p), _MM_HINT_T0))
-
 P_INLINE __m512i p_bcast4(const int8_t *q)
 {
     int32_t v;

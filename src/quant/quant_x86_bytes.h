@@ -1,10 +1,16 @@
-/* Internal to src/quant: a 16 x 16 byte transpose (SSE2 only), shared by the AVX2 and AVX-512
- * panel packers, which build their per-row side data (group scales) with it. Include only on
+/* Internal to src/quant: what the AVX2 and AVX-512 panel kernels share: a 16 x 16 byte
+ * transpose (SSE2 only), with which the packers build their per-row side data (group
+ * scales), and the decode kernels' software prefetch. Include only on
  * x86-64 GCC/Clang builds, inside the includer's target region. */
 #ifndef CT_QUANT_X86_BYTES_H
 #define CT_QUANT_X86_BYTES_H
 
 #include <immintrin.h>
+
+/* A decode kernel's software prefetch: into L2 where core_prefetch_l2 says so (Intel), else
+ * into L1; l2 is read once per call, so the branch goes the same way on every line. */
+#define QX_PREFETCH(p, l2) \
+    ((l2) ? _mm_prefetch((const char *)(p), _MM_HINT_T1) : _mm_prefetch((const char *)(p), _MM_HINT_T0))
 
 /* m[i] holds 16 bytes of row i; afterwards m[j] holds byte j of every row. */
 static inline __attribute__((always_inline)) void qx_transpose16_bytes(__m128i m[16])
