@@ -316,37 +316,66 @@ static double amx_emulate(ct_dtype t, const uint8_t *panel, size_t bb, int64_t n
     return s;
 }
 
+/* What the tiles compute from a packed 32-element panel (Q4_0, Q5_0, Q8_0, Q4_1, Q5_1; the
+ * AVX-512 VNNI panel's layout, quant_panel_amx.c): per block 8 rows of 64 bytes, row t holding
+ * quants 4t..4t+3 of weight row i at bytes 4i..4i+3 (signed where the format has a zero
+ * point, unsigned with a min after the 16 d's otherwise), then the rows' d and m in f32. */
+static double amx_emulate_32(ct_dtype t, const uint8_t *panel, size_t bb, int64_t nblk, int i, const uint8_t *a)
+{
+    bool one = t == CT_Q4_1 || t == CT_Q5_1;
+    size_t as = one ? sizeof(blk_q8_1) : sizeof(blk_q8_0), qo = one ? offsetof(blk_q8_1, qs) : offsetof(blk_q8_0, qs);
+    double s = 0;
+    for (int64_t b = 0; b < nblk; b++) {
+        const uint8_t *pq = panel + (size_t)b * bb, *ab = a + (size_t)b * as;
+        const int8_t *aq = (const int8_t *)(ab + qo);
+        int64_t isum = 0, asum = 0;
+        for (int k = 0; k < 32; k++) {
+            uint8_t w = pq[(size_t)(k / 4) * 64 + 4 * (size_t)i + (size_t)(k % 4)];
+            isum += (int64_t)aq[k] * (one ? (int64_t)w : (int64_t)(int8_t)w);
+            asum += aq[k];
+        }
+        float d[32];
+        memcpy(d, pq + 8 * 64, (one ? 32 : 16) * sizeof(float));
+        double da = f16_at(ab);
+        s += (double)d[i] * da * (double)isum + (one ? (double)d[16 + i] * da * (double)asum : 0.0);
+    }
+    return s;
+}
+
 /* The AMX panels' layout where the tiles cannot run (the packer needs AVX-512 VNNI only):
  * every result the tile products would give, emulated from the packed bytes, against the
  * scalar dot and a double reference; weight rows past nw pack to zero. The tile products
  * themselves are checked by test_panel_kernels on CPUs with AMX. */
 static void test_amx_layout(void)
 {
-    const ct_dtype types[] = {CT_Q4_K, CT_Q5_K, CT_Q6_K};
+    const ct_dtype types[] = {CT_Q4_K, CT_Q5_K, CT_Q6_K, CT_Q4_0, CT_Q5_0, CT_Q8_0, CT_Q4_1, CT_Q5_1};
+    enum { NT = sizeof types / sizeof types[0] };
     th_rng rng = {97531};
     enum { PR = QUANT_PANEL_ROWS, NA = 3 };
     int checked = 0;
-    for (int ti = 0; ti < 3; ti++) {
-        ct_dtype t = types[ti];
+    for (int ti = 0; ti < NT; ti++) {
+        ct_dtype t = types[ti], vt = quant_vec_dot_type(t);
+        bool k = ct_dtype_block_size(t) == 256;
         size_t bb = 0;
         quant_panel_pack_fn pack = quant_get_amx_packer(t, &bb);
         if (!pack) continue;
         for (int64_t nblk = 1; nblk <= 3; nblk += 2) {
-            int64_t n = nblk * 256;
-            size_t ws = ct_dtype_row_bytes(t, n) + 2, as = ct_dtype_row_bytes(CT_Q8_K, n);
+            int64_t n = nblk * ct_dtype_block_size(t);
+            size_t ws = ct_dtype_row_bytes(t, n) + 2, as = ct_dtype_row_bytes(vt, n);
             uint8_t *wq = malloc(ws * PR), *aq = malloc(as * NA), *panel = aligned_alloc(64, bb * (size_t)nblk);
             float *x = malloc(sizeof(float) * (size_t)n);
             make_weights(t, wq, ws, PR, nblk, &rng);
             for (int r = 0; r < NA; r++) {
                 for (int64_t k = 0; k < n; k++) x[k] = r == 2 ? 3.f : normal(&rng);
-                CHECK_OK(quant_quantize_row(CT_Q8_K, x, aq + (size_t)r * as, n));
+                CHECK_OK(quant_quantize_row(vt, x, aq + (size_t)r * as, n));
             }
             for (int nw = PR; nw >= 5; nw -= 11) {
                 memset(panel, 0xA5, bb * (size_t)nblk);
                 pack(wq, ws, nw, n, panel);
                 for (int i = 0; i < PR; i++)
                     for (int r = 0; r < NA; r++) {
-                        double got = amx_emulate(t, panel, bb, nblk, i, aq + (size_t)r * as);
+                        double got = k ? amx_emulate(t, panel, bb, nblk, i, aq + (size_t)r * as)
+                                       : amx_emulate_32(t, panel, bb, nblk, i, aq + (size_t)r * as);
                         if (i >= nw) {
                             CHECK_MSG(got == 0.0, "%s AMX panel: row %d past nw %d packs to %g", ct_dtype_name(t), i, nw, got);
                             continue;
@@ -361,7 +390,7 @@ static void test_amx_layout(void)
         }
     }
     if (!quant_simd_supported(QUANT_SIMD_AVX512_VNNI)) th_skip("this CPU lacks AVX-512 VNNI: the AMX packers do not run");
-    else CHECK(checked == 3 * 2 * (PR + 5) * NA);
+    else CHECK(checked == NT * 2 * (PR + 5) * NA);
 }
 
 int main(void)
