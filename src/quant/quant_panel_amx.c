@@ -332,7 +332,6 @@ QA_FN void qa_gemm_k4(int64_t K, const void *panel, const void *va, size_t as, c
 #define QA_L_BYTES_D (8 * 64 + 64)   /* the VNNI panel block of Q4_0, Q5_0, Q8_0: quants, d */
 #define QA_L_BYTES_DM (8 * 64 + 128) /* Q4_1, Q5_1: quants, d, m */
 #define QA_L_AUX 10                  /* aux floats a block: the VNNI panel's two, 32 quant bytes */
-#define QA_L_KB 16                   /* blocks a k-chunk (9-10 KB of panel) */
 
 static bool qa_l_min(ct_dtype t) { return t == CT_Q4_1 || t == CT_Q5_1; }
 
@@ -479,17 +478,21 @@ static const quant_panel_kernels *amx_kernels(ct_dtype t)
 {
 #ifdef QA_X86
     if (!quant_simd_supported(QUANT_SIMD_AVX512_VNNI)) return NULL;
+    const quant_panel_kernels *k;
     switch (t) {
     case CT_Q6_K: return &g_amx_q6_k;
     case CT_Q4_K: return &g_amx_q4_k;
     case CT_Q5_K: return &g_amx_q5_k;
-    case CT_Q4_0: return &g_amx_q4_0;
-    case CT_Q5_0: return &g_amx_q5_0;
-    case CT_Q8_0: return &g_amx_q8_0;
-    case CT_Q4_1: return &g_amx_q4_1;
-    case CT_Q5_1: return &g_amx_q5_1;
+    case CT_Q4_0: k = &g_amx_q4_0; break;
+    case CT_Q5_0: k = &g_amx_q5_0; break;
+    case CT_Q8_0: k = &g_amx_q8_0; break;
+    case CT_Q4_1: k = &g_amx_q4_1; break;
+    case CT_Q5_1: k = &g_amx_q5_1; break;
     default: return NULL;
     }
+    /* the 32-element kernels read the VNNI panel's blocks: only where that layout is theirs */
+    const quant_panel_kernels *vnni = qa_l_vnni(t);
+    return vnni && vnni->block_bytes == k->block_bytes ? k : NULL;
 #else
     (void)t;
     return NULL;
