@@ -347,9 +347,9 @@ static void qa_l_aux(ct_dtype t, const void *va, int64_t K, float *aux)
     for (int64_t b = 0; b < nb; b++) memcpy(q + QK * b, (const char *)va + (size_t)b * bs + qo, QK);
 }
 
-/* Tiles 0-3: block sums (block j in tile j % 4); 4, 5: activation quants (32 bytes a row);
- * 6, 7: panel blocks (block j's in 4 + j % 2, 6 + j % 2). A gemm works on 16 activation rows
- * at a time. */
+/* Tiles 0-3: block sums (block j's in tile j % 4); 4, 5: activation quants, 32 bytes a row
+ * (block j's in 4 + j % 2); 6, 7: panel blocks (block j's in 6 + j % 2). A gemm works on 16
+ * activation rows at a time. */
 QA_FN void qa_l_configure(int nr)
 {
     cpu_amx_tilecfg c;
@@ -401,7 +401,8 @@ QA_INLINE void qa_l_scale(const int32_t (*c)[16], const float *d, const float *a
     } while (0)
 
 /* 16 activation rows at a time over every block, the products two blocks ahead of the
- * stores and three ahead of the scaling, so neither waits on a product's latency. */
+ * stores and three ahead of the scaling, so that neither should wait on a product's latency
+ * (what the tiles and the vector unit did instead is measured in the section's header). */
 QA_INLINE void qa_l_gemm(int64_t K, const void *vpanel, const float *aux, size_t xs, int na, float *s, size_t ss, int nw,
                          const size_t bb, const bool one)
 {
