@@ -4,6 +4,7 @@
 #include "core/config.h"
 
 #include "core/backend.h"
+#include "core/cpuid.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -145,13 +146,12 @@ static ct_status read_simd(int *out)
     return bad("CTORCH_SIMD", e, "portable, avx2 or avx512");
 }
 
-/* The names' order is core_prefetch's (core/cpuid.h): auto 0, l1 1, l2 2. */
 static ct_status read_prefetch(int *out)
 {
     const char *e = env("CTORCH_PREFETCH");
     if (!e) return CT_OK;
-    if (!strcasecmp(e, "l1")) return *out = 1, CT_OK;
-    if (!strcasecmp(e, "l2")) return *out = 2, CT_OK;
+    if (!strcasecmp(e, "l1")) return *out = CORE_PREFETCH_L1, CT_OK;
+    if (!strcasecmp(e, "l2")) return *out = CORE_PREFETCH_L2, CT_OK;
     return bad("CTORCH_PREFETCH", e, "l1 or l2");
 }
 
