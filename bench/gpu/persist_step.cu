@@ -27,8 +27,8 @@
  *   ./persist_step [slots 24] [steps 128] [steps checked 64] [modes 3]
  * (modes: 1 = also time the weight stream alone, 2 = the stream and the dot products
  * without the stages' other work; -DNCW_=warps, -DTILE_KB=slot size). Measured on an H200
- * (session 37, README): the stream alone 512 us a step (96% of a copy), with the dot
- * products 539 us (91%), the whole step 1,014-1,116 us (44-49%, 896-986 t/s): the kernel
+ * (session 37, README): the stream alone 512-569 us a step (86-96% of a copy), with the
+ * dot products 539-541 us (91%), the whole step 1,014-1,116 us (44-49%, 896-986 t/s): the kernel
  * chain's speed, not above it; the consumers wait 44-63% of their cycles for the previous
  * stage's activations. */
 #include <algorithm>
@@ -225,50 +225,41 @@ __device__ __forceinline__ void split_rows(int N, int &r0, int &nr)
     nr = (int)((int64_t)N * (b + 1) / G) - r0;
 }
 
-__device__ Stage stage_of(const Model &m, int s)
+/* A stage of one matrix w of N rows, K wide: the block's rows of it. */
+__device__ Stage matrix_stage(Kind kind, int layer, const __half *w, int N, int K)
 {
     Stage st;
-    st.nseg = 0;
-    st.r0 = st.nr = 0;
-    if (s == STAGES - 1) {
-        st.kind = K_OUT;
-        st.layer = NL;
-        split_rows(V, st.r0, st.nr);
-        st.seg[0] = {m.wout + (size_t)st.r0 * E, st.nr, E, 0};
-        st.nseg = 1;
-        return st;
-    }
-    st.layer = s / 5;
-    const Layer &L = m.l[st.layer];
+    st.kind = kind;
+    st.layer = layer;
+    split_rows(N, st.r0, st.nr);
+    st.seg[0] = {w + (size_t)st.r0 * K, st.nr, K, 0};
+    st.nseg = 1;
+    return st;
+}
+
+__device__ Stage stage_of(const Model &m, int s)
+{
+    if (s == STAGES - 1) return matrix_stage(K_OUT, NL, m.wout, V, E);
+    int l = s / 5;
+    const Layer &L = m.l[l];
     switch (s % 5) {
-    case 0:
-        st.kind = K_QKV;
-        split_rows(QKV, st.r0, st.nr);
-        st.seg[0] = {L.wqkv + (size_t)st.r0 * E, st.nr, E, 0};
-        st.nseg = 1;
-        break;
-    case 1: st.kind = K_ATT; break;
-    case 2:
-        st.kind = K_O;
-        split_rows(E, st.r0, st.nr);
-        st.seg[0] = {L.wo + (size_t)st.r0 * E, st.nr, E, 0};
-        st.nseg = 1;
-        break;
-    case 3:
-        st.kind = K_GU;
-        split_rows(F, st.r0, st.nr);
-        st.seg[0] = {L.wg + (size_t)st.r0 * E, st.nr, E, 0};
+    case 0: return matrix_stage(K_QKV, l, L.wqkv, QKV, E);
+    case 2: return matrix_stage(K_O, l, L.wo, E, E);
+    case 3: { /* gate and up rows side by side: the block's rows of both */
+        Stage st = matrix_stage(K_GU, l, L.wg, F, E);
         st.seg[1] = {L.wu + (size_t)st.r0 * E, st.nr, E, st.nr};
         st.nseg = 2;
-        break;
-    default:
-        st.kind = K_D;
-        split_rows(E, st.r0, st.nr);
-        st.seg[0] = {L.wd + (size_t)st.r0 * F, st.nr, F, 0};
-        st.nseg = 1;
-        break;
+        return st;
     }
-    return st;
+    case 4: return matrix_stage(K_D, l, L.wd, E, F);
+    default: {
+        Stage st;
+        st.kind = K_ATT;
+        st.layer = l;
+        st.nseg = st.r0 = st.nr = 0;
+        return st;
+    }
+    }
 }
 
 struct Smem {
@@ -339,6 +330,21 @@ __device__ __forceinline__ void flush(float *acc, float sum, int lane)
     if (lane == 0) atomicAdd(acc, sum);
 }
 
+/* a lane's 8 f16 weights times its 8 values of x, into two chains */
+__device__ __forceinline__ void dot8(uint4 wv, float4 a, float4 b, float &s0, float &s1)
+{
+    const __half2 *h = (const __half2 *)&wv;
+    float2 f0 = __half22float2(h[0]), f1 = __half22float2(h[1]), f2 = __half22float2(h[2]), f3 = __half22float2(h[3]);
+    s0 = fmaf(f0.x, a.x, s0);
+    s1 = fmaf(f0.y, a.y, s1);
+    s0 = fmaf(f1.x, a.z, s0);
+    s1 = fmaf(f1.y, a.w, s1);
+    s0 = fmaf(f2.x, b.x, s0);
+    s1 = fmaf(f2.y, b.y, s1);
+    s0 = fmaf(f3.x, b.z, s0);
+    s1 = fmaf(f3.y, b.w, s1);
+}
+
 /* A warp's running row: which row its lanes' sums belong to. */
 struct Run {
     int row;
@@ -366,17 +372,7 @@ __device__ void consume_tile(const Seg &g, int e0, int n, const uint8_t *tile, c
         for (; u < uend; u++, xp += UNIT, wp += UNIT * 2) {
             uint4 wv = *(const uint4 *)wp;
             float4 a = *(const float4 *)xp, b = *(const float4 *)(xp + 128);
-            const __half2 *h = (const __half2 *)&wv;
-            float2 f0 = __half22float2(h[0]), f1 = __half22float2(h[1]), f2 = __half22float2(h[2]),
-                   f3 = __half22float2(h[3]);
-            s0 = fmaf(f0.x, a.x, s0);
-            s1 = fmaf(f0.y, a.y, s1);
-            s0 = fmaf(f1.x, a.z, s0);
-            s1 = fmaf(f1.y, a.w, s1);
-            s0 = fmaf(f2.x, b.x, s0);
-            s1 = fmaf(f2.y, b.y, s1);
-            s0 = fmaf(f3.x, b.z, s0);
-            s1 = fmaf(f3.y, b.w, s1);
+            dot8(wv, a, b, s0, s1);
         }
         run.s0 = s0;
         run.s1 = s1;
@@ -395,17 +391,7 @@ __device__ void consume_rows(const Seg &g, int row0, int rows, const uint8_t *ti
         for (int u = 0; u < KREG / UNIT; u++) {
             uint4 wv = *(const uint4 *)(wp + u * UNIT * 2);
             float4 a = xr[2 * u], b = xr[2 * u + 1];
-            const __half2 *h = (const __half2 *)&wv;
-            float2 f0 = __half22float2(h[0]), f1 = __half22float2(h[1]), f2 = __half22float2(h[2]),
-                   f3 = __half22float2(h[3]);
-            s0 = fmaf(f0.x, a.x, s0);
-            s1 = fmaf(f0.y, a.y, s1);
-            s0 = fmaf(f1.x, a.z, s0);
-            s1 = fmaf(f1.y, a.w, s1);
-            s0 = fmaf(f2.x, b.x, s0);
-            s1 = fmaf(f2.y, b.y, s1);
-            s0 = fmaf(f3.x, b.z, s0);
-            s1 = fmaf(f3.y, b.w, s1);
+            dot8(wv, a, b, s0, s1);
         }
         float t = warp_sum(s0 + s1);
         if (lane == 0) sm.acc[g.acc + row0 + r] = t;
