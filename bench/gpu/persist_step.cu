@@ -24,13 +24,14 @@
  *
  * Not part of the build (like sync_floor.cu): on the GPU machine,
  *   nvcc -O3 -arch=sm_90 -o persist_step bench/gpu/persist_step.cu
- *   ./persist_step [slots 24] [steps 128] [steps checked 64] [modes 3]
- * (modes: 1 = also time the weight stream alone, 2 = the stream and the dot products
- * without the stages' other work; -DNCW_=warps, -DTILE_KB=slot size). Measured on an H200
+ *   ./persist_step [slots 24] [steps 128] [steps checked 64] [modes 15]
+ * (modes, a bit each: 1 = also time the weight stream alone, 2 = the stream and the dot
+ * products without the stages' other work, 4 = all but the dot products, 8 = the stages'
+ * work and their dependencies without any weights; -DNCW_=warps, -DTILE_KB=slot size). Measured on an H200
  * (session 37, README): the stream alone 512-569 us a step (86-96% of a copy), with the
- * dot products 539-541 us (91%), the whole step 1,014-1,116 us (44-49%, 896-986 t/s): the kernel
- * chain's speed, not above it; the consumers wait 44-63% of their cycles for the previous
- * stage's activations. */
+ * dot products 539-541 us (91%), the stages' work and waits without weights 457 us, the
+ * whole step 1,014-1,102 us (44-49%, 907-986 t/s): the kernel chain's speed, not above it;
+ * the consumers wait 44-63% of their cycles for the previous stage's activations. */
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -69,7 +70,10 @@ constexpr int TILE = TILE_KB * 1024;     /* bytes a ring slot */
 constexpr int UNIT = 256;                /* f16 elements a warp takes at a time (512 bytes) */
 constexpr int ACC_MAX = 1024;            /* rows a block accumulates in one stage */
 constexpr int STAGES = 5 * NL + 1;
-constexpr int KREG = E;                  /* rows this wide take x from registers */
+constexpr int KREG = E;
+#ifndef PF_AHEAD
+#define PF_AHEAD 0 /* stages whose weights the producer asks into L2 ahead of the ring (slower: README) */
+#endif                  /* rows this wide take x from registers */
 
 struct Layer {
     const __half *wqkv, *wo, *wg, *wu, *wd;
@@ -142,39 +146,49 @@ __device__ __forceinline__ uint64_t ld_word(const uint64_t *p)
     asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(w) : "l"(p) : "memory");
     return w;
 }
-__device__ __forceinline__ float ld_ll(const uint64_t *p, unsigned flag)
+__device__ __forceinline__ uint64_t ld_ll_word(const uint64_t *p, unsigned flag)
 {
     uint64_t w;
     do
         w = ld_word(p);
     while ((unsigned)(w >> 32) != flag);
-    return __uint_as_float((unsigned)w);
+    return w;
+}
+__device__ __forceinline__ float ld_ll(const uint64_t *p, unsigned flag)
+{
+    return __uint_as_float((unsigned)ld_ll_word(p, flag));
 }
 /* This consumer thread's values of src[0 .. n-1] (i = thread, thread + CT, ...; NK >= n /
- * CT), f(i, v) taking each: one value at a time. With -DV_BATCH_LL every word is asked for
- * before any is checked (one round trip a stage instead of one a value); measured slower
- * (H200, 8 consumer warps, 24 slots of 8 KB, two rounds alternated: 1,127 / 1,131 us a
- * step against 1,094 / 1,098): the step waits on the previous stage's last writer, not on
- * the round trips, and more reads in flight only add to the spinning. */
+ * CT), f(i, v) taking each. Every word not yet carrying the flag is asked for again, all of
+ * them together, until all do: one round trip a pass, where checking them one at a time
+ * (-DV_SERIAL_LL) spins on the first and then pays a round trip for each of the others. */
 template <int NK, typename Fn> __device__ __forceinline__ void ll_gather(const uint64_t *src, int n, unsigned flag, Fn f)
 {
     uint64_t w[NK];
-#ifdef V_BATCH_LL
+#ifdef V_SERIAL_LL
 #pragma unroll
     for (int k = 0; k < NK; k++) {
         int i = threadIdx.x + k * CT;
-        if (i < n) w[k] = ld_word(src + i);
+        if (i < n) w[k] = ld_ll_word(src + i, flag);
     }
 #else
+    unsigned stale = 0;
 #pragma unroll
-    for (int k = 0; k < NK; k++) w[k] = 0;
+    for (int k = 0; k < NK; k++)
+        if ((int)threadIdx.x + k * CT < n) stale |= 1u << k;
+    while (stale) {
+#pragma unroll
+        for (int k = 0; k < NK; k++)
+            if (stale >> k & 1) w[k] = ld_word(src + threadIdx.x + k * CT);
+#pragma unroll
+        for (int k = 0; k < NK; k++)
+            if ((stale >> k & 1) && (unsigned)(w[k] >> 32) == flag) stale &= ~(1u << k);
+    }
 #endif
 #pragma unroll
     for (int k = 0; k < NK; k++) {
         int i = threadIdx.x + k * CT;
-        if (i >= n) continue;
-        while ((unsigned)(w[k] >> 32) != flag) w[k] = ld_word(src + i);
-        f(i, __uint_as_float((unsigned)w[k]));
+        if (i < n) f(i, __uint_as_float((unsigned)w[k]));
     }
 }
 
@@ -303,6 +317,16 @@ __device__ void produce(const Model &m, const Smem &sm)
     for (int w = 0; w < NCW; w++) cnt[w] = 0;
     for (int s = 0; s < STAGES; s++) {
         Stage st = stage_of(m, s);
+        /* the block's rows of the next PF_AHEAD stages asked into L2 now, so that when the
+         * ring is full (the consumers waiting for activations) memory keeps working for
+         * the stages after */
+        for (int d = 1; d <= PF_AHEAD && s + d < STAGES; d++) {
+            Stage nx = stage_of(m, s + d);
+            for (int g = 0; g < nx.nseg; g++)
+                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(nx.seg[g].w),
+                             "r"((unsigned)(nx.seg[g].rows * nx.seg[g].K * 2))
+                             : "memory");
+        }
         for (int g = 0; g < st.nseg; g++) {
             const uint8_t *src = (const uint8_t *)st.seg[g].w;
             for (int k = 0;; k++) {
@@ -544,7 +568,8 @@ __device__ __forceinline__ void stamp(long long *p)
 
 /* mode (for finding what bounds the step; only 0 computes the model): 1 = tiles consumed
  * without arithmetic and no stage work (the stream alone), 2 = the dot products but no
- * stage work. flag0 + s: the flag of what stage s writes. */
+ * stage work, 3 = every stage's work and the stream but no dot products, 4 = the stages'
+ * work alone, no weights read (the chain of dependent stages by itself). flag0 + s: the flag of what stage s writes. */
 __device__ void consume(const Model &m, const State &S, int tok, int pos, unsigned flag0, const Smem &sm, int mode)
 {
     unsigned c = 0;
@@ -580,7 +605,7 @@ __device__ void consume(const Model &m, const State &S, int tok, int pos, unsign
                 xr[2 * u] = *(const float4 *)(sm.x + u * UNIT + lane * 4);
                 xr[2 * u + 1] = *(const float4 *)(sm.x + u * UNIT + 128 + lane * 4);
             }
-        for (int g = 0; g < st.nseg; g++) {
+        for (int g = 0; g < (mode == 4 ? 0 : st.nseg); g++) {
             int lo, hi;
             warp_range(st.seg[g], w, lo, hi);
             Run run = {-1, 0.f, 0.f};
@@ -590,9 +615,11 @@ __device__ void consume(const Model &m, const State &S, int tok, int pos, unsign
                 mbar_wait(&sm.full[slot], (c / spw) & 1);
                 long long t1 = clock64();
                 int n = hi - e < TILE / 2 ? hi - e : TILE / 2;
-                if (mode != 1 && st.seg[g].K == KREG)
+                if (mode == 1 || mode == 3)
+                    ;
+                else if (st.seg[g].K == KREG)
                     consume_rows(st.seg[g], e / KREG, n / KREG, sm.ring + (size_t)slot * TILE, xr, sm);
-                else if (mode != 1)
+                else
                     consume_tile(st.seg[g], e, n, sm.ring + (size_t)slot * TILE, sm, run);
                 cyc_wait += t1 - t0;
                 cyc_work += clock64() - t1;
@@ -647,7 +674,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int i = threadIdx.x; i < ACC_MAX; i += THREADS) sm.acc[i] = 0.f;
     __syncthreads();
     if (threadIdx.x >= CT) {
-        if (threadIdx.x == CT) produce(m, sm);
+        if (threadIdx.x == CT && mode != 4) produce(m, sm);
         return;
     }
     consume(m, S, tok, pos, flag0, sm, mode);
@@ -980,10 +1007,11 @@ int main(int argc, char **argv)
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     /* what bounds it: the same steps with parts of the work left out (see consume) */
-    const char *what[] = {"", "the stream alone", "the stream and the dot products"};
-    int modes = argc > 4 ? atoi(argv[4]) : 3;
-    for (mode = 1; mode <= 2; mode++) {
-        if (!(modes & mode)) continue;
+    const char *what[] = {"", "the stream alone", "the stream and the dot products", "all but the dot products",
+                          "the stages without weights"};
+    int modes = argc > 4 ? atoi(argv[4]) : 15;
+    for (mode = 1; mode <= 4; mode++) {
+        if (!(modes & 1 << (mode - 1))) continue;
         std::vector<float> t;
         for (int r = 0; r < 9; r++) {
             CK(cudaEventRecord(e0, st));
@@ -996,6 +1024,7 @@ int main(int argc, char **argv)
         }
         printf("%-34s %7.1f us a step; ", what[mode], median(t));
         print_prof(P, sms);
+        if (mode >= 3) print_stages(P, sms);
     }
     mode = 0;
     /* speed: steps from the start, back to back, then each 8-step window's time */
