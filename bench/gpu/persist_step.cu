@@ -27,11 +27,13 @@
  *   ./persist_step [slots 24] [steps 128] [steps checked 64] [modes 15]
  * (modes, a bit each: 1 = also time the weight stream alone, 2 = the stream and the dot
  * products without the stages' other work, 4 = all but the dot products, 8 = the stages'
- * work and their dependencies without any weights; -DNCW_=warps, -DTILE_KB=slot size). Measured on an H200
+ * work and their dependencies without any weights, 16 = everything on a third of the rows; -DNCW_=warps, -DTILE_KB=slot size). Measured on an H200
  * (session 37, README): the stream alone 512-569 us a step (86-96% of a copy), with the
- * dot products 539-541 us (91%), the stages' work and waits without weights 457 us, the
+ * dot products 539-541 us (91%), the stages' work and waits without weights 457-469 us, the
  * whole step 1,014-1,102 us (44-49%, 907-986 t/s): the kernel chain's speed, not above it;
- * the consumers wait 44-63% of their cycles for the previous stage's activations. */
+ * the consumers wait 44-63% of their cycles for the previous stage's activations. With a
+ * third of the rows read (a Q4_K_M model's bytes) 659-664 us, against ~700 for the kernel
+ * chain's Q4_K_M step. */
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -280,22 +282,18 @@ struct Smem {
     uint64_t *full, *empty;
     uint8_t *ring;
     float *x, *acc, *red, *sc, *q, *k, *v, *xres; /* xres: the block's rows of the residual x */
-    int nslot;
+    int nslot, div; /* div: 1, or 3 where a third of each run of rows is read (mode 5) */
 };
 
 /* Each consumer warp takes a contiguous run of every segment's units (its share, so a row
  * is split between at most two warps) and owns slots w * spw ... w * spw + spw - 1 of the
  * ring. */
-__device__ __forceinline__ void warp_range(const Seg &g, int w, int &lo, int &hi)
+__device__ __forceinline__ void warp_range(const Seg &g, int w, int div, int &lo, int &hi)
 {
-    if (g.K == KREG) { /* whole rows, for x held in registers (consume_rows) */
-        lo = g.rows * w / NCW * KREG;
-        hi = g.rows * (w + 1) / NCW * KREG;
-        return;
-    }
-    int nu = g.rows * g.K / UNIT;
-    lo = nu * w / NCW * UNIT;
-    hi = nu * (w + 1) / NCW * UNIT;
+    int step = g.K == KREG ? KREG : UNIT; /* whole rows, for x held in registers (consume_rows) */
+    int n = g.rows * g.K / step, a = n * w / NCW, b = n * (w + 1) / NCW;
+    lo = a * step;
+    hi = (a + (b - a) / div) * step;
 }
 
 /* x in shared memory, permuted so that each lane's 8 values of a unit are two float4s that
@@ -333,7 +331,7 @@ __device__ void produce(const Model &m, const Smem &sm)
                 bool any = false;
                 for (int w = 0; w < NCW; w++) {
                     int lo, hi;
-                    warp_range(st.seg[g], w, lo, hi);
+                    warp_range(st.seg[g], w, sm.div, lo, hi);
                     int e = lo + k * (TILE / 2);
                     if (e >= hi) continue;
                     any = true;
@@ -569,7 +567,8 @@ __device__ __forceinline__ void stamp(long long *p)
 /* mode (for finding what bounds the step; only 0 computes the model): 1 = tiles consumed
  * without arithmetic and no stage work (the stream alone), 2 = the dot products but no
  * stage work, 3 = every stage's work and the stream but no dot products, 4 = the stages'
- * work alone, no weights read (the chain of dependent stages by itself). flag0 + s: the flag of what stage s writes. */
+ * work alone, no weights read (the chain of dependent stages by itself), 5 = everything
+ * with a third of each warp's rows read (0.69 GB a step, about a Q4_K_M model's bytes). flag0 + s: the flag of what stage s writes. */
 __device__ void consume(const Model &m, const State &S, int tok, int pos, unsigned flag0, const Smem &sm, int mode)
 {
     unsigned c = 0;
@@ -607,7 +606,7 @@ __device__ void consume(const Model &m, const State &S, int tok, int pos, unsign
             }
         for (int g = 0; g < (mode == 4 ? 0 : st.nseg); g++) {
             int lo, hi;
-            warp_range(st.seg[g], w, lo, hi);
+            warp_range(st.seg[g], w, sm.div, lo, hi);
             Run run = {-1, 0.f, 0.f};
             for (int e = lo; e < hi; e += TILE / 2, c++) {
                 unsigned slot = w * spw + c % spw;
@@ -651,6 +650,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     extern __shared__ __align__(128) uint8_t smem[];
     Smem sm;
     sm.nslot = nslot;
+    sm.div = mode == 5 ? 3 : 1;
     sm.ring = smem;
     uint8_t *p = smem + (size_t)nslot * TILE;
     sm.full = (uint64_t *)p;
@@ -1007,10 +1007,14 @@ int main(int argc, char **argv)
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     /* what bounds it: the same steps with parts of the work left out (see consume) */
-    const char *what[] = {"", "the stream alone", "the stream and the dot products", "all but the dot products",
-                          "the stages without weights"};
+    const char *what[] = {"",
+                          "the stream alone",
+                          "the stream and the dot products",
+                          "all but the dot products",
+                          "the stages without weights",
+                          "everything, a third of the weights"};
     int modes = argc > 4 ? atoi(argv[4]) : 15;
-    for (mode = 1; mode <= 4; mode++) {
+    for (mode = 1; mode <= 5; mode++) {
         if (!(modes & 1 << (mode - 1))) continue;
         std::vector<float> t;
         for (int r = 0; r < 9; r++) {
