@@ -92,6 +92,7 @@ struct State {
     float *x, *qkv, *ao, *h, *logits; /* the reference's */
     /* the persistent kernel's activations, as words of (flag << 32 | value bits): see st_ll */
     uint64_t *lx, *lqkv, *lao, *lh;
+    unsigned *done; /* -DV_DONE: each block's last finished stage's flag */
     __half *kc, *vc; /* [NL][HKV][CTX][D] */
     long long *prof; /* per consumer warp: cycles waiting for tiles, on tiles, in all */
 };
@@ -554,6 +555,22 @@ __device__ void epilogue(const Stage &st, const State &S, unsigned flag, const S
     }
 }
 
+/* -DV_DONE: a stage's input is known complete once every block has said it finished the
+ * stage before (its flag in done[], written after its stores, release; read here with
+ * acquire by one warp, 132 words, instead of every thread polling every value it needs);
+ * the values are then read once. Flags only grow, so a block already further on counts. */
+__device__ void wait_done(const unsigned *done, unsigned flag)
+{
+    if (threadIdx.x < 32)
+        for (int b = threadIdx.x; b < (int)gridDim.x; b += 32) {
+            unsigned v;
+            do
+                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(done + b) : "memory");
+            while ((int)(v - flag) < 0);
+        }
+    csync();
+}
+
 /* S.prof: 5 counters a consumer warp, then from PROF_STAMPS each block's clock (ns) at the
  * start of every stage and at its end */
 constexpr int PROF_STAMPS = 5 * 256 * NCW;
@@ -577,6 +594,9 @@ __device__ void consume(const Model &m, const State &S, int tok, int pos, unsign
         Stage st = stage_of(m, s);
         const Layer *L = st.layer < NL ? &m.l[st.layer] : nullptr;
         long long tp = clock64();
+#ifdef V_DONE
+        if (s > 0 && mode != 1 && mode != 2) wait_done(S.done, flag0 + s - 1);
+#endif
         if (threadIdx.x == 0 && S.prof) stamp(S.prof + PROF_STAMPS + blockIdx.x * (STAGES + 1) + s);
         switch (mode == 1 || mode == 2 ? -1 : (int)st.kind) {
         case K_QKV:
@@ -632,6 +652,11 @@ __device__ void consume(const Model &m, const State &S, int tok, int pos, unsign
         csync();
         cyc_bar += clock64() - tb;
         epilogue(st, S, flag0 + s, sm);
+#ifdef V_DONE
+        csync();
+        if (threadIdx.x == 0)
+            asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(S.done + blockIdx.x), "r"(flag0 + s) : "memory");
+#endif
     }
     if (threadIdx.x == 0 && S.prof) stamp(S.prof + PROF_STAMPS + blockIdx.x * (STAGES + 1) + STAGES);
     if ((threadIdx.x & 31) == 0 && S.prof) {
@@ -857,6 +882,8 @@ static State new_state()
     CK(cudaMalloc(&S.lqkv, QKV * 8));
     CK(cudaMalloc(&S.lao, E * 8));
     CK(cudaMalloc(&S.lh, F * 8));
+    CK(cudaMalloc(&S.done, 256 * 4));
+    CK(cudaMemset(S.done, 0, 256 * 4));
     CK(cudaMemset(S.lx, 0, E * 8)); /* flag 0: no stage's */
     CK(cudaMemset(S.lqkv, 0, QKV * 8));
     CK(cudaMemset(S.lao, 0, E * 8));
