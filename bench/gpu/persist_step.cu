@@ -27,7 +27,8 @@
  *   ./persist_step [slots 24] [steps 128] [steps checked 64] [modes 15]
  * (modes, a bit each: 1 = also time the weight stream alone, 2 = the stream and the dot
  * products without the stages' other work, 4 = all but the dot products, 8 = the stages'
- * work and their dependencies without any weights, 16 = everything on a third of the rows; -DNCW_=warps, -DTILE_KB=slot size). Measured on an H200
+ * work and their dependencies without any weights, 16 = everything on a third of the rows,
+ * 32 = 8 with each stage waiting for an eighth of its input; -DNCW_=warps, -DTILE_KB=slot size). Measured on an H200
  * (session 37, README): the stream alone 512-569 us a step (86-96% of a copy), with the
  * dot products 539-541 us (91%), the stages' work and waits without weights 457-469 us, the
  * whole step 1,014-1,102 us (44-49%, 907-986 t/s): the kernel chain's speed, not above it;
@@ -127,6 +128,22 @@ __device__ __forceinline__ void bulk_load(void *dst, const void *src, unsigned b
                  "l"(src), "r"(bytes), "r"(sm_addr(b)), "l"(policy)
                  : "memory");
 }
+/* S.prof: 5 counters a consumer warp, then from PROF_STAMPS each block's clock (ns) at the
+ * start of every stage and at its end */
+constexpr int PROF_STAMPS = 5 * 256 * NCW;
+/* stamp kinds: 0 a stage's start, 1 its input in (thread 0's words), 2 its prologue done, 3
+ * its epilogue's stores issued */
+__device__ __forceinline__ long long *stamp_at(const State &S, int kind, int s)
+{
+    return S.prof + PROF_STAMPS + ((size_t)kind * 256 + blockIdx.x) * (STAGES + 1) + s;
+}
+__device__ __forceinline__ void stamp(long long *p)
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+    *p = (long long)t;
+}
+
 /* the consumer warps only (the producer never joins a barrier after the split) */
 __device__ __forceinline__ void csync() { asm volatile("bar.sync 1, %0;" ::"n"(CT) : "memory"); }
 
@@ -149,12 +166,17 @@ __device__ __forceinline__ uint64_t ld_word(const uint64_t *p)
     asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(w) : "l"(p) : "memory");
     return w;
 }
+/* Whether a word predates the flag a reader waits for. Flags only grow; in the model a word
+ * never carries a later stage's flag while a reader still waits for it (see st_ll), but
+ * mode 6 lets stages run ahead, and there a later flag must not leave the reader spinning. */
+__device__ __forceinline__ bool stale_word(uint64_t w, unsigned flag) { return (int)((unsigned)(w >> 32) - flag) < 0; }
+
 __device__ __forceinline__ uint64_t ld_ll_word(const uint64_t *p, unsigned flag)
 {
     uint64_t w;
     do
         w = ld_word(p);
-    while ((unsigned)(w >> 32) != flag);
+    while (stale_word(w, flag));
     return w;
 }
 __device__ __forceinline__ float ld_ll(const uint64_t *p, unsigned flag)
@@ -165,7 +187,8 @@ __device__ __forceinline__ float ld_ll(const uint64_t *p, unsigned flag)
  * CT), f(i, v) taking each. Every word not yet carrying the flag is asked for again, all of
  * them together, until all do: one round trip a pass, where checking them one at a time
  * (-DV_SERIAL_LL) spins on the first and then pays a round trip for each of the others. */
-template <int NK, typename Fn> __device__ __forceinline__ void ll_gather(const uint64_t *src, int n, unsigned flag, Fn f)
+template <int NK, typename Fn>
+__device__ __forceinline__ void ll_gather(const uint64_t *src, int n, unsigned flag, Fn f, int need = 1 << 30)
 {
     uint64_t w[NK];
 #ifdef V_SERIAL_LL
@@ -175,7 +198,7 @@ template <int NK, typename Fn> __device__ __forceinline__ void ll_gather(const u
         if (i < n) w[k] = ld_ll_word(src + i, flag);
     }
 #else
-    unsigned stale = 0;
+    unsigned stale = 0; /* words still to read: all once, those below need until fresh */
 #pragma unroll
     for (int k = 0; k < NK; k++)
         if ((int)threadIdx.x + k * CT < n) stale |= 1u << k;
@@ -185,7 +208,8 @@ template <int NK, typename Fn> __device__ __forceinline__ void ll_gather(const u
             if (stale >> k & 1) w[k] = ld_word(src + threadIdx.x + k * CT);
 #pragma unroll
         for (int k = 0; k < NK; k++)
-            if ((stale >> k & 1) && (unsigned)(w[k] >> 32) == flag) stale &= ~(1u << k);
+            if ((stale >> k & 1) && (!stale_word(w[k], flag) || (int)threadIdx.x + k * CT >= need))
+                stale &= ~(1u << k);
     }
 #endif
 #pragma unroll
@@ -284,6 +308,7 @@ struct Smem {
     uint8_t *ring;
     float *x, *acc, *red, *sc, *q, *k, *v, *xres; /* xres: the block's rows of the residual x */
     int nslot, div; /* div: 1, or 3 where a third of each run of rows is read (mode 5) */
+    int need_div;   /* 1, or 8 where a stage waits only for the first eighth of its input (mode 6) */
 };
 
 /* Each consumer warp takes a contiguous run of every segment's units (its share, so a row
@@ -422,7 +447,8 @@ __device__ void consume_rows(const Seg &g, int row0, int rows, const uint8_t *ti
 }
 
 /* x (or an embedding row, f16) times gamma over its RMS, into sm.x */
-__device__ void norm_into(const uint64_t *x, unsigned flag, const __half *xh, const float *gamma, const Smem &sm)
+__device__ void norm_into(const uint64_t *x, unsigned flag, const __half *xh, const float *gamma, const Smem &sm,
+                          long long *in_stamp)
 {
     float ss = 0.f;
     int r0, nr;
@@ -435,8 +461,12 @@ __device__ void norm_into(const uint64_t *x, unsigned flag, const __half *xh, co
     if (xh)
         for (int i = threadIdx.x; i < E; i += CT) take(i, __half2float(xh[i]));
     else
-        ll_gather<(E + CT - 1) / CT>(x, E, flag, take);
+        ll_gather<(E + CT - 1) / CT>(x, E, flag, take, sm.need_div > 1 ? E / sm.need_div : E);
+    if (threadIdx.x == 0 && in_stamp) stamp(in_stamp);
     float r = rsqrtf(block_red<false>(ss, sm.red) / E + EPS);
+    /* gamma is read from global memory only now, after x: a round trip on the stage's
+     * critical path (measured: the norm stages' prologue 1.8-2.5 us a layer after x is in;
+     * loading it before x's wait is the next thing to try) */
     for (int i = threadIdx.x; i < E; i += CT) sm.x[xperm(i)] = sm.x[xperm(i)] * r * gamma[i];
 }
 
@@ -451,7 +481,8 @@ __device__ __forceinline__ void rope_pair(float &a, float &b, int i, int pos)
 /* Head blockIdx.x of layer l at position pos: q and k rotated, k and v rounded to f16 (the
  * cache's precision) and written to the cache by the group's first head; the current
  * position's key and value are taken from the block's own copy. */
-__device__ void attention(const State &S, int l, int pos, unsigned fin, unsigned fout, const Smem &sm)
+__device__ void attention(const State &S, int l, int pos, unsigned fin, unsigned fout, const Smem &sm,
+                          long long *in_stamp)
 {
     int h = blockIdx.x, t = threadIdx.x;
     if (h >= H) return;
@@ -478,6 +509,7 @@ __device__ void attention(const State &S, int l, int pos, unsigned fin, unsigned
         int d = t - D / 2;
         sm.v[d] = __half2float(__float2half(ld_ll(qkv + E + HKV * D + g * D + d, fin)));
     }
+    if (threadIdx.x == 0 && in_stamp) stamp(in_stamp);
     csync();
     size_t base = (((size_t)l * HKV + g) * CTX) * D;
     if (h % (H / HKV) == 0 && t < D) {
@@ -571,21 +603,14 @@ __device__ void wait_done(const unsigned *done, unsigned flag)
     csync();
 }
 
-/* S.prof: 5 counters a consumer warp, then from PROF_STAMPS each block's clock (ns) at the
- * start of every stage and at its end */
-constexpr int PROF_STAMPS = 5 * 256 * NCW;
-__device__ __forceinline__ void stamp(long long *p)
-{
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
-    *p = (long long)t;
-}
 
 /* mode (for finding what bounds the step; only 0 computes the model): 1 = tiles consumed
  * without arithmetic and no stage work (the stream alone), 2 = the dot products but no
  * stage work, 3 = every stage's work and the stream but no dot products, 4 = the stages'
  * work alone, no weights read (the chain of dependent stages by itself), 5 = everything
- * with a third of each warp's rows read (0.69 GB a step, about a Q4_K_M model's bytes). flag0 + s: the flag of what stage s writes. */
+ * with a third of each warp's rows read (0.69 GB a step, about a Q4_K_M model's bytes), 6 =
+ * as 4 but each stage waits only for the first eighth of its input (the rest read as it
+ * is): how short the chain could get if stages overlapped at row granularity. flag0 + s: the flag of what stage s writes. */
 __device__ void consume(const Model &m, const State &S, int tok, int pos, unsigned flag0, const Smem &sm, int mode)
 {
     unsigned c = 0;
@@ -597,25 +622,32 @@ __device__ void consume(const Model &m, const State &S, int tok, int pos, unsign
 #ifdef V_DONE
         if (s > 0 && mode != 1 && mode != 2) wait_done(S.done, flag0 + s - 1);
 #endif
-        if (threadIdx.x == 0 && S.prof) stamp(S.prof + PROF_STAMPS + blockIdx.x * (STAGES + 1) + s);
+        if (threadIdx.x == 0 && S.prof) stamp(stamp_at(S, 0, s));
+        long long *prof_in = S.prof ? stamp_at(S, 1, s) : nullptr;
+        if (threadIdx.x == 0 && prof_in) *prof_in = 0; /* stages that read nothing leave it 0 */
         switch (mode == 1 || mode == 2 ? -1 : (int)st.kind) {
         case K_QKV:
         case K_OUT: /* x from the last layer's down stage, or the embedding */
             norm_into(S.lx, flag0 + s - 1, st.layer == 0 ? m.emb + (size_t)tok * E : nullptr,
-                      L ? L->g_att : m.g_out, sm);
+                      L ? L->g_att : m.g_out, sm, prof_in);
             break;
-        case K_GU: norm_into(S.lx, flag0 + s - 1, nullptr, L->g_ffn, sm); break;
+        case K_GU: norm_into(S.lx, flag0 + s - 1, nullptr, L->g_ffn, sm, prof_in); break;
         case K_O:
-            ll_gather<(E + CT - 1) / CT>(S.lao, E, flag0 + s - 1, [&](int i, float v) { sm.x[xperm(i)] = v; });
+            ll_gather<(E + CT - 1) / CT>(S.lao, E, flag0 + s - 1, [&](int i, float v) { sm.x[xperm(i)] = v; },
+                                         E / sm.need_div);
+            if (threadIdx.x == 0 && prof_in) stamp(prof_in);
             break;
         case K_D:
-            ll_gather<(F + CT - 1) / CT>(S.lh, F, flag0 + s - 1, [&](int i, float v) { sm.x[xperm(i)] = v; });
+            ll_gather<(F + CT - 1) / CT>(S.lh, F, flag0 + s - 1, [&](int i, float v) { sm.x[xperm(i)] = v; },
+                                         F / sm.need_div);
+            if (threadIdx.x == 0 && prof_in) stamp(prof_in);
             break;
-        case K_ATT: attention(S, st.layer, pos, flag0 + s - 1, flag0 + s, sm); break;
+        case K_ATT: attention(S, st.layer, pos, flag0 + s - 1, flag0 + s, sm, prof_in); break;
         default: break;
         }
         csync();
         cyc_pro += clock64() - tp;
+        if (threadIdx.x == 0 && S.prof) stamp(stamp_at(S, 2, s));
         int w = threadIdx.x >> 5, spw = sm.nslot / NCW, lane = threadIdx.x & 31;
         float4 xr[2 * KREG / UNIT];
         if (st.nseg && st.seg[0].K == KREG)
@@ -624,7 +656,7 @@ __device__ void consume(const Model &m, const State &S, int tok, int pos, unsign
                 xr[2 * u] = *(const float4 *)(sm.x + u * UNIT + lane * 4);
                 xr[2 * u + 1] = *(const float4 *)(sm.x + u * UNIT + 128 + lane * 4);
             }
-        for (int g = 0; g < (mode == 4 ? 0 : st.nseg); g++) {
+        for (int g = 0; g < (mode == 4 || mode == 6 ? 0 : st.nseg); g++) {
             int lo, hi;
             warp_range(st.seg[g], w, sm.div, lo, hi);
             Run run = {-1, 0.f, 0.f};
@@ -652,13 +684,14 @@ __device__ void consume(const Model &m, const State &S, int tok, int pos, unsign
         csync();
         cyc_bar += clock64() - tb;
         epilogue(st, S, flag0 + s, sm);
+        if (threadIdx.x == 0 && S.prof) stamp(stamp_at(S, 3, s));
 #ifdef V_DONE
         csync();
         if (threadIdx.x == 0)
             asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(S.done + blockIdx.x), "r"(flag0 + s) : "memory");
 #endif
     }
-    if (threadIdx.x == 0 && S.prof) stamp(S.prof + PROF_STAMPS + blockIdx.x * (STAGES + 1) + STAGES);
+    if (threadIdx.x == 0 && S.prof) stamp(stamp_at(S, 0, STAGES));
     if ((threadIdx.x & 31) == 0 && S.prof) {
         long long *o = S.prof + (blockIdx.x * NCW + (threadIdx.x >> 5)) * 5;
         o[0] = cyc_wait;
@@ -676,6 +709,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     Smem sm;
     sm.nslot = nslot;
     sm.div = mode == 5 ? 3 : 1;
+    sm.need_div = mode == 6 ? 8 : 1;
     sm.ring = smem;
     uint8_t *p = smem + (size_t)nslot * TILE;
     sm.full = (uint64_t *)p;
@@ -699,7 +733,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int i = threadIdx.x; i < ACC_MAX; i += THREADS) sm.acc[i] = 0.f;
     __syncthreads();
     if (threadIdx.x >= CT) {
-        if (threadIdx.x == CT && mode != 4) produce(m, sm);
+        if (threadIdx.x == CT && mode != 4 && mode != 6) produce(m, sm);
         return;
     }
     consume(m, S, tok, pos, flag0, sm, mode);
@@ -888,7 +922,7 @@ static State new_state()
     CK(cudaMemset(S.lqkv, 0, QKV * 8));
     CK(cudaMemset(S.lao, 0, E * 8));
     CK(cudaMemset(S.lh, 0, F * 8));
-    CK(cudaMalloc(&S.prof, sizeof(long long) * (PROF_STAMPS + 256 * (STAGES + 1))));
+    CK(cudaMalloc(&S.prof, sizeof(long long) * (PROF_STAMPS + 4 * 256 * (STAGES + 1))));
     return S;
 }
 
@@ -915,23 +949,34 @@ static void print_prof(const State &P, int sms)
  * starts across blocks (latest minus earliest, the critical path's slack). */
 static void print_stages(const State &P, int sms)
 {
-    std::vector<long long> t((size_t)sms * (STAGES + 1));
+    size_t per = (size_t)256 * (STAGES + 1);
+    std::vector<long long> t(4 * per);
     CK(cudaMemcpy(t.data(), P.prof + PROF_STAMPS, t.size() * 8, cudaMemcpyDeviceToHost));
+    auto at = [&](int kind, int b, int s) { return t[kind * per + (size_t)b * (STAGES + 1) + s]; };
     const char *names[] = {"norm + q/k/v", "attention", "o + add", "norm + gate/up", "down + add", "norm + output"};
-    double span[6] = {0}, skew[6] = {0};
+    /* per kind, summed over layers, mean over blocks: waiting for the input, the prologue's
+     * own work, tiles and epilogue, then on to the next stage's start */
+    double v[6][4] = {{0}}, skew[6] = {0};
     for (int s = 0; s < STAGES; s++) {
         int k = s == STAGES - 1 ? 5 : s % 5;
-        long long lo = t[s], hi = t[s];
+        long long lo = at(0, 0, s), hi = lo;
         for (int b = 0; b < sms; b++) {
-            const long long *r = &t[(size_t)b * (STAGES + 1)];
-            span[k] += (double)(r[s + 1] - r[s]) / sms;
-            lo = std::min(lo, r[s]);
-            hi = std::max(hi, r[s]);
+            long long t0 = at(0, b, s), tin = at(1, b, s) ? at(1, b, s) : t0, tp = at(2, b, s), te = at(3, b, s);
+            long long tn = at(0, b, s + 1);
+            v[k][0] += (double)(tin - t0) / sms;
+            v[k][1] += (double)(tp - tin) / sms;
+            v[k][2] += (double)(te - tp) / sms;
+            v[k][3] += (double)(tn - te) / sms;
+            lo = std::min(lo, t0);
+            hi = std::max(hi, t0);
         }
         skew[k] += hi - lo;
     }
-    printf("the last step by stage kind, us summed over its layers (mean over blocks; spread of starts):");
-    for (int k = 0; k < 6; k++) printf(" %s %.1f (%.1f)%s", names[k], span[k] / 1e3, skew[k] / 1e3, k < 5 ? "," : "\n");
+    printf("the last step by stage kind, us summed over its layers, mean over blocks (waiting for the input / "
+           "prologue / tiles and epilogue / to the next stage; spread of starts):\n");
+    for (int k = 0; k < 6; k++)
+        printf("  %-15s %6.1f / %6.1f / %6.1f / %6.1f (%.1f)\n", names[k], v[k][0] / 1e3, v[k][1] / 1e3, v[k][2] / 1e3,
+               v[k][3] / 1e3, skew[k] / 1e3);
 }
 
 static int token_at(int pos) { return (int)((pos * 7919u + 13u) % V); }
@@ -1039,9 +1084,10 @@ int main(int argc, char **argv)
                           "the stream and the dot products",
                           "all but the dot products",
                           "the stages without weights",
-                          "everything, a third of the weights"};
+                          "everything, a third of the weights",
+                          "no weights, an eighth of each input"};
     int modes = argc > 4 ? atoi(argv[4]) : 15;
-    for (mode = 1; mode <= 5; mode++) {
+    for (mode = 1; mode <= 6; mode++) {
         if (!(modes & 1 << (mode - 1))) continue;
         std::vector<float> t;
         for (int r = 0; r < 9; r++) {
