@@ -33,19 +33,12 @@
 #include <string.h>
 
 #include "backends/cuda/attention_dec.h"
+#include "cuda_check.h"
 
 cudaError_t nn_sdpa_dec_floor(const nn_sdpa *a, cudaStream_t s);
 
 enum { N_LAYERS = 22 };
 
-#define CK(x)                                                                                                         \
-    do {                                                                                                              \
-        cudaError_t e_ = (x);                                                                                         \
-        if (e_ != cudaSuccess) {                                                                                      \
-            fprintf(stderr, "bench dec: %s: %s\n", #x, cudaGetErrorString(e_));                                      \
-            exit(1);                                                                                                  \
-        }                                                                                                             \
-    } while (0)
 
 /* f32 -> f16 bits (round to nearest; the values here are normal and small) */
 static uint16_t f2h(float f)
@@ -94,7 +87,7 @@ static double time_graph(dcase *c, const nn_sdpa *base, run_fn run, int rounds, 
 {
     cudaGraph_t g;
     cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal));
+    CHECK_CUDA(cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal));
     for (int l = 0; l < N_LAYERS; l++) {
         nn_sdpa a = *base;
         a.k = c->k[l], a.v = c->v[l], a.out = c->out[l];
@@ -103,29 +96,29 @@ static double time_graph(dcase *c, const nn_sdpa *base, run_fn run, int rounds, 
             exit(1);
         }
     }
-    CK(cudaStreamEndCapture(c->s, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
+    CHECK_CUDA(cudaStreamEndCapture(c->s, &g));
+    CHECK_CUDA(cudaGraphInstantiate(&ge, g, 0));
     cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    CK(cudaGraphLaunch(ge, c->s)); /* warm-up */
+    CHECK_CUDA(cudaEventCreate(&e0));
+    CHECK_CUDA(cudaEventCreate(&e1));
+    CHECK_CUDA(cudaGraphLaunch(ge, c->s)); /* warm-up */
     float best = 1e30f;
     for (int r = 0; r < rounds; r++) {
-        if (cold) CK(cudaMemsetAsync(c->flush, r & 0xff, c->flush_bytes, c->s));
-        CK(cudaEventRecord(e0, c->s));
+        if (cold) CHECK_CUDA(cudaMemsetAsync(c->flush, r & 0xff, c->flush_bytes, c->s));
+        CHECK_CUDA(cudaEventRecord(e0, c->s));
         int reps = cold ? 1 : 10;
-        for (int i = 0; i < reps; i++) CK(cudaGraphLaunch(ge, c->s));
-        CK(cudaEventRecord(e1, c->s));
-        CK(cudaEventSynchronize(e1));
+        for (int i = 0; i < reps; i++) CHECK_CUDA(cudaGraphLaunch(ge, c->s));
+        CHECK_CUDA(cudaEventRecord(e1, c->s));
+        CHECK_CUDA(cudaEventSynchronize(e1));
         float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
+        CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
         ms /= (float)reps;
         if (ms < best) best = ms;
     }
-    CK(cudaEventDestroy(e0));
-    CK(cudaEventDestroy(e1));
-    CK(cudaGraphExecDestroy(ge));
-    CK(cudaGraphDestroy(g));
+    CHECK_CUDA(cudaEventDestroy(e0));
+    CHECK_CUDA(cudaEventDestroy(e1));
+    CHECK_CUDA(cudaGraphExecDestroy(ge));
+    CHECK_CUDA(cudaGraphDestroy(g));
     return 1e3 * best / N_LAYERS;
 }
 
@@ -135,23 +128,23 @@ static void setup(dcase *c, const dshape *sh, int64_t Tk)
     uint16_t *h = malloc(sizeof(uint16_t) * kn);
     float *qh = malloc(sizeof(float) * qn);
     if (!h || !qh) exit(1);
-    CK(cudaMalloc((void **)&c->q, sizeof(float) * qn));
+    CHECK_CUDA(cudaMalloc((void **)&c->q, sizeof(float) * qn));
     for (size_t i = 0; i < qn; i++) qh[i] = urand();
-    CK(cudaMemcpy(c->q, qh, sizeof(float) * qn, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(c->q, qh, sizeof(float) * qn, cudaMemcpyHostToDevice));
     for (int l = 0; l < N_LAYERS; l++) {
         for (int kv = 0; kv < 2; kv++) {
             void **p = kv ? &c->v[l] : &c->k[l];
             if (l < 2) /* two layers of distinct values; the rest repeat them at addresses of their own */
                 for (size_t i = 0; i < kn; i++) h[i] = f2h(urand());
-            CK(cudaMalloc(p, sizeof(uint16_t) * kn));
-            CK(cudaMemcpy(*p, h, sizeof(uint16_t) * kn, cudaMemcpyHostToDevice));
+            CHECK_CUDA(cudaMalloc(p, sizeof(uint16_t) * kn));
+            CHECK_CUDA(cudaMemcpy(*p, h, sizeof(uint16_t) * kn, cudaMemcpyHostToDevice));
         }
-        CK(cudaMalloc((void **)&c->out[l], sizeof(float) * (size_t)(sh->Hq * sh->D)));
+        CHECK_CUDA(cudaMalloc((void **)&c->out[l], sizeof(float) * (size_t)(sh->Hq * sh->D)));
     }
-    CK(cudaMalloc((void **)&c->part, sizeof(float) * NN_SDPA_DEC_MAX_SPLIT * (size_t)(sh->Hq * ((sh->D + 3) / 4 * 4 + 2))));
-    CK(cudaMalloc((void **)&c->count, sizeof(unsigned) * 64));
-    CK(cudaMemset(c->count, 0, sizeof(unsigned) * 64));
-    CK(cudaMalloc((void **)&c->len, sizeof(int32_t)));
+    CHECK_CUDA(cudaMalloc((void **)&c->part, sizeof(float) * NN_SDPA_DEC_MAX_SPLIT * (size_t)(sh->Hq * ((sh->D + 3) / 4 * 4 + 2))));
+    CHECK_CUDA(cudaMalloc((void **)&c->count, sizeof(unsigned) * 64));
+    CHECK_CUDA(cudaMemset(c->count, 0, sizeof(unsigned) * 64));
+    CHECK_CUDA(cudaMalloc((void **)&c->len, sizeof(int32_t)));
     free(h);
     free(qh);
 }
@@ -179,12 +172,12 @@ static double out_diff(const dcase *c, const nn_sdpa *a, int sm)
     float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
     nn_sdpa o = *a;
     o.k = c->k[0], o.v = c->v[0], o.out = c->out[0];
-    CK(nn_sdpa_dec_run(&o, c->s));
-    CK(cudaMemcpyAsync(x, o.out, sizeof(float) * n, cudaMemcpyDeviceToHost, c->s));
+    CHECK_CUDA(nn_sdpa_dec_run(&o, c->s));
+    CHECK_CUDA(cudaMemcpyAsync(x, o.out, sizeof(float) * n, cudaMemcpyDeviceToHost, c->s));
     o.n_split = old_splits(a, sm);
-    CK(nn_sdpa_dec_simt_run(&o, c->s));
-    CK(cudaMemcpyAsync(y, o.out, sizeof(float) * n, cudaMemcpyDeviceToHost, c->s));
-    CK(cudaStreamSynchronize(c->s));
+    CHECK_CUDA(nn_sdpa_dec_simt_run(&o, c->s));
+    CHECK_CUDA(cudaMemcpyAsync(y, o.out, sizeof(float) * n, cudaMemcpyDeviceToHost, c->s));
+    CHECK_CUDA(cudaStreamSynchronize(c->s));
     double md = 0, mo = 0;
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)x[i] - y[i]);
@@ -199,16 +192,16 @@ static double out_diff(const dcase *c, const nn_sdpa *a, int sm)
 int bench_dec(int rounds, int only)
 {
     int sm = 0;
-    CK(cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, 0));
+    CHECK_CUDA(cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, 0));
     static const dshape shapes[] = {{"tinyllama", 32, 4, 64, 0},
                                     {"smollm2-135m", 9, 3, 64, 0},
                                     {"gemma3-270m global", 4, 1, 256, 0},
                                     {"gemma3-270m local", 4, 1, 256, 512}};
     static const int64_t lens[][2] = {{512, 64}, {512, 128}, {640, 600}, {2048, 600}, {2048, 2000}, {4096, 4000}};
     dcase c = {0};
-    CK(cudaStreamCreateWithFlags(&c.s, cudaStreamNonBlocking));
+    CHECK_CUDA(cudaStreamCreateWithFlags(&c.s, cudaStreamNonBlocking));
     c.flush_bytes = (size_t)256 << 20;
-    CK(cudaMalloc(&c.flush, c.flush_bytes));
+    CHECK_CUDA(cudaMalloc(&c.flush, c.flush_bytes));
     printf("| decode attention, f16 cache, %d launches per graph | Tk (attended) | old: splits, us hot / cold | new: "
            "splits, us hot / cold | empty kernel, same grid: us hot | new vs old, max rel diff |\n"
            "|---|---|---|---|---|---|\n",
@@ -220,7 +213,7 @@ int bench_dec(int rounds, int only)
             int64_t Tk = lens[li][0];
             int32_t L = (int32_t)lens[li][1];
             setup(&c, sh, Tk);
-            CK(cudaMemcpy(c.len, &L, sizeof L, cudaMemcpyHostToDevice));
+            CHECK_CUDA(cudaMemcpy(c.len, &L, sizeof L, cudaMemcpyHostToDevice));
             nn_sdpa a = {.q = c.q, .len = c.len, .part = c.part, .count = c.count, .kdt = CT_F16, .vdt = CT_F16,
                          .ldt = CT_I32, .B = 1, .Hq = sh->Hq, .Hkv = sh->Hkv, .Tq = 1, .Tk = Tk, .D = sh->D,
                          .Dv = sh->D, .scale = (float)(1.0 / sqrt((double)sh->D)), .causal = 1, .window = sh->window};

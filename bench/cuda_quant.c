@@ -30,15 +30,9 @@
 #include "backends/cuda/quant_kernels.h"
 #include "quant/quant.h"
 
+#include "cuda_check.h"
+
 #define TRIALS 9
-#define CHECK_CUDA(x)                                                                                   \
-    do {                                                                                                \
-        cudaError_t e_ = (x);                                                                           \
-        if (e_ != cudaSuccess) {                                                                        \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));         \
-            exit(1);                                                                                    \
-        }                                                                                               \
-    } while (0)
 
 static int cmp_f(const void *a, const void *b)
 {

@@ -45,14 +45,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#define CK(x)                                                                                                  \
-    do {                                                                                                       \
-        cudaError_t e_ = (x);                                                                                  \
-        if (e_ != cudaSuccess) {                                                                               \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));                \
-            exit(1);                                                                                           \
-        }                                                                                                      \
-    } while (0)
+#include "../cuda_check.h"
+
 
 /* the model */
 constexpr int NL = 22, E = 2048, F = 5632, V = 32000, H = 32, HKV = 4, D = 64, CTX = 1024;
@@ -888,41 +882,41 @@ __global__ void fill_f(float *w, size_t n, uint64_t seed, float lo, float hi)
 static __half *new_h(size_t n, uint64_t seed, int K)
 {
     __half *p;
-    CK(cudaMalloc(&p, n * 2));
+    CHECK_CUDA(cudaMalloc(&p, n * 2));
     fill_h<<<1024, 256>>>(p, n, seed, sqrtf(3.f / K));
     return p;
 }
 static float *new_f(size_t n, uint64_t seed, float lo, float hi)
 {
     float *p;
-    CK(cudaMalloc(&p, n * 4));
+    CHECK_CUDA(cudaMalloc(&p, n * 4));
     fill_f<<<64, 256>>>(p, n, seed, lo, hi);
     return p;
 }
 static State new_state()
 {
     State S;
-    CK(cudaMalloc(&S.x, E * 4));
-    CK(cudaMalloc(&S.qkv, QKV * 4));
-    CK(cudaMalloc(&S.ao, E * 4));
-    CK(cudaMalloc(&S.h, F * 4));
-    CK(cudaMalloc(&S.logits, V * 4));
+    CHECK_CUDA(cudaMalloc(&S.x, E * 4));
+    CHECK_CUDA(cudaMalloc(&S.qkv, QKV * 4));
+    CHECK_CUDA(cudaMalloc(&S.ao, E * 4));
+    CHECK_CUDA(cudaMalloc(&S.h, F * 4));
+    CHECK_CUDA(cudaMalloc(&S.logits, V * 4));
     size_t kv = (size_t)NL * HKV * CTX * D;
-    CK(cudaMalloc(&S.kc, kv * 2));
-    CK(cudaMalloc(&S.vc, kv * 2));
-    CK(cudaMemset(S.kc, 0, kv * 2));
-    CK(cudaMemset(S.vc, 0, kv * 2));
-    CK(cudaMalloc(&S.lx, E * 8));
-    CK(cudaMalloc(&S.lqkv, QKV * 8));
-    CK(cudaMalloc(&S.lao, E * 8));
-    CK(cudaMalloc(&S.lh, F * 8));
-    CK(cudaMalloc(&S.done, 256 * 4));
-    CK(cudaMemset(S.done, 0, 256 * 4));
-    CK(cudaMemset(S.lx, 0, E * 8)); /* flag 0: no stage's */
-    CK(cudaMemset(S.lqkv, 0, QKV * 8));
-    CK(cudaMemset(S.lao, 0, E * 8));
-    CK(cudaMemset(S.lh, 0, F * 8));
-    CK(cudaMalloc(&S.prof, sizeof(long long) * (PROF_STAMPS + 4 * 256 * (STAGES + 1))));
+    CHECK_CUDA(cudaMalloc(&S.kc, kv * 2));
+    CHECK_CUDA(cudaMalloc(&S.vc, kv * 2));
+    CHECK_CUDA(cudaMemset(S.kc, 0, kv * 2));
+    CHECK_CUDA(cudaMemset(S.vc, 0, kv * 2));
+    CHECK_CUDA(cudaMalloc(&S.lx, E * 8));
+    CHECK_CUDA(cudaMalloc(&S.lqkv, QKV * 8));
+    CHECK_CUDA(cudaMalloc(&S.lao, E * 8));
+    CHECK_CUDA(cudaMalloc(&S.lh, F * 8));
+    CHECK_CUDA(cudaMalloc(&S.done, 256 * 4));
+    CHECK_CUDA(cudaMemset(S.done, 0, 256 * 4));
+    CHECK_CUDA(cudaMemset(S.lx, 0, E * 8)); /* flag 0: no stage's */
+    CHECK_CUDA(cudaMemset(S.lqkv, 0, QKV * 8));
+    CHECK_CUDA(cudaMemset(S.lao, 0, E * 8));
+    CHECK_CUDA(cudaMemset(S.lh, 0, F * 8));
+    CHECK_CUDA(cudaMalloc(&S.prof, sizeof(long long) * (PROF_STAMPS + 4 * 256 * (STAGES + 1))));
     return S;
 }
 
@@ -935,7 +929,7 @@ static float median(std::vector<float> v)
 static void print_prof(const State &P, int sms)
 {
     std::vector<long long> pr(5 * sms * NCW);
-    CK(cudaMemcpy(pr.data(), P.prof, pr.size() * 8, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(pr.data(), P.prof, pr.size() * 8, cudaMemcpyDeviceToHost));
     double v[5] = {0, 0, 0, 0, 0};
     for (int i = 0; i < sms * NCW; i++)
         for (int k = 0; k < 5; k++) v[k] += pr[5 * i + k];
@@ -951,7 +945,7 @@ static void print_stages(const State &P, int sms)
 {
     size_t per = (size_t)256 * (STAGES + 1);
     std::vector<long long> t(4 * per);
-    CK(cudaMemcpy(t.data(), P.prof + PROF_STAMPS, t.size() * 8, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(t.data(), P.prof + PROF_STAMPS, t.size() * 8, cudaMemcpyDeviceToHost));
     auto at = [&](int kind, int b, int s) { return t[kind * per + (size_t)b * (STAGES + 1) + s]; };
     const char *names[] = {"norm + q/k/v", "attention", "o + add", "norm + gate/up", "down + add", "norm + output"};
     /* per kind, summed over layers, mean over blocks: waiting for the input, the prologue's
@@ -995,10 +989,10 @@ int main(int argc, char **argv)
     check = std::min(check, steps);
     setvbuf(stdout, nullptr, _IOLBF, 0);
     int dev = 0, sms = 0;
-    CK(cudaGetDevice(&dev));
-    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    CHECK_CUDA(cudaGetDevice(&dev));
+    CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, dev));
+    CHECK_CUDA(cudaGetDeviceProperties(&prop, dev));
     if ((V + sms - 1) / sms > ACC_MAX || sms < H) {
         fprintf(stderr, "%d SMs: too few for this kernel's row split\n", sms);
         return 1;
@@ -1023,29 +1017,29 @@ int main(int argc, char **argv)
     wbytes += (size_t)V * E * 2;
     State P = new_state(), Q = new_state();
     Ref R;
-    CK(cudaMalloc(&R.xn, E * 4));
-    CK(cudaMalloc(&R.t1, F * 4));
-    CK(cudaMalloc(&R.t2, F * 4));
+    CHECK_CUDA(cudaMalloc(&R.xn, E * 4));
+    CHECK_CUDA(cudaMalloc(&R.t1, F * 4));
+    CHECK_CUDA(cudaMalloc(&R.t2, F * 4));
     size_t smem = smem_bytes(nslot);
-    CK(cudaFuncSetAttribute(step_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CHECK_CUDA(cudaFuncSetAttribute(step_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     int per_sm = 0;
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, step_kernel, THREADS, smem));
+    CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, step_kernel, THREADS, smem));
     if (per_sm < 1) {
         fprintf(stderr, "the kernel does not fit an SM with %zu bytes of shared memory\n", smem);
         return 1;
     }
-    CK(cudaDeviceSynchronize());
+    CHECK_CUDA(cudaDeviceSynchronize());
     printf("%s, %d SMs; %d ring slots of %d KB (%zu KB shared a block), %.3f GB of weights a step\n", prop.name,
            sms, nslot, TILE / 1024, smem / 1024, wbytes / 1e9);
 
     cudaStream_t st;
-    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    CHECK_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     unsigned flag0 = 0;
     auto launch = [&](int pos) {
         int tok = token_at(pos);
         flag0 += 128; /* > STAGES: every step and stage writes a flag of its own */
         void *args[] = {&m, &P, &tok, &pos, &flag0, &nslot, &mode};
-        CK(cudaLaunchCooperativeKernel((void *)step_kernel, dim3(sms), dim3(THREADS), args, smem, st));
+        CHECK_CUDA(cudaLaunchCooperativeKernel((void *)step_kernel, dim3(sms), dim3(THREADS), args, smem, st));
     };
 
     /* agreement: the first `check` steps, logits against the reference's */
@@ -1054,11 +1048,11 @@ int main(int argc, char **argv)
     int argmax_diff = 0;
     for (int pos = 0; pos < check; pos++) {
         launch(pos);
-        CK(cudaStreamSynchronize(st));
+        CHECK_CUDA(cudaStreamSynchronize(st));
         ref_step(m, Q, R, token_at(pos), pos);
-        CK(cudaDeviceSynchronize());
-        CK(cudaMemcpy(a.data(), P.logits, V * 4, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(b.data(), Q.logits, V * 4, cudaMemcpyDeviceToHost));
+        CHECK_CUDA(cudaDeviceSynchronize());
+        CHECK_CUDA(cudaMemcpy(a.data(), P.logits, V * 4, cudaMemcpyDeviceToHost));
+        CHECK_CUDA(cudaMemcpy(b.data(), Q.logits, V * 4, cudaMemcpyDeviceToHost));
         double num = 0, den = 0;
         int ia = 0, ib = 0;
         for (int i = 0; i < V; i++) {
@@ -1076,8 +1070,8 @@ int main(int argc, char **argv)
     bool ok = worst < 1e-6 && argmax_diff == 0;
 
     cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
+    CHECK_CUDA(cudaEventCreate(&e0));
+    CHECK_CUDA(cudaEventCreate(&e1));
     /* what bounds it: the same steps with parts of the work left out (see consume) */
     const char *what[] = {"",
                           "the stream alone",
@@ -1091,12 +1085,12 @@ int main(int argc, char **argv)
         if (!(modes & 1 << (mode - 1))) continue;
         std::vector<float> t;
         for (int r = 0; r < 9; r++) {
-            CK(cudaEventRecord(e0, st));
+            CHECK_CUDA(cudaEventRecord(e0, st));
             for (int k = 0; k < 8; k++) launch(k);
-            CK(cudaEventRecord(e1, st));
-            CK(cudaEventSynchronize(e1));
+            CHECK_CUDA(cudaEventRecord(e1, st));
+            CHECK_CUDA(cudaEventSynchronize(e1));
             float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
+            CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
             t.push_back(ms * 1000.f / 8);
         }
         printf("%-34s %7.1f us a step; ", what[mode], median(t));
@@ -1107,28 +1101,28 @@ int main(int argc, char **argv)
     /* speed: steps from the start, back to back, then each 8-step window's time */
     std::vector<float> per;
     for (int pos = 0; pos < steps; pos += 8) {
-        CK(cudaEventRecord(e0, st));
+        CHECK_CUDA(cudaEventRecord(e0, st));
         for (int k = 0; k < 8; k++) launch(pos + k);
-        CK(cudaEventRecord(e1, st));
-        CK(cudaEventSynchronize(e1));
+        CHECK_CUDA(cudaEventRecord(e1, st));
+        CHECK_CUDA(cudaEventSynchronize(e1));
         float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
+        CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
         per.push_back(ms * 1000.f / 8);
     }
     float us = median(per);
     /* a device-to-device copy of 1 GiB: the bandwidth yardstick (read + write bytes) */
     size_t cb = (size_t)1 << 30;
     void *c0, *c1;
-    CK(cudaMalloc(&c0, cb));
-    CK(cudaMalloc(&c1, cb));
+    CHECK_CUDA(cudaMalloc(&c0, cb));
+    CHECK_CUDA(cudaMalloc(&c1, cb));
     std::vector<float> cp;
     for (int r = 0; r < 6; r++) {
-        CK(cudaEventRecord(e0, st));
-        CK(cudaMemcpyAsync(c1, c0, cb, cudaMemcpyDeviceToDevice, st));
-        CK(cudaEventRecord(e1, st));
-        CK(cudaEventSynchronize(e1));
+        CHECK_CUDA(cudaEventRecord(e0, st));
+        CHECK_CUDA(cudaMemcpyAsync(c1, c0, cb, cudaMemcpyDeviceToDevice, st));
+        CHECK_CUDA(cudaEventRecord(e1, st));
+        CHECK_CUDA(cudaEventSynchronize(e1));
         float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
+        CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
         if (r) cp.push_back(2.f * cb / (ms * 1e-3f) / 1e9f);
     }
     printf("whole steps: ");
