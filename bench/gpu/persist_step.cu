@@ -34,9 +34,10 @@
  * whole step 1,014-1,102 us (44-49%, 907-986 t/s): the kernel chain's speed, not above it;
  * the consumers wait 44-63% of their cycles for the previous stage's activations. With a
  * third of the rows read (a Q4_K_M model's bytes) 659-664 us, against ~700 for the kernel
- * chain's Q4_K_M step. Session 38, the norms' gamma loaded before their input's wait
- * (-DGAMMA_EARLY, now the default): the stages alone 409-413 us, a third of the rows
- * 596-602 us, the whole step 1,024 us (976 t/s, 48%). */
+ * chain's Q4_K_M step. Session 38, the norms' gamma loaded into registers in one batch
+ * (before their input's wait by default; -DGAMMA_EARLY=0 after it): the stages alone
+ * 409-414 us, a third of the rows 596-602 us, the whole step 1,018-1,025 us (~980 t/s,
+ * 48%); most of the gain is the batching (after the wait: 416, 603, 1,030 us). */
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -71,7 +72,7 @@ constexpr int ACC_MAX = 1024;            /* rows a block accumulates in one stag
 constexpr int STAGES = 5 * NL + 1;
 constexpr int KREG = E;
 #ifndef GAMMA_EARLY
-#define GAMMA_EARLY 1 /* the norms' gamma loaded before their input's wait */
+#define GAMMA_EARLY 1 /* the norms' gamma loaded before their input's wait (0: after it) */
 #endif
 #ifndef PF_AHEAD
 #define PF_AHEAD 0 /* stages whose weights the producer asks into L2 ahead of the ring (slower: README) */
@@ -452,13 +453,17 @@ __device__ void norm_into(const uint64_t *x, unsigned flag, const __half *xh, co
     float ss = 0.f;
     int r0, nr;
     split_rows(E, r0, nr);
-#if GAMMA_EARLY
-    /* gamma before x's wait: its loads leave the stage's critical path */
+    /* gamma's loads all issued together into registers, before x's wait (-DGAMMA_EARLY=0:
+     * after it). Session 37 read gamma[i] inside the scaling loop, a load a multiply after
+     * x was in (the norm stages' prologue 1.8-2.5 us a layer); session 38, H200, the chain
+     * alone: that 458-459 us, these loads after the wait 416, before it 410-414. */
     constexpr int GN = (E + CT - 1) / CT;
     float gr[GN];
+    auto load_gamma = [&] {
 #pragma unroll
-    for (int k = 0; k < GN; k++) gr[k] = threadIdx.x + k * CT < E ? gamma[threadIdx.x + k * CT] : 0.f;
-#endif
+        for (int k = 0; k < GN; k++) gr[k] = threadIdx.x + k * CT < E ? gamma[threadIdx.x + k * CT] : 0.f;
+    };
+    if (GAMMA_EARLY) load_gamma();
     auto take = [&](int i, float v) {
         sm.x[xperm(i)] = v;
         if (i >= r0 && i < r0 + nr) sm.xres[i - r0] = v;
@@ -470,18 +475,12 @@ __device__ void norm_into(const uint64_t *x, unsigned flag, const __half *xh, co
         ll_gather<(E + CT - 1) / CT>(x, E, flag, take, sm.need_div > 1 ? E / sm.need_div : E);
     if (threadIdx.x == 0 && in_stamp) stamp(in_stamp);
     float r = rsqrtf(block_red<false>(ss, sm.red) / E + EPS);
-    /* -DGAMMA_EARLY=0: gamma read from global memory only now, after x, a round trip on the
-     * stage's critical path (session 37: the norm stages' prologue 1.8-2.5 us a layer after
-     * x is in; session 38: the chain alone 455-458 -> 409-413 us with gamma loaded first) */
-#if GAMMA_EARLY
+    if (!GAMMA_EARLY) load_gamma();
 #pragma unroll
     for (int k = 0; k < GN; k++) {
         int i = threadIdx.x + k * CT;
         if (i < E) sm.x[xperm(i)] = sm.x[xperm(i)] * r * gr[k];
     }
-#else
-    for (int i = threadIdx.x; i < E; i += CT) sm.x[xperm(i)] = sm.x[xperm(i)] * r * gamma[i];
-#endif
 }
 
 __device__ __forceinline__ void rope_pair(float &a, float &b, int i, int pos)
