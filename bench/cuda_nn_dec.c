@@ -39,7 +39,6 @@ cudaError_t nn_sdpa_dec_floor(const nn_sdpa *a, cudaStream_t s);
 
 enum { N_LAYERS = 22 };
 
-
 /* f32 -> f16 bits (round to nearest; the values here are normal and small) */
 static uint16_t f2h(float f)
 {
