@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); return 1; } } while (0)
+#include "../cuda_check.h"
 
 __global__ void add_kernel(const float *a, const float *b, float *c, size_t n)
 {
@@ -34,8 +34,8 @@ int main()
     std::vector<float> a(max_n), b(max_n), c(max_n);
     for (size_t i = 0; i < max_n; i++) { a[i] = (float)(i % 1000); b[i] = 1.0f; }
     float *da, *db, *dc;
-    CK(cudaMalloc(&da, max_n * 4)); CK(cudaMalloc(&db, max_n * 4)); CK(cudaMalloc(&dc, max_n * 4));
-    CK(cudaDeviceSynchronize());
+    CHECK_CUDA(cudaMalloc(&da, max_n * 4)); CHECK_CUDA(cudaMalloc(&db, max_n * 4)); CHECK_CUDA(cudaMalloc(&dc, max_n * 4));
+    CHECK_CUDA(cudaDeviceSynchronize());
     printf("%12s %12s %14s %14s %12s\n", "bytes(a+b)", "cpu_us", "gpu_copy_us", "gpu_resident", "winner");
     for (size_t n = 64; n <= max_n; n *= 4) {
         std::vector<double> tc, tg, tr;
@@ -44,14 +44,14 @@ int main()
             double t0 = now_us();
             for (size_t i = 0; i < n; i++) c[i] = a[i] + b[i];
             double t1 = now_us();
-            CK(cudaMemcpy(da, a.data(), n * 4, cudaMemcpyHostToDevice));
-            CK(cudaMemcpy(db, b.data(), n * 4, cudaMemcpyHostToDevice));
+            CHECK_CUDA(cudaMemcpy(da, a.data(), n * 4, cudaMemcpyHostToDevice));
+            CHECK_CUDA(cudaMemcpy(db, b.data(), n * 4, cudaMemcpyHostToDevice));
             add_kernel<<<(unsigned)((n + 255) / 256), 256>>>(da, db, dc, n);
-            CK(cudaGetLastError());
-            CK(cudaMemcpy(c.data(), dc, n * 4, cudaMemcpyDeviceToHost));
+            CHECK_CUDA(cudaGetLastError());
+            CHECK_CUDA(cudaMemcpy(c.data(), dc, n * 4, cudaMemcpyDeviceToHost));
             double t2 = now_us();
             add_kernel<<<(unsigned)((n + 255) / 256), 256>>>(da, db, dc, n);
-            CK(cudaDeviceSynchronize());
+            CHECK_CUDA(cudaDeviceSynchronize());
             double t3 = now_us();
             if (r >= 3) { tc.push_back(t1 - t0); tg.push_back(t2 - t1); tr.push_back(t3 - t2); }
         }

@@ -50,7 +50,6 @@
 
 #include "../cuda_check.h"
 
-
 /* the model */
 constexpr int NL = 22, E = 2048, F = 5632, V = 32000, H = 32, HKV = 4, D = 64, CTX = 1024;
 constexpr int QKV = E + 2 * HKV * D;
@@ -615,7 +614,6 @@ __device__ void wait_done(const unsigned *done, unsigned flag)
         }
     csync();
 }
-
 
 /* mode (for finding what bounds the step; only 0 computes the model): 1 = tiles consumed
  * without arithmetic and no stage work (the stream alone), 2 = the dot products but no

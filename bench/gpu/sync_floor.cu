@@ -18,14 +18,7 @@
 
 #include <cuda_runtime.h>
 
-#define CK(x)                                                                                                  \
-    do {                                                                                                       \
-        cudaError_t e_ = (x);                                                                                  \
-        if (e_ != cudaSuccess) {                                                                               \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));                \
-            return 1;                                                                                          \
-        }                                                                                                      \
-    } while (0)
+#include "../cuda_check.h"
 
 constexpr int THREADS = 256, LINKS = 1000, RUNS = 9;
 
@@ -74,11 +67,12 @@ static float median(std::vector<float> v)
     return v[v.size() / 2];
 }
 
-static int time_graph(int nb, bool pdl, int *buf, cudaStream_t st, float *us)
+/* us per link */
+static float time_graph(int nb, bool pdl, int *buf, cudaStream_t st)
 {
     cudaGraph_t g;
     cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    CHECK_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
     for (int s = 0; s < LINKS; s++) {
         cudaLaunchConfig_t cfg = {};
         cfg.gridDim = dim3(nb);
@@ -89,73 +83,70 @@ static int time_graph(int nb, bool pdl, int *buf, cudaStream_t st, float *us)
         at[0].val.programmaticStreamSerializationAllowed = 1;
         cfg.attrs = at;
         cfg.numAttrs = pdl ? 1 : 0;
-        CK(cudaLaunchKernelEx(&cfg, stage_kernel, buf, s, pdl));
+        CHECK_CUDA(cudaLaunchKernelEx(&cfg, stage_kernel, buf, s, pdl));
     }
-    CK(cudaStreamEndCapture(st, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
+    CHECK_CUDA(cudaStreamEndCapture(st, &g));
+    CHECK_CUDA(cudaGraphInstantiate(&ge, g, 0));
     cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
+    CHECK_CUDA(cudaEventCreate(&a));
+    CHECK_CUDA(cudaEventCreate(&b));
     std::vector<float> t;
     for (int r = 0; r <= RUNS; r++) {
-        CK(cudaEventRecord(a, st));
-        CK(cudaGraphLaunch(ge, st));
-        CK(cudaEventRecord(b, st));
-        CK(cudaEventSynchronize(b));
+        CHECK_CUDA(cudaEventRecord(a, st));
+        CHECK_CUDA(cudaGraphLaunch(ge, st));
+        CHECK_CUDA(cudaEventRecord(b, st));
+        CHECK_CUDA(cudaEventSynchronize(b));
         float ms;
-        CK(cudaEventElapsedTime(&ms, a, b));
+        CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
         if (r) t.push_back(ms * 1000.f / LINKS); /* run 0 warms up */
     }
-    *us = median(t);
     cudaGraphExecDestroy(ge);
     cudaGraphDestroy(g);
-    return 0;
+    return median(t);
 }
 
-static int time_persistent(int nb, int *buf, unsigned *count, cudaStream_t st, float *us)
+static float time_persistent(int nb, int *buf, unsigned *count, cudaStream_t st)
 {
     cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
+    CHECK_CUDA(cudaEventCreate(&a));
+    CHECK_CUDA(cudaEventCreate(&b));
     std::vector<float> t;
     for (int r = 0; r <= RUNS; r++) {
-        CK(cudaMemsetAsync(count, 0, sizeof *count, st));
+        CHECK_CUDA(cudaMemsetAsync(count, 0, sizeof *count, st));
         int links = LINKS;
         void *args[] = {&buf, &count, &links};
-        CK(cudaEventRecord(a, st));
-        CK(cudaLaunchCooperativeKernel((void *)persistent_kernel, dim3(nb), dim3(THREADS), args, 0, st));
-        CK(cudaEventRecord(b, st));
-        CK(cudaEventSynchronize(b));
+        CHECK_CUDA(cudaEventRecord(a, st));
+        CHECK_CUDA(cudaLaunchCooperativeKernel((void *)persistent_kernel, dim3(nb), dim3(THREADS), args, 0, st));
+        CHECK_CUDA(cudaEventRecord(b, st));
+        CHECK_CUDA(cudaEventSynchronize(b));
         float ms;
-        CK(cudaEventElapsedTime(&ms, a, b));
+        CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
         if (r) t.push_back(ms * 1000.f / LINKS);
     }
-    *us = median(t);
-    return 0;
+    return median(t);
 }
 
 int main()
 {
     int dev = 0, sms = 0, per_sm = 0;
-    CK(cudaGetDevice(&dev));
-    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, persistent_kernel, THREADS, 0));
+    CHECK_CUDA(cudaGetDevice(&dev));
+    CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, persistent_kernel, THREADS, 0));
     cudaDeviceProp p;
-    CK(cudaGetDeviceProperties(&p, dev));
+    CHECK_CUDA(cudaGetDeviceProperties(&p, dev));
     int *buf;
     unsigned *count;
-    CK(cudaMalloc(&buf, 2 * sizeof(int) * sms * 8));
-    CK(cudaMalloc(&count, sizeof(unsigned)));
+    CHECK_CUDA(cudaMalloc(&buf, 2 * sizeof(int) * sms * 8));
+    CHECK_CUDA(cudaMalloc(&count, sizeof(unsigned)));
     cudaStream_t st;
-    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    CHECK_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     printf("%s, %d SMs; us per dependent link, median of %d runs of %d links, %d threads a block\n", p.name, sms,
            RUNS, LINKS, THREADS);
     printf("| blocks | graph | graph + PDL | grid barrier |\n|---:|---:|---:|---:|\n");
     for (int k = 1; k <= 4; k *= 2) {
         int nb = sms * k;
-        float g = 0, gp = 0, pb = -1;
-        if (time_graph(nb, false, buf, st, &g) || time_graph(nb, true, buf, st, &gp)) return 1;
-        if (k <= per_sm && time_persistent(nb, buf, count, st, &pb)) return 1;
+        float g = time_graph(nb, false, buf, st), gp = time_graph(nb, true, buf, st);
+        float pb = k <= per_sm ? time_persistent(nb, buf, count, st) : -1;
         printf("| %d (%d a SM) | %.2f | %.2f | %.2f |\n", nb, k, g, gp, pb);
     }
     return 0;
