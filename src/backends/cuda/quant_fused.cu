@@ -451,9 +451,11 @@ extern "C" bool cuq_mv_run(const cuq_mv_job *job, void *tmp, int sm_count, cudaS
     a.n_parts = n;
     int64_t rows = 0;
     size_t bytes = 0;
+    bool floats = true;
     for (int i = 0; i < job->n_parts; i++) {
         const cuq_mv_part *p = &job->part[i];
         size_t rb = part_bytes(p, job->K);
+        floats = floats && float_weight(p->wt);
         FuPart fp = {p->wt, (const uint8_t *)p->w, p->w_row, p->N, p->out, p->add, p->out2, (unsigned)rb};
         bytes += rb * (size_t)p->N;
         if (i < n) {
@@ -465,8 +467,11 @@ extern "C" bool cuq_mv_run(const cuq_mv_job *job, void *tmp, int sm_count, cudaS
     }
     /* The job's weights fit L2 beside the next job's prefetch (PDL overlaps them): ask for
      * them at once. Measured on the H100 (50 MB L2): a 13 MB gate/up job gains 18% from it,
-     * a 23 MB f16 weight loses 10%; 3/10 of L2 keeps the first and drops the second. */
-    a.prefetch = dev_facts().pdl && bytes <= dev_facts().l2 / 10 * 3;
+     * a 23 MB f16 weight loses 10%; 3/10 of L2 keeps the first and drops the second. Float
+     * weights never: on the H200 (session 40, tg128 alternated in one call) TinyLlama F16
+     * decoded at 995-996 t/s without any prefetch against 976-984 with its q/k/v and o jobs'
+     * (Q4_K_M lost 1.5-3% without). */
+    a.prefetch = dev_facts().pdl && bytes <= dev_facts().l2 / 10 * 3 && !floats;
     a.glu = job->glu;
     a.glu_out = job->glu_out;
     a.pair = dev_facts().pair;

@@ -21,16 +21,16 @@ namespace cufu {
 constexpr int FU_THREADS = 256, FU_WARPS = FU_THREADS / 32;
 
 /* Every kernel here lets the next one start at once and waits for its predecessor only
- * where it first reads what that one wrote (pdl.cuh); a job kernel prefetches its weights
- * into L2 before it waits, so the weight stream overlaps the norm, the previous job or the
- * launch latency. */
+ * where it first reads what that one wrote (pdl.cuh); a job kernel of quantized weights
+ * prefetches them into L2 before it waits, so the weight stream overlaps the norm, the
+ * previous job or the launch latency. */
 using cupdl::launch_pdl;
 using cupdl::ld_act;
 using cupdl::pdl_launch_next;
 using cupdl::pdl_wait;
 
 /* Device facts read once: whether to launch with PDL (sm_90+, not CTORCH_CUDA_PDL=0) and
- * the L2 size (jobs up to half of it prefetch their weights). */
+ * the L2 size (quantized jobs up to 3/10 of it prefetch their weights, cuq_mv_run). */
 struct DevFacts {
     bool pdl;
     size_t l2;
