@@ -251,15 +251,26 @@ static ct_status hold(ct_device *dev)
     return s;
 }
 
+/* CTORCH_OPENCL_STEP_CUT=N (a diagnostic, with CTORCH_OPENCL_HOLD): a replay enqueues only
+ * the step's first N launches (the list is in CTORCH_LOG=debug), so that the held device
+ * time of a step cut at N and at N + k gives the device time of those k launches where
+ * they run, after their real predecessors; the step's outputs are then wrong. */
+static int step_cut(int n)
+{
+    const char *e = getenv("CTORCH_OPENCL_STEP_CUT");
+    int k = e && *e ? atoi(e) : n;
+    return k >= 0 && k < n ? k : n;
+}
+
 ct_status ocl_step_launch(ct_device *dev, void *handle)
 {
     ocl_dev *od = ocl_dev_of(dev);
     ocl_capture *c = handle;
     uint64_t t0 = od->prof ? ocl_prof_now() : 0;
-    int every = flush_every();
+    int every = flush_every(), n = step_cut(c->n_launches);
     ct_status hs = hold(dev);
     if (hs != CT_OK) return hs;
-    for (int i = 0; i < c->n_launches; i++) {
+    for (int i = 0; i < n; i++) {
         const cap_launch *l = &c->launches[i];
         if (every > 0 && i > 0 && i % every == 0) {
             cl_int ferr = ocl_cl.clFlush(od->q);
