@@ -10,8 +10,8 @@
  * weights are read 16 bytes per lane and multiplied with the f32 x in FMA (no rounding of
  * x); one row of x with a small weight and no q8 form dequantizes instead (one launch). A
  * gated job has each warp compute the gate row and the up row of the same output, so the
- * activation is applied in registers. Launches use PDL and the weights are prefetched into
- * L2 before the kernel waits for its predecessor (quant_fused.cuh). Jobs whose weights are
+ * activation is applied in registers. Launches use PDL and quantized weights are prefetched
+ * into L2 before the kernel waits for its predecessor (quant_fused.cuh). Jobs whose weights are
  * all Q6_K (and M <= 2) stage each warp's rows through shared memory instead
  * (quant_fused_seg.cuh); f16 / bf16 rows at M <= 2 load 4 runs a lane before the math.
  * Jobs whose weights are all Q4_K (M = 1, x's q8 form given or made by quantize_q8) run a
