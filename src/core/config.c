@@ -31,6 +31,7 @@ static void defaults(core_config *c)
     c->repack = true;
     c->amx = true;
     c->replay = true;
+    c->pipeline = -1;
     c->fuse = true;
     c->simd_cap = 2; /* CORE_SIMD_CAP_AVX512: no cap below what the CPU has */
 }
@@ -57,6 +58,19 @@ static ct_status read_bool(const char *name, bool *out)
         if (!strcasecmp(e, no[i])) return *out = false, CT_OK;
     }
     return bad(name, e, "1/0, true/false, on/off or yes/no");
+}
+
+/* "auto" (-1) or a boolean (1 / 0). */
+static ct_status read_auto_bool(const char *name, int *out)
+{
+    const char *e = env(name);
+    if (!e) return CT_OK;
+    if (!strcasecmp(e, "auto")) return *out = -1, CT_OK;
+    bool b;
+    ct_status s = read_bool(name, &b);
+    if (s != CT_OK) return bad(name, e, "auto, 1/0, true/false, on/off or yes/no");
+    *out = b;
+    return CT_OK;
 }
 
 /* A decimal integer in [lo, hi], the whole string. */
@@ -183,6 +197,7 @@ ct_status config_read(core_config *c)
     keep(&first, msg, sizeof msg, read_bool("CTORCH_REPACK", &c->repack));
     keep(&first, msg, sizeof msg, read_bool("CTORCH_AMX", &c->amx));
     keep(&first, msg, sizeof msg, read_bool("CTORCH_REPLAY", &c->replay));
+    keep(&first, msg, sizeof msg, read_auto_bool("CTORCH_PIPELINE", &c->pipeline));
     keep(&first, msg, sizeof msg, read_bool("CTORCH_FUSE", &c->fuse));
     keep(&first, msg, sizeof msg, read_cache_dir(c->cache_dir, sizeof c->cache_dir));
     keep(&first, msg, sizeof msg, read_bool("CTORCH_OPENCL_POISON", &c->opencl_poison));

@@ -21,6 +21,10 @@ typedef struct core_config {
     bool repack;             /* CTORCH_REPACK */
     bool amx;                /* CTORCH_AMX: prompts may use AMX tiles where the CPU has them (core/cpuid.h) */
     bool replay;             /* CTORCH_REPLAY: the LLM decodes by replaying a recorded step */
+    int pipeline;            /* CTORCH_PIPELINE=auto|1|0 (auto: -1): a decode step on a device is queued
+                                before the one ahead of it is read back (the next token guessed there,
+                                checked here); auto: on CUDA devices only (measured: it pays there, and
+                                NVIDIA's OpenCL decodes slower with it) */
     bool fuse;               /* CTORCH_FUSE: a backend capturing a recorded step may fuse its ops */
     char cache_dir[512];     /* CTORCH_CACHE_DIR, else $XDG_CACHE_HOME/ctorch, else ~/.cache/ctorch
                                 ("" when none of them is set): compiled device kernels */

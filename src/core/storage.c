@@ -647,9 +647,10 @@ bool storage_layout_serves(const ct_tensor *t, const ct_device *dev, int op, int
     return false;
 }
 
-ct_status storage_read_direct(ct_storage *st, size_t off, void *dst, size_t bytes, bool *done)
+ct_status storage_read_begin(ct_storage *st, size_t off, void *dst, size_t bytes, bool *done, ct_event **ev)
 {
     *done = false;
+    *ev = NULL;
     const ct_storage_copy *h = &st->copies[0];
     /* a host copy that holds the bytes, or part of them, stays the source (today's path) */
     if (!bytes || off > st->nbytes || bytes > st->nbytes - off || healthy(h)) return CT_OK;
@@ -659,15 +660,38 @@ ct_status storage_read_direct(ct_storage *st, size_t off, void *dst, size_t byte
     if (!c) return CT_OK; /* lost or never written: the usual path says which */
     ct_status s = event_order(c->dev, c->writer); /* its own queue's writes are in order already */
     if (s == CT_OK) s = c->dev->ops->download(c->dev, &c->buf, off, dst, bytes);
-    ct_event *ev = NULL;
-    if (s == CT_OK) s = event_record(c->dev, &ev);
+    if (s == CT_OK) s = event_record(c->dev, ev);
+    if (s != CT_OK) return s;
+    transferred(c->dev, NULL, bytes, CT_TRANSFER_DEVICE_TO_HOST);
+    *done = true;
+    return CT_OK;
+}
+
+ct_status storage_read_direct(ct_storage *st, size_t off, void *dst, size_t bytes, bool *done)
+{
+    ct_event *ev;
+    ct_status s = storage_read_begin(st, off, dst, bytes, done, &ev);
     /* the caller reads dst next: the host waits for the download (a late error marks the
      * device lost: CT_ERR_DEVICE_LOST, as a read through the host copy reports it) */
     if (s == CT_OK) s = event_order(NULL, ev);
     event_release(ev);
+    if (s != CT_OK) *done = false;
+    return s;
+}
+
+ct_status storage_host_overwrite(ct_storage *st, const void *src, size_t bytes)
+{
+    if (bytes != st->nbytes)
+        return core_err(CT_ERR_RANGE, "storage_host_overwrite: %zu bytes for a %zu-byte storage", bytes, st->nbytes);
+    ct_status s = storage_alloc_on(st, NULL);
     if (s != CT_OK) return s;
-    transferred(c->dev, NULL, bytes, CT_TRANSFER_DEVICE_TO_HOST);
-    *done = true;
+    ct_storage_copy *h = &st->copies[0];
+    /* a download still landing in the host bytes, or an upload still reading them */
+    s = wait_writer(h, NULL);
+    wait_readers(h, NULL);
+    if (s != CT_OK) return s;
+    memcpy(h->buf.ptr, src, bytes);
+    storage_mark_written(st, NULL);
     return CT_OK;
 }
 

@@ -194,6 +194,15 @@ ct_status storage_host_mut(ct_storage *st, void **ptr);
  * does not apply (a valid or partly valid host copy, no complete device copy, nothing to
  * read): the caller reads through storage_host then. */
 ct_status storage_read_direct(ct_storage *st, size_t off, void *dst, size_t bytes, bool *done);
+/* storage_read_direct without the wait: *ev (NULL when nothing is pending) marks the
+ * download; the caller waits for it (event_order(NULL, ev)) before reading dst, keeps dst
+ * valid until then, and releases it. dst should be page-locked where the device's download
+ * from pageable memory would wait for the queue (CUDA). */
+ct_status storage_read_begin(ct_storage *st, size_t off, void *dst, size_t bytes, bool *done, struct ct_event **ev);
+/* Replaces all the storage's bytes from the host without reading any device's copy first
+ * (ct_tensor_data_mut would: a wait for the device when it wrote last). The other copies
+ * go stale; the host waits only for transfers still using its own copy. */
+ct_status storage_host_overwrite(ct_storage *st, const void *src, size_t bytes);
 /* Observer of every transfer (the executor's statistics). src/dst NULL = host;
  * method is a ct_transfer_method. */
 typedef void (*storage_transfer_fn)(const struct ct_device *src, const struct ct_device *dst, uint64_t bytes, int method);

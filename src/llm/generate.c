@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/config.h"
 #include "core/cpuid.h"
 #include "core/tensor.h"
 #include "llm/generate.h"
@@ -18,25 +19,30 @@ double llm_now(void)
 }
 
 #define LOGITS_ALIGN 4096 /* whole pages: pinning locks no page of another allocation */
+#define LOGITS_TAIL 16     /* floats after a row: the device's choice of the next token */
 
-static float *alloc_logits(int n_vocab)
+static size_t logits_bytes(int n_vocab)
 {
-    size_t bytes = ((size_t)n_vocab * sizeof(float) + LOGITS_ALIGN - 1) / LOGITS_ALIGN * LOGITS_ALIGN;
-    return aligned_alloc(LOGITS_ALIGN, bytes ? bytes : LOGITS_ALIGN);
+    size_t bytes = ((size_t)n_vocab + LOGITS_TAIL) * sizeof(float);
+    return (bytes + LOGITS_ALIGN - 1) / LOGITS_ALIGN * LOGITS_ALIGN;
 }
 
-/* Every decoded token's logits are read back into this row: page-locked, a GPU writes it
- * by DMA at full speed instead of through the driver's staging (1 MiB a token for a
+/* Every decoded token's logits are read back into these rows: page-locked, a GPU writes
+ * them by DMA at full speed instead of through the driver's staging (1 MiB a token for a
  * 262k vocabulary). Pageable memory works too, slower: a refusal is only logged. */
-static void pin_logits(llm_session *s)
+static ct_status alloc_logits(llm_session *s)
 {
-    size_t bytes = (size_t)s->m->hp.n_vocab * sizeof *s->logits;
-    if (ct_host_pin(s->logits, bytes) == CT_OK) {
-        s->logits_pinned = true;
-        return;
+    size_t bytes = logits_bytes(s->m->hp.n_vocab);
+    for (int i = 0; i < 3; i++) {
+        s->lbuf[i] = aligned_alloc(LOGITS_ALIGN, bytes);
+        if (!s->lbuf[i]) return core_err(CT_ERR_OOM, "llm_session_init: out of memory for the logits rows");
+        if (ct_host_pin(s->lbuf[i], bytes) == CT_OK) s->lbuf_pinned[i] = true;
+        else
+            core_log(CT_LOG_WARN, "%s: a logits row stays pageable (%s): reading logits back is slower", s->m->name,
+                     ct_last_error());
     }
-    core_log(CT_LOG_WARN, "%s: the logits buffer stays pageable (%s): reading logits back is slower",
-             s->m->name, ct_last_error());
+    s->logits = s->lbuf[0];
+    return CT_OK;
 }
 
 ct_status llm_session_init(llm_session *s, const llm_model *m, int n_ctx, ct_dtype kv_dtype,
@@ -55,12 +61,11 @@ ct_status llm_session_init(llm_session *s, const llm_model *m, int n_ctx, ct_dty
     }
     if ((st = llm_sampler_new(sp, &s->smp)) != CT_OK) goto fail;
     s->hist = malloc((size_t)n_ctx * sizeof *s->hist);
-    s->logits = alloc_logits(m->hp.n_vocab);
-    if (!s->hist || !s->logits) {
+    if (!s->hist) {
         st = core_err(CT_ERR_OOM, "llm_session_init: out of memory for a %d-token context", n_ctx);
         goto fail;
     }
-    pin_logits(s);
+    if ((st = alloc_logits(s)) != CT_OK) goto fail;
     return CT_OK;
 fail:
     llm_session_free(s);
@@ -74,13 +79,16 @@ void llm_session_free(llm_session *s)
     llm_kv_cache_free(&s->kv);
     llm_sampler_free(s->smp);
     free(s->hist);
-    if (s->logits_pinned) ct_host_unpin(s->logits); /* before the memory goes back */
-    free(s->logits);
+    for (int i = 0; i < 3; i++) {
+        if (s->lbuf_pinned[i]) ct_host_unpin(s->lbuf[i]); /* before the memory goes back */
+        free(s->lbuf[i]);
+    }
     *s = (llm_session){0};
 }
 
 void llm_session_reset(llm_session *s)
 {
+    llm_session_drain(s);
     llm_kv_cache_clear(&s->kv);
     if (s->smp) llm_sampler_reset(s->smp);
     s->have_logits = false;
@@ -89,6 +97,7 @@ void llm_session_reset(llm_session *s)
 
 void llm_session_truncate(llm_session *s, int n)
 {
+    llm_session_drain(s);
     if (n < 0) n = 0;
     if (n < s->kv.n_past) {
         s->kv.n_past = n;
@@ -183,11 +192,16 @@ ct_status llm_session_eval(llm_session *s, const int32_t *toks, int n)
     if (n > s->kv.n_ctx - s->kv.n_past)
         return core_err(CT_ERR_RANGE, "context too long: %d tokens (+%d already in the context) do not fit in %d; "
                         "use a shorter prompt or a larger -c", n, s->kv.n_past, s->kv.n_ctx);
+    if (llm_session_in_flight(s))
+        return core_err(CT_ERR_INVALID_ARG, "llm_session_eval: %d evaluations still in flight (collect or drain them)",
+                        llm_session_in_flight(s));
     int at = s->kv.n_past;
     ct_status st;
     bool one = n == 1 && llm_replay_enabled();
     if (one) {
-        st = llm_decoder_eval(s, toks[0]);
+        int32_t tok, choice;
+        st = llm_decoder_submit(s, toks[0]);
+        if (st == CT_OK) st = llm_decoder_collect(s, &tok, &choice);
     } else {
         ct_tensor *lg = NULL;
         st = llm_forward(s->m, &s->kv, toks, n, false, &lg);
@@ -203,6 +217,52 @@ ct_status llm_session_eval(llm_session *s, const int32_t *toks, int n)
         return st;
     }
     memcpy(s->hist + at, toks, (size_t)n * sizeof *toks);
+    s->have_logits = true;
+    return CT_OK;
+}
+
+int llm_session_in_flight(const llm_session *s) { return s ? llm_decoder_in_flight(s) : 0; }
+
+bool llm_session_can_pipeline(const llm_session *s)
+{
+    return s && llm_replay_enabled() && config_current()->pipeline != 0 && llm_decoder_chooses(s);
+}
+
+void llm_session_drain(llm_session *s)
+{
+    if (s) llm_decoder_drain(s);
+}
+
+ct_status llm_session_submit(llm_session *s, int32_t tok)
+{
+    if (!s) return core_err(CT_ERR_INVALID_ARG, "llm_session_submit: NULL session");
+    if (!llm_replay_enabled())
+        return core_err(CT_ERR_INVALID_ARG, "llm_session_submit: decoding is eager (CTORCH_REPLAY=0): use llm_session_eval");
+    ct_status st = llm_decoder_submit(s, tok);
+    if (st != CT_OK) llm_decoder_drain(s);
+    return st;
+}
+
+ct_status llm_session_collect(llm_session *s, int32_t *choice)
+{
+    if (!s || !choice) return core_err(CT_ERR_INVALID_ARG, "llm_session_collect: NULL argument");
+    *choice = -1;
+    int at = s->kv.n_past;
+    int32_t tok;
+    ct_status st = llm_decoder_collect(s, &tok, choice);
+    double t0 = llm_now();
+    if (st == CT_OK && llm_any_nonfinite(s->logits, s->m->hp.n_vocab)) {
+        llm_decoder_drain(s); /* the diagnosis runs the model again */
+        if ((st = check_logits(s, &tok, 1, at)) != CT_OK) s->kv.n_past = at;
+    }
+    llm_decoder_add_check(s, llm_now() - t0);
+    if (st != CT_OK) {
+        llm_decoder_drain(s);
+        s->have_logits = false;
+        *choice = -1;
+        return st;
+    }
+    s->hist[at] = tok;
     s->have_logits = true;
     return CT_OK;
 }
@@ -230,6 +290,24 @@ static void mask_eog(llm_session *s)
         if (llm_token_is_eog(s->m->tok, id)) s->logits[id] = -INFINITY;
 }
 
+/* One token's evaluation in a pipelined generation. *guess is the token the step in
+ * flight (if any) evaluates: the device's choice after the step before it. A wrong guess
+ * is dropped and id submitted; with `more`, the device's choice after id is queued before
+ * id's result is waited for, so the device never waits for the host. An error leaves
+ * nothing in flight (the caller evaluates id the ordinary way). */
+static ct_status eval_pipelined(llm_session *s, int32_t id, bool more, int32_t *guess)
+{
+    ct_status st = CT_OK;
+    if (llm_session_in_flight(s) && *guess != id) {
+        llm_session_drain(s);
+        ct_exec_trace_note("pipelined decode: the device's guess was not the sampled token; dropped");
+    }
+    if (!llm_session_in_flight(s)) st = llm_session_submit(s, id);
+    if (st == CT_OK && more && s->kv.n_past + 1 < s->kv.n_ctx) st = llm_session_submit(s, -1);
+    if (st == CT_OK) st = llm_session_collect(s, guess);
+    return st;
+}
+
 ct_status llm_session_generate(llm_session *s, int n_predict, llm_piece_fn fn, void *ctx,
                                volatile sig_atomic_t *stop, llm_gen_stats *stats)
 {
@@ -242,6 +320,8 @@ ct_status llm_session_generate(llm_session *s, int n_predict, llm_piece_fn fn, v
     const int n_vocab = s->m->hp.n_vocab;
     double t0 = llm_now();
     ct_status st = CT_OK;
+    int32_t guess = -1;
+    const bool greedy = !(llm_sampler_get_params(s->smp)->temperature > 0.0f);
     for (int i = 0; n_predict < 0 || i < n_predict; i++) {
         if (stop && *stop) {
             stats->interrupted = true;
@@ -267,13 +347,22 @@ ct_status llm_session_generate(llm_session *s, int n_predict, llm_piece_fn fn, v
             stats->ctx_full = true;
             break;
         }
-        if ((st = llm_session_eval(s, &id, 1)) != CT_OK) {
+        /* pipelined while the step chooses on the device (known after the first replay) and
+         * the sampler is greedy: a sampled token would rarely be the device's guess, and each
+         * wrong guess costs a step */
+        bool more = n_predict < 0 || i + 2 < n_predict;
+        st = greedy && llm_session_can_pipeline(s) ? eval_pipelined(s, id, more, &guess) : CT_ERR_UNSUPPORTED;
+        /* a pipelined step that failed is redone the ordinary way (a lost device: recovered) */
+        if (st == CT_ERR_DEVICE_LOST) st = llm_session_recover(s, st, &id, 1, s->kv.n_past);
+        else if (st != CT_OK) st = llm_session_eval(s, &id, 1);
+        if (st != CT_OK) {
             char why[400]; /* core_err writes the buffer ct_last_error returns */
             snprintf(why, sizeof why, "%s", ct_last_error());
             core_err(st, "generation step %d (token %d): %s", i + 1, (int)id, why);
             break;
         }
     }
+    llm_session_drain(s); /* a guess queued for a token that is not coming */
     char tail[16];
     int w = llm_detok_flush(&s->detok, tail, (int)sizeof tail);
     if (w > 0 && fn) fn(tail, w, ctx);

@@ -18,8 +18,14 @@ typedef struct llm_session {
     llm_kv_cache kv;
     llm_sampler *smp;
     int32_t *hist;     /* [n_ctx] the tokens in the cache, in order */
-    float *logits;     /* [n_vocab] logits after the last evaluated token */
-    bool logits_pinned; /* page-locked (ct_host_pin): devices write it at full speed */
+    float *logits;     /* [n_vocab] logits after the last evaluated token: one of lbuf */
+    /* Where logits land: the current row, and the rows of up to two evaluations still
+     * in flight (llm_session_submit), each with room after the row for the device's
+     * choice of the next token. Page-locked where a device can (ct_host_pin): devices
+     * write them at full speed, and CUDA's reads into pageable memory would wait for
+     * everything queued. */
+    float *lbuf[3];
+    bool lbuf_pinned[3];
     bool have_logits;
     llm_detok detok;
     bool ignore_eog;   /* end-of-generation tokens are never sampled (llama.cpp's --ignore-eos) */
@@ -66,11 +72,43 @@ ct_status llm_session_recover(llm_session *s, ct_status st, const int32_t *toks,
 ct_status llm_session_generate(llm_session *s, int n_predict, llm_piece_fn fn, void *ctx,
                                volatile sig_atomic_t *stop, llm_gen_stats *stats);
 
+/* Pipelined decoding: up to two one-token evaluations in flight on a device, each read
+ * back while the next one runs. llm_session_submit queues the evaluation of tok at the
+ * position after every evaluation already submitted (tok < 0: the token that the step
+ * before it chose on the device, the argmax of its logits); it returns before the
+ * device is done. llm_session_collect waits for the oldest one: its logits become
+ * s->logits (checked as llm_session_eval checks them), n_past advances, and *choice is
+ * the device's argmax of them (-1 when the step does not choose). A generation keeps
+ * the device busy by submitting the guessed next token before collecting the current
+ * one and drops the guess (llm_session_drain) when the sampler picks another. On an
+ * error nothing is left in flight: the failed evaluation and any after it are dropped,
+ * and llm_session_eval redoes them (recording again, recovering a lost device). */
+ct_status llm_session_submit(llm_session *s, int32_t tok);
+ct_status llm_session_collect(llm_session *s, int32_t *choice);
+/* Waits for the evaluations in flight and drops them: n_past and s->logits stay. */
+void llm_session_drain(llm_session *s);
+/* Evaluations in flight. */
+int llm_session_in_flight(const llm_session *s);
+/* Whether the session's decode step chooses the next token on the device, so that a
+ * pipelined generation pays (a recorded step whose logits come from a device that
+ * CTORCH_PIPELINE takes: auto, the default, takes CUDA devices); false before the first
+ * one-token evaluation. */
+bool llm_session_can_pipeline(const llm_session *s);
+
 /* CTORCH_REPLAY (default on): one-token evaluations replay a recorded step. */
 bool llm_replay_enabled(void);
-/* Evaluates one token by replaying the session's decode step (recording it first when
- * there is none or it is stale); the logits go to s->logits and n_past advances. */
-ct_status llm_decoder_eval(llm_session *s, int32_t tok);
+/* Queues one token's evaluation by replaying the session's decode step (recording it
+ * first when there is none or it is stale; only with nothing in flight) at position
+ * n_past + in flight, its logits read back into a free row of s->lbuf (see
+ * llm_session_submit). */
+ct_status llm_decoder_submit(llm_session *s, int32_t tok);
+/* Waits for the oldest queued evaluation: s->logits = its row, n_past advances, *tok its
+ * input token and *choice the device's argmax (-1: none). */
+ct_status llm_decoder_collect(llm_session *s, int32_t *tok, int32_t *choice);
+/* Waits for every queued evaluation and drops it. */
+void llm_decoder_drain(llm_session *s);
+int llm_decoder_in_flight(const llm_session *s);
+bool llm_decoder_chooses(const llm_session *s);
 void llm_decoder_free(llm_decoder *d);
 /* Recordings the session's decoder has made (tests: a stale step is remade). */
 int llm_decoder_records(const llm_session *s);

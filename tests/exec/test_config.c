@@ -65,6 +65,7 @@ static void test_bad_values(void)
         {"CTORCH_SIMD", "bogus", CT_ERR_INVALID_ARG},
         {"CTORCH_SIMD", "avx1024", CT_ERR_INVALID_ARG},
         {"CTORCH_PREFETCH", "l3", CT_ERR_INVALID_ARG},
+        {"CTORCH_PIPELINE", "sometimes", CT_ERR_INVALID_ARG},
         {"CTORCH_BPE_PRE", "this name is far longer than any pre-tokenizer name could be, so it is refused", CT_ERR_INVALID_ARG},
     };
     /* settings in force before each bad one */
@@ -100,7 +101,13 @@ static void test_values_reach_their_readers(void)
     setenv("CTORCH_SIMD", "AVX2", 1);
     setenv("CTORCH_BPE_PRE", "gpt2", 1);
     setenv("CTORCH_PREFETCH", "L2", 1);
+    setenv("CTORCH_PIPELINE", "off", 1);
     CHECK_OK(ct_exec_reinit());
+    CHECK(config_current()->pipeline == 0);
+    setenv("CTORCH_PIPELINE", "AUTO", 1);
+    CHECK_OK(ct_exec_reinit());
+    CHECK(config_current()->pipeline == -1);
+    setenv("CTORCH_PIPELINE", "yes", 1);
     CHECK(core_prefetch_l2());
     setenv("CTORCH_PREFETCH", "l1", 1);
     CHECK_OK(ct_exec_reinit());
@@ -110,7 +117,7 @@ static void test_values_reach_their_readers(void)
     CHECK(!c->amx && !cpu_amx_usable(CPU_AMX_INT8) && !cpu_amx_usable(CPU_AMX_BF16));
     CHECK(core_simd_cap_env() == CORE_SIMD_CAP_AVX2 && !strcmp(c->bpe_pre, "gpt2"));
     CHECK(!core_log_enabled(CT_LOG_WARN) && core_log_enabled(CT_LOG_ERROR));
-    CHECK(ct_exec_strict() && ct_exec_stats_requested());
+    CHECK(ct_exec_strict() && ct_exec_stats_requested() && c->pipeline == 1);
     /* empty means the default */
     setenv("CTORCH_LOG", "", 1);
     unsetenv("CTORCH_REPACK");
@@ -121,9 +128,12 @@ static void test_values_reach_their_readers(void)
     setenv("CTORCH_SIMD", "", 1);
     unsetenv("CTORCH_BPE_PRE");
     unsetenv("CTORCH_PREFETCH");
+    setenv("CTORCH_PIPELINE", "", 1);
     CHECK_OK(ct_exec_reinit());
     CHECK(core_prefetch_l2() == cpu_is_intel()); /* unset: by the vendor */
     c = config_current();
+    CHECK(c->pipeline == -1);
+    unsetenv("CTORCH_PIPELINE");
     CHECK(c->log_level == CT_LOG_WARN && c->repack && c->amx && c->host_cache_bytes == (size_t)256 << 20);
     CHECK(core_simd_cap_env() == CORE_SIMD_CAP_AVX512 && !c->bpe_pre[0]);
     unsetenv("CTORCH_SIMD");

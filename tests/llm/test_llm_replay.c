@@ -112,12 +112,12 @@ static void test_replay_allocates_nothing(void)
     int32_t ids[] = {1, 450, 7483, 310, 3444};
     CHECK_OK(llm_session_eval(&s, ids, 5));
     int32_t tok = 263;
-    CHECK_OK(llm_decoder_eval(&s, tok)); /* records */
-    CHECK_OK(llm_decoder_eval(&s, tok)); /* sizes the kernels' scratch at a later position */
+    CHECK_OK(llm_session_eval(&s, &tok, 1)); /* records */
+    CHECK_OK(llm_session_eval(&s, &tok, 1)); /* sizes the kernels' scratch at a later position */
     uint64_t h0 = host_alloc_count(), a0 = ac_count();
     for (int i = 0; i < 16; i++) {
         tok = th_argmax_f32(s.logits, m->hp.n_vocab);
-        CHECK_OK(llm_decoder_eval(&s, tok));
+        CHECK_OK(llm_session_eval(&s, &tok, 1));
     }
     uint64_t dh = host_alloc_count() - h0, da = ac_count() - a0;
     CHECK_MSG(dh == 0, "%llu host allocations in 16 replayed decode tokens", (unsigned long long)dh);

@@ -54,7 +54,8 @@ static int g_n_log;
  * attention): exec/test_decompose.c. */
 static const ct_op_kind kernels[] = {CT_OP_ADD, CT_OP_SUB, CT_OP_MUL, CT_OP_DIV, CT_OP_RELU, CT_OP_MATMUL, CT_OP_COPY,
                                      CT_OP_FILL, CT_OP_SUM, CT_OP_MEAN, CT_OP_MAX, CT_OP_EXP, CT_OP_LOG, CT_OP_RSQRT,
-                                     CT_OP_SILU, CT_OP_GELU, CT_OP_ADD_SCALAR, CT_OP_MUL_SCALAR, CT_OP_LINEAR};
+                                     CT_OP_SILU, CT_OP_GELU, CT_OP_ADD_SCALAR, CT_OP_MUL_SCALAR, CT_OP_LINEAR,
+                                     CT_OP_ARGMAX, CT_OP_EMBEDDING};
 
 static uint64_t now_ns(void)
 {
@@ -87,6 +88,7 @@ typedef struct tb_cmd {
     tb_view src[3], dst;
     int n_src;
     const float *wt; /* LINEAR: the weight in the device's layout (transposed, [K, N]), or NULL */
+    bool int_copy;   /* COPY from i64 to i32 */
     double a;
     uint32_t red_mask; /* reductions: dims of src[0] reduced */
     /* CMD_COPY (upload, download, peer) / CMD_RELEASE */
@@ -213,8 +215,39 @@ static void kernel_linear(const tb_cmd *c)
         }
 }
 
+/* ARGMAX over the last dim of a contiguous f32 src into i64 (the lowest index of the
+ * greatest value; NaN never greater). */
+static void kernel_argmax(const tb_cmd *c)
+{
+    const tb_view *s = &c->src[0];
+    int64_t N = s->shape[s->ndim - 1], rows = N ? numel(s) / N : 0;
+    int64_t *d = (int64_t *)(void *)c->dst.p;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *x = s->p + r * N;
+        int64_t best = 0;
+        for (int64_t j = 1; j < N; j++)
+            if (x[j] > x[best]) best = j;
+        d[r] = best;
+    }
+}
+
+/* EMBEDDING: rows of a contiguous f32 table [V, E] picked by contiguous i32 ids. */
+static void kernel_embedding(const tb_cmd *c)
+{
+    const tb_view *t = &c->src[0], *ids = &c->src[1];
+    int64_t V = t->shape[0], E = t->shape[1], n = numel(ids);
+    const int32_t *id = (const int32_t *)(const void *)ids->p;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t e = 0; e < E; e++) c->dst.p[i * E + e] = id[i] >= 0 && id[i] < V ? t->p[id[i] * E + e] : NAN;
+}
+
 static void kernel(const tb_cmd *c)
 {
+    if (c->kind == CT_OP_COPY && c->int_copy) { /* i64 -> i32, contiguous */
+        for (int64_t i = 0; i < numel(&c->dst); i++)
+            ((int32_t *)(void *)c->dst.p)[i] = (int32_t)((const int64_t *)(const void *)c->src[0].p)[i];
+        return;
+    }
     const tb_view *d = &c->dst;
     int64_t n = numel(d);
     switch (c->kind) {
@@ -234,6 +267,8 @@ static void kernel(const tb_cmd *c)
     case CT_OP_SUM: case CT_OP_MEAN: case CT_OP_MAX: kernel_reduce(c); break;
     case CT_OP_MATMUL: kernel_matmul(c); break;
     case CT_OP_LINEAR: kernel_linear(c); break;
+    case CT_OP_ARGMAX: kernel_argmax(c); break;
+    case CT_OP_EMBEDDING: kernel_embedding(c); break;
     default: break;
     }
 }
@@ -340,10 +375,31 @@ static void tb_release_dev(ct_device *dev)
     dev->priv = NULL;
 }
 
+/* The ops a decode step ends and starts with, beyond f32: its argmax into i64, that
+ * index copied into the i32 token, the token's embedding. */
+static bool tb_supports_index(const ct_op *op)
+{
+    const ct_tensor *a = op->src[0], *d = op->dst;
+    switch (op->kind) {
+    case CT_OP_ARGMAX:
+        return a->dtype == CT_F32 && d->dtype == CT_I64 && tensor_is_contiguous(a) && tensor_is_contiguous(d) &&
+               a->ndim >= 1 && op->p.red.mask == 1u << (a->ndim - 1);
+    case CT_OP_COPY:
+        return a->dtype == CT_I64 && d->dtype == CT_I32 && tensor_is_contiguous(a) && tensor_is_contiguous(d);
+    case CT_OP_EMBEDDING:
+        return a->dtype == CT_F32 && a->ndim == 2 && tensor_is_contiguous(a) && op->src[1]->dtype == CT_I32 &&
+               tensor_is_contiguous(op->src[1]) && d->dtype == CT_F32 && tensor_is_contiguous(d);
+    default: return false;
+    }
+}
+
 static bool tb_supports(const ct_device *dev, const ct_op *op)
 {
     (void)dev;
-    if (!g_ops[op->kind] || op->dst->dtype != CT_F32) return false;
+    if (!g_ops[op->kind]) return false;
+    if (op->kind == CT_OP_ARGMAX || op->kind == CT_OP_EMBEDDING || (op->kind == CT_OP_COPY && op->dst->dtype == CT_I32))
+        return tb_supports_index(op);
+    if (op->dst->dtype != CT_F32) return false;
     for (int i = 0; i < op->n_src; i++)
         if (op->src[i] && op->src[i]->dtype != CT_F32) return false;
     return true;
@@ -439,6 +495,7 @@ static ct_status tb_run(ct_device *dev, const ct_op *op)
         c->wt = (const float *)(lay + 2);
     }
     c->dst = view_of(op->dst, dev);
+    c->int_copy = op->kind == CT_OP_COPY && op->dst->dtype == CT_I32;
     c->a = op->p.s.a;
     if (op->kind == CT_OP_SUM || op->kind == CT_OP_MEAN || op->kind == CT_OP_MAX) c->red_mask = op->p.red.mask;
     return submit(dev, c);

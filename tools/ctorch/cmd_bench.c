@@ -30,14 +30,32 @@ static void fill_tokens(int32_t *t, int n, int n_vocab)
     }
 }
 
+/* Generation's tokens one at a time, each one's logits read back and checked. Where the
+ * decode step runs on a device, pipelined as a generation is (llm_session_submit): the
+ * next token's step is queued before the current one is waited for. */
+static ct_status decode_tokens(llm_session *s, const int32_t *toks, int n_gen)
+{
+    ct_status st = CT_OK;
+    int32_t choice;
+    for (int i = 0; i < n_gen && st == CT_OK; i++) {
+        if (!llm_session_can_pipeline(s)) {
+            st = llm_session_eval(s, &toks[i % 64], 1);
+            continue;
+        }
+        st = llm_session_submit(s, toks[i % 64]);
+        if (st == CT_OK && llm_session_in_flight(s) == 2) st = llm_session_collect(s, &choice);
+    }
+    while (st == CT_OK && llm_session_in_flight(s)) st = llm_session_collect(s, &choice);
+    return st;
+}
+
 /* One timed run; returns seconds or < 0 on error. */
 static double run_once(llm_session *s, const int32_t *toks, int n_prompt, int n_gen)
 {
-    llm_kv_cache_clear(&s->kv);
+    llm_session_reset(s);
     double t0 = llm_now();
     if (n_prompt > 0 && llm_session_eval(s, toks, n_prompt) != CT_OK) return -1;
-    for (int i = 0; i < n_gen; i++)
-        if (llm_session_eval(s, &toks[i % 64], 1) != CT_OK) return -1;
+    if (decode_tokens(s, toks, n_gen) != CT_OK) return -1;
     return llm_now() - t0;
 }
 
