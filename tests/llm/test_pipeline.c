@@ -252,15 +252,22 @@ static char g_devices[256]; /* CTORCH_DEVICES as the test started */
 
 enum { N_REAL = 24 };
 
-/* The N_REAL - 1 evaluated greedy tokens of mini-a placed on dev after a fixed prompt. */
-static void real_tokens(const char *path, const char *dev, bool pipeline, float penalty, int32_t *out)
+/* mini-a loaded and placed on dev, with replay on and pipelining as asked. */
+static llm_model *placed_model(const char *path, const char *dev, bool pipeline)
 {
     set_env("CTORCH_REPLAY", true);
     set_env("CTORCH_PIPELINE", pipeline);
     llm_model *m = NULL;
     CHECK_OK(llm_model_load(path, NULL, NULL, &m));
+    if (m) CHECK_OK(llm_model_place(m, dev, -1, NULL, NULL, NULL));
+    return m;
+}
+
+/* The N_REAL - 1 evaluated greedy tokens of mini-a placed on dev after a fixed prompt. */
+static void real_tokens(const char *path, const char *dev, bool pipeline, float penalty, int32_t *out)
+{
+    llm_model *m = placed_model(path, dev, pipeline);
     if (!m) return;
-    CHECK_OK(llm_model_place(m, dev, -1, NULL, NULL, NULL));
     llm_sampler_params sp;
     llm_sampler_params_default(&sp);
     sp.temperature = 0;
@@ -282,16 +289,13 @@ static void real_tokens(const char *path, const char *dev, bool pipeline, float 
     llm_model_free(m);
 }
 
-/* Logits after the prompt and toks[0..3) evaluated one at a time (pipelined: toks[1]
- * with a guess queued behind it that is then dropped, and toks[2] submitted instead). */
+/* The logits after a prompt toks[0..5) and toks[5], toks[6], toks[7] evaluated one at a
+ * time (pipelined: toks[6] with a guess queued behind it that is then dropped, and toks[7]
+ * submitted instead). */
 static void real_drop(const char *path, const char *dev, bool pipeline, float *out, int V_)
 {
-    set_env("CTORCH_REPLAY", true);
-    set_env("CTORCH_PIPELINE", pipeline);
-    llm_model *m = NULL;
-    CHECK_OK(llm_model_load(path, NULL, NULL, &m));
+    llm_model *m = placed_model(path, dev, pipeline);
     if (!m) return;
-    CHECK_OK(llm_model_place(m, dev, -1, NULL, NULL, NULL));
     llm_session s;
     CHECK_OK(llm_session_init(&s, m, 128, CT_F16, NULL));
     static const int32_t toks[] = {1, 450, 7483, 310, 3444, 263, 931, 2501};
