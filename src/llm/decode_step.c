@@ -9,10 +9,10 @@
  * projection lives on such a device, the step ends with the argmax of its logits written
  * into the token tensor the step reads, so the next step can be queued before this one
  * is read back, guessing that the sampler picks the argmax (greedy decoding does;
- * generate.c checks every guess and drops a wrong one). Each queued step's logits and choice are read back
- * asynchronously into a row of the session's lbuf. Between tokens a device then waits
- * for no host work: the readback, the sampler, the parameters' upload and the launch of
- * the next step all overlap the step in flight. */
+ * generate.c checks every guess and drops a wrong one). Each queued step's logits and
+ * choice are read back asynchronously into a row of the session's lbuf. Between tokens
+ * a device then waits for no host work: the readback, the sampler, the parameters'
+ * upload and the launch of the next step all overlap the step in flight. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,9 +75,7 @@ static ct_status slot_wait(pipe_slot *p)
 void llm_decoder_free(llm_decoder *d)
 {
     if (!d) return;
-    for (int i = 0; i < d->n_q; i++) {
-        slot_wait(&d->q[i]); /* the rows are the session's: nothing lands there later */
-    }
+    for (int i = 0; i < d->n_q; i++) slot_wait(&d->q[i]); /* the rows are the session's: nothing lands there later */
     ct_step_free(d->step);
     ct_tensor_free(d->logits);
     ct_tensor_free(d->tok);
@@ -280,13 +278,15 @@ ct_status llm_decoder_submit(llm_session *s, int32_t tok)
     char why[160], note[200];
     const char *r = stale(d, &s->kv, why, sizeof why);
     if (r && (d->n_q || tok < 0))
-        return core_err(CT_ERR_INVALID_ARG, "llm: the decode step must be recorded again (%s) with nothing in flight", r);
+        return core_err(CT_ERR_INVALID_ARG, "llm: the decode step must be recorded again (%s) with nothing in flight",
+                        r);
     if (r) {
         snprintf(note, sizeof note, "step remade: %s", r);
         ct_exec_trace_note(note);
         drop_step(d);
     }
-    if (!d->step && d->n_q) return core_err(CT_ERR_INVALID_ARG, "llm: recording the decode step with evaluations in flight");
+    if (!d->step && d->n_q)
+        return core_err(CT_ERR_INVALID_ARG, "llm: recording the decode step with evaluations in flight");
     double t0 = llm_now();
     if ((st = write_params(d, &s->kv, at)) != CT_OK || (st = write_tok(d, tok)) != CT_OK) return st;
     bool replayed = d->step != NULL;

@@ -200,6 +200,9 @@ ct_status llm_session_eval(llm_session *s, const int32_t *toks, int n)
     bool one = n == 1 && llm_replay_enabled();
     if (one) {
         int32_t tok, choice;
+        if (toks[0] < 0) /* the decoder reads a negative id as "the device's choice" */
+            return core_err(CT_ERR_RANGE, "llm: token id %d is outside the vocabulary [0, %d)", (int)toks[0],
+                            s->m->hp.n_vocab);
         st = llm_decoder_submit(s, toks[0]);
         if (st == CT_OK) st = llm_decoder_collect(s, &tok, &choice);
     } else {
@@ -237,7 +240,8 @@ ct_status llm_session_submit(llm_session *s, int32_t tok)
 {
     if (!s) return core_err(CT_ERR_INVALID_ARG, "llm_session_submit: NULL session");
     if (!llm_replay_enabled())
-        return core_err(CT_ERR_INVALID_ARG, "llm_session_submit: decoding is eager (CTORCH_REPLAY=0): use llm_session_eval");
+        return core_err(CT_ERR_INVALID_ARG,
+                        "llm_session_submit: decoding is eager (CTORCH_REPLAY=0): use llm_session_eval");
     ct_status st = llm_decoder_submit(s, tok);
     if (st != CT_OK) llm_decoder_drain(s);
     return st;

@@ -218,6 +218,8 @@ static void test_misuse(void)
     CHECK(llm_session_submit(&s, tok) == CT_ERR_INVALID_ARG); /* a third in flight */
     CHECK(llm_session_in_flight(&s) == 0);                    /* an error drops what was in flight */
     CHECK(s.kv.n_past == NP);
+    int32_t neg = -1;
+    CHECK(llm_session_eval(&s, &neg, 1) == CT_ERR_RANGE); /* not "the device's choice" */
     CHECK_OK(llm_session_submit(&s, tok));
     CHECK(llm_session_eval(&s, &tok, 1) == CT_ERR_INVALID_ARG);
     CHECK(strstr(ct_last_error(), "in flight") != NULL);
