@@ -128,8 +128,9 @@ static const char *stale(const llm_decoder *d, const llm_kv_cache *kv, char *why
 /* Whether CTORCH_PIPELINE asks for pipelining on the device named dev: auto takes CUDA
  * devices only. On the H200 (TinyLlama-shaped Q4_K_M, tg128, alternated in one call) CUDA
  * decoded at 1,431-1,433 t/s pipelined against 1,410-1,430 without, and NVIDIA's OpenCL at
- * 618-625 against 635-653: there the device ran its steps slower while the host queued the
- * next one (as with session 40's head start), more than the host's gaps it saved. */
+ * 618-625 against 635-653 (677-686 against 698-705 with its readbacks pinned): there the
+ * device ran its steps slower while the host queued the next one (as with session 40's
+ * head start), more than the host's gaps it saved. */
 static bool pipeline_on(const char *dev)
 {
     int p = config_current()->pipeline;

@@ -46,6 +46,48 @@ static void test_round_trip_odd_offsets(void)
     ct_tensor_free(t);
 }
 
+/* Reads into pinned host memory (ct_host_pin) land in the range's shadow and reach the
+ * caller's bytes by the time the read returns, at any offset inside the range, read
+ * after read; after ct_host_unpin reads go straight to the bytes again. Forced on PoCL,
+ * whose memory is the host's (a GPU pins by default). */
+static void check_read(const ct_tensor *x, double scale, float *dst, int n, const char *what)
+{
+    ct_tensor *y = NULL;
+    CHECK_OK(ct_exec_force_device(g_dev));
+    CHECK_OK(ct_mul_scalar(x, scale, &y));
+    CHECK_OK(ct_exec_force_device(NULL));
+    for (int i = 0; i < n; i++) dst[i] = -1.0f;
+    CHECK_OK(ct_tensor_to_host(y, dst, (size_t)n * sizeof *dst));
+    int bad = -1;
+    for (int i = 0; i < n && bad < 0; i++)
+        if (dst[i] != (float)(scale * (i % 97))) bad = i;
+    CHECK_MSG(bad < 0, "%s: element %d is %g, want %g", what, bad, bad >= 0 ? dst[bad] : 0.0,
+              bad >= 0 ? scale * (bad % 97) : 0.0);
+    ct_tensor_free(y);
+}
+
+static void test_pinned_reads(void)
+{
+    enum { N = 5000, CAP = 16384 };
+    float *host = malloc(N * sizeof *host), *buf = aligned_alloc(4096, CAP * sizeof *buf);
+    if (!host || !buf) return th_skip("out of memory");
+    for (int i = 0; i < N; i++) host[i] = (float)(i % 97);
+    int64_t shape[1] = {N};
+    ct_tensor *x = NULL;
+    CHECK_OK(ct_tensor_from_data(1, shape, CT_F32, host, &x));
+    ocl_test_pin(true);
+    CHECK_OK(ct_host_pin(buf, CAP * sizeof *buf));
+    check_read(x, 2.0, buf, N, "pinned, at its start");
+    check_read(x, 3.0, buf + 777, N, "pinned, at an offset");
+    check_read(x, 5.0, buf + 777, N, "pinned, read again");
+    ct_host_unpin(buf);
+    check_read(x, 7.0, buf + 5, N, "unpinned");
+    ocl_test_pin(false);
+    ct_tensor_free(x);
+    free(buf);
+    free(host);
+}
+
 /* Work alternating between the OpenCL queue and the CPU, with no explicit sync: each
  * consumer must see its producer's result (events order them). The device's ops are
  * slow enough (transcendentals over 4M elements) that it is still busy when the CPU op
@@ -359,6 +401,7 @@ int main(int argc, char **argv)
     if (!devcheck_device("opencl", g_dev, sizeof g_dev)) return th_finish();
     if (ct_exec_set_devices("opencl,cpu") != CT_OK) th_skip("chain opencl,cpu: %s", ct_last_error());
     RUN(test_round_trip_odd_offsets);
+    RUN(test_pinned_reads);
     RUN(test_events_between_devices);
     RUN(test_kernel_cache);
     RUN(test_failover);

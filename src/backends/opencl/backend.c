@@ -156,6 +156,7 @@ static void ocl_device_release(ct_device *dev)
     ocl_dev *od = ocl_dev_of(dev);
     if (!od) return;
     if (od->q) ocl_cl.clFinish(od->q); /* nothing may still use what is released below */
+    ocl_pins_release(od);
     ocl_prof_release(od);
     ocl_programs_release(od);
     for (int i = 0; i < od->n_cache; i++) ocl_cl.clReleaseMemObject(od->cache[i].mem);
@@ -411,8 +412,11 @@ static ct_status ocl_download(ct_device *dev, const ct_buffer *buf, size_t off, 
 {
     if (!bytes) return CT_OK;
     uint64_t t0 = ocl_dev_of(dev)->prof ? ocl_prof_now() : 0;
-    cl_int err = ocl_cl.clEnqueueReadBuffer(ocl_dev_of(dev)->q, (cl_mem)buf->ptr, CL_FALSE, buf->offset + off, bytes, host, 0, NULL,
-                                            NULL);
+    bool pinned;
+    cl_int err = ocl_pin_read(ocl_dev_of(dev), (cl_mem)buf->ptr, buf->offset + off, host, bytes, &pinned);
+    if (err == CL_SUCCESS && !pinned)
+        err = ocl_cl.clEnqueueReadBuffer(ocl_dev_of(dev)->q, (cl_mem)buf->ptr, CL_FALSE, buf->offset + off, bytes, host,
+                                         0, NULL, NULL);
     if (t0) ocl_prof_host(ocl_dev_of(dev), OCL_PROF_DOWNLOAD, ocl_prof_now() - t0);
     return ocl_status(err, dev, "download (clEnqueueReadBuffer)");
 }
@@ -424,6 +428,7 @@ static ct_status ocl_sync(ct_device *dev)
     uint64_t t0 = ocl_dev_of(dev)->prof ? ocl_prof_now() : 0;
     cl_int err = ocl_cl.clFinish(ocl_dev_of(dev)->q);
     if (t0) ocl_prof_host(ocl_dev_of(dev), OCL_PROF_WAIT, ocl_prof_now() - t0);
+    if (err == CL_SUCCESS) ocl_pin_settle(ocl_dev_of(dev), true);
     return ocl_status(err, dev, "clFinish");
 }
 
@@ -457,7 +462,9 @@ static ct_status ocl_event_sync(ct_device *dev, void *handle)
     if (t0) ocl_prof_host(ocl_dev_of(dev), OCL_PROF_WAIT, ocl_prof_now() - t0);
     if (err == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST) return event_outcome(dev, ev);
     if (err != CL_SUCCESS) return ocl_status(err, dev, "clWaitForEvents");
-    return event_outcome(dev, ev);
+    ct_status s = event_outcome(dev, ev);
+    if (s == CT_OK) ocl_pin_settle(ocl_dev_of(dev), false); /* reads into pinned rows that are done */
+    return s;
 }
 
 /* Events of a device in the same context are waited for by the queue; each device has a
@@ -496,6 +503,8 @@ const ct_backend_ops opencl_backend_ops = {
     .sync = ocl_sync,
     .mem_info = ocl_mem_info,
     .import = ocl_quant_import,
+    .host_pin = ocl_host_pin,
+    .host_unpin = ocl_host_unpin,
     .event_record = ocl_event_record,
     .event_wait = ocl_event_wait,
     .event_sync = ocl_event_sync,

@@ -44,6 +44,7 @@ typedef struct ocl_dev {
     uint64_t total_bytes;     /* CL_DEVICE_GLOBAL_MEM_SIZE */
     struct ocl_capture *cap;  /* a step being captured (capture.c): launches are recorded, not enqueued */
     struct ocl_prof *prof;    /* CTORCH_OPENCL_PROFILE (profile.c): per-kernel times */
+    struct ocl_pins *pins;    /* pinned host ranges and reads landing in them (pin.c) */
 } ocl_dev;
 
 static inline ocl_dev *ocl_dev_of(const ct_device *dev) { return (ocl_dev *)dev->priv; }
@@ -72,6 +73,15 @@ cl_int ocl_prof_enqueue(ocl_dev *od, cl_kernel k, const char *name, cl_uint dims
 enum { OCL_PROF_MARKER, OCL_PROF_WAIT, OCL_PROF_RUN, OCL_PROF_STEP, OCL_PROF_UPLOAD, OCL_PROF_DOWNLOAD, OCL_PROF_N };
 void ocl_prof_host(ocl_dev *od, int what, uint64_t ns);
 uint64_t ocl_prof_now(void);
+
+/* pin.c: host_pin gives a host range a mapped CL_MEM_ALLOC_HOST_PTR shadow; a download
+ * into it lands in the shadow (ocl_pin_read: *done) and is copied on when the host waits
+ * for the queue (ocl_pin_settle; all: the queue is idle). */
+ct_status ocl_host_pin(ct_device *dev, void *ptr, size_t bytes);
+void ocl_host_unpin(ct_device *dev, void *ptr);
+cl_int ocl_pin_read(ocl_dev *od, cl_mem mem, size_t off, void *host, size_t bytes, bool *done);
+void ocl_pin_settle(ocl_dev *od, bool all);
+void ocl_pins_release(ocl_dev *od);
 
 /* program.c */
 ct_status ocl_programs_init(ocl_dev *od);

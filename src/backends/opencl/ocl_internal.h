@@ -98,6 +98,9 @@ ct_status ocl_args(ct_device *dev, cl_kernel k, const char *name, int n, const o
 int ocl_pack_bufs(int n, const cl_mem *mems, int cap, cl_mem *bufs, cl_int *idx);
 /* Tests: packing on (the default) or off. */
 void ocl_test_pack(bool on);
+/* Tests: ct_host_pin gives shadows (pin.c) on devices whose memory is the host's too, so
+ * that PoCL runs the pinned-read path. */
+void ocl_test_pin(bool force);
 /* Enqueues k on dev's queue (local NULL: the driver chooses). */
 ct_status ocl_launch(ct_device *dev, cl_kernel k, const char *name, cl_uint dims, const size_t *global,
                      const size_t *local);
