@@ -197,23 +197,22 @@ ct_status llm_session_eval(llm_session *s, const int32_t *toks, int n)
                         llm_session_in_flight(s));
     int at = s->kv.n_past;
     ct_status st;
-    bool one = n == 1 && llm_replay_enabled();
-    if (one) {
-        int32_t tok, choice;
+    if (n == 1 && llm_replay_enabled()) { /* the recorded step, submitted and collected at once */
+        int32_t choice;
         if (toks[0] < 0) /* the decoder reads a negative id as "the device's choice" */
             return core_err(CT_ERR_RANGE, "llm: token id %d is outside the vocabulary [0, %d)", (int)toks[0],
                             s->m->hp.n_vocab);
-        st = llm_decoder_submit(s, toks[0]);
-        if (st == CT_OK) st = llm_decoder_collect(s, &tok, &choice);
-    } else {
-        ct_tensor *lg = NULL;
-        st = llm_forward(s->m, &s->kv, toks, n, false, &lg);
-        if (st == CT_OK) st = ct_tensor_to_host(lg, s->logits, (size_t)s->m->hp.n_vocab * sizeof(float));
-        ct_tensor_free(lg);
+        st = llm_session_submit(s, toks[0]);
+        if (st == CT_OK) st = llm_session_collect(s, &choice);
+        if (st == CT_ERR_DEVICE_LOST) return llm_session_recover(s, st, toks, n, at);
+        if (st != CT_OK) s->have_logits = false;
+        return st;
     }
-    double t0 = llm_now();
+    ct_tensor *lg = NULL;
+    st = llm_forward(s->m, &s->kv, toks, n, false, &lg);
+    if (st == CT_OK) st = ct_tensor_to_host(lg, s->logits, (size_t)s->m->hp.n_vocab * sizeof(float));
+    ct_tensor_free(lg);
     if (st == CT_OK && (st = check_logits(s, toks, n, at)) != CT_OK) s->kv.n_past = at;
-    if (one) llm_decoder_add_check(s, llm_now() - t0);
     if (st == CT_ERR_DEVICE_LOST) return llm_session_recover(s, st, toks, n, at);
     if (st != CT_OK) {
         s->have_logits = false;
