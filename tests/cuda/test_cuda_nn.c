@@ -596,7 +596,7 @@ static void att_case(const char *name, ct_dtype kv, int64_t B, int64_t Hq, int64
              ct_dtype_name(kv), (long long)B, (long long)Hq, (long long)Hkv, (long long)Tq, (long long)Tk, (long long)D,
              (long long)Dv);
     /* the shapes attention_tc.cu takes (nn_sdpa_tc_ok) */
-    int tc = Tq >= 32 && D == Dv && (D == 64 || D == 128);
+    int tc = Tq >= 32 && D == Dv && (D == 64 || D == 128 || D == 256);
     dc(what, att_fn, in, c.mask ? 4 : 3, &c, tc ? TOL_TC : TOL_F32);
     free_all(in, 4);
 }
@@ -638,6 +638,14 @@ static void test_sdpa_prefill_tc(void)
                  1145);
         att_case("tc permuted q, narrowed cache", kv, 1, 8, 4, 77, 90, 64, 64,
                  (att_ctx){.p = {.causal = true}, .permute_q = 1, .narrow_cache = 1}, 1150);
+        /* head dim 256 (Gemma 3: Q in shared memory, 32-key tiles) */
+        att_case("tc D 256, gemma pp512 layer", kv, 1, 4, 1, 512, 512, 256, 256, (att_ctx){.p = {.causal = true}}, 1160);
+        att_case("tc D 256, local window, past keys", kv, 1, 4, 1, 90, 300, 256, 256,
+                 (att_ctx){.p = {.causal = true, .window = 128}}, 1165);
+        att_case("tc D 256, length tensor, mask", kv, 2, 2, 1, 40, 120, 256, 256,
+                 (att_ctx){.p = {.causal = true}, .L = 100, .mask = 1}, 1170);
+        att_case("tc D 256, permuted q, narrowed cache", kv, 1, 8, 2, 33, 70, 256, 256,
+                 (att_ctx){.p = {.causal = true}, .permute_q = 1, .narrow_cache = 1}, 1175);
     }
 }
 

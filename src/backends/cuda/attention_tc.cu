@@ -3,7 +3,7 @@
  *
  * A block owns TC_BQ consecutive query positions of one query head; each of its 4 warps owns
  * 16 of them and keeps Q (pre-scaled by scale * log2 e, rounded to f16) as mma A fragments
- * in registers. Key/value tiles of TC_BK rows are staged in shared memory as f16 (converted
+ * in registers. Key/value tiles of BK rows are staged in shared memory as f16 (converted
  * from f32 when the cache is f32); S = Q K^T stays in registers, the online softmax (base 2)
  * rescales the f32 output accumulator, and P (rounded to f16) is fed straight back as the A
  * operand of P V, V's B fragments read transposed with ldmatrix.trans.
@@ -12,7 +12,13 @@
  * no key follow sdpa_kernel (attention.cu), which is the CPU's semantics. Operands are
  * rounded to f16 (relative 2^-11), so results differ from the f32 path by NMSE ~1e-7 on
  * typical data; |K|, |V| or |Q * scale| past 65504 would overflow f16: the host sends only
- * head dims 64 and 128 here (nn_sdpa_tc_ok). */
+ * head dims 64, 128 and 256 here (nn_sdpa_tc_ok).
+ *
+ * Head dim 256 (Gemma 3) keeps its f32 output accumulator in registers too (128 a thread), so
+ * Q's fragments live in shared memory instead (re-read for each key tile, conflict-free) and
+ * key tiles are 32 rows: registers stay under the 255 of a 128-thread block with no spill.
+ * Before it ran here, Gemma 3 270M's prompt went through the f32 kernel of attention.cu,
+ * 72% of a pp512 pass's device time on the H200 (7.3 of 10.1 ms). */
 #include <cuda_fp16.h>
 #include <math.h>
 #include <stdint.h>
@@ -21,9 +27,13 @@
 
 namespace {
 
-constexpr int TC_BQ = 64;    /* query rows per block: 16 per warp */
-constexpr int TC_BK = 64;    /* keys per shared-memory tile */
+constexpr int TC_BQ = 64; /* query rows per block: 16 per warp */
 constexpr int TC_WARPS = 4;
+
+/* Keys per shared-memory tile, and whether Q's fragments are kept in shared memory, by head
+ * dim (see the top of the file). */
+constexpr int tc_bk(int D) { return D > 128 ? 32 : 64; }
+constexpr bool tc_qsm(int D) { return D > 128; }
 constexpr float TC_LOG2E = 1.4426950408889634f;
 
 __device__ __forceinline__ uint32_t pack_h2(float a, float b)
@@ -92,13 +102,13 @@ template <> __device__ __forceinline__ uint4 load8<float>(const float *p, bool v
     return r;
 }
 
-/* Rows j0..j0+TC_BK-1 of a [*, D] operand (row stride rs) into sm [TC_BK][D + 8]; rows
- * past hi are zeros (P is 0 there, and 0 * garbage could be NaN). All of a thread's loads
- * are issued before its stores, so their latencies overlap. */
-template <int D, typename T>
+/* Rows j0..j0+BK-1 of a [*, D] operand (row stride rs) into sm [BK][D + 8]; rows past hi
+ * are zeros (P is 0 there, and 0 * garbage could be NaN). All of a thread's loads are
+ * issued before its stores, so their latencies overlap. */
+template <int D, int BK, typename T>
 __device__ __forceinline__ void stage(__half *sm, const T *base, int64_t rs, int64_t j0, int64_t hi, bool vec)
 {
-    constexpr int C = D / 8, LD = D + 8, PER = TC_BK * C / (TC_WARPS * 32);
+    constexpr int C = D / 8, LD = D + 8, PER = BK * C / (TC_WARPS * 32);
     uint4 v[PER];
 #pragma unroll
     for (int i = 0; i < PER; i++) {
@@ -114,9 +124,10 @@ __device__ __forceinline__ void stage(__half *sm, const T *base, int64_t rs, int
 
 /* The same with cp.async (f16 rows aligned to 16 bytes): no registers, completes in the
  * background while the previous tile is consumed. */
-template <int D> __device__ __forceinline__ void stage_async(__half *sm, const __half *base, int64_t rs, int64_t j0, int64_t hi)
+template <int D, int BK>
+__device__ __forceinline__ void stage_async(__half *sm, const __half *base, int64_t rs, int64_t j0, int64_t hi)
 {
-    constexpr int C = D / 8, LD = D + 8, PER = TC_BK * C / (TC_WARPS * 32);
+    constexpr int C = D / 8, LD = D + 8, PER = BK * C / (TC_WARPS * 32);
 #pragma unroll
     for (int i = 0; i < PER; i++) {
         int t = threadIdx.x + i * TC_WARPS * 32, jj = t / C, c = t % C;
@@ -134,7 +145,8 @@ template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.as
 template <int D, typename KT, typename VT, bool ASYNC>
 __global__ void __launch_bounds__(TC_WARPS * 32) sdpa_tc_kernel(nn_sdpa a, bool vec)
 {
-    constexpr int LD = D + 8, NT = TC_BK / 8, KS = D / 16, DT = D / 8;
+    constexpr int BK = tc_bk(D), LD = D + 8, NT = BK / 8, KS = D / 16, DT = D / 8;
+    constexpr bool QSM = tc_qsm(D);
     extern __shared__ __align__(16) unsigned char tc_sm[];
     __half *const sm0 = reinterpret_cast<__half *>(tc_sm);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tig = lane & 3;
@@ -157,19 +169,35 @@ __global__ void __launch_bounds__(TC_WARPS * 32) sdpa_tc_kernel(nn_sdpa a, bool 
     for (int u = 0; u < 2; u++) tc_range(a, qi[u], L, &lo[u], &hi[u]);
 
     const float qscale = a.scale * TC_LOG2E;
-    uint32_t qa[KS][4];
-#pragma unroll
-    for (int kk = 0; kk < KS; kk++)
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            int64_t row = qi[u & 1], d = kk * 16 + 2 * tig + (u >> 1) * 8;
+    /* Q's fragments: in registers (qa), or this warp's 16 rows of Qs [16 * TC_WARPS][LD] */
+    uint32_t qa[QSM ? 1 : KS][4];
+    __half *const Qs = sm0 + (ASYNC ? 4 : 2) * BK * LD;
+    if constexpr (QSM) {
+        for (int t = lane; t < 16 * D / 2; t += 32) {
+            int r = t / (D / 2), d = 2 * (t % (D / 2));
+            int64_t row = q0 + warp * 16 + r;
             float x0 = 0.0f, x1 = 0.0f;
             if (row < a.Tq) {
                 const float *qp = a.q + b * a.qs[0] + h * a.qs[1] + row * a.qs[2] + d;
                 x0 = qp[0] * qscale, x1 = qp[1] * qscale;
             }
-            qa[kk][u] = pack_h2(x0, x1);
+            *reinterpret_cast<uint32_t *>(Qs + (warp * 16 + r) * LD + d) = pack_h2(x0, x1);
         }
+        __syncwarp();
+    } else {
+#pragma unroll
+        for (int kk = 0; kk < KS; kk++)
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                int64_t row = qi[u & 1], d = kk * 16 + 2 * tig + (u >> 1) * 8;
+                float x0 = 0.0f, x1 = 0.0f;
+                if (row < a.Tq) {
+                    const float *qp = a.q + b * a.qs[0] + h * a.qs[1] + row * a.qs[2] + d;
+                    x0 = qp[0] * qscale, x1 = qp[1] * qscale;
+                }
+                qa[kk][u] = pack_h2(x0, x1);
+            }
+    }
 
     float o[DT][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     bool nan[2] = {false, false};
@@ -179,22 +207,22 @@ __global__ void __launch_bounds__(TC_WARPS * 32) sdpa_tc_kernel(nn_sdpa a, bool 
     const VT *vb = (const VT *)a.v + b * a.vs[0] + kvh * a.vs[1];
     const float *mb = a.mask ? a.mask + b * a.ms[0] + h * a.ms[1] : nullptr;
 
-    const int64_t ntiles = bhi >= blo ? (bhi - blo) / TC_BK + 1 : 0;
+    const int64_t ntiles = bhi >= blo ? (bhi - blo) / BK + 1 : 0;
     if constexpr (ASYNC) {
         if (ntiles > 0) {
-            stage_async<D>(sm0, (const __half *)kb, a.ks[2], blo, bhi);
-            stage_async<D>(sm0 + TC_BK * LD, (const __half *)vb, a.vs[2], blo, bhi);
+            stage_async<D, BK>(sm0, (const __half *)kb, a.ks[2], blo, bhi);
+            stage_async<D, BK>(sm0 + BK * LD, (const __half *)vb, a.vs[2], blo, bhi);
             cp_commit();
         }
     }
     for (int64_t it = 0; it < ntiles; it++) {
-        const int64_t j0 = blo + it * TC_BK;
-        const __half *Ks = sm0 + (ASYNC ? (it & 1) * 2 * TC_BK * LD : 0), *Vs = Ks + TC_BK * LD;
+        const int64_t j0 = blo + it * BK;
+        const __half *Ks = sm0 + (ASYNC ? (it & 1) * 2 * BK * LD : 0), *Vs = Ks + BK * LD;
         if constexpr (ASYNC) {
             if (it + 1 < ntiles) { /* the next tile into the other buffer, consumed two syncs ago */
-                __half *nk = sm0 + ((it + 1) & 1) * 2 * TC_BK * LD;
-                stage_async<D>(nk, (const __half *)kb, a.ks[2], j0 + TC_BK, bhi);
-                stage_async<D>(nk + TC_BK * LD, (const __half *)vb, a.vs[2], j0 + TC_BK, bhi);
+                __half *nk = sm0 + ((it + 1) & 1) * 2 * BK * LD;
+                stage_async<D, BK>(nk, (const __half *)kb, a.ks[2], j0 + BK, bhi);
+                stage_async<D, BK>(nk + BK * LD, (const __half *)vb, a.vs[2], j0 + BK, bhi);
                 cp_commit();
                 cp_wait<1>();
             } else {
@@ -203,22 +231,31 @@ __global__ void __launch_bounds__(TC_WARPS * 32) sdpa_tc_kernel(nn_sdpa a, bool 
             __syncthreads();
         } else {
             __syncthreads(); /* the previous tile is consumed */
-            stage<D, KT>(sm0, kb, a.ks[2], j0, bhi, vec);
-            stage<D, VT>(sm0 + TC_BK * LD, vb, a.vs[2], j0, bhi, vec);
+            stage<D, BK, KT>(sm0, kb, a.ks[2], j0, bhi, vec);
+            stage<D, BK, VT>(sm0 + BK * LD, vb, a.vs[2], j0, bhi, vec);
             __syncthreads();
         }
-        if (j0 <= whi && j0 + TC_BK - 1 >= wlo) { /* some row of this warp sees the tile */
+        if (j0 <= whi && j0 + BK - 1 >= wlo) { /* some row of this warp sees the tile */
             float s[NT][4];
     #pragma unroll
             for (int nt = 0; nt < NT; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
             const uint32_t *K32 = reinterpret_cast<const uint32_t *>(Ks);
     #pragma unroll
-            for (int kk = 0; kk < KS; kk++)
+            for (int kk = 0; kk < KS; kk++) {
+                const uint32_t *qf = qa[QSM ? 0 : kk];
+                if constexpr (QSM) {
+                    const __half *qr = Qs + (warp * 16 + g) * LD + kk * 16 + 2 * tig;
+                    qa[0][0] = *reinterpret_cast<const uint32_t *>(qr);
+                    qa[0][1] = *reinterpret_cast<const uint32_t *>(qr + 8 * LD);
+                    qa[0][2] = *reinterpret_cast<const uint32_t *>(qr + 8);
+                    qa[0][3] = *reinterpret_cast<const uint32_t *>(qr + 8 * LD + 8);
+                }
     #pragma unroll
                 for (int nt = 0; nt < NT; nt++) {
                     const uint32_t *kr = K32 + (nt * 8 + g) * (LD / 2) + kk * 8 + tig;
-                    mma16816(s[nt], qa[kk], kr[0], kr[4]);
+                    mma16816(s[nt], qf, kr[0], kr[4]);
                 }
+            }
 
             float mt[2] = {-INFINITY, -INFINITY};
     #pragma unroll
@@ -261,7 +298,7 @@ __global__ void __launch_bounds__(TC_WARPS * 32) sdpa_tc_kernel(nn_sdpa a, bool 
             for (int t = 0; t < DT; t++) o[t][0] *= alpha[0], o[t][1] *= alpha[0], o[t][2] *= alpha[1], o[t][3] *= alpha[1];
 
     #pragma unroll
-            for (int kk = 0; kk < TC_BK / 16; kk++) {
+            for (int kk = 0; kk < BK / 16; kk++) {
                 uint32_t pa[4] = {pack_h2(s[2 * kk][0], s[2 * kk][1]), pack_h2(s[2 * kk][2], s[2 * kk][3]),
                                   pack_h2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack_h2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
                 const __half *vr = Vs + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8;
@@ -299,7 +336,7 @@ __global__ void __launch_bounds__(TC_WARPS * 32) sdpa_tc_kernel(nn_sdpa a, bool 
 
 template <int D, typename KT, typename VT, bool ASYNC> cudaError_t tc_launch(const nn_sdpa *a, bool vec, cudaStream_t s)
 {
-    size_t sm = (ASYNC ? 4 : 2) * sizeof(__half) * TC_BK * (D + 8);
+    size_t sm = ((ASYNC ? 4 : 2) * tc_bk(D) + (tc_qsm(D) ? TC_BQ : 0)) * sizeof(__half) * (D + 8);
     if (sm > 48 * 1024) {
         static const cudaError_t once =
             cudaFuncSetAttribute(sdpa_tc_kernel<D, KT, VT, ASYNC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
@@ -334,12 +371,12 @@ template <int D> cudaError_t tc_dispatch(const nn_sdpa *a, cudaStream_t s)
 
 extern "C" int nn_sdpa_tc_ok(int64_t Tq, int64_t D, int64_t Dv)
 {
-    return Tq >= NN_SDPA_TC_MIN_TQ && D == Dv && (D == 64 || D == 128);
+    return Tq >= NN_SDPA_TC_MIN_TQ && D == Dv && (D == 64 || D == 128 || D == 256);
 }
 
 extern "C" cudaError_t nn_sdpa_tc_run(const nn_sdpa *a, cudaStream_t s)
 {
     if (!nn_sdpa_tc_ok(a->Tq, a->D, a->Dv) || (a->qs[3] != 1 && a->D > 1)) return cudaErrorInvalidValue;
     if ((int64_t)a->B * a->Hq * ((a->Tq + TC_BQ - 1) / TC_BQ) > INT32_MAX) return cudaErrorInvalidValue;
-    return a->D == 64 ? tc_dispatch<64>(a, s) : tc_dispatch<128>(a, s);
+    return a->D == 64 ? tc_dispatch<64>(a, s) : a->D == 128 ? tc_dispatch<128>(a, s) : tc_dispatch<256>(a, s);
 }
