@@ -337,6 +337,10 @@ __global__ void __launch_bounds__(TC_WARPS * 32) sdpa_tc_kernel(nn_sdpa a, bool 
 template <int D, typename KT, typename VT, bool ASYNC> cudaError_t tc_launch(const nn_sdpa *a, bool vec, cudaStream_t s)
 {
     size_t sm = ((ASYNC ? 4 : 2) * tc_bk(D) + (tc_qsm(D) ? TC_BQ : 0)) * sizeof(__half) * (D + 8);
+    /* every GPU the build runs on (sm_80 and up: sm_86 and sm_89 have the least) opts in to 99 KiB
+     * of shared memory a block; D 256 async takes exactly that */
+    static_assert((4 * tc_bk(D) + (tc_qsm(D) ? TC_BQ : 0)) * sizeof(__half) * (D + 8) <= 99 * 1024,
+                  "sdpa_tc_kernel's shared memory must fit sm_86's opt-in");
     if (sm > 48 * 1024) {
         static const cudaError_t once =
             cudaFuncSetAttribute(sdpa_tc_kernel<D, KT, VT, ASYNC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
