@@ -16,7 +16,8 @@
  *
  * Head dim 256 (Gemma 3) keeps its f32 output accumulator in registers too (128 a thread), so
  * Q's fragments live in shared memory instead (re-read for each key tile, conflict-free) and
- * key tiles are 32 rows: registers stay under the 255 of a 128-thread block with no spill.
+ * key tiles are 32 rows: it fits the 255 registers of a 128-thread block, spilling 16-40 bytes
+ * (ptxas; the D 128 async form spills 24).
  * Before it ran here, Gemma 3 270M's prompt went through the f32 kernel of attention.cu,
  * 72% of a pp512 pass's device time on the H200 (7.3 of 10.1 ms). */
 #include <cuda_fp16.h>
@@ -34,6 +35,14 @@ constexpr int TC_WARPS = 4;
  * dim (see the top of the file). */
 constexpr int tc_bk(int D) { return D > 128 ? 32 : 64; }
 constexpr bool tc_qsm(int D) { return D > 128; }
+
+/* Shared memory of a block, in halves of D + 8: its K and V tiles (two of each when async:
+ * double-buffered), then Q's rows where tc_qsm. */
+constexpr int tc_kv_rows(int D, bool async) { return (async ? 4 : 2) * tc_bk(D); }
+constexpr size_t tc_smem(int D, bool async)
+{
+    return (size_t)(tc_kv_rows(D, async) + (tc_qsm(D) ? TC_BQ : 0)) * sizeof(__half) * (D + 8);
+}
 constexpr float TC_LOG2E = 1.4426950408889634f;
 
 __device__ __forceinline__ uint32_t pack_h2(float a, float b)
@@ -171,7 +180,7 @@ __global__ void __launch_bounds__(TC_WARPS * 32) sdpa_tc_kernel(nn_sdpa a, bool 
     const float qscale = a.scale * TC_LOG2E;
     /* Q's fragments: in registers (qa), or this warp's 16 rows of Qs [16 * TC_WARPS][LD] */
     uint32_t qa[QSM ? 1 : KS][4];
-    __half *const Qs = sm0 + (ASYNC ? 4 : 2) * BK * LD;
+    __half *const Qs = sm0 + tc_kv_rows(D, ASYNC) * LD;
     if constexpr (QSM) {
         for (int t = lane; t < 16 * D / 2; t += 32) {
             int r = t / (D / 2), d = 2 * (t % (D / 2));
@@ -336,11 +345,10 @@ __global__ void __launch_bounds__(TC_WARPS * 32) sdpa_tc_kernel(nn_sdpa a, bool 
 
 template <int D, typename KT, typename VT, bool ASYNC> cudaError_t tc_launch(const nn_sdpa *a, bool vec, cudaStream_t s)
 {
-    size_t sm = ((ASYNC ? 4 : 2) * tc_bk(D) + (tc_qsm(D) ? TC_BQ : 0)) * sizeof(__half) * (D + 8);
+    constexpr size_t sm = tc_smem(D, ASYNC);
     /* every GPU the build runs on (sm_80 and up: sm_86 and sm_89 have the least) opts in to 99 KiB
      * of shared memory a block; D 256 async takes exactly that */
-    static_assert((4 * tc_bk(D) + (tc_qsm(D) ? TC_BQ : 0)) * sizeof(__half) * (D + 8) <= 99 * 1024,
-                  "sdpa_tc_kernel's shared memory must fit sm_86's opt-in");
+    static_assert(tc_smem(D, true) <= 99 * 1024, "sdpa_tc_kernel's shared memory must fit sm_86's opt-in");
     if (sm > 48 * 1024) {
         static const cudaError_t once =
             cudaFuncSetAttribute(sdpa_tc_kernel<D, KT, VT, ASYNC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
