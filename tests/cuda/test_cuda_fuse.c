@@ -15,7 +15,8 @@
  *   - the trace shows the groups fused, per layer on the GPU: norm+q/k/v, rope+rows, o+add,
  *     norm+gate/up+swiglu (norm+gate/up where swiglu is the CPU's), down+add.
  * And Gemma 3's extra groups on random tensors (no Gemma model in refdata): per-head q/k
- * norms fused into the rope prologue, post-norm + residual add; and the tensor-core decode
+ * norms fused into the rope prologue, post-norm + residual add, that group making the next
+ * block's norm (and the q8 form its linears read) in its kernel; and the tensor-core decode
  * attention writing the q8 form its o projection reads (mini-a's head dim, 32, takes the
  * other attention kernel). */
 #ifndef _GNU_SOURCE
@@ -495,17 +496,18 @@ static void attn_body(void *ctx)
     ct_tensor_free(lin);
 }
 
-/* A Q4_K weight [N, K] of uniform values in [-1, 1]. */
-static ct_tensor *q4k_weight(th_rng *r, int64_t N, int64_t K)
+/* A weight [N, K] of format dt (quantized, or f16 / f32) from uniform values in [-1, 1]. */
+static ct_tensor *weight(th_rng *r, ct_dtype dt, int64_t N, int64_t K)
 {
+    if (!ct_dtype_is_quantized(dt)) return th_random(r, 2, (int64_t[]){N, K}, dt, -1, 1);
     ct_tensor *w = NULL;
     float *row = malloc(sizeof(float) * (size_t)K);
     void *p = NULL;
-    CHECK_OK(ct_empty(2, (int64_t[]){N, K}, CT_Q4_K, &w));
+    CHECK_OK(ct_empty(2, (int64_t[]){N, K}, dt, &w));
     if (w && row && ct_tensor_data_mut(w, &p) == CT_OK)
         for (int64_t n = 0; n < N; n++) {
             for (int64_t k = 0; k < K; k++) row[k] = (float)th_uniform(r, -1, 1);
-            CHECK_OK(quant_quantize_row(CT_Q4_K, row, (char *)p + (size_t)n * ct_dtype_row_bytes(CT_Q4_K, K), K));
+            CHECK_OK(quant_quantize_row(dt, row, (char *)p + (size_t)n * ct_dtype_row_bytes(dt, K), K));
         }
     free(row);
     return w;
@@ -527,7 +529,7 @@ static void check_attn_q8(int Hq, int Hkv, int D)
     const ct_tensor *kc = th_random(&r, 4, (int64_t[]){1, Hkv, AQ_TK, D}, CT_F16, -1, 1);
     const ct_tensor *vc = th_random(&r, 4, (int64_t[]){1, Hkv, AQ_TK, D}, CT_F16, -2, 2);
     const ct_tensor *res = th_random(&r, 2, (int64_t[]){1, AQ_N}, CT_F32, -1, 1);
-    ct_tensor *wo = q4k_weight(&r, AQ_N, K), *len = filled(CT_I32, 1);
+    ct_tensor *wo = weight(&r, CT_Q4_K, AQ_N, K), *len = filled(CT_I32, 1);
     set_idx(len, (int32_t[]){AQ_TK}, 1);
     CHECK_OK(ct_exec_force_device(g_dev));
     attn_args a[3] = {{q, kc, vc, len, wo, res, NULL, NULL}, {q, kc, vc, len, wo, res, NULL, NULL},
@@ -574,6 +576,109 @@ static void test_attn_q8(void)
     check_attn_q8(6, 2, 128);
 }
 
+/* ---- post-norm + add, then the next block's norm made in the same kernel ---- */
+
+typedef struct na_args {
+    const ct_tensor *ao, *wp, *res, *w2, *wa, *wb;
+    ct_tensor *y, *z, *y2, *oa, *ob;
+} na_args;
+
+static void na_free(na_args *a)
+{
+    ct_tensor *all[] = {a->y, a->z, a->y2, a->oa, a->ob};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ct_tensor_free(all[i]);
+    a->y = a->z = a->y2 = a->oa = a->ob = NULL;
+}
+
+/* forward.c's order for Gemma 3: a block's post-norm and residual add, then the next
+ * block's pre-norm and two of its linears */
+static void na_body(void *ctx)
+{
+    na_args *a = ctx;
+    CHECK_OK(ct_rms_norm(a->ao, a->wp, 1e-6, &a->y));
+    if (a->y) CHECK_OK(ct_add(a->res, a->y, &a->z));
+    if (a->z) CHECK_OK(ct_rms_norm(a->z, a->w2, 1e-6, &a->y2));
+    if (!a->y2) return;
+    CHECK_OK(ct_linear(a->y2, a->wa, NULL, &a->oa));
+    CHECK_OK(ct_linear(a->y2, a->wb, NULL, &a->ob));
+}
+
+/* New values for a host tensor (the replay uploads them). */
+static void refill(th_rng *r, const ct_tensor *t, double lo, double hi)
+{
+    float *p = NULL;
+    CHECK_OK(ct_tensor_data_mut((ct_tensor *)t, (void **)&p));
+    for (int64_t i = 0; p && i < ct_tensor_numel(t); i++) p[i] = (float)th_uniform(r, lo, hi);
+}
+
+/* The step recorded with the post-norm + add group making the next norm (and the q8 form
+ * its linears read, for quantized weights) in one kernel, and again with
+ * CTORCH_CUDA_NORM_Q8=0 (norm_add_kernel, then rms_q8 or the job's own norm), both replayed
+ * on new activations: every output equal bit for bit, since the kernel must sum and round
+ * as the two do (a sum in another order moves the scales by ulps, a wrong weight or
+ * element by O(1)); and within 1e-5 (norms) / 2e-2 (linears: eager rounds x to 8 bits or
+ * not, ~0.5% of a product) of the largest eager value. K 640 is Gemma 3 270M's width, 2048
+ * the kernel's largest; f16 weights take the path without a q8 form. */
+static void check_norm_add_q8(int64_t K, ct_dtype wa_t, ct_dtype wb_t, ct_dtype w2_t)
+{
+    th_rng r = {31 + (uint64_t)K};
+    const ct_tensor *ao = th_random(&r, 2, (int64_t[]){1, K}, CT_F32, -4, 4);
+    const ct_tensor *res = th_random(&r, 2, (int64_t[]){1, K}, CT_F32, -1, 1);
+    const ct_tensor *wp = th_random(&r, 1, (int64_t[]){K}, CT_BF16, -1, 1);
+    const ct_tensor *w2 = th_random(&r, 1, (int64_t[]){K}, w2_t, 0.5, 1.5);
+    ct_tensor *wa = weight(&r, wa_t, 256, K), *wb = weight(&r, wb_t, 96, K);
+    CHECK_OK(ct_exec_force_device(g_dev));
+    na_args a[3];
+    for (int i = 0; i < 3; i++) a[i] = (na_args){ao, wp, res, w2, wa, wb, NULL, NULL, NULL, NULL, NULL};
+    ct_step *st[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        FILE *trace = tmpfile();
+        if (i) setenv("CTORCH_CUDA_NORM_Q8", "0", 1);
+        st[i] = record_traced(na_body, &a[i], trace);
+        unsetenv("CTORCH_CUDA_NORM_Q8");
+        if (!trace) continue;
+        CHECK_MSG(count_lines(trace, "fused rms_norm+add") == 1, "K %lld: the post-norm + add was not fused", (long long)K);
+        int with = count_lines(trace, "with the norm after it");
+        CHECK_MSG(with == !i, "K %lld: %d post-norm + add lines with the norm after it, expected %d", (long long)K, with, !i);
+        CHECK_MSG(count_lines(trace, "on the norm made with rms_norm+add") == !i,
+                  "K %lld: the linears were not fused on the norm made with the post-norm + add", (long long)K);
+        fclose(trace);
+    }
+    for (int round = 0; round < 3 && st[0] && st[1]; round++) {
+        refill(&r, ao, -4, 4);
+        refill(&r, res, -1, 1);
+        CHECK_OK(ct_step_run(st[0]));
+        CHECK_OK(ct_step_run(st[1]));
+        na_body(&a[2]);
+        const char *what[5] = {"post norm", "residual add", "next norm", "linear a", "linear b"};
+        ct_tensor *t[3][5];
+        for (int i = 0; i < 3; i++) {
+            t[i][0] = a[i].y, t[i][1] = a[i].z, t[i][2] = a[i].y2, t[i][3] = a[i].oa, t[i][4] = a[i].ob;
+        }
+        for (int k = 0; k < 5; k++) {
+            if (!t[0][k] || !t[1][k] || !t[2][k]) continue;
+            same_bytes(t[0][k], t[1][k], what[k]);
+            close_to(t[0][k], t[2][k], k < 3 ? 1e-5 : 2e-2, what[k]);
+        }
+        na_free(&a[2]);
+    }
+    CHECK_OK(ct_exec_force_device(NULL));
+    for (int i = 0; i < 2; i++) {
+        ct_step_free(st[i]);
+        na_free(&a[i]);
+    }
+    ct_tensor *all[] = {(ct_tensor *)ao, (ct_tensor *)res, (ct_tensor *)wp, (ct_tensor *)w2, wa, wb};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ct_tensor_free(all[i]);
+}
+
+static void test_norm_add_q8(void)
+{
+    if (!devcheck_device("cuda", g_dev, sizeof g_dev)) return;
+    check_norm_add_q8(640, CT_Q8_0, CT_Q5_0, CT_F32);
+    check_norm_add_q8(2048, CT_Q4_K, CT_Q6_K, CT_BF16);
+    check_norm_add_q8(640, CT_F16, CT_F16, CT_F16);
+}
+
 static void test_q4_k_m(void)
 {
     if (!ready()) return;
@@ -596,6 +701,7 @@ int main(int argc, char **argv)
     RUN(test_prologue);
     RUN(test_gemma_prologue);
     RUN(test_attn_q8);
+    RUN(test_norm_add_q8);
     RUN(test_q4_k_m);
     RUN(test_f16);
     return th_finish();

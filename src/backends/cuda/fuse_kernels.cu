@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "backends/cuda/fuse_kernels.h"
+#include "backends/cuda/fuse_norm.cuh"
 #include "backends/cuda/fuse_rope.cuh"
 #include "backends/cuda/pdl.cuh"
 
@@ -14,17 +15,8 @@ using furope::pair_cs;
 using furope::pair_freq;
 using furope::rows_ok;
 
-/* 1 / sqrt(mean of squares + eps) as the nn group's rms_norm rounds it. */
-static __device__ __forceinline__ float rms_scale(float ss, int64_t n, double eps)
-{
-    return (float)(1.0 / sqrt((double)ss / (double)n + eps));
-}
-
-static __device__ __forceinline__ float warp_sum(float v)
-{
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
+using funorm::rms_scale;
+using funorm::warp_sum;
 
 /* Pair j of head h of rope r: y written, and the cache rows of the writes that take it. The
  * rotation is the nn group's (double theta, the same f32 roundings), so a replayed step
@@ -162,34 +154,64 @@ extern "C" cudaError_t fusek_rope_rows(const fusek_prologue *p, cudaStream_t s)
 
 /* ---- post-norm + residual add ---- */
 
-#define NA_THREADS 256
+#define NA_THREADS funorm::NA_STRIDE
+#define NA_REG 4 /* elements a thread keeps in registers: rows up to 1,024 (Gemma 3 270M's 640) */
 
-/* A block per row: the sum of squares (warp sums, then the block's), then each element's
- * norm output and its sum with the residual. */
+/* The norm's weight at this thread's elements (t, t + NA_THREADS, ...); 1 past the row or
+ * with no weight. */
+static __device__ __forceinline__ void na_weights(const fusek_norm_add &p, float *w)
+{
+#pragma unroll
+    for (int j = 0; j < NA_REG; j++) {
+        int64_t i = threadIdx.x + (int64_t)j * NA_THREADS;
+        w[j] = p.w && i < p.K ? ld_dyn(p.w, i, p.wdt) : 1.0f;
+    }
+}
+
+/* A block per row: the sum of squares (funorm's order), then each element's norm output
+ * and its sum with the residual. Rows of up to NA_REG * NA_THREADS elements keep them in
+ * registers: the weight read before the PDL wait where nothing in the step writes it
+ * (w_early), x and the residual in one round of loads after it. */
 __global__ void __launch_bounds__(NA_THREADS) norm_add_kernel(fusek_norm_add p)
 {
     __shared__ float red[NA_THREADS / 32];
     cupdl::pdl_launch_next();
-    cupdl::pdl_wait();
-    const float *x = p.x + blockIdx.x * p.K, *r = p.r + blockIdx.x * p.K;
-    float *y = p.y + blockIdx.x * p.K, *z = p.z + blockIdx.x * p.K;
-    float ss = 0.0f;
-    for (int64_t i = threadIdx.x; i < p.K; i += NA_THREADS) ss += x[i] * x[i];
-    ss = warp_sum(ss);
-    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = ss;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        float t = threadIdx.x < NA_THREADS / 32 ? red[threadIdx.x] : 0.0f;
-        t = warp_sum(t);
-        if (threadIdx.x == 0) red[0] = t;
+    const int64_t K = p.K, t = threadIdx.x;
+    const float *x = p.x + blockIdx.x * K, *r = p.r + blockIdx.x * K;
+    float *y = p.y + blockIdx.x * K, *z = p.z + blockIdx.x * K;
+    if (K <= NA_REG * NA_THREADS) {
+        float w[NA_REG], xv[NA_REG], rv[NA_REG], ss = 0.0f;
+        if (p.w_early) na_weights(p, w);
+        cupdl::pdl_wait();
+        if (!p.w_early) na_weights(p, w);
+#pragma unroll
+        for (int j = 0; j < NA_REG; j++) {
+            int64_t i = t + (int64_t)j * NA_THREADS;
+            xv[j] = i < K ? x[i] : 0.0f;
+            rv[j] = i < K ? r[i] : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < NA_REG; j++)
+            if (t + (int64_t)j * NA_THREADS < K) ss = funorm::na_sq(xv[j], ss);
+        float sc = funorm::rms_scale(funorm::na_block_sum(ss, red), K, p.eps);
+#pragma unroll
+        for (int j = 0; j < NA_REG; j++) {
+            int64_t i = t + (int64_t)j * NA_THREADS;
+            if (i >= K) continue;
+            float v = funorm::na_y(xv[j], sc, w[j]);
+            y[i] = v;
+            z[i] = funorm::na_z(rv[j], v);
+        }
+        return;
     }
-    __syncthreads();
-    float sc = rms_scale(red[0], p.K, p.eps);
-    for (int64_t i = threadIdx.x; i < p.K; i += NA_THREADS) {
-        float v = x[i] * sc;
-        if (p.w) v = v * ld_dyn(p.w, i, p.wdt);
+    cupdl::pdl_wait();
+    float ss = 0.0f;
+    for (int64_t i = t; i < K; i += NA_THREADS) ss = funorm::na_sq(x[i], ss);
+    float sc = funorm::rms_scale(funorm::na_block_sum(ss, red), K, p.eps);
+    for (int64_t i = t; i < K; i += NA_THREADS) {
+        float v = funorm::na_y(x[i], sc, p.w ? ld_dyn(p.w, i, p.wdt) : 1.0f);
         y[i] = v;
-        z[i] = r[i] + v;
+        z[i] = funorm::na_z(r[i], v);
     }
 }
 

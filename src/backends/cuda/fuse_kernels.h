@@ -75,6 +75,7 @@ typedef struct fusek_norm_add {
     ct_dtype wdt;
     double eps;
     int64_t M, K;
+    int w_early; /* nothing before the kernel in its graph writes w: read before the PDL wait */
 } fusek_norm_add;
 cudaError_t fusek_norm_add_rows(const fusek_norm_add *p, cudaStream_t s);
 

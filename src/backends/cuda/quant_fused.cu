@@ -53,6 +53,7 @@
  * TinyLlama Q4_K_M tg128 1,399 / 1,437 -> 1,049 / 1,073 t/s (the staged gate/up 13.4 us a
  * layer in the step against 7.2 + 2.2 for job and norm). */
 #include "backends/cuda/quant_fused.cuh"
+#include "backends/cuda/fuse_norm.cuh"
 
 namespace cufu {
 CUFU_JOBS(CUFU_EXTERN)
@@ -112,6 +113,27 @@ inline int rms_slices(int64_t K)
     return (int)(g < 1 ? 1 : g > 8 ? 8 : g);
 }
 
+/* 1 / sqrt(mean + eps) of a row from its RMS_THREADS threads' sums of squares (ss): a
+ * warp's by shuffles, then the warps' in order by one thread, in double as the CPU's
+ * rms_norm rounds it. Every thread of the block calls it once and gets the scale. */
+__device__ __forceinline__ float rms_block_scale(float ss, int64_t K, float eps)
+{
+    __shared__ float part[RMS_WARPS];
+    __shared__ float scale;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (lane == 0) part[warp] = ss;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float tt = 0.f;
+        for (int i = 0; i < RMS_WARPS; i++) tt += part[i];
+        scale = (float)(1.0 / sqrt((double)tt / (double)K + (double)eps));
+    }
+    __syncthreads();
+    return scale;
+}
+
 /* G blocks per row (blockIdx.x = row * G + slice): each block sums the row's squares (the
  * CPU's order: x * s * w, s = 1 / sqrt(mean + eps) in double), every block in the same
  * order, so all hold the same scale; then its warps scale and quantize the slice's whole
@@ -129,8 +151,6 @@ __global__ void __launch_bounds__(RMS_THREADS) rms_q8_kernel(const float *__rest
                                                               float *__restrict__ y, int8_t *__restrict__ q,
                                                               float *__restrict__ qd, float *__restrict__ qs8, int G)
 {
-    __shared__ float part[RMS_WARPS];
-    __shared__ float scale;
     int64_t m = blockIdx.x / G, nb = (K + 31) / 32, per = (nb + G - 1) / G;
     int64_t b0 = (blockIdx.x % G) * per, b1 = b0 + per < nb ? b0 + per : nb;
     const float *xr = x + m * x_row;
@@ -158,17 +178,7 @@ __global__ void __launch_bounds__(RMS_THREADS) rms_q8_kernel(const float *__rest
         for (int j = 0; j < 4; j++)
             if (i + RMS_THREADS * j < K) ss = fmaf(t[j], t[j], ss);
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if (lane == 0) part[warp] = ss;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        float tt = 0.f;
-        for (int i = 0; i < RMS_WARPS; i++) tt += part[i];
-        scale = (float)(1.0 / sqrt((double)tt / (double)K + (double)eps));
-    }
-    __syncthreads();
-    float s = scale;
+    float s = rms_block_scale(ss, K, eps);
     for (int64_t b = b0 + warp; b < b1; b += RMS_WARPS) {
         int64_t i = b * 32 + lane;
         bool first = i == i0;
@@ -183,6 +193,99 @@ __global__ void __launch_bounds__(RMS_THREADS) rms_q8_kernel(const float *__rest
     }
 }
 
+
+/* ---- post-norm + residual add, then the next block's pre-norm and q8 form ---- */
+
+/* A thread's elements of a row: i = threadIdx.x + RMS_THREADS j, j < NAQ_REG. */
+constexpr int NAQ_REG = CUQ_NA_Q8_MAX_K / RMS_THREADS;
+
+struct NaqArgs {
+    fusek_norm_add na;
+    const void *w2;
+    bool w2_early;
+    float eps2;
+    float *y2;
+    int8_t *q;
+    float *qd, *qs8;
+};
+
+__device__ __forceinline__ void naq_w1(const NaqArgs &a, float *w)
+{
+#pragma unroll
+    for (int j = 0; j < NAQ_REG; j++) {
+        int64_t i = threadIdx.x + (int64_t)j * RMS_THREADS;
+        w[j] = a.na.w && i < a.na.K ? cudyn::ld_dyn(a.na.w, i, a.na.wdt) : 1.f;
+    }
+}
+
+template <typename W> __device__ __forceinline__ void naq_w2(const NaqArgs &a, float *w)
+{
+#pragma unroll
+    for (int j = 0; j < NAQ_REG; j++) {
+        int64_t i = threadIdx.x + (int64_t)j * RMS_THREADS;
+        w[j] = a.w2 && i < a.na.K ? wload<W>((const W *)a.w2, i) : 1.f;
+    }
+}
+
+/* fuse_kernels.cu's norm_add_kernel and then rms_q8_kernel on its sum z, one block a row:
+ * each sum in its own kernel's order (funorm's strides of NA_STRIDE through shared memory;
+ * then rms_q8's, which are this thread's own elements in order), each element rounded as
+ * there, so the bits are those of the two launches, one launch and one wait for the
+ * producer fewer (Gemma 3: twice a layer). A warp quantizes the 32-blocks warp, warp +
+ * RMS_WARPS, ..., which hold exactly its threads' elements. Both weights are read before
+ * the PDL wait where nothing in the step writes them. */
+template <typename W2> __global__ void __launch_bounds__(RMS_THREADS) norm_add_q8_kernel(const NaqArgs a)
+{
+    __shared__ float xs[CUQ_NA_Q8_MAX_K];
+    __shared__ float red[funorm::NA_STRIDE / 32];
+    pdl_launch_next();
+    const int64_t K = a.na.K, m = blockIdx.x;
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    float w1[NAQ_REG], w2[NAQ_REG], xv[NAQ_REG], rv[NAQ_REG], zv[NAQ_REG];
+    if (a.na.w_early) naq_w1(a, w1);
+    if (a.w2_early) naq_w2<W2>(a, w2);
+    pdl_wait();
+    if (!a.na.w_early) naq_w1(a, w1);
+    if (!a.w2_early) naq_w2<W2>(a, w2);
+    const float *x = a.na.x + m * K, *r = a.na.r + m * K;
+#pragma unroll
+    for (int j = 0; j < NAQ_REG; j++) {
+        int64_t i = t + (int64_t)j * RMS_THREADS;
+        xv[j] = i < K ? ld_act(x + i) : 0.f;
+        rv[j] = i < K ? ld_act(r + i) : 0.f;
+        if (i < K) xs[i] = xv[j];
+    }
+    __syncthreads();
+    float ss = 0.f;
+    if (t < funorm::NA_STRIDE)
+        for (int64_t i = t; i < K; i += funorm::NA_STRIDE) ss = funorm::na_sq(xs[i], ss);
+    float sc = funorm::rms_scale(funorm::na_block_sum(ss, red), K, a.na.eps);
+    float *y = a.na.y + m * K, *z = a.na.z + m * K, *y2 = a.y2 + m * K;
+    float ss2 = 0.f;
+#pragma unroll
+    for (int j = 0; j < NAQ_REG; j++) {
+        int64_t i = t + (int64_t)j * RMS_THREADS;
+        zv[j] = 0.f;
+        if (i >= K) continue;
+        float v = funorm::na_y(xv[j], sc, w1[j]);
+        y[i] = v;
+        z[i] = zv[j] = funorm::na_z(rv[j], v);
+        ss2 = fmaf(zv[j], zv[j], ss2);
+    }
+    float s = rms_block_scale(ss2, K, a.eps2);
+#pragma unroll
+    for (int j = 0; j < NAQ_REG; j++) {
+        int64_t i = t + (int64_t)j * RMS_THREADS, b = warp + (int64_t)j * RMS_WARPS;
+        float v = zv[j];
+        if (i < K) {
+            v *= s;
+            if (a.w2) v *= w2[j];
+            y2[i] = v;
+        }
+        if (a.q && b * 32 < K) /* the whole warp: K % 32 == 0 */
+            q8_block(v, lane, a.q + m * K + b * 32, a.qd + m * (K / 32) + b, a.qs8 + m * (K / 8) + b * 4);
+    }
+}
 
 template <bool GLU> bool launch_m(FuArgs &a, int64_t M, int64_t rows, int sm_count, cudaStream_t st)
 {
@@ -369,6 +472,25 @@ extern "C" bool cuq_rms_norm_q8(const float *x, int64_t x_row, int64_t M, int64_
     return true;
 }
 
+extern "C" bool cuq_norm_add_rms_q8(const fusek_norm_add *na, const void *w2, ct_dtype w2dt, bool w2_early, float eps2, float *y2,
+                                    const cuq_q8 *q, cudaStream_t stream)
+{
+    if (!na || !na->x || !na->r || !na->y || !na->z || !y2 || na->M < 1 || na->M > 65535 || na->K < 1 ||
+        na->K > CUQ_NA_Q8_MAX_K)
+        return false;
+    if (q && (na->K % 32 != 0 || q->M != na->M || q->K != na->K)) return false;
+    NaqArgs a = {*na, w2, w2_early && dev_facts().w_early, eps2, y2, q ? q->q : NULL, q ? q->d : NULL, q ? q->s8 : NULL};
+    a.na.w_early = na->w_early && dev_facts().w_early;
+    unsigned g = (unsigned)na->M;
+    switch (w2 ? w2dt : CT_F32) {
+    case CT_F32: launch_pdl(norm_add_q8_kernel<float>, g, RMS_THREADS, stream, a); break;
+    case CT_F16: launch_pdl(norm_add_q8_kernel<__half>, g, RMS_THREADS, stream, a); break;
+    case CT_BF16: launch_pdl(norm_add_q8_kernel<__nv_bfloat16>, g, RMS_THREADS, stream, a); break;
+    default: return false;
+    }
+    return true;
+}
+
 extern "C" bool cuq_mv_ok(const cuq_mv_job *job)
 {
     if (!job || job->M < 1 || job->M > CUQ_MV_MAX_ROWS || job->K < 32 || job->K % 32 != 0 || job->K > INT32_MAX / 2)
@@ -402,6 +524,14 @@ extern "C" size_t cuq_mv_tmp_bytes(const cuq_mv_job *job)
 }
 
 extern "C" bool cuq_mv_wants_q8(const cuq_mv_job *job) { return !job->norm.on && x_plan(job).tmp_q8; }
+
+extern "C" bool cuq_mv_norm_apart(const cuq_mv_job *job, bool *q8)
+{
+    if (!cuq_mv_ok(job) || !job->norm.on) return false;
+    XPlan p = x_plan(job);
+    *q8 = p.tmp_q8;
+    return !p.stage;
+}
 
 extern "C" bool cuq_mv_run(const cuq_mv_job *job, void *tmp, int sm_count, cudaStream_t stream)
 {

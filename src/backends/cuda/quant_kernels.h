@@ -97,6 +97,14 @@ bool cuq_quantize_q8(const float *x, int64_t x_row, int64_t M, int64_t K, const 
 bool cuq_rms_norm_q8(const float *x, int64_t x_row, int64_t M, int64_t K, const void *w, ct_dtype wdt, bool w_early,
                      float eps, float *y, const cuq_q8 *q, cudaStream_t stream);
 
+/* A post-norm + residual add (fusek_norm_add_rows: na's y and z) and the RMS norm of z
+ * after it (cuq_rms_norm_q8 on z: w2, y2 and z's q8 form q, NULL: y2 only) in one kernel,
+ * bit for bit what the two launches make; rows of K <= CUQ_NA_Q8_MAX_K elements (false,
+ * nothing launched, past that). */
+#define CUQ_NA_Q8_MAX_K 2048
+bool cuq_norm_add_rms_q8(const fusek_norm_add *na, const void *w2, ct_dtype w2dt, bool w2_early, float eps2, float *y2,
+                         const cuq_q8 *q, cudaStream_t stream);
+
 /* The RMS norm a job applies to each row of x before the products (as cuq_rms_norm_q8). */
 typedef struct cuq_mv_norm {
     bool on;
@@ -150,6 +158,11 @@ size_t cuq_mv_tmp_bytes(const cuq_mv_job *job);
 /* The run would launch quantize_q8 on x first (no norm, no q8 form given): a producer of x
  * that can write its q8 form as well saves that launch (xq). */
 bool cuq_mv_wants_q8(const cuq_mv_job *job);
+/* The run would make the norm in a kernel of its own first (not staged in the job's
+ * blocks), and *q8 whether that kernel would also write x's q8 form: a kernel that can make
+ * both (cuq_norm_add_rms_q8) may stand in for it, the job then run with norm off, x the
+ * norm's y and xq that q8 form. */
+bool cuq_mv_norm_apart(const cuq_mv_job *job, bool *q8);
 /* Every part's products (and epilogues), reading each weight byte once. */
 bool cuq_mv_run(const cuq_mv_job *job, void *tmp, int sm_count, cudaStream_t stream);
 
