@@ -13,7 +13,8 @@
  *   quantize kernel first where it does not fit), or (one row of x, a small weight, no q8 form
  *   given) the quantized weight dequantized and multiplied with f32 x; the job's own RMS
  *   norm of x (weight f32 / f16 / bf16 / none), its y against double (NMSE <= 1e-11, as
- *   above) and the products against references on the host's normed x. Outputs start NaN-poisoned with a poisoned
+ *   above) and the products against references on the host's normed x; vocabulary-sized
+ *   Q8_0 jobs on their own kernel and on the generic one. Outputs start NaN-poisoned with a poisoned
  *   guard after them: an element left unwritten fails, and so does one written past the end.
  *
  * Tolerances (normalized MSE, sum (gpu - ref)^2 / sum ref^2):
@@ -797,6 +798,25 @@ static void test_q6k_jobs(void)
     run_job(&o, &r);
 }
 
+/* Vocabulary-sized Q8_0 products (quant_fused_q8v.cu: tied embeddings' output projection),
+ * x's q8 form given: Gemma 3's and SmolLM2's widths with 65,536 rows, a last round of fewer
+ * than 4 rows, the widest K the kernel takes and a one-block row; then the same jobs on
+ * the generic kernel (CTORCH_CUDA_MVQ8V=0). The bounds are run_job's. */
+static void test_q8v_jobs(void)
+{
+    if (!have_dev()) return;
+    th_rng r = {88};
+    static const int64_t shape[][2] = {{65536, 640}, {65539, 576}, {65536, 1024}, {65541, 32}};
+    for (int generic = 0; generic < 2; generic++) {
+        if (generic) setenv("CTORCH_CUDA_MVQ8V", "0", 1);
+        for (size_t i = 0; i < sizeof shape / sizeof shape[0]; i++) {
+            job_spec s = {.n_parts = 1, .t = {CT_Q8_0}, .N = {shape[i][0]}, .M = 1, .K = shape[i][1], .caller_q8 = true};
+            run_job(&s, &r);
+        }
+        unsetenv("CTORCH_CUDA_MVQ8V");
+    }
+}
+
 /* Jobs the kernels cannot run are refused (cuq_mv_ok and cuq_mv_run both). */
 static void test_refused(void)
 {
@@ -866,6 +886,7 @@ int main(int argc, char **argv)
     RUN(test_mixed_parts);
     RUN(test_gated);
     RUN(test_q6k_jobs);
+    RUN(test_q8v_jobs);
     RUN(test_refused);
     return th_finish();
 }

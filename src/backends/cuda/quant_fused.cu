@@ -619,6 +619,7 @@ extern "C" bool cuq_mv_run(const cuq_mv_job *job, void *tmp, int sm_count, cudaS
     for (int i = 0; i < job->n_parts; i++) a.seg = a.seg && seg_format(job->part[i].wt);
     if (launch_q4k_job(a, job->M, job->glu != 0, rows, sm_count, stream)) return true;
     if (launch_q6k_job(a, job->M, job->glu != 0, rows, sm_count, stream)) return true;
+    if (launch_q8v_job(a, job->M, job->glu != 0, sm_count, stream)) return true;
     if (a.rp) return false; /* cuq_mv_ok (rope_ok) keeps these jobs off this path */
     return job->glu ? launch_m<true>(a, job->M, rows, sm_count, stream)
                     : launch_m<false>(a, job->M, rows, sm_count, stream);

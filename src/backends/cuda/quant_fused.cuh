@@ -860,6 +860,10 @@ bool launch_q4k_job(FuArgs &a, int64_t M, bool glu, int64_t rows, int sm_count, 
 /* The same for jobs of Q6_K parts, or of Q4_K and Q6_K parts (quant_fused_q6k.cu). */
 bool launch_q6k_job(FuArgs &a, int64_t M, bool glu, int64_t rows, int sm_count, cudaStream_t st);
 
+/* A vocabulary-sized job of one Q8_0 weight (tied embeddings' output projection), M = 1,
+ * no epilogue, x's q8 form given (quant_fused_q8v.cu); false for any other job. */
+bool launch_q8v_job(FuArgs &a, int64_t M, bool glu, int sm_count, cudaStream_t st);
+
 /* Explicit instantiations live in quant_fused_job*.cu. */
 #define CUFU_JOBS(X) X(1, false) X(1, true) X(2, false) X(2, true) X(3, false) X(3, true) X(4, false) X(4, true) \
     X(5, false) X(5, true) X(6, false) X(6, true) X(7, false) X(7, true) X(8, false) X(8, true)
