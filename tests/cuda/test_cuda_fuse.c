@@ -248,6 +248,18 @@ static ct_step *record_traced(void (*body)(void *ctx), void *ctx, FILE *trace)
     return st;
 }
 
+/* Records body on a0, then again on a1 with the pairing `sw` switched off (sw=0); their
+ * traces in tr[0] and tr[1] (NULL where no temporary file could be made). */
+static void record_both(void (*body)(void *ctx), void *a0, void *a1, const char *sw, ct_step **st, FILE **tr)
+{
+    for (int i = 0; i < 2; i++) {
+        tr[i] = tmpfile();
+        if (i) setenv(sw, "0", 1);
+        st[i] = record_traced(body, i ? a1 : a0, tr[i]);
+        unsetenv(sw);
+    }
+}
+
 typedef struct prologue_args {
     const ct_tensor *q, *k, *v, *pos, *slot;
     ct_tensor *kc, *vc;
@@ -535,11 +547,10 @@ static void check_attn_q8(int Hq, int Hkv, int D)
     attn_args a[3] = {{q, kc, vc, len, wo, res, NULL, NULL}, {q, kc, vc, len, wo, res, NULL, NULL},
                       {q, kc, vc, len, wo, res, NULL, NULL}};
     ct_step *st[2] = {NULL, NULL};
+    FILE *tr[2];
+    record_both(attn_body, &a[0], &a[1], "CTORCH_CUDA_SDPA_Q8", st, tr);
     for (int i = 0; i < 2; i++) {
-        FILE *trace = tmpfile();
-        if (i) setenv("CTORCH_CUDA_SDPA_Q8", "0", 1);
-        st[i] = record_traced(attn_body, &a[i], trace);
-        unsetenv("CTORCH_CUDA_SDPA_Q8");
+        FILE *trace = tr[i];
         if (!trace) continue;
         CHECK_MSG(count_lines(trace, "fused linear x1+add (") == 1, "Hq %d D %d: the o projection was not fused", Hq, D);
         CHECK_MSG(count_lines(trace, "on sdpa's q8 form") == !i, "Hq %d D %d: %d lines on sdpa's q8 form, expected %d",
@@ -631,11 +642,10 @@ static void check_norm_add_q8(int64_t K, ct_dtype wa_t, ct_dtype wb_t, ct_dtype 
     na_args a[3];
     for (int i = 0; i < 3; i++) a[i] = (na_args){ao, wp, res, w2, wa, wb, NULL, NULL, NULL, NULL, NULL};
     ct_step *st[2] = {NULL, NULL};
+    FILE *tr[2];
+    record_both(na_body, &a[0], &a[1], "CTORCH_CUDA_NORM_Q8", st, tr);
     for (int i = 0; i < 2; i++) {
-        FILE *trace = tmpfile();
-        if (i) setenv("CTORCH_CUDA_NORM_Q8", "0", 1);
-        st[i] = record_traced(na_body, &a[i], trace);
-        unsetenv("CTORCH_CUDA_NORM_Q8");
+        FILE *trace = tr[i];
         if (!trace) continue;
         CHECK_MSG(count_lines(trace, "fused rms_norm+add") == 1, "K %lld: the post-norm + add was not fused", (long long)K);
         int with = count_lines(trace, "with the norm after it");
