@@ -157,17 +157,6 @@ extern "C" cudaError_t fusek_rope_rows(const fusek_prologue *p, cudaStream_t s)
 #define NA_THREADS funorm::NA_STRIDE
 #define NA_REG 4 /* elements a thread keeps in registers: rows up to 1,024 (Gemma 3 270M's 640) */
 
-/* The norm's weight at this thread's elements (t, t + NA_THREADS, ...); 1 past the row or
- * with no weight. */
-static __device__ __forceinline__ void na_weights(const fusek_norm_add &p, float *w)
-{
-#pragma unroll
-    for (int j = 0; j < NA_REG; j++) {
-        int64_t i = threadIdx.x + (int64_t)j * NA_THREADS;
-        w[j] = p.w && i < p.K ? ld_dyn(p.w, i, p.wdt) : 1.0f;
-    }
-}
-
 /* A block per row: the sum of squares (funorm's order), then each element's norm output
  * and its sum with the residual. Rows of up to NA_REG * NA_THREADS elements keep them in
  * registers: the weight read before the PDL wait where nothing in the step writes it
@@ -181,9 +170,9 @@ __global__ void __launch_bounds__(NA_THREADS) norm_add_kernel(fusek_norm_add p)
     float *y = p.y + blockIdx.x * K, *z = p.z + blockIdx.x * K;
     if (K <= NA_REG * NA_THREADS) {
         float w[NA_REG], xv[NA_REG], rv[NA_REG], ss = 0.0f;
-        if (p.w_early) na_weights(p, w);
+        if (p.w_early) funorm::na_weights<NA_REG>(p.w, p.wdt, K, NA_THREADS, w);
         cupdl::pdl_wait();
-        if (!p.w_early) na_weights(p, w);
+        if (!p.w_early) funorm::na_weights<NA_REG>(p.w, p.wdt, K, NA_THREADS, w);
 #pragma unroll
         for (int j = 0; j < NA_REG; j++) {
             int64_t i = t + (int64_t)j * NA_THREADS;

@@ -9,6 +9,8 @@
 
 #include <stdint.h>
 
+#include "backends/cuda/dyn_access.cuh"
+
 namespace funorm {
 
 /* Threads that sum a row's squares, each a stride of this many elements. */
@@ -46,6 +48,17 @@ __device__ __forceinline__ float na_block_sum(float ss, float *red)
     }
     __syncthreads();
     return red[0];
+}
+
+/* A norm weight (f32 f16 bf16, or NULL) at a thread's REG elements of a K-wide row,
+ * threadIdx.x + stride j: 1 past the row or without a weight (an exact product). */
+template <int REG> __device__ __forceinline__ void na_weights(const void *w, ct_dtype wdt, int64_t K, int stride, float *out)
+{
+#pragma unroll
+    for (int j = 0; j < REG; j++) {
+        int64_t i = threadIdx.x + (int64_t)j * stride;
+        out[j] = w && i < K ? cudyn::ld_dyn(w, i, wdt) : 1.0f;
+    }
 }
 
 /* The norm's output for x (w: its weight, 1 where there is none: an exact product). */

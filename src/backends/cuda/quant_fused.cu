@@ -202,30 +202,13 @@ constexpr int NAQ_REG = CUQ_NA_Q8_MAX_K / RMS_THREADS;
 struct NaqArgs {
     fusek_norm_add na;
     const void *w2;
+    ct_dtype w2dt;
     bool w2_early;
     float eps2;
     float *y2;
     int8_t *q;
     float *qd, *qs8;
 };
-
-__device__ __forceinline__ void naq_w1(const NaqArgs &a, float *w)
-{
-#pragma unroll
-    for (int j = 0; j < NAQ_REG; j++) {
-        int64_t i = threadIdx.x + (int64_t)j * RMS_THREADS;
-        w[j] = a.na.w && i < a.na.K ? cudyn::ld_dyn(a.na.w, i, a.na.wdt) : 1.f;
-    }
-}
-
-template <typename W> __device__ __forceinline__ void naq_w2(const NaqArgs &a, float *w)
-{
-#pragma unroll
-    for (int j = 0; j < NAQ_REG; j++) {
-        int64_t i = threadIdx.x + (int64_t)j * RMS_THREADS;
-        w[j] = a.w2 && i < a.na.K ? wload<W>((const W *)a.w2, i) : 1.f;
-    }
-}
 
 /* fuse_kernels.cu's norm_add_kernel and then rms_q8_kernel on its sum z, one block a row:
  * each sum in its own kernel's order (funorm's strides of NA_STRIDE through shared memory;
@@ -234,7 +217,7 @@ template <typename W> __device__ __forceinline__ void naq_w2(const NaqArgs &a, f
  * producer fewer (Gemma 3: twice a layer). A warp quantizes the 32-blocks warp, warp +
  * RMS_WARPS, ..., which hold exactly its threads' elements. Both weights are read before
  * the PDL wait where nothing in the step writes them. */
-template <typename W2> __global__ void __launch_bounds__(RMS_THREADS) norm_add_q8_kernel(const NaqArgs a)
+__global__ void __launch_bounds__(RMS_THREADS) norm_add_q8_kernel(const NaqArgs a)
 {
     __shared__ float xs[CUQ_NA_Q8_MAX_K];
     __shared__ float red[funorm::NA_STRIDE / 32];
@@ -242,11 +225,11 @@ template <typename W2> __global__ void __launch_bounds__(RMS_THREADS) norm_add_q
     const int64_t K = a.na.K, m = blockIdx.x;
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
     float w1[NAQ_REG], w2[NAQ_REG], xv[NAQ_REG], rv[NAQ_REG], zv[NAQ_REG];
-    if (a.na.w_early) naq_w1(a, w1);
-    if (a.w2_early) naq_w2<W2>(a, w2);
+    if (a.na.w_early) funorm::na_weights<NAQ_REG>(a.na.w, a.na.wdt, K, RMS_THREADS, w1);
+    if (a.w2_early) funorm::na_weights<NAQ_REG>(a.w2, a.w2dt, K, RMS_THREADS, w2);
     pdl_wait();
-    if (!a.na.w_early) naq_w1(a, w1);
-    if (!a.w2_early) naq_w2<W2>(a, w2);
+    if (!a.na.w_early) funorm::na_weights<NAQ_REG>(a.na.w, a.na.wdt, K, RMS_THREADS, w1);
+    if (!a.w2_early) funorm::na_weights<NAQ_REG>(a.w2, a.w2dt, K, RMS_THREADS, w2);
     const float *x = a.na.x + m * K, *r = a.na.r + m * K;
 #pragma unroll
     for (int j = 0; j < NAQ_REG; j++) {
@@ -479,15 +462,11 @@ extern "C" bool cuq_norm_add_rms_q8(const fusek_norm_add *na, const void *w2, ct
         na->K > CUQ_NA_Q8_MAX_K)
         return false;
     if (q && (na->K % 32 != 0 || q->M != na->M || q->K != na->K)) return false;
-    NaqArgs a = {*na, w2, w2_early && dev_facts().w_early, eps2, y2, q ? q->q : NULL, q ? q->d : NULL, q ? q->s8 : NULL};
+    if (w2 && w2dt != CT_F32 && w2dt != CT_F16 && w2dt != CT_BF16) return false;
+    NaqArgs a = {*na, w2, w2dt, w2_early && dev_facts().w_early, eps2, y2, q ? q->q : NULL, q ? q->d : NULL,
+                 q ? q->s8 : NULL};
     a.na.w_early = na->w_early && dev_facts().w_early;
-    unsigned g = (unsigned)na->M;
-    switch (w2 ? w2dt : CT_F32) {
-    case CT_F32: launch_pdl(norm_add_q8_kernel<float>, g, RMS_THREADS, stream, a); break;
-    case CT_F16: launch_pdl(norm_add_q8_kernel<__half>, g, RMS_THREADS, stream, a); break;
-    case CT_BF16: launch_pdl(norm_add_q8_kernel<__nv_bfloat16>, g, RMS_THREADS, stream, a); break;
-    default: return false;
-    }
+    launch_pdl(norm_add_q8_kernel, (unsigned)na->M, RMS_THREADS, stream, a);
     return true;
 }
 
