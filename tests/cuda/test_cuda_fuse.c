@@ -532,7 +532,7 @@ static ct_tensor *weight(th_rng *r, ct_dtype dt, int64_t N, int64_t K)
  * quantize_q8's (a wrong scale, block or sum index changes the integer dots); and the
  * projection within 2e-2 of the largest eager value (eager rounds x to 8 bits or not:
  * ~0.5% of a product; a wrong row is O(1)). Hq 6 / Hkv 2 leaves lanes of a warp without a
- * block, D 128 its q8 blocks 4 a head. */
+ * block, D 128 its q8 blocks 4 a head, D 256 splits each row's columns over two warps. */
 static void check_attn_q8(int Hq, int Hkv, int D)
 {
     th_rng r = {23 + (uint64_t)D};
@@ -585,6 +585,7 @@ static void test_attn_q8(void)
     if (!devcheck_device("cuda", g_dev, sizeof g_dev)) return;
     check_attn_q8(8, 1, 64);
     check_attn_q8(6, 2, 128);
+    check_attn_q8(4, 1, 256); /* Gemma 3: two warps a span of keys */
 }
 
 /* ---- post-norm + add, then the next block's norm made in the same kernel ---- */

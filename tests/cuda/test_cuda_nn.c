@@ -684,10 +684,10 @@ static void test_sdpa_decode(void)
  * at an even chunk of a segment, past the chunk staged before the length is read), and the
  * real models'
  * shapes: TinyLlama (32/4 heads, D 64), SmolLM2 135M (9/3, D 64), Gemma 3 270M (4/1, D 256,
- * window 512 on its local layers). The f16 caches with D 64 / 128 and G <= 8 take the
+ * window 512 on its local layers). The f16 caches with D 64 / 128 / 256 and G <= 8 take the
  * tensor-core kernel instead (attention_dec_tc.cu: warps of 32 keys at D 64, 16 at 128,
- * blocks of 4 warps, a merge across blocks): the same lengths cross its warp and block
- * boundaries, the 20,000-slot cache gives each warp three chunks. */
+ * pairs of warps of 16 at 256, blocks of 4 warps, a merge across blocks): the same lengths
+ * cross its warp and block boundaries, the 20,000-slot cache gives each warp several chunks. */
 static void test_sdpa_decode_segments(void)
 {
     if (!dev()) return;
@@ -732,6 +732,16 @@ static void test_sdpa_decode_segments(void)
         att_case("decode segments, G 6, D 128, window, mask", kv, 2, 6, 1, 1, 1000, 128, 128,
                  (att_ctx){.p = {.causal = true, .window = 300}, .L = 999, .mask = 1}, 2161);
         att_case("decode segments, G 1", kv, 1, 4, 4, 1, 300, 64, 64, (att_ctx){.p = {.causal = true}, .L = 200}, 2162);
+        /* D 256 on tensor cores: two warps a span of 16 keys, four spans a block, so the
+         * lengths cross a span (16), a block (64) and the merge; a window, a mask, two KV heads */
+        static const int64_t glens[] = {1, 15, 16, 17, 33, 63, 64, 65, 100, 639};
+        for (size_t i = 0; i < sizeof glens / sizeof glens[0]; i++)
+            att_case("decode segments, gemma 640", kv, 1, 4, 1, 1, 640, 256, 256,
+                     (att_ctx){.p = {.causal = true}, .L = glens[i]}, 2170 + i);
+        att_case("decode segments, gemma 640, window", kv, 1, 4, 1, 1, 640, 256, 256,
+                 (att_ctx){.p = {.causal = true, .window = 512}, .L = 600}, 2185);
+        att_case("decode segments, G 2, D 256, mask", kv, 2, 4, 2, 1, 200, 256, 256,
+                 (att_ctx){.p = {.causal = true}, .L = 150, .mask = 1}, 2186);
     }
 }
 

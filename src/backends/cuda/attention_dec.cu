@@ -1,6 +1,6 @@
 /* Decode attention (Tq = 1): the G = Hq / Hkv query heads of a KV head share every K/V row
  * the block reads. This SIMT kernel takes the shapes attention_dec_tc.cu (tensor cores: f16
- * caches, D = Dv = 64 or 128, G <= 8) leaves: f32 caches, other head dims (Gemma 3's 256), G
+ * caches, D = Dv = 64, 128 or 256, G <= 8) leaves: f32 caches, other head dims, D != Dv, G
  * up to 16; nn_sdpa_dec_run and nn_sdpa_dec_splits at the end pick between the two.
  *
  * The Tk slots of the cache are cut into n_split segments (nn_sdpa_dec_splits: one or two
