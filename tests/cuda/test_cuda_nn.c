@@ -649,6 +649,14 @@ static void test_sdpa_prefill_tc(void)
     }
 }
 
+/* One decode case (B 1, causal, D = Dv) at each attended length of lens, seeds seed, seed + 1, ... */
+static void att_lengths(const char *name, ct_dtype kv, int64_t Hq, int64_t Hkv, int64_t Tk, int64_t D,
+                        const int64_t *lens, size_t n, uint64_t seed)
+{
+    for (size_t i = 0; i < n; i++)
+        att_case(name, kv, 1, Hq, Hkv, 1, Tk, D, D, (att_ctx){.p = {.causal = true}, .L = lens[i]}, seed + i);
+}
+
 static void test_sdpa_decode(void)
 {
     if (!dev()) return;
@@ -664,9 +672,7 @@ static void test_sdpa_decode(void)
                  (att_ctx){.p = {.causal = true}, .permute_q = 1, .narrow_cache = 1}, 2030);
         /* the TinyLlama layer at several lengths of a 640-slot cache: 1, mid-segment, full */
         static const int64_t lens[] = {1, 31, 129, 600, 640};
-        for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
-            att_case("decode, tinyllama", kv, 1, 32, 4, 1, 640, 64, 64, (att_ctx){.p = {.causal = true}, .L = lens[i]},
-                     2040 + i);
+        att_lengths("decode, tinyllama", kv, 32, 4, 640, 64, lens, sizeof lens / sizeof lens[0], 2040);
         att_case("decode, length 0 (zeros)", kv, 1, 8, 2, 1, 300, 64, 64, (att_ctx){.p = {.causal = true}, .L = 0},
                  2050);
         att_case("decode, 16 heads per KV head, mask", kv, 1, 16, 1, 1, 4096, 64, 64,
@@ -695,9 +701,7 @@ static void test_sdpa_decode_segments(void)
         ct_dtype kv = f ? CT_F16 : CT_F32;
         /* a 640-slot cache: 10 segments of 64 keys, chunks of 32 */
         static const int64_t lens[] = {2, 31, 32, 33, 63, 64, 65, 128, 129, 576, 639};
-        for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
-            att_case("decode segments, tinyllama", kv, 1, 32, 4, 1, 640, 64, 64,
-                     (att_ctx){.p = {.causal = true}, .L = lens[i]}, 2090 + i);
+        att_lengths("decode segments, tinyllama", kv, 32, 4, 640, 64, lens, sizeof lens / sizeof lens[0], 2090);
         att_case("decode segments, window from a boundary", kv, 1, 32, 4, 1, 640, 64, 64,
                  (att_ctx){.p = {.causal = true, .window = 128}, .L = 320}, 2110);
         att_case("decode segments, window to a boundary", kv, 1, 32, 4, 1, 640, 64, 64,
@@ -735,9 +739,7 @@ static void test_sdpa_decode_segments(void)
         /* D 256 on tensor cores: two warps a span of 16 keys, four spans a block, so the
          * lengths cross a span (16), a block (64) and the merge; a window, a mask, two KV heads */
         static const int64_t glens[] = {1, 15, 16, 17, 33, 63, 64, 65, 100, 639};
-        for (size_t i = 0; i < sizeof glens / sizeof glens[0]; i++)
-            att_case("decode segments, gemma 640", kv, 1, 4, 1, 1, 640, 256, 256,
-                     (att_ctx){.p = {.causal = true}, .L = glens[i]}, 2170 + i);
+        att_lengths("decode segments, gemma 640", kv, 4, 1, 640, 256, glens, sizeof glens / sizeof glens[0], 2170);
         att_case("decode segments, gemma 640, window", kv, 1, 4, 1, 1, 640, 256, 256,
                  (att_ctx){.p = {.causal = true, .window = 512}, .L = 600}, 2185);
         att_case("decode segments, G 2, D 256, mask", kv, 2, 4, 2, 1, 200, 256, 256,
