@@ -62,15 +62,15 @@ constexpr float DT_LO = 2048.0f, DT_ILO = 1.0f / 2048.0f; /* the residual rows' 
 
 /* warps sharing a span of slots, one per column block of 128 (D 256: two) */
 __host__ __device__ constexpr int dt_nh(int D) { return D > 128 ? 2 : 1; }
-/* warps per block: 4 spans of slots a block at every D */
-__host__ __device__ constexpr int dt_w(int D) { return 4 * dt_nh(D); }
+/* spans of slots a block at every D, so warps a block DT_SPANS * dt_nh(D) */
+constexpr int DT_SPANS = 4;
+__host__ __device__ constexpr int dt_w(int D) { return DT_SPANS * dt_nh(D); }
 
 /* keys a warp handles at once: its K and V rows in registers (2 * D / 4 halves per key / lane,
  * D counted per warp) */
 __host__ __device__ constexpr int dt_nk(int D) { return D == 64 ? 32 : 16; }
-/* the same for a head dim D split over dt_nh(D) warps, and the spans of slots a block holds */
+/* the same for a head dim D split over dt_nh(D) warps */
 __host__ __device__ constexpr int dt_nkw(int D) { return dt_nk(D / dt_nh(D)); }
-__host__ __device__ constexpr int dt_np(int D) { return dt_w(D) / dt_nh(D); }
 
 __device__ __forceinline__ unsigned h2bits(__half2 h) { return *reinterpret_cast<unsigned *>(&h); }
 
@@ -113,11 +113,11 @@ template <int NH, int NP, int NG> struct dt_xch {
 };
 template <int NP, int NG> struct dt_xch<1, NP, NG> {};
 
-/* per span of slots (dt_np of them a block): its output rows and softmax state */
+/* per span of slots (DT_SPANS a block): its output rows and softmax state */
 template <int D> struct dt_smem {
-    float o[dt_np(D)][8][D];
-    float m[dt_np(D)][8], l[dt_np(D)][8];
-    dt_xch<dt_nh(D), dt_np(D), dt_nkw(D) / 8> x;
+    float o[DT_SPANS][8][D];
+    float m[DT_SPANS][8], l[DT_SPANS][8];
+    dt_xch<dt_nh(D), DT_SPANS, dt_nkw(D) / 8> x;
 };
 
 /* Lane (g, t) of a warp: K and V rows g of each 8-key group, 16-byte words 32 u + 8 t. */
@@ -173,7 +173,7 @@ __device__ __forceinline__ void pair_sum(float (&sc)[NG][2], float (*xb)[NG * 2]
 #pragma unroll
     for (int n = 0; n < NG; n++) xb[hf][2 * n][lane] = sc[n][0], xb[hf][2 * n + 1][lane] = sc[n][1];
     /* immediate ids: a register operand makes ptxas reserve all 16 barriers */
-    static_assert(dt_np(256) == 4, "one barrier id per span");
+    static_assert(DT_SPANS == 4, "one barrier id per span");
     switch (span) {
     case 0: asm volatile("bar.sync 1, 64;\n" ::: "memory"); break;
     case 1: asm volatile("bar.sync 2, 64;\n" ::: "memory"); break;
@@ -186,7 +186,7 @@ __device__ __forceinline__ void pair_sum(float (&sc)[NG][2], float (*xb)[NG * 2]
 
 template <int D> __global__ void __launch_bounds__(32 * dt_w(D)) sdpa_dec_tc(nn_sdpa a, int wseg)
 {
-    constexpr int NH = dt_nh(D), DH = D / NH, NP = dt_np(D); /* DH columns a warp, NP spans a block */
+    constexpr int NH = dt_nh(D), DH = D / NH, NP = DT_SPANS; /* DH columns a warp, NP spans a block */
     constexpr int NU = DH / 32, NK = dt_nk(DH), NG = NK / 8, KS = DH / 16;
     __shared__ dt_smem<D> sm;
     __shared__ bool last;
@@ -426,7 +426,7 @@ template <int D> __global__ void __launch_bounds__(32 * dt_w(D)) sdpa_dec_tc(nn_
 
 template <int D> cudaError_t dt_launch(const nn_sdpa *a, cudaStream_t s)
 {
-    constexpr int NP = dt_np(D);
+    constexpr int NP = DT_SPANS;
     const int64_t bseg = (a->Tk + a->n_split - 1) / a->n_split, nk = dt_nkw(D);
     const int wseg = (int)(((bseg + NP - 1) / NP + nk - 1) / nk * nk);
     dim3 grid((unsigned)a->n_split, (unsigned)(a->B * a->Hkv));
@@ -456,7 +456,7 @@ extern "C" int nn_sdpa_dec_tc_splits(const nn_sdpa *a, int sm_count)
      * more than 32 blocks over the keys a full-length step attends (the merge reads one
      * partial per active block: at 4096 slots, 4000 attended, Gemma 3's global layers took
      * 14.8 us at 64 blocks and 12.8 at 32; its local ones, a window of 512, 8.4 at 64). */
-    const int64_t per = (int64_t)dt_np((int)a->D) * dt_nkw((int)a->D), heads = a->B * a->Hkv > 0 ? a->B * a->Hkv : 1;
+    const int64_t per = (int64_t)DT_SPANS * dt_nkw((int)a->D), heads = a->B * a->Hkv > 0 ? a->B * a->Hkv : 1;
     const int64_t vis = a->window > 0 && a->window < a->Tk ? a->window : a->Tk;
     int64_t n = (a->Tk + per - 1) / per, cap = 4 * (int64_t)sm_count / heads;
     if (n > cap) n = cap;
