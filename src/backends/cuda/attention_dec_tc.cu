@@ -186,10 +186,11 @@ __device__ __forceinline__ void pair_sum(float (&sc)[NG][2], float (*xb)[NG * 2]
     for (int n = 0; n < NG; n++) sc[n][0] += xb[hf ^ 1][2 * n][lane], sc[n][1] += xb[hf ^ 1][2 * n + 1][lane];
 }
 
-template <int D> __global__ void __launch_bounds__(32 * dt_w(D)) sdpa_dec_tc(nn_sdpa a, int wseg, bool trig)
+template <int D> __global__ void __launch_bounds__(32 * dt_w(D)) sdpa_dec_tc(nn_sdpa a, int wseg, int trig)
 {
-    if (trig) cupdl::pdl_launch_next();
+    if (trig == 1) cupdl::pdl_launch_next();
     cupdl::pdl_wait();
+    if (trig == 2) cupdl::pdl_launch_next();
     constexpr int NH = dt_nh(D), DH = D / NH, NP = DT_SPANS; /* DH columns a warp, NP spans a block */
     constexpr int NU = DH / 32, NK = dt_nk(DH), NG = NK / 8, KS = DH / 16;
     __shared__ dt_smem<D> sm;
@@ -432,7 +433,8 @@ template <int D> __global__ void __launch_bounds__(32 * dt_w(D)) sdpa_dec_tc(nn_
  * o projection, a PDL job) launch at once, so that kernel's blocks are resident and ask L2
  * for their weights while attention runs (CTORCH_CUDA_SDPA_PDL: 0 no early launch of the
  * next, 1 that (the default), 2 attention itself launched with PDL too, waiting at its
- * start; K and V come through L2 (__ldcg), never the read-only path, for that case). On the
+ * start, 3 launched with PDL and letting the next launch only once its wait is over; K and
+ * V come through L2 (__ldcg), never the read-only path, for the PDL forms). On the
  * H200, TinyLlama-shaped Q4_K_M tg128 (`ctorch bench -d cuda -p 0 -n 128 -r 3`, three rounds
  * alternated in one call): 0: 1,437 / 1,438 / 1,437, 1: 1,461 / 1,460 / 1,460, 2: 1,421 /
  * 1,421 / 1,422 t/s, the same greedy text. With 2 the chain of early launches runs on from
@@ -446,7 +448,7 @@ template <int D> cudaError_t dt_launch(const nn_sdpa *a, cudaStream_t s)
     static int mode = -1;
     if (mode < 0) {
         const char *e = getenv("CTORCH_CUDA_SDPA_PDL");
-        mode = e && e[0] >= '0' && e[0] <= '2' ? e[0] - '0' : 1;
+        mode = e && e[0] >= '0' && e[0] <= '3' ? e[0] - '0' : 1;
     }
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)a->n_split, (unsigned)(a->B * a->Hkv));
@@ -456,8 +458,8 @@ template <int D> cudaError_t dt_launch(const nn_sdpa *a, cudaStream_t s)
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at;
-    cfg.numAttrs = mode == 2 && cupdl::pdl_enabled() ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, sdpa_dec_tc<D>, *a, wseg, mode >= 1);
+    cfg.numAttrs = mode >= 2 && cupdl::pdl_enabled() ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, sdpa_dec_tc<D>, *a, wseg, mode == 0 ? 0 : mode == 3 ? 2 : 1);
 }
 
 } // namespace
