@@ -429,17 +429,22 @@ template <int D> __global__ void __launch_bounds__(32 * dt_w(D)) sdpa_dec_tc(nn_
     }
 }
 
-/* Launched plainly (after its predecessor has completed), but it lets the next kernel (the
- * o projection, a PDL job) launch at once, so that kernel's blocks are resident and ask L2
- * for their weights while attention runs (CTORCH_CUDA_SDPA_PDL: 0 no early launch of the
- * next, 1 that (the default), 2 attention itself launched with PDL too, waiting at its
- * start, 3 launched with PDL and letting the next launch only once its wait is over; K and
- * V come through L2 (__ldcg), never the read-only path, for the PDL forms). On the
- * H200, TinyLlama-shaped Q4_K_M tg128 (`ctorch bench -d cuda -p 0 -n 128 -r 3`, three rounds
- * alternated in one call): 0: 1,437 / 1,438 / 1,437, 1: 1,461 / 1,460 / 1,460, 2: 1,421 /
- * 1,421 / 1,422 t/s, the same greedy text. With 2 the chain of early launches runs on from
- * the q/k/v job: the o job's blocks then wait resident beside it (step timeline: attention's
- * advance 4.10 -> 5.11 us, the Q4_K jobs' 3.72 -> 3.16). */
+/* Launched plainly (after its predecessor has completed). Where the step planner asks for it
+ * (nn_sdpa::early_next: the o projection after it runs on a one-format Q4_K / Q6_K kernel) it
+ * lets the next kernel launch at once (PDL), so that job's blocks are resident and ask L2 for
+ * their rows while attention runs. CTORCH_CUDA_SDPA_PDL forces a form: 0 no early launch of
+ * the next, 1 always, 2 attention itself launched with PDL too (waiting at its start), 3
+ * launched with PDL and letting the next launch once its wait is over; K and V come through
+ * L2 (__ldcg), never the read-only path, for the PDL forms. On the H200 (`ctorch bench -d
+ * cuda -p 0 -n 128 -r 3`, forms alternated in one call, t/s; llama-shaped random models):
+ *   - TinyLlama Q4_K_M: 0: 1,433-1,438, 1: 1,456-1,461, 2: 1,421-1,422, 3: 1,384-1,386;
+ *   - TinyLlama F16: 0: 1,006-1,007, 1: 989-995 (its o job, of f16 rows, prefetches nothing);
+ *   - SmolLM2's shapes (Q4_K_M: 576-wide rows in other formats, the generic kernel): 0:
+ *     1,267-1,271, 1: 1,238-1,242, 3: 1,132-1,133;
+ *   - the planner's choice: Q4_K_M 1,457, F16 1,005-1,007, SmolLM2's shapes 1,270-1,271.
+ * With 2 the chain of early launches runs on from the q/k/v job: the o job's blocks wait
+ * resident beside it (step timeline: attention's advance 4.10 -> 5.11 us, the Q4_K jobs'
+ * 3.72 -> 3.16). */
 template <int D> cudaError_t dt_launch(const nn_sdpa *a, cudaStream_t s)
 {
     constexpr int NP = DT_SPANS;
@@ -448,8 +453,9 @@ template <int D> cudaError_t dt_launch(const nn_sdpa *a, cudaStream_t s)
     static int mode = -1;
     if (mode < 0) {
         const char *e = getenv("CTORCH_CUDA_SDPA_PDL");
-        mode = e && e[0] >= '0' && e[0] <= '3' ? e[0] - '0' : 1;
+        mode = e && e[0] >= '0' && e[0] <= '3' ? e[0] - '0' : 4; /* 4: the caller's early_next */
     }
+    const int m = mode == 4 ? (a->early_next ? 1 : 0) : mode;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)a->n_split, (unsigned)(a->B * a->Hkv));
     cfg.blockDim = dim3(32 * dt_w(D));
@@ -458,8 +464,8 @@ template <int D> cudaError_t dt_launch(const nn_sdpa *a, cudaStream_t s)
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at;
-    cfg.numAttrs = mode >= 2 && cupdl::pdl_enabled() ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, sdpa_dec_tc<D>, *a, wseg, mode == 0 ? 0 : mode == 3 ? 2 : 1);
+    cfg.numAttrs = m >= 2 && cupdl::pdl_enabled() ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, sdpa_dec_tc<D>, *a, wseg, m == 0 ? 0 : m == 3 ? 2 : 1);
 }
 
 } // namespace

@@ -64,7 +64,7 @@ ct_status cuda_nn_run(ct_device *dev, const ct_op *op);
 /* A supported sdpa op launched so that it also writes its output's q8 form (quant_kernels.h
  * cuq_q8: q, d, s8 for one row per batch of Hq * Dv elements), for a decode step's o
  * projection; *launched false and nothing launched when the kernel it would take cannot. */
-ct_status cuda_sdpa_q8(ct_device *dev, const ct_op *op, int8_t *q, float *d, float *s8, bool *launched);
+ct_status cuda_sdpa_q8(ct_device *dev, const ct_op *op, int8_t *q, float *d, float *s8, bool early_next, bool *launched);
 bool cuda_quant_supports(const ct_device *dev, const ct_op *op);
 ct_status cuda_quant_run(ct_device *dev, const ct_op *op);
 /* ct_backend_ops.import: a placed quantized weight kept in the kernels' own layout. */

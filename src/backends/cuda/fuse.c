@@ -313,6 +313,7 @@ static ct_status run_mv_rope(ct_device *dev, const ct_op *ops, const fuse_group 
  * output and would quantize it first (a quantize_q8 launch), the decode attention kernel
  * writes that q8 form as it writes its output, bit for bit what quantize_q8 makes (measured
  * on the H100, TinyLlama-shaped Q4_K_M: 22 launches a token fewer, ~1.2 us of a step each).
+ * Where h runs on a one-format kernel, attention lets it launch early (nn_sdpa::early_next).
  * *sd_done and *h_done (ops) say what was launched. */
 static ct_status run_sdpa_mv(ct_device *dev, const ct_op *ops, const ct_op *sd, const fuse_group *h, bool *sd_done,
                              int *h_done)
@@ -331,7 +332,7 @@ static ct_status run_sdpa_mv(ct_device *dev, const ct_op *ops, const ct_op *sd, 
     ct_status s = cuda_tmp_alloc(dev, bytes, &tmp);
     if (s != CT_OK) return s;
     cuq_q8 xq = cuq_q8_at(tmp, j->M, j->K);
-    s = cuda_sdpa_q8(dev, sd, xq.q, xq.d, xq.s8, sd_done);
+    s = cuda_sdpa_q8(dev, sd, xq.q, xq.d, xq.s8, cuq_mv_one_format(j), sd_done);
     if (s == CT_OK && *sd_done) {
         bool launched = false;
         j->xq = &xq;

@@ -265,12 +265,13 @@ static ct_status launch_sdpa(ct_device *dev, nn_sdpa a)
 
 static ct_status run_sdpa(ct_device *dev, const ct_op *op) { return launch_sdpa(dev, sdpa_args(dev, op)); }
 
-ct_status cuda_sdpa_q8(ct_device *dev, const ct_op *op, int8_t *q, float *d, float *s8, bool *launched)
+ct_status cuda_sdpa_q8(ct_device *dev, const ct_op *op, int8_t *q, float *d, float *s8, bool early_next, bool *launched)
 {
     nn_sdpa a = sdpa_args(dev, op);
     *launched = op->kind == CT_OP_SDPA && nn_sdpa_q8_ok(&a);
     if (!*launched) return CT_OK;
     a.oq = q, a.od = d, a.os8 = s8;
+    a.early_next = early_next;
     return launch_sdpa(dev, a);
 }
 

@@ -121,6 +121,10 @@ typedef struct nn_sdpa {
      * quantize_q8 launch of its own */
     int8_t *oq;
     float *od, *os8;
+    /* The tensor-core decode kernel lets the next kernel of the stream launch at once (PDL):
+     * set by the step planner where that kernel is a job whose blocks gain from starting
+     * early (attention_dec_tc.cu, dt_launch). */
+    bool early_next;
 } nn_sdpa;
 #define NN_SDPA_MAX_SPLIT 64
 #define NN_SDPA_DEC_MAX_SPLIT 256 /* the decode kernel's segments (attention_dec.cu) */

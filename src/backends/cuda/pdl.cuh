@@ -82,7 +82,7 @@ inline bool pdl_enabled()
  * quantize_q8 1078 / 1073, rms_q8 1077 / 1082, rope_rows 1092 / 1092, q4k_job 1041 / 1039:
  * each early launch pays. The tensor-core decode attention is the exception: launched
  * with PDL its 165-register blocks wait resident (span 833 -> 880 us), so it stays plain,
- * though it lets the kernel after it launch early (attention_dec_tc.cu, dt_launch). */
+ * though it lets a one-format job after it launch early (attention_dec_tc.cu, dt_launch). */
 inline bool pdl_serial(const void *kern)
 {
     static const char *list = getenv("CTORCH_CUDA_PDL_SERIAL");

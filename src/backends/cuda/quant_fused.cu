@@ -504,6 +504,19 @@ extern "C" size_t cuq_mv_tmp_bytes(const cuq_mv_job *job)
 
 extern "C" bool cuq_mv_wants_q8(const cuq_mv_job *job) { return !job->norm.on && x_plan(job).tmp_q8; }
 
+extern "C" bool cuq_mv_one_format(const cuq_mv_job *job)
+{
+    if (!cuq_mv_ok(job) || job->M != 1 || job->K % 256 != 0 || x_plan(job).stage || use_fma(job)) return false;
+    bool q4 = false, q6 = false;
+    for (int i = 0; i < job->n_parts; i++) {
+        q4 = q4 || job->part[i].wt == CT_Q4_K;
+        q6 = q6 || job->part[i].wt == CT_Q6_K;
+        if (job->part[i].wt != CT_Q4_K && job->part[i].wt != CT_Q6_K) return false;
+    }
+    if (job->glu && q4 && q6) return false;
+    return q6 ? dev_facts().q6k && (!q4 || dev_facts().q6mix) : dev_facts().q4k;
+}
+
 extern "C" bool cuq_mv_norm_apart(const cuq_mv_job *job, bool *q8)
 {
     if (!cuq_mv_ok(job) || !job->norm.on) return false;

@@ -158,6 +158,10 @@ size_t cuq_mv_tmp_bytes(const cuq_mv_job *job);
 /* The run would launch quantize_q8 on x first (no norm, no q8 form given): a producer of x
  * that can write its q8 form as well saves that launch (xq). */
 bool cuq_mv_wants_q8(const cuq_mv_job *job);
+/* The job runs on a one-format kernel (all Q4_K, all Q6_K, or Q4_K and Q6_K parts: M = 1, x's
+ * q8 form given or made by a launch before it), whose blocks ask L2 for their rows before
+ * they wait for their predecessor (quant_fused.cuh spec_job). */
+bool cuq_mv_one_format(const cuq_mv_job *job);
 /* The run would make the norm in a kernel of its own first (not staged in the job's
  * blocks), and *q8 whether that kernel would also write x's q8 form: a kernel that can make
  * both (cuq_norm_add_rms_q8) may stand in for it, the job then run with norm off, x the
