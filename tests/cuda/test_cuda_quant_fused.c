@@ -874,6 +874,36 @@ static void test_refused(void)
     cudaFree(o);
 }
 
+/* cuq_mv_one_format (the step planner lets decode attention start such a job early): exactly
+ * the jobs with x's q8 form given that q4k_job / q6k_job send to a one-format kernel. */
+static void test_one_format(void)
+{
+    if (!have_dev()) return;
+    void *w = NULL, *x = NULL, *o = NULL, *qb = NULL;
+    CHECK_CUDA(cudaMalloc(&w, 1 << 20));
+    CHECK_CUDA(cudaMalloc(&x, 1 << 16));
+    CHECK_CUDA(cudaMalloc(&o, 1 << 16));
+    CHECK_CUDA(cudaMalloc(&qb, cuq_q8_bytes(2, 2048)));
+    static const ct_dtype kinds[][2] = {{CT_Q4_K, CT_Q4_K}, {CT_Q6_K, CT_Q6_K}, {CT_Q4_K, CT_Q6_K},
+                                        {CT_Q4_K, CT_Q5_0}, {CT_Q8_0, CT_Q8_0}, {CT_F16, CT_F16}};
+    for (int M = 1; M <= 2; M++) {
+        cuq_q8 q = cuq_q8_at(qb, M, 2048);
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+            cuq_mv_job j = {.M = M, .K = 2048, .x = x, .x_row = 2048, .xq = &q, .n_parts = 2};
+            for (int i = 0; i < 2; i++)
+                j.part[i] = (cuq_mv_part){.wt = kinds[k][i], .w = w, .w_row = ct_dtype_row_bytes(kinds[k][i], 2048),
+                                          .N = 8, .out = o};
+            bool want = q4k_job(&j) || q6k_job(&j);
+            CHECK_MSG(cuq_mv_ok(&j) && cuq_mv_one_format(&j) == want, "M %d, %s + %s: one format %d, expected %d", M,
+                      ct_dtype_name(kinds[k][0]), ct_dtype_name(kinds[k][1]), cuq_mv_one_format(&j), want);
+        }
+    }
+    cudaFree(w);
+    cudaFree(x);
+    cudaFree(o);
+    cudaFree(qb);
+}
+
 int main(int argc, char **argv)
 {
     th_args(argc, argv);
@@ -888,6 +918,7 @@ int main(int argc, char **argv)
     RUN(test_q6k_jobs);
     RUN(test_q8v_jobs);
     RUN(test_refused);
+    RUN(test_one_format);
     return th_finish();
 }
 
