@@ -456,16 +456,11 @@ template <int D> cudaError_t dt_launch(const nn_sdpa *a, cudaStream_t s)
         mode = e && e[0] >= '0' && e[0] <= '3' ? e[0] - '0' : 4; /* 4: the caller's early_next */
     }
     const int m = mode == 4 ? (a->early_next ? 1 : 0) : mode;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)a->n_split, (unsigned)(a->B * a->Hkv));
-    cfg.blockDim = dim3(32 * dt_w(D));
-    cfg.stream = s;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = m >= 2 && cupdl::pdl_enabled() ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, sdpa_dec_tc<D>, *a, wseg, m == 0 ? 0 : m == 3 ? 2 : 1);
+    const int trig = m == 0 ? 0 : m == 3 ? 2 : 1; /* the kernel's: none, before its wait, after it */
+    const dim3 grid((unsigned)a->n_split, (unsigned)(a->B * a->Hkv));
+    if (m >= 2) return cupdl::launch_pdl(sdpa_dec_tc<D>, grid, 32 * dt_w(D), s, *a, wseg, trig);
+    sdpa_dec_tc<D><<<grid, 32 * dt_w(D), 0, s>>>(*a, wseg, trig);
+    return cudaGetLastError();
 }
 
 } // namespace

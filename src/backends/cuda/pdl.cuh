@@ -101,10 +101,10 @@ inline bool pdl_serial(const void *kern)
 /* Launches kern<<<grid, threads>>>(args...) on st, with PDL where enabled; the error is
  * returned and also stays for cudaGetLastError. */
 template <typename... KArgs, typename... Args>
-inline cudaError_t launch_pdl(void (*kern)(KArgs...), unsigned grid, unsigned threads, cudaStream_t st, Args... args)
+inline cudaError_t launch_pdl(void (*kern)(KArgs...), dim3 grid, unsigned threads, cudaStream_t st, Args... args)
 {
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(grid);
+    cfg.gridDim = grid;
     cfg.blockDim = dim3(threads);
     cfg.stream = st;
     cudaLaunchAttribute at[1];

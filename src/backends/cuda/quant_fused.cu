@@ -378,19 +378,25 @@ XPlan x_plan(const cuq_mv_job *job)
  * launch_q6k_job) have it, so the job must be one they take. (Float weights' q/k/v job with
  * the epilogue in a variant of the generic kernel measured no faster on the H200, F16
  * TinyLlama: that job 7.6 -> 10.3 us a layer, against 2.5 for the separate rope kernel.) */
-bool rope_ok(const cuq_mv_job *job)
+/* The job's parts are all Q4_K / Q6_K in a mix a one-format kernel takes (launch_q4k_job,
+ * launch_q6k_job: a gated job of one format only), and that kernel is on. */
+bool one_format_parts(const cuq_mv_job *job)
 {
-    const fusek_prologue *p = job->rope;
-    if (job->M != 1 || job->glu || job->K % 256 != 0 || p->neox || p->n_dims > p->D || p->D < 2 || p->D % 2) return false;
-    if (x_plan(job).stage || has_float(job) || use_fma(job)) return false; /* those kernels read x's q8 form */
     bool q4 = false, q6 = false;
     for (int i = 0; i < job->n_parts; i++) {
         q4 = q4 || job->part[i].wt == CT_Q4_K;
         q6 = q6 || job->part[i].wt == CT_Q6_K;
         if (job->part[i].wt != CT_Q4_K && job->part[i].wt != CT_Q6_K) return false;
     }
-    bool kern = q6 ? dev_facts().q6k && (!q4 || dev_facts().q6mix) : dev_facts().q4k;
-    if (!kern) return false;
+    if (job->glu && q4 && q6) return false;
+    return q6 ? dev_facts().q6k && (!q4 || dev_facts().q6mix) : dev_facts().q4k;
+}
+
+bool rope_ok(const cuq_mv_job *job)
+{
+    const fusek_prologue *p = job->rope;
+    if (job->M != 1 || job->glu || job->K % 256 != 0 || p->neox || p->n_dims > p->D || p->D < 2 || p->D % 2) return false;
+    if (x_plan(job).stage || use_fma(job) || !one_format_parts(job)) return false; /* those kernels read x's q8 form */
     for (int r = 0; r < p->n_rope; r++) {
         int i = job->rope_part[r];
         if (i < 0 || i >= job->n_parts || p->rope[r].ny || job->part[i].N != p->rope[r].H * p->D) return false;
@@ -506,15 +512,8 @@ extern "C" bool cuq_mv_wants_q8(const cuq_mv_job *job) { return !job->norm.on &&
 
 extern "C" bool cuq_mv_one_format(const cuq_mv_job *job)
 {
-    if (!cuq_mv_ok(job) || job->M != 1 || job->K % 256 != 0 || x_plan(job).stage || use_fma(job)) return false;
-    bool q4 = false, q6 = false;
-    for (int i = 0; i < job->n_parts; i++) {
-        q4 = q4 || job->part[i].wt == CT_Q4_K;
-        q6 = q6 || job->part[i].wt == CT_Q6_K;
-        if (job->part[i].wt != CT_Q4_K && job->part[i].wt != CT_Q6_K) return false;
-    }
-    if (job->glu && q4 && q6) return false;
-    return q6 ? dev_facts().q6k && (!q4 || dev_facts().q6mix) : dev_facts().q4k;
+    return cuq_mv_ok(job) && job->M == 1 && job->K % 256 == 0 && !x_plan(job).stage && !use_fma(job) &&
+           one_format_parts(job);
 }
 
 extern "C" bool cuq_mv_norm_apart(const cuq_mv_job *job, bool *q8)
