@@ -690,6 +690,102 @@ static void test_norm_add_q8(void)
     check_norm_add_q8(640, CT_F16, CT_F16, CT_F16);
 }
 
+/* ---- a gated job writing the q8 form of the down projection's x ---- */
+
+typedef struct glu_args {
+    const ct_tensor *x, *wn, *wg, *wu, *wd, *res;
+    ct_tensor *h, *g, *u, *gu, *f, *y;
+} glu_args;
+
+static void glu_free(glu_args *a)
+{
+    ct_tensor *all[] = {a->h, a->g, a->u, a->gu, a->f, a->y};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ct_tensor_free(all[i]);
+    a->h = a->g = a->u = a->gu = a->f = a->y = NULL;
+}
+
+/* forward.c's feed-forward block on one token: norm, gate and up, swiglu, down, residual */
+static void glu_body(void *ctx)
+{
+    glu_args *a = ctx;
+    CHECK_OK(ct_rms_norm(a->x, a->wn, 1e-5, &a->h));
+    if (!a->h) return;
+    CHECK_OK(ct_linear(a->h, a->wg, NULL, &a->g));
+    CHECK_OK(ct_linear(a->h, a->wu, NULL, &a->u));
+    if (a->g && a->u) CHECK_OK(ct_swiglu(a->g, a->u, &a->gu));
+    if (a->gu) CHECK_OK(ct_linear(a->gu, a->wd, NULL, &a->f));
+    if (a->f) CHECK_OK(ct_add(a->res, a->f, &a->y));
+}
+
+/* The step recorded with the gated job writing the q8 form the down projection reads (a
+ * scale per 8 rows; one trace line for each of the two) where gate/up and down each run on
+ * a one-format kernel (Q4_K or Q6_K), and again with CTORCH_CUDA_GLU_Q8=0 (quantize_q8 makes
+ * the per-32 form), both replayed on new activations. The activation is the same kernel's
+ * either way: equal bit for bit. The down projection + add rounds x per 8 or per 32, so the
+ * two agree only within rounding: within 2e-2 of the largest eager value, as eager (~0.5%
+ * of a product from x's 8-bit rounding; a scale or quant from the wrong rows is O(1)). N
+ * 768 is 96 units of 8 rows; a Q5_0 gate/up or down takes no d8 form (no line either way),
+ * nor does a job small enough to dequantize its weights for f32 x. */
+static void check_glu_q8(int64_t K, int64_t N, ct_dtype gu_t, ct_dtype d_t, bool paired)
+{
+    th_rng r = {41 + (uint64_t)N};
+    const ct_tensor *x = th_random(&r, 2, (int64_t[]){1, K}, CT_F32, -2, 2);
+    const ct_tensor *res = th_random(&r, 2, (int64_t[]){1, K}, CT_F32, -1, 1);
+    const ct_tensor *wn = th_random(&r, 1, (int64_t[]){K}, CT_F32, 0.5, 1.5);
+    ct_tensor *wg = weight(&r, gu_t, N, K), *wu = weight(&r, gu_t, N, K), *wd = weight(&r, d_t, K, N);
+    CHECK_OK(ct_exec_force_device(g_dev));
+    glu_args a[3];
+    for (int i = 0; i < 3; i++) a[i] = (glu_args){x, wn, wg, wu, wd, res, NULL, NULL, NULL, NULL, NULL, NULL};
+    ct_step *st[2] = {NULL, NULL};
+    FILE *tr[2];
+    record_both(glu_body, &a[0], &a[1], "CTORCH_CUDA_GLU_Q8", st, tr);
+    for (int i = 0; i < 2; i++) {
+        FILE *trace = tr[i];
+        if (!trace) continue;
+        int want = paired && !i, w = count_lines(trace, "writing the q8 form of the linears after it"),
+            o = count_lines(trace, "on the gated job's q8 form");
+        CHECK_MSG(w == want && o == want, "%s / %s, N %lld: %d / %d lines of the gated job's q8 form, expected %d",
+                  ct_dtype_name(gu_t), ct_dtype_name(d_t), (long long)N, w, o, want);
+        fclose(trace);
+    }
+    for (int round = 0; round < 3 && st[0] && st[1]; round++) {
+        refill(&r, x, -2, 2);
+        refill(&r, res, -1, 1);
+        CHECK_OK(ct_step_run(st[0]));
+        CHECK_OK(ct_step_run(st[1]));
+        glu_body(&a[2]);
+        if (a[0].gu && a[1].gu && a[2].gu) {
+            same_bytes(a[0].gu, a[1].gu, "swiglu");
+            close_to(a[0].gu, a[2].gu, 2e-2, "swiglu against eager");
+        }
+        if (a[0].y && a[1].y && a[2].y) {
+            close_to(a[0].y, a[1].y, 2e-2, "down projection + add on the d8 form against the per-32 form");
+            close_to(a[0].y, a[2].y, 2e-2, "down projection + add against eager");
+        }
+        glu_free(&a[2]);
+    }
+    CHECK_OK(ct_exec_force_device(NULL));
+    for (int i = 0; i < 2; i++) {
+        ct_step_free(st[i]);
+        glu_free(&a[i]);
+    }
+    ct_tensor *all[] = {(ct_tensor *)x, (ct_tensor *)res, (ct_tensor *)wn, wg, wu, wd};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ct_tensor_free(all[i]);
+}
+
+static void test_glu_q8(void)
+{
+    if (!devcheck_device("cuda", g_dev, sizeof g_dev)) return;
+    check_glu_q8(256, 768, CT_Q4_K, CT_Q4_K, true);
+    /* a Q6_K down of 2^22 elements or fewer dequantizes for f32 x (quant_fused.cu's
+     * FU_FMA_MAX_ELEMS): no q8 form to write */
+    check_glu_q8(1024, 4608, CT_Q4_K, CT_Q6_K, true);
+    check_glu_q8(1024, 4608, CT_Q6_K, CT_Q6_K, true);
+    check_glu_q8(512, 1024, CT_Q4_K, CT_Q6_K, false);
+    check_glu_q8(256, 512, CT_Q5_0, CT_Q4_K, false);
+    check_glu_q8(256, 512, CT_Q4_K, CT_Q5_0, false);
+}
+
 static void test_q4_k_m(void)
 {
     if (!ready()) return;
@@ -713,6 +809,7 @@ int main(int argc, char **argv)
     RUN(test_gemma_prologue);
     RUN(test_attn_q8);
     RUN(test_norm_add_q8);
+    RUN(test_glu_q8);
     RUN(test_q4_k_m);
     RUN(test_f16);
     return th_finish();

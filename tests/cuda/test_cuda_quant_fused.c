@@ -110,28 +110,30 @@ typedef struct host_q8 {
     float *d, *s8;
 } host_q8;
 
-static void host_quantize(const float *y, int64_t M, int64_t K, host_q8 *h)
+/* gs: elements a scale (32; 8 for the d8 form) */
+static void host_quantize_gs(const float *y, int64_t M, int64_t K, int gs, host_q8 *h)
 {
     h->q = malloc((size_t)(M * K));
-    h->d = malloc(sizeof(float) * (size_t)(M * K / 32));
+    h->d = malloc(sizeof(float) * (size_t)(M * K / gs));
     h->s8 = malloc(sizeof(float) * (size_t)(M * K / 8));
-    for (int64_t b = 0; b < M * K / 32; b++) {
-        const float *v = y + b * 32;
+    for (int64_t b = 0; b < M * K / gs; b++) {
+        const float *v = y + b * gs;
         float amax = 0.f;
-        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(v[i]));
+        for (int i = 0; i < gs; i++) amax = fmaxf(amax, fabsf(v[i]));
         float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
         h->d[b] = d;
-        for (int i = 0; i < 32; i++) {
+        for (int i = 0; i < gs; i++) {
             float r = nearbyintf(v[i] * id);
-            h->q[b * 32 + i] = (int8_t)(r > 127.f ? 127 : r < -127.f ? -127 : r);
+            h->q[b * gs + i] = (int8_t)(r > 127.f ? 127 : r < -127.f ? -127 : r);
         }
-        for (int j = 0; j < 4; j++) {
+        for (int j = 0; j < gs / 8; j++) {
             int s = 0;
-            for (int i = 0; i < 8; i++) s += h->q[b * 32 + 8 * j + i];
-            h->s8[b * 4 + j] = d * (float)s;
+            for (int i = 0; i < 8; i++) s += h->q[b * gs + 8 * j + i];
+            h->s8[b * gs / 8 + j] = d * (float)s;
         }
     }
 }
+
 
 static void host_q8_free(host_q8 *h)
 {
@@ -140,19 +142,20 @@ static void host_q8_free(host_q8 *h)
     free(h->s8);
 }
 
-/* The device q8 form equals the host's rounding of y, bit for bit. */
+/* The device q8 form (either kind, dq->d8) equals the host's rounding of y, bit for bit. */
 static void check_q8(const cuq_q8 *dq, const float *y, int64_t M, int64_t K, const char *what)
 {
+    int gs = dq->d8 ? 8 : 32;
     host_q8 h;
-    host_quantize(y, M, K, &h);
+    host_quantize_gs(y, M, K, gs, &h);
     int8_t *q = malloc((size_t)(M * K));
-    float *d = malloc(sizeof(float) * (size_t)(M * K / 32)), *s8 = malloc(sizeof(float) * (size_t)(M * K / 8));
+    float *d = malloc(sizeof(float) * (size_t)(M * K / gs)), *s8 = malloc(sizeof(float) * (size_t)(M * K / 8));
     CHECK_CUDA(cudaMemcpy(q, dq->q, (size_t)(M * K), cudaMemcpyDeviceToHost));
-    CHECK_CUDA(cudaMemcpy(d, dq->d, sizeof(float) * (size_t)(M * K / 32), cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(d, dq->d, sizeof(float) * (size_t)(M * K / gs), cudaMemcpyDeviceToHost));
     CHECK_CUDA(cudaMemcpy(s8, dq->s8, sizeof(float) * (size_t)(M * K / 8), cudaMemcpyDeviceToHost));
     CHECK_MSG(memcmp(q, h.q, (size_t)(M * K)) == 0, "%s: quants differ (M %lld K %lld)", what, (long long)M,
               (long long)K);
-    CHECK_MSG(memcmp(d, h.d, sizeof(float) * (size_t)(M * K / 32)) == 0, "%s: scales differ", what);
+    CHECK_MSG(memcmp(d, h.d, sizeof(float) * (size_t)(M * K / gs)) == 0, "%s: scales differ", what);
     CHECK_MSG(memcmp(s8, h.s8, sizeof(float) * (size_t)(M * K / 8)) == 0, "%s: sums of 8 differ", what);
     free(q);
     free(d);
@@ -352,6 +355,8 @@ typedef struct job_spec {
     bool strided_x, caller_q8;
     int norm; /* the job's own RMS norm of x: 0 none, else its weight: 1 f32, 2 f16, 3 bf16, 4 none */
     bool no_y; /* norm without y (the run keeps the normed rows to itself) */
+    bool d8; /* x's form with a scale per 8 given (rounded on the host: a gated job's output form) */
+    bool glu_d8; /* the gated job also writes its output's d8 form (cuq_mv_job::glu_q8) */
 } job_spec;
 
 static void job_name(const job_spec *s, char *buf, size_t len)
@@ -501,15 +506,15 @@ static void same_as_separate(const cuq_mv_job *job, const char *name)
  * double: the quantized products exactly, so only the GPU's f32 sums differ. */
 static void q8_refs(const weight *w, const cuq_q8 *dq, double *ref)
 {
-    int64_t M = dq->M, K = dq->K;
+    int64_t M = dq->M, K = dq->K, gs = dq->d8 ? 8 : 32;
     int8_t *q = malloc((size_t)(M * K));
-    float *d = malloc(sizeof(float) * (size_t)(M * K / 32));
+    float *d = malloc(sizeof(float) * (size_t)(M * K / gs));
     CHECK_CUDA(cudaMemcpy(q, dq->q, (size_t)(M * K), cudaMemcpyDeviceToHost));
-    CHECK_CUDA(cudaMemcpy(d, dq->d, sizeof(float) * (size_t)(M * K / 32), cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(d, dq->d, sizeof(float) * (size_t)(M * K / gs), cudaMemcpyDeviceToHost));
     for (int64_t m = 0; m < M; m++)
         for (int64_t n = 0; n < w->N; n++) {
             double s = 0;
-            for (int64_t k = 0; k < K; k++) s += (double)w->deq[n * K + k] * ((double)q[m * K + k] * d[m * (K / 32) + k / 32]);
+            for (int64_t k = 0; k < K; k++) s += (double)w->deq[n * K + k] * ((double)q[m * K + k] * d[m * (K / gs) + k / gs]);
             ref[m * w->N + n] = s;
         }
     free(q);
@@ -556,11 +561,31 @@ static void run_job(const job_spec *s, th_rng *r)
     if (s->glu) job.glu_out = dev_poisoned(sizeof(float) * (size_t)(M * s->N[0]));
     void *qmem = NULL;
     cuq_q8 q = {0};
-    if (s->caller_q8) {
+    if (s->caller_q8 && s->d8) { /* rounded here, rows of x packed */
+        qmem = dev_poisoned(cuq_q8_bytes8(M, K));
+        q = cuq_q8_at8(qmem, M, K);
+        float *xp = malloc(sizeof(float) * (size_t)(M * K));
+        for (int64_t m = 0; m < M; m++) memcpy(xp + m * K, x + m * xr, sizeof(float) * (size_t)K);
+        host_q8 h;
+        host_quantize_gs(xp, M, K, 8, &h);
+        CHECK_CUDA(cudaMemcpy(q.q, h.q, (size_t)(M * K), cudaMemcpyHostToDevice));
+        CHECK_CUDA(cudaMemcpy(q.d, h.d, sizeof(float) * (size_t)(M * K / 8), cudaMemcpyHostToDevice));
+        CHECK_CUDA(cudaMemcpy(q.s8, h.s8, sizeof(float) * (size_t)(M * K / 8), cudaMemcpyHostToDevice));
+        host_q8_free(&h);
+        free(xp);
+        job.xq = &q;
+    } else if (s->caller_q8) {
         qmem = dev_poisoned(cuq_q8_bytes(M, K));
         q = cuq_q8_at(qmem, M, K);
         CHECK(cuq_quantize_q8(dx, xr, M, K, &q, 0));
         job.xq = &q;
+    }
+    void *gmem = NULL;
+    cuq_q8 gq = {0};
+    if (s->glu_d8) {
+        gmem = dev_poisoned(cuq_q8_bytes8(M, s->N[0]));
+        gq = cuq_q8_at8(gmem, M, s->N[0]);
+        job.glu_q8 = &gq;
     }
     if (s->norm)
         /* half the norms read their weight before the PDL wait (a separate norm kernel's w_early) */
@@ -630,6 +655,7 @@ static void run_job(const job_spec *s, th_rng *r)
         }
         check_nmse(g, own, n, 1e-10, "gated epilogue vs the GPU's own products", name);
         check_nmse(g, ex, n, 2e-4, "gated epilogue vs exact", name);
+        if (s->glu_d8) check_q8(&gq, g, M, s->N[0], "the gated job's d8 form of its output");
         free(g);
         free(own);
         free(ex);
@@ -653,6 +679,7 @@ static void run_job(const job_spec *s, th_rng *r)
     cudaFree(dy);
     cudaFree(tmp);
     cudaFree(qmem);
+    cudaFree(gmem);
 }
 
 static bool format_fits(ct_dtype t, int64_t K) { return K % ct_dtype_block_size(t) == 0; }
@@ -798,6 +825,90 @@ static void test_q6k_jobs(void)
     run_job(&o, &r);
 }
 
+/* The d8 form (a scale per 8 elements): written by a gated job on a one-format kernel
+ * (bit for bit the host's rounding of its output, run_job's check_q8), read by the Q4_K and
+ * Q6_K kernels' plain jobs (against the exact products of that form, 1e-9: a scale taken
+ * from the wrong run of 8 moves a product by O(its size)). TinyLlama's gate/up and down
+ * shapes, with and without the norm before them; rows not a multiple of a unit's 8 where
+ * the form is only read. */
+static void test_d8(void)
+{
+    if (!have_dev()) return;
+    th_rng r = {99};
+    /* the decode step's norm + gate/up where the norm is a kernel of its own (the job
+     * kernel staging x writes no d8 form: cuq_mv_ok refuses it) */
+    const char *st = getenv("CTORCH_CUDA_MVSTAGE");
+    bool staged = st && st[0] != '0';
+    for (int glu = 1; glu <= 2; glu++) {
+        job_spec a = {.n_parts = 2, .t = {CT_Q4_K, CT_Q4_K}, .N = {5632, 5632}, .glu = glu, .M = 1, .K = 2048,
+                      .norm = staged ? 0 : 1, .caller_q8 = staged, .glu_d8 = true};
+        run_job(&a, &r);
+        job_spec b = {.n_parts = 2, .t = {CT_Q6_K, CT_Q6_K}, .N = {136, 136}, .glu = glu, .M = 1, .K = 2048,
+                      .caller_q8 = true, .glu_d8 = true};
+        run_job(&b, &r);
+    }
+    static const ct_dtype fmt[] = {CT_Q4_K, CT_Q6_K};
+    for (int f = 0; f < 2; f++) {
+        job_spec d = {.n_parts = 1, .t = {fmt[f]}, .N = {2048}, .add = {true}, .M = 1, .K = 5632, .caller_q8 = true,
+                      .d8 = true};
+        run_job(&d, &r);
+        job_spec e = {.n_parts = 2, .t = {fmt[f], fmt[f]}, .N = {300, 7}, .M = 1, .K = 2048, .caller_q8 = true,
+                      .d8 = true, .strided_x = true};
+        run_job(&e, &r);
+    }
+}
+
+/* Jobs that cannot take the d8 form, or write it, are refused (cuq_mv_ok). */
+static void test_d8_refused(void)
+{
+    if (!have_dev()) return;
+    void *w = NULL, *x = NULL, *o = NULL, *qb = NULL;
+    CHECK_CUDA(cudaMalloc(&w, 1 << 20));
+    CHECK_CUDA(cudaMalloc(&x, 1 << 16));
+    CHECK_CUDA(cudaMalloc(&o, 1 << 16));
+    CHECK_CUDA(cudaMalloc(&qb, cuq_q8_bytes8(2, 2048)));
+    cuq_q8 q8 = cuq_q8_at8(qb, 1, 2048), q32 = cuq_q8_at(qb, 1, 2048), q8m2 = cuq_q8_at8(qb, 2, 2048);
+    cuq_q8 x32 = cuq_q8_at(qb, 1, 2048); /* a gated job's own x form (nothing staged) */
+    static const ct_dtype kinds[][2] = {{CT_Q4_K, CT_Q4_K}, {CT_Q6_K, CT_Q6_K}, {CT_Q4_K, CT_Q6_K},
+                                        {CT_Q5_0, CT_Q5_0}, {CT_F16, CT_F16}};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        cuq_mv_job j = {.M = 1, .K = 2048, .x = x, .x_row = 2048, .xq = &q8, .n_parts = 2};
+        for (int i = 0; i < 2; i++)
+            j.part[i] = (cuq_mv_part){.wt = kinds[k][i], .w = w, .w_row = ct_dtype_row_bytes(kinds[k][i], 2048), .N = 8,
+                                      .out = o};
+        bool want = (q4k_job(&j) || q6k_job(&j)) && kinds[k][0] == kinds[k][1];
+        CHECK_MSG(cuq_mv_ok(&j) == want, "%s + %s reading the d8 form: ok %d, expected %d", ct_dtype_name(kinds[k][0]),
+                  ct_dtype_name(kinds[k][1]), cuq_mv_ok(&j), want);
+        j.glu = 1; /* a gated job never reads it */
+        j.glu_out = o;
+        CHECK_MSG(!cuq_mv_ok(&j), "%s: a gated job reading the d8 form", ct_dtype_name(kinds[k][0]));
+        j.xq = &x32; /* and writes it on one-format kernels only, N a multiple of 8, M 1 */
+        j.glu_q8 = &q8;
+        for (int n = 8; n <= 9; n++) {
+            j.part[0].N = j.part[1].N = n;
+            q8.K = n; /* the form of glu_out [1, N] */
+            bool ok = cuq_mv_ok(&j), wgl = want && n == 8;
+            CHECK_MSG(ok == wgl, "%s gated, N %d, writing the d8 form: ok %d, expected %d", ct_dtype_name(kinds[k][0]), n,
+                      ok, wgl);
+        }
+        q8.K = 2048;
+        q32.K = 8;
+        j.part[0].N = j.part[1].N = 8;
+        j.glu_q8 = &q32; /* the per-32 form is not what the epilogue writes */
+        CHECK(!cuq_mv_ok(&j));
+        q32.K = 2048;
+    }
+    cuq_mv_job m2 = {.M = 2, .K = 2048, .x = x, .x_row = 2048, .xq = &q8m2, .n_parts = 1};
+    m2.part[0] = (cuq_mv_part){.wt = CT_Q4_K, .w = w, .w_row = ct_dtype_row_bytes(CT_Q4_K, 2048), .N = 8, .out = o};
+    CHECK_MSG(!cuq_mv_ok(&m2), "M 2 reading the d8 form");
+    CHECK(!cuq_quantize_q8(x, 2048, 1, 2048, &q8, 0)); /* the separate kernels write the per-32 form only */
+    CHECK(!cuq_rms_norm_q8(x, 2048, 1, 2048, NULL, CT_F32, false, 1e-6f, o, &q8, 0));
+    cudaFree(w);
+    cudaFree(x);
+    cudaFree(o);
+    cudaFree(qb);
+}
+
 /* Vocabulary-sized Q8_0 products (quant_fused_q8v.cu: tied embeddings' output projection),
  * x's q8 form given: Gemma 3's and SmolLM2's widths with 65,536 rows, a last round of fewer
  * than 4 rows, the widest K the kernel takes and a one-block row; then the same jobs on
@@ -919,6 +1030,8 @@ int main(int argc, char **argv)
     RUN(test_q8v_jobs);
     RUN(test_refused);
     RUN(test_one_format);
+    RUN(test_d8);
+    RUN(test_d8_refused);
     return th_finish();
 }
 

@@ -126,6 +126,11 @@ struct FuArgs {
     bool rp;
     signed char part_rope[CUQ_MV_MAX_PARTS], part_rows[CUQ_MV_MAX_PARTS];
     fusek_prologue rpp;
+    bool xd8; /* xd holds a scale per 8 elements (cuq_q8::d8): the one-format kernels' D8 forms */
+    /* The gated job's glu_out in q8 form too, a scale per 8 rows (gq: NULL, none;
+     * spec_job's gq_epilogue, one unit of 8 rows a block) */
+    int8_t *gq;
+    float *gqd, *gqs8;
 };
 
 /* Where the dots read x: its q8 form (q, d, s8) and f32 rows (f, f_row apart). */
@@ -159,6 +164,17 @@ __device__ __forceinline__ float chunk_dot(const uint32_t *q, float a, float b, 
     si = __dp4a((int)q[3], X[rb + 1], si);
     float xs = S[ra / 2] + S[rb / 2];
     return fmaf(a * dx, (float)si, fmaf(b, xs, acc));
+}
+
+/* An in-order chunk (16 quants q, x's 16 quants X) against x's d8 form: each run of 8 has
+ * its own scale (D), xs the chunk's sum of x. */
+__device__ __forceinline__ float chunk_dot8(const uint32_t *q, float a, float b, int4 X, float2 D, float xs, float acc)
+{
+    int s0 = __dp4a((int)q[0], X.x, 0);
+    s0 = __dp4a((int)q[1], X.y, s0);
+    int s1 = __dp4a((int)q[2], X.z, 0);
+    s1 = __dp4a((int)q[3], X.w, s1);
+    return fmaf(a, fmaf(D.x, (float)s0, D.y * (float)s1), fmaf(b, xs, acc));
 }
 
 /* acc[m] += the products of x's q8 form with this lane's 32-element units of a quantized
@@ -421,13 +437,14 @@ __device__ __forceinline__ void reduce_row(float *acc, float (*red)[2 * CUQ_MV_M
 /* The layout of x's q8 form (cuq_q8_at's, in global or shared memory): quants, scales, sums. */
 __host__ __device__ constexpr size_t q8_r16(size_t n) { return (n + 15) & ~(size_t)15; }
 __host__ __device__ constexpr size_t q8_d_off(int64_t M, int64_t K) { return q8_r16((size_t)(M * K)); }
-__host__ __device__ constexpr size_t q8_s8_off(int64_t M, int64_t K)
+/* gs: elements a scale (32; 8 for the d8 form, cuq_q8::d8) */
+__host__ __device__ constexpr size_t q8_s8_off(int64_t M, int64_t K, int gs = 32)
 {
-    return q8_d_off(M, K) + q8_r16(sizeof(float) * (size_t)(M * K / 32));
+    return q8_d_off(M, K) + q8_r16(sizeof(float) * (size_t)(M * K / gs));
 }
-__host__ __device__ constexpr size_t q8_size(int64_t M, int64_t K)
+__host__ __device__ constexpr size_t q8_size(int64_t M, int64_t K, int gs = 32)
 {
-    return q8_s8_off(M, K) + sizeof(float) * (size_t)(M * K / 8);
+    return q8_s8_off(M, K, gs) + sizeof(float) * (size_t)(M * K / 8);
 }
 
 /* Dynamic shared memory up to which a job stages x (the default limit, no opt-in; beyond
@@ -654,6 +671,43 @@ __device__ __forceinline__ void rope_epilogue(const FuArgs &a, int pi, int64_t n
     __syncthreads(); /* rs.v is free for the next unit */
 }
 
+/* The gated job writing glu_out's d8 form as well (FuArgs::gq; a unit of 8 rows a block,
+ * warp rb its row n, acc[0] and acc[1] the row's gate and up sums in lane 0): each warp's
+ * lane 0 leaves its row's value in buf and counts itself in (cnt, zeroed at the block's
+ * start); the unit's last warp rounds all 8 in its lane 0 as quantize_q8 rounds a run of 8,
+ * with the run's own scale. No warp waits for another: a barrier for the 8 values instead
+ * measured 1,457 against 1,464-1,466 t/s (TinyLlama Q4_K_M, H200, alternated). A block a
+ * unit (spec_launch's grid). */
+__device__ __forceinline__ void gq_epilogue(const FuArgs &a, const FuPart &p, int64_t n, unsigned u, int rb, int lane,
+                                            const float *acc, float *buf, unsigned *cnt)
+{
+    if (lane != 0) return;
+    buf[rb] = n < p.N ? gate_act(a.glu, acc[0]) * acc[1] : 0.f;
+    __threadfence_block();
+    if (atomicAdd(cnt, 1u) != FU_WARPS - 1) return;
+    __threadfence_block();
+    int64_t n0 = (int64_t)u * FU_WARPS;
+    if (n0 >= p.N) return;
+    float v[FU_WARPS], amax = 0.f;
+#pragma unroll
+    for (int i = 0; i < FU_WARPS; i++) {
+        v[i] = ((volatile float *)buf)[i];
+        amax = fmaxf(amax, fabsf(v[i]));
+    }
+    float dd = amax / 127.f, id = dd != 0.f ? 1.f / dd : 0.f;
+    int sq = 0;
+    uint32_t w[2] = {0, 0};
+#pragma unroll
+    for (int i = 0; i < FU_WARPS; i++) {
+        int qi = max(-127, min(127, __float2int_rn(v[i] * id)));
+        sq += qi;
+        w[i / 4] |= (uint32_t)(qi & 0xFF) << (8 * (i % 4));
+    }
+    *(uint2 *)(a.gq + n0) = make_uint2(w[0], w[1]);
+    a.gqd[n0 / 8] = dd;
+    a.gqs8[n0 / 8] = dd * (float)sq;
+}
+
 /* Blocks take units of R rows (a grid of at most one wave looping over them, or with
  * CTORCH_CUDA_MVGRID=unit a block per unit): first every warp asks L2 for all its rows (the
  * prefetch, before waiting on the predecessor), then computes them. */
@@ -671,10 +725,16 @@ template <int M, bool GLU, bool RP, typename Dots> __device__ __forceinline__ vo
 {
     __shared__ float red[FU_WARPS][2 * CUQ_MV_MAX_ROWS];
     __shared__ RopeState rs;
+    __shared__ float gq_buf[GLU ? FU_WARPS : 1];
+    __shared__ unsigned gq_cnt;
     pdl_launch_next();
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int S = a.S, R = FU_WARPS / S, rb = warp / S, s = warp % S;
     unsigned units = a.first_unit[a.n_parts];
+    if (GLU && M == 1 && a.gq) {
+        if (threadIdx.x == 0) gq_cnt = 0;
+        __syncthreads();
+    }
     if (a.prefetch) prefetch_units<GLU>(a, units, R, rb, s, S, lane);
     if (RP && a.rp && a.rpp.early) rope_prep(a, R, rb, s, lane, rs);
     pdl_wait();
@@ -693,6 +753,7 @@ template <int M, bool GLU, bool RP, typename Dots> __device__ __forceinline__ vo
         }
         reduce_row<NA>(acc, red, warp, s, S, lane);
         if (RP && !GLU && M == 1 && a.rp) rope_epilogue(a, pi, n, u, acc[0], rb, s, lane, rs);
+        if (GLU && M == 1 && a.gq) gq_epilogue(a, p, n, u, rb, lane, acc, gq_buf, &gq_cnt); /* S = 1 (spec_launch) */
         if (s != 0 || n >= p.N) continue;
         write_row<M, GLU>(a, p, n, lane, acc);
     }
@@ -710,7 +771,8 @@ void spec_launch(Kern kern, int &occ, FuArgs &a, int64_t rows, int64_t per_row, 
         occ = nb;
     }
     int64_t resident = (int64_t)sm_count * occ * FU_WARPS;
-    int S = 1, smax = a.rp ? FU_WARPS / 2 : FU_WARPS; /* the rope epilogue pairs rows in a unit */
+    /* the rope epilogue pairs rows in a unit; the d8 epilogue rounds a unit's 8 rows */
+    int S = 1, smax = a.rp ? FU_WARPS / 2 : a.gq ? 1 : FU_WARPS;
     while (S < smax && rows * S * 2 <= resident && per_row >= 32 * S * 2) S *= 2;
     a.S = S;
     int R = FU_WARPS / S;

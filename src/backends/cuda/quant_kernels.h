@@ -84,9 +84,16 @@ typedef struct cuq_q8 {
     int8_t *q;
     float *d, *s8;
     int64_t M, K;
+    /* d holds a scale per 8 elements ([M, K/8]), not per 32: the form a gated job writes of
+     * its own output (cuq_mv_job::glu_q8), where a block holds 8 consecutive rows; only the
+     * one-format Q4_K / Q6_K kernels read it (cuq_mv_ok says no elsewhere) */
+    bool d8;
 } cuq_q8;
 size_t cuq_q8_bytes(int64_t M, int64_t K);
 cuq_q8 cuq_q8_at(void *mem, int64_t M, int64_t K);
+/* The same for the form with a scale per 8 elements (d8). */
+size_t cuq_q8_bytes8(int64_t M, int64_t K);
+cuq_q8 cuq_q8_at8(void *mem, int64_t M, int64_t K);
 /* q = the q8 form of x [M, K] (rows x_row floats apart, K % 32 == 0). */
 bool cuq_quantize_q8(const float *x, int64_t x_row, int64_t M, int64_t K, const cuq_q8 *q, cudaStream_t stream);
 /* RMS norm of each row over its K elements, as the CPU's rms_norm (weight of dtype wdt:
@@ -149,6 +156,10 @@ typedef struct cuq_mv_job {
      * Q4_K, all Q6_K, Q4_K and Q6_K) take it: cuq_mv_ok says no to the others. */
     const fusek_prologue *rope;
     int rope_part[FUSEK_MAX_ROPE], rows_part[FUSEK_MAX_ROWS];
+    /* The gated job also writes glu_out's q8 form here, with a scale per 8 elements (d8;
+     * NULL: not), so that the linear after it needs no quantize_q8 launch: M = 1, N a
+     * multiple of 8, on the one-format Q4_K / Q6_K kernels (cuq_mv_ok says no elsewhere). */
+    const cuq_q8 *glu_q8;
 } cuq_mv_job;
 /* Whether cuq_mv_run has a kernel for this job (formats, M, K, alignment). */
 bool cuq_mv_ok(const cuq_mv_job *job);
