@@ -310,6 +310,17 @@ static ct_status run_mv_rope(ct_device *dev, const ct_op *ops, const fuse_group 
 
 /* ---- sdpa writing the q8 form of the x of the linears after it ---- */
 
+/* h's linears (job j) on the q8 form of x that the kernel before them writes; *h_done: h's
+ * ops, where they were launched. */
+static ct_status launch_on_q8(ct_device *dev, cuq_mv_job *j, const cuq_q8 *xq, const fuse_group *h, int *h_done)
+{
+    bool launched = false;
+    j->xq = xq;
+    ct_status s = launch_mv(dev, j, &launched);
+    if (launched) *h_done = h->n;
+    return s;
+}
+
 /* sd: an sdpa op the plan left alone; h: the group after it. When h's linears read sd's whole
  * output and would quantize it first (a quantize_q8 launch), the decode attention kernel
  * writes that q8 form as it writes its output, bit for bit what quantize_q8 makes (measured
@@ -334,12 +345,7 @@ static ct_status run_sdpa_mv(ct_device *dev, const ct_op *ops, const ct_op *sd, 
     if (s != CT_OK) return s;
     cuq_q8 xq = cuq_q8_at(tmp, j->M, j->K);
     s = cuda_sdpa_q8(dev, sd, xq.q, xq.d, xq.s8, cuq_mv_one_format(j), sd_done);
-    if (s == CT_OK && *sd_done) {
-        bool launched = false;
-        j->xq = &xq;
-        s = launch_mv(dev, j, &launched);
-        if (launched) *h_done = h->n;
-    }
+    if (s == CT_OK && *sd_done) s = launch_on_q8(dev, j, &xq, h, h_done);
     cuda_tmp_free(dev, tmp, bytes);
     return s;
 }
@@ -373,11 +379,7 @@ static ct_status run_glu_mv(ct_device *dev, const ct_op *ops, const fuse_group *
     jg->glu_q8 = &xq;
     jh->xq = &xq;
     if (cuq_mv_ok(jg) && cuq_mv_ok(jh)) s = launch_mv(dev, jg, g_done);
-    if (s == CT_OK && *g_done) {
-        bool launched = false;
-        s = launch_mv(dev, jh, &launched);
-        if (launched) *h_done = h->n;
-    }
+    if (s == CT_OK && *g_done) s = launch_on_q8(dev, jh, &xq, h, h_done);
     cuda_tmp_free(dev, tmp, bytes);
     return s;
 }
