@@ -359,7 +359,10 @@ static ct_status run_sdpa_mv(ct_device *dev, const ct_op *ops, const ct_op *sd, 
  * *h_done (ops) say what was launched. CTORCH_CUDA_GLU_Q8=0 keeps the quantize launch.
  * Measured on the H200 (TinyLlama-shaped Q4_K_M, `ctorch bench -d cuda -p 0 -n 128 -r 3`,
  * alternated, two rounds): 1,464-1,466 t/s against 1,454 with the launch; 179 -> 157
- * kernels a step, the gated job's advance 7.3 -> 8.0 us (bench/gpu/step_timeline.py). */
+ * kernels a step, the gated job's advance 7.3 -> 8.0 us (bench/gpu/step_timeline.py). Only
+ * Q4_K gate/up weights: a Q6_K model's gated job (whose kernel writes the form as well)
+ * decoded at 1,147 t/s against 1,151 with the launch (two rounds), SmolLM2's shapes 1,268
+ * either way. */
 static ct_status run_glu_mv(ct_device *dev, const ct_op *ops, const fuse_group *g, const fuse_group *h, bool *g_done,
                             int *h_done)
 {
@@ -368,8 +371,8 @@ static ct_status run_glu_mv(ct_device *dev, const ct_op *ops, const fuse_group *
     mv_plan pg, ph;
     if (g->glu < 0 || h->kind != FUSE_MV || !mv_job(dev, ops, g, &pg) || !mv_job(dev, ops, h, &ph)) return CT_OK;
     cuq_mv_job *jg = &pg.job, *jh = &ph.job;
-    if (!jg->glu || !cuq_mv_wants_q8(jh) || jh->x != jg->glu_out || jh->x_row != jh->K || jh->M != jg->M ||
-        jh->K != jg->part[0].N)
+    if (!jg->glu || jg->part[0].wt != CT_Q4_K || jg->part[1].wt != CT_Q4_K || !cuq_mv_wants_q8(jh) ||
+        jh->x != jg->glu_out || jh->x_row != jh->K || jh->M != jg->M || jh->K != jg->part[0].N)
         return CT_OK;
     size_t bytes = cuq_q8_bytes8(jh->M, jh->K);
     void *tmp = NULL;
