@@ -374,10 +374,6 @@ XPlan x_plan(const cuq_mv_job *job)
     return p;
 }
 
-/* The prologue in the job's epilogue: only the one-format kernels (launch_q4k_job,
- * launch_q6k_job) have it, so the job must be one they take. (Float weights' q/k/v job with
- * the epilogue in a variant of the generic kernel measured no faster on the H200, F16
- * TinyLlama: that job 7.6 -> 10.3 us a layer, against 2.5 for the separate rope kernel.) */
 /* The job's parts are all Q4_K / Q6_K in a mix a one-format kernel takes (launch_q4k_job,
  * launch_q6k_job: a gated job of one format only), and that kernel is on. */
 bool one_format_parts(const cuq_mv_job *job)
@@ -392,11 +388,23 @@ bool one_format_parts(const cuq_mv_job *job)
     return q6 ? dev_facts().q6k && (!q4 || dev_facts().q6mix) : dev_facts().q4k;
 }
 
+/* The job runs on a one-format kernel: M = 1, whole 256-element blocks, x read in its q8 form
+ * (not staged in the job's blocks, nor read in f32 by the dequantizing path), and parts that
+ * kernel takes. The epilogues and forms only those kernels have (rope_ok, d8_ok, glu_q8_ok)
+ * and the planner's early start (cuq_mv_one_format) all ask this. */
+bool one_format_job(const cuq_mv_job *job)
+{
+    return job->M == 1 && job->K % 256 == 0 && !x_plan(job).stage && !use_fma(job) && one_format_parts(job);
+}
+
+/* The prologue in the job's epilogue: only the one-format kernels (launch_q4k_job,
+ * launch_q6k_job) have it, so the job must be one they take. (Float weights' q/k/v job with
+ * the epilogue in a variant of the generic kernel measured no faster on the H200, F16
+ * TinyLlama: that job 7.6 -> 10.3 us a layer, against 2.5 for the separate rope kernel.) */
 bool rope_ok(const cuq_mv_job *job)
 {
     const fusek_prologue *p = job->rope;
-    if (job->M != 1 || job->glu || job->K % 256 != 0 || p->neox || p->n_dims > p->D || p->D < 2 || p->D % 2) return false;
-    if (x_plan(job).stage || use_fma(job) || !one_format_parts(job)) return false; /* those kernels read x's q8 form */
+    if (job->glu || p->neox || p->n_dims > p->D || p->D < 2 || p->D % 2 || !one_format_job(job)) return false;
     for (int r = 0; r < p->n_rope; r++) {
         int i = job->rope_part[r];
         if (i < 0 || i >= job->n_parts || p->rope[r].ny || job->part[i].N != p->rope[r].H * p->D) return false;
@@ -413,7 +421,7 @@ bool rope_ok(const cuq_mv_job *job)
  * plain job (no gated pair, no rope epilogue, one format: not the mixed Q4_K + Q6_K kernel). */
 bool d8_ok(const cuq_mv_job *job)
 {
-    if (job->M != 1 || job->glu || job->rope || job->K % 256 != 0 || use_fma(job) || !one_format_parts(job)) return false;
+    if (job->glu || job->rope || !one_format_job(job)) return false;
     for (int i = 1; i < job->n_parts; i++)
         if (job->part[i].wt != job->part[0].wt) return false;
     return true;
@@ -424,34 +432,30 @@ bool d8_ok(const cuq_mv_job *job)
 bool glu_q8_ok(const cuq_mv_job *job)
 {
     const cuq_q8 *q = job->glu_q8;
-    if (!job->glu || job->M != 1 || job->K % 256 != 0 || job->part[0].N % 8 != 0) return false;
+    if (!job->glu || job->part[0].N % 8 != 0) return false;
     if (!q->q || !q->d || !q->s8 || !q->d8 || q->M != 1 || q->K != job->part[0].N) return false;
-    return !x_plan(job).stage && !use_fma(job) && one_format_parts(job);
+    return one_format_job(job);
+}
+
+/* x's q8 form carved from mem (q8_size's layout), gs elements a scale (32, or 8: d8). */
+cuq_q8 q8_at(void *mem, int64_t M, int64_t K, int gs)
+{
+    cuq_q8 r = {};
+    r.q = (int8_t *)mem;
+    r.d = (float *)((char *)mem + q8_d_off(M, K));
+    r.s8 = (float *)((char *)mem + q8_s8_off(M, K, gs));
+    r.M = M;
+    r.K = K;
+    r.d8 = gs == 8;
+    return r;
 }
 
 } // namespace
 
 extern "C" size_t cuq_q8_bytes(int64_t M, int64_t K) { return q8_size(M, K); }
 extern "C" size_t cuq_q8_bytes8(int64_t M, int64_t K) { return q8_size(M, K, 8); }
-
-extern "C" cuq_q8 cuq_q8_at8(void *mem, int64_t M, int64_t K)
-{
-    cuq_q8 r = cuq_q8_at(mem, M, K);
-    r.s8 = (float *)((char *)mem + q8_s8_off(M, K, 8));
-    r.d8 = true;
-    return r;
-}
-
-extern "C" cuq_q8 cuq_q8_at(void *mem, int64_t M, int64_t K)
-{
-    cuq_q8 r = {};
-    r.q = (int8_t *)mem;
-    r.d = (float *)((char *)mem + q8_d_off(M, K));
-    r.s8 = (float *)((char *)mem + q8_s8_off(M, K));
-    r.M = M;
-    r.K = K;
-    return r;
-}
+extern "C" cuq_q8 cuq_q8_at(void *mem, int64_t M, int64_t K) { return q8_at(mem, M, K, 32); }
+extern "C" cuq_q8 cuq_q8_at8(void *mem, int64_t M, int64_t K) { return q8_at(mem, M, K, 8); }
 
 extern "C" bool cuq_quantize_q8(const float *x, int64_t x_row, int64_t M, int64_t K, const cuq_q8 *q,
                                 cudaStream_t stream)
@@ -542,8 +546,7 @@ extern "C" bool cuq_mv_wants_q8(const cuq_mv_job *job) { return !job->norm.on &&
 
 extern "C" bool cuq_mv_one_format(const cuq_mv_job *job)
 {
-    return cuq_mv_ok(job) && job->M == 1 && job->K % 256 == 0 && !x_plan(job).stage && !use_fma(job) &&
-           one_format_parts(job);
+    return cuq_mv_ok(job) && one_format_job(job);
 }
 
 extern "C" bool cuq_mv_norm_apart(const cuq_mv_job *job, bool *q8)
