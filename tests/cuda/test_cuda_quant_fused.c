@@ -858,29 +858,56 @@ static void test_d8(void)
     }
 }
 
+/* Device scratch for the jobs only cuq_mv_ok looks at: a weight, x, an output, and room for
+ * x's q8 forms (qbytes; 0: none). */
+typedef struct scratch {
+    void *w, *x, *o, *qb;
+} scratch;
+
+static scratch scratch_alloc(size_t qbytes)
+{
+    scratch sc = {0};
+    CHECK_CUDA(cudaMalloc(&sc.w, 1 << 20));
+    CHECK_CUDA(cudaMalloc(&sc.x, 1 << 16));
+    CHECK_CUDA(cudaMalloc(&sc.o, 1 << 16));
+    if (qbytes) CHECK_CUDA(cudaMalloc(&sc.qb, qbytes));
+    return sc;
+}
+
+static void scratch_free(scratch *sc)
+{
+    cudaFree(sc->w);
+    cudaFree(sc->x);
+    cudaFree(sc->o);
+    cudaFree(sc->qb);
+}
+
+/* A job of two parts of 8 rows each, of formats kind[0] and kind[1], K 2048, on sc. */
+static cuq_mv_job two_parts(const scratch *sc, const ct_dtype kind[2], int64_t M, const cuq_q8 *xq)
+{
+    cuq_mv_job j = {.M = M, .K = 2048, .x = sc->x, .x_row = 2048, .xq = xq, .n_parts = 2};
+    for (int i = 0; i < 2; i++)
+        j.part[i] = (cuq_mv_part){.wt = kind[i], .w = sc->w, .w_row = ct_dtype_row_bytes(kind[i], 2048), .N = 8,
+                                  .out = sc->o};
+    return j;
+}
+
 /* Jobs that cannot take the d8 form, or write it, are refused (cuq_mv_ok). */
 static void test_d8_refused(void)
 {
     if (!have_dev()) return;
-    void *w = NULL, *x = NULL, *o = NULL, *qb = NULL;
-    CHECK_CUDA(cudaMalloc(&w, 1 << 20));
-    CHECK_CUDA(cudaMalloc(&x, 1 << 16));
-    CHECK_CUDA(cudaMalloc(&o, 1 << 16));
-    CHECK_CUDA(cudaMalloc(&qb, cuq_q8_bytes8(2, 2048)));
-    cuq_q8 q8 = cuq_q8_at8(qb, 1, 2048), q32 = cuq_q8_at(qb, 1, 2048), q8m2 = cuq_q8_at8(qb, 2, 2048);
-    cuq_q8 x32 = cuq_q8_at(qb, 1, 2048); /* a gated job's own x form (nothing staged) */
+    scratch sc = scratch_alloc(cuq_q8_bytes8(2, 2048));
+    cuq_q8 q8 = cuq_q8_at8(sc.qb, 1, 2048), q32 = cuq_q8_at(sc.qb, 1, 2048), q8m2 = cuq_q8_at8(sc.qb, 2, 2048);
+    cuq_q8 x32 = cuq_q8_at(sc.qb, 1, 2048); /* a gated job's own x form (nothing staged) */
     static const ct_dtype kinds[][2] = {{CT_Q4_K, CT_Q4_K}, {CT_Q6_K, CT_Q6_K}, {CT_Q4_K, CT_Q6_K},
                                         {CT_Q5_0, CT_Q5_0}, {CT_F16, CT_F16}};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
-        cuq_mv_job j = {.M = 1, .K = 2048, .x = x, .x_row = 2048, .xq = &q8, .n_parts = 2};
-        for (int i = 0; i < 2; i++)
-            j.part[i] = (cuq_mv_part){.wt = kinds[k][i], .w = w, .w_row = ct_dtype_row_bytes(kinds[k][i], 2048), .N = 8,
-                                      .out = o};
+        cuq_mv_job j = two_parts(&sc, kinds[k], 1, &q8);
         bool want = (q4k_job(&j) || q6k_job(&j)) && kinds[k][0] == kinds[k][1];
         CHECK_MSG(cuq_mv_ok(&j) == want, "%s + %s reading the d8 form: ok %d, expected %d", ct_dtype_name(kinds[k][0]),
                   ct_dtype_name(kinds[k][1]), cuq_mv_ok(&j), want);
         j.glu = 1; /* a gated job never reads it */
-        j.glu_out = o;
+        j.glu_out = sc.o;
         CHECK_MSG(!cuq_mv_ok(&j), "%s: a gated job reading the d8 form", ct_dtype_name(kinds[k][0]));
         j.xq = &x32; /* and writes it on one-format kernels only, N a multiple of 8, M 1 */
         j.glu_q8 = &q8;
@@ -898,15 +925,12 @@ static void test_d8_refused(void)
         CHECK(!cuq_mv_ok(&j));
         q32.K = 2048;
     }
-    cuq_mv_job m2 = {.M = 2, .K = 2048, .x = x, .x_row = 2048, .xq = &q8m2, .n_parts = 1};
-    m2.part[0] = (cuq_mv_part){.wt = CT_Q4_K, .w = w, .w_row = ct_dtype_row_bytes(CT_Q4_K, 2048), .N = 8, .out = o};
+    cuq_mv_job m2 = two_parts(&sc, kinds[0], 2, &q8m2);
+    m2.n_parts = 1;
     CHECK_MSG(!cuq_mv_ok(&m2), "M 2 reading the d8 form");
-    CHECK(!cuq_quantize_q8(x, 2048, 1, 2048, &q8, 0)); /* the separate kernels write the per-32 form only */
-    CHECK(!cuq_rms_norm_q8(x, 2048, 1, 2048, NULL, CT_F32, false, 1e-6f, o, &q8, 0));
-    cudaFree(w);
-    cudaFree(x);
-    cudaFree(o);
-    cudaFree(qb);
+    CHECK(!cuq_quantize_q8(sc.x, 2048, 1, 2048, &q8, 0)); /* the separate kernels write the per-32 form only */
+    CHECK(!cuq_rms_norm_q8(sc.x, 2048, 1, 2048, NULL, CT_F32, false, 1e-6f, sc.o, &q8, 0));
+    scratch_free(&sc);
 }
 
 /* Vocabulary-sized Q8_0 products (quant_fused_q8v.cu: tied embeddings' output projection),
@@ -932,13 +956,9 @@ static void test_q8v_jobs(void)
 static void test_refused(void)
 {
     if (!have_dev()) return;
-    void *w = NULL, *x = NULL, *o = NULL;
-    CHECK_CUDA(cudaMalloc(&w, 1 << 20));
-    CHECK_CUDA(cudaMalloc(&x, 1 << 16));
-    CHECK_CUDA(cudaMalloc(&o, 1 << 16));
-    cuq_mv_job ok = {.M = 1, .K = 2048, .x = x, .x_row = 2048, .n_parts = 2};
-    for (int i = 0; i < 2; i++)
-        ok.part[i] = (cuq_mv_part){.wt = CT_Q4_K, .w = w, .w_row = ct_dtype_row_bytes(CT_Q4_K, 2048), .N = 8, .out = o};
+    scratch sc = scratch_alloc(0);
+    void *w = sc.w, *x = sc.x, *o = sc.o;
+    cuq_mv_job ok = two_parts(&sc, (const ct_dtype[]){CT_Q4_K, CT_Q4_K}, 1, NULL);
     CHECK(cuq_mv_ok(&ok));
     cuq_mv_job j = ok;
     j.M = CUQ_MV_MAX_ROWS + 1;
@@ -980,9 +1000,7 @@ static void test_refused(void)
     cuq_q8 q = cuq_q8_at(o, 1, 2048);
     j.xq = &q; /* a norm and a given q8 form */
     CHECK(!cuq_mv_ok(&j));
-    cudaFree(w);
-    cudaFree(x);
-    cudaFree(o);
+    scratch_free(&sc);
 }
 
 /* cuq_mv_one_format (the step planner lets decode attention start such a job early): exactly
@@ -990,29 +1008,19 @@ static void test_refused(void)
 static void test_one_format(void)
 {
     if (!have_dev()) return;
-    void *w = NULL, *x = NULL, *o = NULL, *qb = NULL;
-    CHECK_CUDA(cudaMalloc(&w, 1 << 20));
-    CHECK_CUDA(cudaMalloc(&x, 1 << 16));
-    CHECK_CUDA(cudaMalloc(&o, 1 << 16));
-    CHECK_CUDA(cudaMalloc(&qb, cuq_q8_bytes(2, 2048)));
+    scratch sc = scratch_alloc(cuq_q8_bytes(2, 2048));
     static const ct_dtype kinds[][2] = {{CT_Q4_K, CT_Q4_K}, {CT_Q6_K, CT_Q6_K}, {CT_Q4_K, CT_Q6_K},
                                         {CT_Q4_K, CT_Q5_0}, {CT_Q8_0, CT_Q8_0}, {CT_F16, CT_F16}};
     for (int M = 1; M <= 2; M++) {
-        cuq_q8 q = cuq_q8_at(qb, M, 2048);
+        cuq_q8 q = cuq_q8_at(sc.qb, M, 2048);
         for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
-            cuq_mv_job j = {.M = M, .K = 2048, .x = x, .x_row = 2048, .xq = &q, .n_parts = 2};
-            for (int i = 0; i < 2; i++)
-                j.part[i] = (cuq_mv_part){.wt = kinds[k][i], .w = w, .w_row = ct_dtype_row_bytes(kinds[k][i], 2048),
-                                          .N = 8, .out = o};
+            cuq_mv_job j = two_parts(&sc, kinds[k], M, &q);
             bool want = q4k_job(&j) || q6k_job(&j);
             CHECK_MSG(cuq_mv_ok(&j) && cuq_mv_one_format(&j) == want, "M %d, %s + %s: one format %d, expected %d", M,
                       ct_dtype_name(kinds[k][0]), ct_dtype_name(kinds[k][1]), cuq_mv_one_format(&j), want);
         }
     }
-    cudaFree(w);
-    cudaFree(x);
-    cudaFree(o);
-    cudaFree(qb);
+    scratch_free(&sc);
 }
 
 int main(int argc, char **argv)
