@@ -531,6 +531,20 @@ static void q8_refs(const weight *w, const cuq_q8 *dq, double *ref)
     free(d);
 }
 
+/* ss [n / 4] = the sums of squares of v's runs of 4, as res_epilogue adds them: each square
+ * rounded to f32 (volatile: no fused multiply-add), then added in order. */
+static void host_ss4(const float *v, int64_t n, float *ss)
+{
+    for (int64_t b = 0; b < n / 4; b++) {
+        float a = 0.f;
+        for (int i = 0; i < 4; i++) {
+            volatile float sq = v[4 * b + i] * v[4 * b + i];
+            a = a + sq;
+        }
+        ss[b] = a;
+    }
+}
+
 /* x [1, K] given as a deferred norm's form (cuq_q8::d4 and ss, as a job's res_epilogue
  * writes it): x times a random weight rounded per 4 into a form at *qmem, and x's sums of
  * squares per 4;
@@ -540,15 +554,8 @@ static cuq_q8 deferred_form(th_rng *r, float *x, int64_t K, float eps, void **qm
 {
     float *w = random_f(r, K, 0.5, 1.5), *z = malloc(sizeof(float) * (size_t)K), *ss = malloc(sizeof(float) * (size_t)(K / 4));
     double tot = 0;
-    for (int64_t b = 0; b < K / 4; b++) {
-        float a = 0.f;
-        for (int i = 0; i < 4; i++) {
-            volatile float sq = x[4 * b + i] * x[4 * b + i];
-            a = a + sq;
-        }
-        ss[b] = a;
-        tot += a;
-    }
+    host_ss4(x, K, ss);
+    for (int64_t b = 0; b < K / 4; b++) tot += ss[b];
     *sd = 1.0 / sqrt(tot / (double)K + eps);
     for (int64_t k = 0; k < K; k++) {
         z[k] = x[k] * w[k];
@@ -577,14 +584,7 @@ static void check_res(const cuq_q8 *rq, const float *o2, const float *w, int64_t
     float *got = malloc(sizeof(float) * (size_t)(N / 4));
     for (int64_t n = 0; n < N; n++) z[n] = w ? o2[n] * w[n] : o2[n];
     check_q8(rq, z, 1, N, "the next norm's input form");
-    for (int64_t b = 0; b < N / 4; b++) {
-        float a = 0.f;
-        for (int i = 0; i < 4; i++) {
-            volatile float sq = o2[4 * b + i] * o2[4 * b + i];
-            a = a + sq;
-        }
-        ss[b] = a;
-    }
+    host_ss4(o2, N, ss);
     CHECK_CUDA(cudaMemcpy(got, rq->ss, sizeof(float) * (size_t)(N / 4), cudaMemcpyDeviceToHost));
     CHECK_MSG(memcmp(got, ss, sizeof(float) * (size_t)(N / 4)) == 0, "%s: the sums of squares per 4 differ", name);
     free(z);
