@@ -531,13 +531,15 @@ static ct_status run_norm_add_mv(ct_device *dev, const ct_op *ops, const fuse_gr
 
 /* ---- links: a residual add writing the next norm's input (mv_link) ---- */
 
-/* The norm's output y is read by no op after it but h's linears (a link leaves it
- * unwritten): no other source of its storage meets its bytes. (Another storage's tensor in
+/* The norm's output y is read by nothing but h's linears (a link leaves it unwritten):
+ * neither the caller nor an op outside this run (ct_op::dst_private), nor an op of the run
+ * after it: no other source of its storage meets its bytes. (Another storage's tensor in
  * the same bytes of the step's arena is a later intermediate: fuse_overlap says they meet,
  * but their lifetimes do not.) */
 static bool norm_out_private(const ct_op *ops, int n, const fuse_group *h)
 {
     const ct_tensor *y = ops[h->norm].dst;
+    if (!ops[h->norm].dst_private) return false;
     for (int k = h->norm + 1; k < n; k++) {
         bool lin = false;
         for (int i = 0; i < h->n_lin; i++) lin = lin || h->lin[i] == k;
