@@ -105,7 +105,10 @@ CT_API bool ct_tensor_is_contiguous(const ct_tensor *t);
 CT_API const char *ct_tensor_residency(const ct_tensor *t, char *buf, size_t len);
 
 /* Host pointer to the first element of the view, after making the host copy
- * valid (copies back from a device if needed). Strides apply. */
+ * valid (copies back from a device if needed). Strides apply. The bytes are the data as
+ * of this call: an op that writes the tensor afterwards may change them in place (on a
+ * device whose memory is the host's, CT_DEVICE_HOST_SHARED) or leave them stale; call
+ * again after it. */
 CT_API ct_status ct_tensor_data(const ct_tensor *t, const void **data);
 /* Same, for writing: the host copy becomes the only valid one. */
 CT_API ct_status ct_tensor_data_mut(ct_tensor *t, void **data);
@@ -150,7 +153,9 @@ CT_API ct_status ct_eye(int64_t n, int64_t m, ct_dtype dtype, ct_tensor **out);
 CT_API ct_status ct_tensor_from_data(int ndim, const int64_t *shape, ct_dtype dtype, const void *data,
                                      ct_tensor **out);
 /* Wraps host memory without copying; `deleter(data, ctx)` runs when the last view goes
- * (NULL: the caller keeps ownership and must outlive the tensor). Used for mmapped weights. */
+ * (NULL: the caller keeps ownership and must outlive the tensor). Used for mmapped weights.
+ * A device whose memory is the host's (CT_DEVICE_HOST_SHARED) reads and writes `data` in
+ * place when it is 64-byte aligned. */
 CT_API ct_status ct_tensor_from_blob(int ndim, const int64_t *shape, ct_dtype dtype, void *data,
                                      void (*deleter)(void *data, void *ctx), void *ctx, ct_tensor **out);
 /* Counter-based (Philox4x32-10): element i depends only on (seed, i), so results are

@@ -38,7 +38,9 @@ typedef enum ct_device_kind {
 
 CT_API const char *ct_device_kind_name(ct_device_kind k);
 
-#define CT_DEVICE_HOST_SHARED 1u /* device memory is host memory (zero-copy with the CPU) */
+#define CT_DEVICE_HOST_SHARED 1u /* device memory is host memory: its copy of host data is that
+                                    data (zero-copy with the CPU; an OpenCL device such as PoCL
+                                    once it passes the backend's zero-copy probe) */
 #define CT_DEVICE_UNIFIED 2u     /* host-mapped / unified memory available */
 #define CT_DEVICE_HOST_CPU 4u    /* runs on the host's own CPU cores (an OpenCL CPU device such as
                                     PoCL): never in the default chain beside the CPU backend, and
@@ -157,6 +159,9 @@ typedef enum ct_transfer_method {
     CT_TRANSFER_DEVICE_TO_HOST, /* the backend's download */
     CT_TRANSFER_PEER,           /* device to device of one backend, no host hop (CUDA P2P) */
     CT_TRANSFER_STAGED,         /* device -> host -> device: different backends, or no peer access */
+    CT_TRANSFER_SHARED,         /* host <-> a device whose buffer is the host memory itself
+                                   (CT_DEVICE_HOST_SHARED: PoCL, integrated GPUs): zero-copy, the
+                                   bytes made visible are counted but nothing moves */
     CT_TRANSFER_METHOD_COUNT
 } ct_transfer_method;
 CT_API const char *ct_transfer_method_name(ct_transfer_method m);

@@ -144,6 +144,13 @@ typedef struct ct_backend_ops {
      * pair has no direct path (the caller then stages). */
     ct_status (*copy_peer)(ct_device *dst, ct_buffer *dst_buf, ct_device *src, const ct_buffer *src_buf, size_t off,
                            size_t bytes);
+    /* Optional (NULL, or CT_ERR_UNSUPPORTED for this range: a copy of its own is allocated).
+     * On a device whose memory is the host's (CT_DEVICE_HOST_SHARED), makes buf a buffer over
+     * the host bytes [host, host + bytes) themselves: the device's kernels read and write that
+     * memory, with no copy made when it is created, read or written (zero-copy). The storage
+     * layer then never uploads or downloads between buf and those bytes, and keeps the host
+     * memory alive until release(buf), which must free nothing of it. */
+    ct_status (*alias)(ct_device *dev, void *host, size_t bytes, ct_buffer *buf);
     ct_status (*run)(ct_device *dev, const ct_op *op);
     /* Host waits for everything submitted to dev. An error here is a late one: the
      * executor marks the device lost. */

@@ -203,12 +203,82 @@ static void refresh_range(const ct_storage *st, const ct_storage_copy *c, size_t
     else *lo = 0, *hi = st->nbytes;
 }
 
+/* ---- copies over the host memory (ct_backend_ops.alias) ----
+ * A device whose memory is the host's may make its copy a buffer over the host copy's own
+ * bytes. The two are then one memory under two validity flags: bringing either up to date
+ * from the other moves nothing, and a write into either writes both, so it first waits for
+ * all that may still read or write the other, the alias device's queued ops included (they
+ * read their own copy with no event). */
+
+static bool over_host(const ct_storage *st, const ct_storage_copy *c) { return c == &st->copies[0] || c->alias; }
+
+static bool has_alias(const ct_storage *st)
+{
+    for (int i = 1; i < st->n_copies; i++)
+        if (st->copies[i].alias) return true;
+    return false;
+}
+
+/* Whether dev's copy is, or would be made, a buffer over the host copy's memory. */
+static bool aliases_host(const ct_storage *st, const ct_storage_copy *c, const ct_device *dev)
+{
+    if (c && c->buf.ptr) return c->alias;
+    const ct_buffer *h = &st->copies[0].buf;
+    return dev->ops->alias && (dev->info.flags & CT_DEVICE_HOST_SHARED) && h->ptr && !h->borrowed && st->nbytes;
+}
+
+static bool try_alias(ct_storage *st, ct_device *dev, ct_storage_copy *c)
+{
+    if (!aliases_host(st, NULL, dev)) return false;
+    if (dev->ops->alias(dev, st->copies[0].buf.ptr, st->nbytes, &c->buf) != CT_OK) return false; /* a copy of its own */
+    c->alias = true;
+    return true;
+}
+
+/* dev's queue (or the host) after everything that may touch the memory under copy w through
+ * another copy over it: their writes, their readers, and the alias devices' queued work. */
+static ct_status quiesce_sharers(ct_storage *st, const ct_storage_copy *w, ct_device *dev)
+{
+    ct_status s = CT_OK;
+    for (int i = 0; i < st->n_copies; i++) {
+        ct_storage_copy *c = &st->copies[i];
+        if (c == w || !over_host(st, c) || !c->buf.ptr) continue;
+        ct_status r = wait_writer(c, dev);
+        wait_readers(c, dev);
+        if (c->alias && c->dev != dev && !device_is_lost(c->dev)) {
+            ct_event *ev = NULL;
+            if (r == CT_OK) r = event_record(c->dev, &ev);
+            if (r == CT_OK) r = event_order(dev, ev);
+            event_release(ev);
+        }
+        if (s == CT_OK) s = r;
+    }
+    return s;
+}
+
+static void release_copy(ct_storage_copy *c);
+
+void storage_unalias(ct_storage *st)
+{
+    if (!has_alias(st)) return;
+    quiesce_sharers(st, &st->copies[0], NULL); /* the host waits: nothing uses those buffers after this */
+    for (int i = 1; i < st->n_copies; i++) {
+        ct_storage_copy *c = &st->copies[i];
+        if (!c->alias) continue;
+        release_copy(c);
+        c->buf = (ct_buffer){0};
+        c->alias = c->valid = false;
+        touched(st);
+    }
+}
+
 bool storage_copy_complete(const ct_storage *st, int i) { return i >= 0 && i < st->n_copies && usable(&st->copies[i]); }
 
 size_t storage_bytes_to_move(const ct_storage *st, const ct_device *dev)
 {
     const ct_storage_copy *c = storage_find((ct_storage *)st, dev);
     if (c && usable(c)) return 0;
+    if (aliases_host(st, c, dev) && usable(&st->copies[0])) return 0; /* one memory: nothing moves */
     size_t lo, hi;
     refresh_range(st, c, &lo, &hi);
     return hi - lo;
@@ -228,6 +298,7 @@ void storage_release(ct_storage *st)
 {
     if (!st || atomic_fetch_sub(&st->refcnt, 1) != 1) return;
     list_remove(st);
+    storage_unalias(st); /* before the memory under those buffers goes */
     ct_storage_copy *h = &st->copies[0];
     /* devices may still be reading (uploads) or writing (downloads) the host memory */
     if (h->writer) event_order(NULL, h->writer);
@@ -329,6 +400,7 @@ ct_status storage_alloc_on(ct_storage *st, ct_device *dev)
         c->dev = dev;
         touched(st);
     }
+    if (try_alias(st, dev, c)) return CT_OK; /* nothing to evict: not listed */
     ct_status s = dev->ops->alloc(dev, bytes, &c->buf);
     if ((s == CT_ERR_DEVICE_OOM || s == CT_ERR_OOM)) {
         /* memory pressure: copies the device does not need make room before an OOM */
@@ -353,7 +425,7 @@ ct_status storage_alloc_on(ct_storage *st, ct_device *dev)
 /* A copy on dev that can go: it holds nothing, or the data is complete elsewhere. */
 static bool evictable(const ct_storage *st, const ct_storage_copy *c)
 {
-    if (!c->buf.ptr || c->buf.borrowed) return false; /* an arena piece frees nothing */
+    if (!c->buf.ptr || c->buf.borrowed || c->alias) return false; /* an arena piece or an alias frees nothing */
     if (!healthy(c)) return true;
     for (int i = 0; i < st->n_copies; i++)
         if (&st->copies[i] != c && usable(&st->copies[i])) return true;
@@ -394,6 +466,14 @@ void storage_drop_copy(ct_storage *st, const ct_device *dev)
 }
 
 
+/* A usable copy over the host memory, or NULL. */
+static ct_storage_copy *alias_source(ct_storage *st)
+{
+    for (int i = 1; i < st->n_copies; i++)
+        if (st->copies[i].alias && usable(&st->copies[i])) return &st->copies[i];
+    return NULL;
+}
+
 /* Host copy complete, its missing bytes fetched from whichever device holds them all.
  * `staging`: the download is the first leg of a device-to-device copy, reported once
  * as STAGED. */
@@ -406,12 +486,20 @@ static ct_status make_host_valid_for(ct_storage *st, uint64_t *moved, bool stagi
     ct_status s = storage_alloc_on(st, NULL);
     if (s != CT_OK) return s;
     ct_storage_copy *h = &st->copies[0];
+    ct_storage_copy *a = alias_source(st);
+    if (a) { /* the bytes are there already: the host waits only for their writer */
+        set_writer(h, a->writer);
+        transferred(a->dev, NULL, hi - lo, CT_TRANSFER_SHARED);
+        set_complete(h);
+        return CT_OK;
+    }
     for (int i = 1; i < st->n_copies; i++) {
         ct_storage_copy *c = &st->copies[i];
         if (!usable(c)) continue;
         /* the download overwrites the host bytes: after whatever still uses the old ones */
         if (h->writer) event_order(c->dev, h->writer);
         wait_readers(h, c->dev);
+        if (has_alias(st) && (s = quiesce_sharers(st, h, c->dev)) != CT_OK) return s;
         s = c->dev->ops->download(c->dev, &c->buf, lo, (char *)h->buf.ptr + lo, hi - lo);
         ct_event *ev = NULL;
         if (s == CT_OK) s = event_record(c->dev, &ev);
@@ -465,6 +553,7 @@ static ct_status copy_from_peer(ct_storage *st, ct_device *dev, ct_storage_copy 
         set_failed(failed, peer->dev);
         return s;
     }
+    if (c->alias && (s = quiesce_sharers(st, c, dev)) != CT_OK) return s; /* it writes the host memory */
     s = dev->ops->copy_peer(dev, &c->buf, peer->dev, &peer->buf, lo, hi - lo);
     if (s != CT_OK) {
         set_failed(failed, dev);
@@ -478,23 +567,26 @@ static ct_status copy_from_peer(ct_storage *st, ct_device *dev, ct_storage_copy 
 static ct_status upload_from_host(ct_storage *st, ct_device *dev, size_t lo, size_t hi, uint64_t *moved,
                                   ct_device **failed)
 {
+    ct_storage_copy *c = storage_find(st, dev);
+    bool shared = c->alias; /* the host copy's bytes are the device's: nothing to upload */
     ct_device *from = usable(&st->copies[0]) ? NULL : storage_valid_device(st);
-    ct_status s = make_host_valid_for(st, moved, from != NULL, failed);
+    ct_status s = make_host_valid_for(st, moved, from != NULL && !shared, failed);
     if (s != CT_OK) return s;
-    ct_storage_copy *h = &st->copies[0], *c = storage_find(st, dev);
+    ct_storage_copy *h = &st->copies[0];
     ct_device *writer = h->writer ? h->writer->dev : NULL;
     s = event_order(dev, h->writer);
     if (s != CT_OK) {
         set_failed(failed, writer);
         return s;
     }
-    s = dev->ops->upload(dev, &c->buf, lo, (char *)h->buf.ptr + lo, hi - lo);
+    if (!shared) s = dev->ops->upload(dev, &c->buf, lo, (char *)h->buf.ptr + lo, hi - lo);
     if (s != CT_OK) {
         set_failed(failed, dev);
         return s;
     }
-    transferred(from, dev, hi - lo, from ? CT_TRANSFER_STAGED : CT_TRANSFER_HOST_TO_DEVICE);
-    if (moved) *moved += hi - lo;
+    if (shared) transferred(NULL, dev, hi - lo, CT_TRANSFER_SHARED);
+    else transferred(from, dev, hi - lo, from ? CT_TRANSFER_STAGED : CT_TRANSFER_HOST_TO_DEVICE);
+    if (moved && !shared) *moved += hi - lo;
     return filled(st, dev, h, failed);
 }
 
@@ -561,6 +653,7 @@ ct_status storage_order_write(ct_storage *st, ct_device *dev)
     if (c->writer && !usable(c)) set_writer(c, NULL); /* overwritten anyway */
     ct_status s = wait_writer(c, dev);
     wait_readers(c, dev);
+    if (s == CT_OK && over_host(st, c) && has_alias(st)) s = quiesce_sharers(st, c, dev);
     return s;
 }
 
@@ -689,6 +782,7 @@ ct_status storage_host_overwrite(ct_storage *st, const void *src, size_t bytes)
     /* a download still landing in the host bytes, or an upload still reading them */
     s = wait_writer(h, NULL);
     wait_readers(h, NULL);
+    if (s == CT_OK && has_alias(st)) s = quiesce_sharers(st, h, NULL);
     if (s != CT_OK) return s;
     memcpy(h->buf.ptr, src, bytes);
     storage_mark_written(st, NULL);
@@ -707,5 +801,6 @@ ct_status storage_host_mut(ct_storage *st, void **ptr)
 {
     ct_status s = storage_host(st, ptr);
     if (s == CT_OK) wait_readers(&st->copies[0], NULL);
+    if (s == CT_OK && has_alias(st)) s = quiesce_sharers(st, &st->copies[0], NULL); /* devices reading it */
     return s;
 }

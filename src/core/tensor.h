@@ -28,6 +28,8 @@ typedef struct ct_storage_copy {
     struct ct_device *dev;
     ct_buffer buf;
     bool valid;                                /* holds the data, but for the stale range */
+    bool alias;                                /* buf is the host copy's own memory (ct_backend_ops.alias):
+                                                  one set of bytes under two validity flags */
     size_t stale_lo, stale_hi;                 /* bytes written elsewhere since (empty: lo == hi) */
     struct ct_event *writer;                   /* the last write into this copy (NULL: done) */
     struct ct_event *readers[CT_COPY_READERS]; /* reads by other devices' queues since */
@@ -151,6 +153,9 @@ void storage_mark_written_at(ct_storage *st, const struct ct_device *dev, struct
 void storage_mark_written(ct_storage *st, const struct ct_device *dev);
 /* Releases dev's copy (after its pending work), e.g. what a failed attempt allocated. */
 void storage_drop_copy(ct_storage *st, const struct ct_device *dev);
+/* Copies over the host memory (ct_backend_ops.alias) become empty slots, once the host has
+ * waited for everything using them: before that memory is freed or replaced. */
+void storage_unalias(ct_storage *st);
 static inline uint64_t storage_gen(const ct_storage *st) { return __atomic_load_n(&st->gen, __ATOMIC_ACQUIRE); }
 /* Copy i holds all the data (valid, no stale range, its device healthy). */
 bool storage_copy_complete(const ct_storage *st, int i);

@@ -16,8 +16,9 @@ static bool known_device(const exec_state *st, const ct_device *dev)
 void exec_count_transfer(const ct_device *src, const ct_device *dst, uint64_t bytes, int method)
 {
     exec_state *st = exec_state_get();
-    if (known_device(st, src)) exec_stat_add(&st->stats[src->id].bytes_out, bytes);
-    if (known_device(st, dst)) exec_stat_add(&st->stats[dst->id].bytes_in, bytes);
+    bool copied = method != CT_TRANSFER_SHARED; /* zero-copy: no bytes leave or reach a device */
+    if (copied && known_device(st, src)) exec_stat_add(&st->stats[src->id].bytes_out, bytes);
+    if (copied && known_device(st, dst)) exec_stat_add(&st->stats[dst->id].bytes_in, bytes);
     if (method > CT_TRANSFER_NONE && method < CT_TRANSFER_METHOD_COUNT) {
         exec_stat_add(&st->xfer[method].count, 1);
         exec_stat_add(&st->xfer[method].bytes, bytes);
@@ -26,7 +27,7 @@ void exec_count_transfer(const ct_device *src, const ct_device *dst, uint64_t by
 
 const char *ct_transfer_method_name(ct_transfer_method m)
 {
-    static const char *names[] = {"none", "host-to-device", "device-to-host", "peer", "staged"};
+    static const char *names[] = {"none", "host-to-device", "device-to-host", "peer", "staged", "zero-copy"};
     return (unsigned)m < CT_TRANSFER_METHOD_COUNT ? names[m] : "unknown";
 }
 
@@ -36,6 +37,9 @@ ct_transfer_method ct_exec_transfer_method(const char *src, const char *dst)
     if (!a || !b || a == b) return CT_TRANSFER_NONE;
     bool ha = a->info.kind == CT_DEVICE_CPU, hb = b->info.kind == CT_DEVICE_CPU;
     if (ha && hb) return CT_TRANSFER_NONE;
+    if ((ha && b->ops->alias && (b->info.flags & CT_DEVICE_HOST_SHARED)) ||
+        (hb && a->ops->alias && (a->info.flags & CT_DEVICE_HOST_SHARED)))
+        return CT_TRANSFER_SHARED;
     if (ha) return CT_TRANSFER_HOST_TO_DEVICE;
     if (hb) return CT_TRANSFER_DEVICE_TO_HOST;
     return a->ops == b->ops && a->ops->copy_peer ? CT_TRANSFER_PEER : CT_TRANSFER_STAGED;

@@ -36,7 +36,8 @@ size_t ct_exec_stats_format(char *buf, size_t n)
     ct_exec_transfer_stats(x);
     for (int m = CT_TRANSFER_HOST_TO_DEVICE; m < CT_TRANSFER_METHOD_COUNT; m++)
         if (x[m].count)
-            put(&t, "  transfers %-15s %8llu x %14llu bytes\n", ct_transfer_method_name((ct_transfer_method)m),
-                (unsigned long long)x[m].count, (unsigned long long)x[m].bytes);
+            put(&t, "  transfers %-15s %8llu x %14llu bytes%s\n", ct_transfer_method_name((ct_transfer_method)m),
+                (unsigned long long)x[m].count, (unsigned long long)x[m].bytes,
+                m == CT_TRANSFER_SHARED ? " (one memory: none copied)" : "");
     return t.len;
 }

@@ -408,12 +408,13 @@ static void sync_used_devices(ct_step *s)
 static void bind_slot(ct_step *s, const step_slot *sl)
 {
     ct_storage *st = s->bufs[sl->buf].st;
+    storage_unalias(st); /* its copies move into arenas: none may stay over the old host memory */
     ct_storage_copy *c = &st->copies[sl->copy];
     step_arena *a = arena_of(s, sl->dev);
     if (!c->buf.borrowed) {
         if (sl->copy == 0) {
             if (!st->host_external) host_free(c->buf.ptr, st->nbytes);
-        } else {
+        } else if (c->buf.ptr) {
             c->dev->ops->release(c->dev, &c->buf);
         }
     }

@@ -48,6 +48,16 @@ static inline ct_status xu_matmul(const ct_tensor *a, const ct_tensor *b, ct_ten
     return ops_submit(&op, out);
 }
 
+/* The op forced onto dev (unary when b is NULL); its result. */
+static inline ct_tensor *xu_run_on(const char *dev, ct_op_kind k, const ct_tensor *a, const ct_tensor *b)
+{
+    ct_tensor *r = NULL;
+    CHECK_OK(ct_exec_force_device(dev));
+    CHECK_OK(b ? xu_binary(k, a, b, &r) : xu_unary(k, a, &r));
+    ct_exec_force_device(NULL);
+    return r;
+}
+
 /* A fresh executor: no fault, no forced device, not strict, `n_test` test devices
  * supporting `ops`, the given small-op threshold, zeroed statistics. */
 static inline void xu_reset(int n_test, const char *ops, size_t small_bytes)

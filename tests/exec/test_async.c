@@ -21,15 +21,6 @@ static void reset_async(int n_test)
     ct_exec_stats_reset();
 }
 
-static ct_tensor *run_on(const char *dev, ct_op_kind k, const ct_tensor *a, const ct_tensor *b)
-{
-    ct_tensor *r = NULL;
-    CHECK_OK(ct_exec_force_device(dev));
-    CHECK_OK(b ? xu_binary(k, a, b, &r) : xu_unary(k, a, &r));
-    ct_exec_force_device(NULL);
-    return r;
-}
-
 /* Every element equals f(i) (the inputs are i % 1000 * scale + bias). */
 static int count_wrong(const ct_tensor *t, double (*f)(int64_t i))
 {
@@ -60,12 +51,12 @@ static void ordering(bool peer)
     test_backend_set_delay(0, 100000); /* 100 ms */
     ct_tensor *a = xu_host_f32(2, g_shape, 1, 0);
     uint64_t t0 = exec_now_ns();
-    ct_tensor *c = run_on("test:0", CT_OP_ADD, a, a);
+    ct_tensor *c = xu_run_on("test:0", CT_OP_ADD, a, a);
     uint64_t submit_ns = exec_now_ns() - t0;
     /* the call returned long before the work was done: the device is asynchronous */
     CHECK_MSG(submit_ns < 50000000u, "submitting a 100 ms op took %.1f ms", submit_ns / 1e6);
-    ct_tensor *d = run_on("test:1", CT_OP_MUL, c, c);
-    ct_tensor *e = run_on("cpu", CT_OP_ADD, c, c);
+    ct_tensor *d = xu_run_on("test:1", CT_OP_MUL, c, c);
+    ct_tensor *e = xu_run_on("cpu", CT_OP_ADD, c, c);
     CHECK_MSG(count_wrong(d, sum_sq) == 0, "test:1 read c before test:0 finished it (%s)", peer ? "peer" : "staged");
     CHECK(count_wrong(e, sum_plus) == 0);
     test_backend_log_entry log[16];
@@ -92,11 +83,11 @@ static void test_stream_ordered_release(void)
     test_backend_set_peer(true);
     ct_tensor *a = xu_host_f32(2, g_shape, 1, 0);
     int live0 = test_backend_live_buffers(0), live1 = test_backend_live_buffers(1);
-    ct_tensor *c = run_on("test:0", CT_OP_ADD, a, a);
+    ct_tensor *c = xu_run_on("test:0", CT_OP_ADD, a, a);
     CHECK_OK(ct_device_sync("test:0"));
     test_backend_set_delay(1, 100000);
-    ct_tensor *busy = run_on("test:1", CT_OP_RELU, a, NULL); /* test:1's queue is busy for 100 ms */
-    ct_tensor *d = run_on("test:1", CT_OP_MUL, c, c);        /* its peer copy of c waits behind it */
+    ct_tensor *busy = xu_run_on("test:1", CT_OP_RELU, a, NULL); /* test:1's queue is busy for 100 ms */
+    ct_tensor *d = xu_run_on("test:1", CT_OP_MUL, c, c);        /* its peer copy of c waits behind it */
     ct_tensor_free(c);                                       /* test:0 must not release c before that */
     CHECK_MSG(count_wrong(d, sum_sq) == 0, "c was released before test:1 read it");
     ct_tensor_free(d);
@@ -114,10 +105,10 @@ static void test_late_fault_loses_device(void)
 {
     reset_async(1);
     ct_tensor *a = xu_host_f32(2, g_shape, 1, 0);
-    ct_tensor *c = run_on("test:0", CT_OP_ADD, a, a);
+    ct_tensor *c = xu_run_on("test:0", CT_OP_ADD, a, a);
     CHECK_OK(ct_device_sync("test:0")); /* c is complete, and only on test:0 */
     test_backend_fail_late(0, 0);
-    ct_tensor *d = run_on("test:0", CT_OP_RELU, c, NULL); /* accepted now, fails later */
+    ct_tensor *d = xu_run_on("test:0", CT_OP_RELU, c, NULL); /* accepted now, fails later */
     double v = 0;
     CHECK_STATUS(ct_tensor_item(d, 0, &v), CT_ERR_DEVICE_LOST);
     CHECK_MSG(strstr(ct_last_error(), "test:0") && strstr(ct_last_error(), "late fault"), "message: %s",
@@ -141,7 +132,7 @@ static void test_late_fault_loses_device(void)
     /* re-initialization brings the device back (a fresh simulated one here) */
     reset_async(1);
     a = xu_host_f32(2, g_shape, 1, 0);
-    c = run_on("test:0", CT_OP_ADD, a, a);
+    c = xu_run_on("test:0", CT_OP_ADD, a, a);
     CHECK(count_wrong(c, twice) == 0);
     ct_tensor_free(a);
     ct_tensor_free(c);
@@ -153,9 +144,9 @@ static void test_download_failure_charged_to_source(void)
 {
     reset_async(1);
     ct_tensor *a = xu_host_f32(2, g_shape, 1, 0);
-    ct_tensor *c = run_on("test:0", CT_OP_ADD, a, a); /* only on test:0 */
+    ct_tensor *c = xu_run_on("test:0", CT_OP_ADD, a, a); /* only on test:0 */
     test_backend_fail_late(0, 0);
-    ct_tensor *d = run_on("test:0", CT_OP_RELU, a, NULL); /* breaks test:0; nobody knows yet */
+    ct_tensor *d = xu_run_on("test:0", CT_OP_RELU, a, NULL); /* breaks test:0; nobody knows yet */
     ct_tensor *e = NULL;
     CHECK_OK(ct_exec_force_device("cpu"));
     CHECK_STATUS(xu_binary(CT_OP_ADD, c, a, &e), CT_ERR_DEVICE_LOST);
@@ -201,8 +192,8 @@ static void test_fault_reaches_dependent_device(void)
     ct_tensor *a = xu_host_f32(2, g_shape, 1, 0);
     test_backend_set_delay(0, 50000);
     test_backend_fail_late(0, 0);
-    ct_tensor *c = run_on("test:0", CT_OP_ADD, a, a); /* fails late */
-    ct_tensor *d = run_on("test:1", CT_OP_MUL, c, c); /* peer copy waits on test:0's event */
+    ct_tensor *c = xu_run_on("test:0", CT_OP_ADD, a, a); /* fails late */
+    ct_tensor *d = xu_run_on("test:1", CT_OP_MUL, c, c); /* peer copy waits on test:0's event */
     double v = 0;
     CHECK_STATUS(ct_tensor_item(d, 0, &v), CT_ERR_DEVICE_LOST);
     CHECK_MSG(strstr(ct_last_error(), "test:0") != NULL, "charged to the wrong device: %s", ct_last_error());
@@ -212,7 +203,7 @@ static void test_fault_reaches_dependent_device(void)
     CHECK_STATUS(xu_unary(CT_OP_RELU, d, &g), CT_ERR_DEVICE_LOST);
     ct_exec_force_device(NULL);
     /* test:1 did nothing wrong: it stays in the chain */
-    ct_tensor *e = run_on("test:1", CT_OP_ADD, a, a);
+    ct_tensor *e = xu_run_on("test:1", CT_OP_ADD, a, a);
     CHECK_OK(ct_tensor_item(e, 3, &v));
     CHECK(v == 6);
     ct_tensor *all[] = {a, c, d, e};
@@ -245,7 +236,7 @@ static void test_no_copy_limit(void)
     const char *devs[] = {"test:0", "test:1", "test:2", "test:3"};
     for (int i = 0; i < 4; i++) CHECK_OK(ct_tensor_prefetch(a, devs[i]));
     CHECK_MSG(!strcmp(xu_residency(a), "cpu,test:0,test:1,test:2,test:3"), "residency %s", xu_residency(a));
-    ct_tensor *c = run_on("test:3", CT_OP_ADD, a, a);
+    ct_tensor *c = xu_run_on("test:3", CT_OP_ADD, a, a);
     CHECK(count_wrong(c, twice) == 0);
     ct_tensor_free(a);
     ct_tensor_free(c);

@@ -21,6 +21,9 @@ static uint64_t g_up[TB_MAX], g_down[TB_MAX];
 static int g_fail_allocs[TB_MAX];
 static int g_alloc_ok_first[TB_MAX]; /* allocations that succeed before g_fail_allocs apply */
 static bool g_peer;
+static uint32_t g_shared;            /* devices whose memory is the host's (bit per device) */
+static int g_aliases[TB_MAX];        /* buffers made over host memory (alias) since install */
+static char g_alias_mark;            /* ct_buffer.priv of such a buffer */
 static uint64_t g_peer_bytes[TB_MAX];
 static unsigned g_delay_us[TB_MAX];
 static int g_fail_late[TB_MAX];      /* runs left before a late fault; -1: none */
@@ -354,6 +357,7 @@ static ct_status tb_init(ct_device *dev, int index)
              g_async ? " (asynchronous)" : "");
     dev->info.memory_bytes = 1u << 30;
     dev->info.dtype_mask = 1u << CT_F32;
+    if ((g_shared >> index) & 1u) dev->info.flags |= CT_DEVICE_HOST_SHARED;
     tb_dev *d = calloc(1, sizeof *d);
     if (!d) return core_err(CT_ERR_OOM, "test backend: out of memory");
     d->index = index;
@@ -427,8 +431,24 @@ static ct_status tb_alloc(ct_device *dev, size_t bytes, ct_buffer *buf)
     return CT_OK;
 }
 
+/* A shared device's buffer over host memory: the host copy's bytes, used as they are. As
+ * PoCL's, only at a 64-byte boundary (the host allocator's: anything else is refused). */
+static ct_status tb_alias(ct_device *dev, void *host, size_t bytes, ct_buffer *buf)
+{
+    int i = dev->info.index;
+    if (!((g_shared >> i) & 1u) || (uintptr_t)host % 64)
+        return core_err(CT_ERR_UNSUPPORTED, "%s: no buffer over this host memory", dev->info.name);
+    *buf = (ct_buffer){host, bytes, &g_alias_mark, false, 0};
+    g_aliases[i]++;
+    return CT_OK;
+}
+
 static void tb_release(ct_device *dev, ct_buffer *buf)
 {
+    if (buf->priv == &g_alias_mark) { /* the host's memory: neither freed nor poisoned here */
+        buf->ptr = NULL;
+        return;
+    }
     g_used[dev->info.index] -= buf->size;
     tb_cmd *c = new_cmd(CMD_RELEASE);
     if (c) {
@@ -683,14 +703,14 @@ static ct_status tb_sync(ct_device *dev)
 static const ct_backend_ops test_backend_ops = {
     .name = "test", .kind = CT_DEVICE_TEST, .device_count = tb_count, .device_init = tb_init,
     .device_release = tb_release_dev, .supports = tb_supports, .alloc = tb_alloc, .release = tb_release,
-    .upload = tb_upload, .download = tb_download, .copy_peer = tb_copy_peer, .run = tb_run, .sync = tb_sync,
+    .upload = tb_upload, .download = tb_download, .copy_peer = tb_copy_peer, .alias = tb_alias, .run = tb_run, .sync = tb_sync,
     .event_record = tb_event_record, .event_wait = tb_event_wait, .event_sync = tb_event_sync,
     .event_release = tb_event_release, .mem_info = tb_mem_info, .import = tb_import,
     .host_pin = tb_host_pin, .host_unpin = tb_host_unpin,
     .step_capture = tb_step_capture, .step_launch = tb_step_launch, .step_release = tb_step_release,
 };
 
-static ct_status install(int n, const char *ops, bool async)
+static ct_status install(int n, const char *ops, bool async, uint32_t shared)
 {
     /* The simulated devices are tested on the default chain (test devices first): a chain
      * from the environment (make test-opencl's CTORCH_DEVICES=opencl,cpu) would leave
@@ -699,6 +719,8 @@ static ct_status install(int n, const char *ops, bool async)
     exec_unregister_backend(&test_backend_ops); /* stops the old devices' workers */
     g_n = n < TB_MAX ? n : TB_MAX;
     g_async = async;
+    g_shared = shared;
+    memset(g_aliases, 0, sizeof g_aliases);
     memset(g_ops, 0, sizeof g_ops);
     memset(g_runs, 0, sizeof g_runs);
     memset(g_up, 0, sizeof g_up);
@@ -735,8 +757,13 @@ static ct_status install(int n, const char *ops, bool async)
     return exec_register_backend(&test_backend_ops);
 }
 
-ct_status test_backend_install(int n, const char *ops) { return install(n, ops, false); }
-ct_status test_backend_install_async(int n, const char *ops) { return install(n, ops, true); }
+ct_status test_backend_install(int n, const char *ops) { return install(n, ops, false, 0); }
+ct_status test_backend_install_async(int n, const char *ops) { return install(n, ops, true, 0); }
+ct_status test_backend_install_shared(int n, const char *ops, bool async, uint32_t shared)
+{
+    return install(n, ops, async, shared);
+}
+int test_backend_aliases(int dev) { return g_aliases[dev]; }
 
 void test_backend_uninstall(void)
 {

@@ -55,6 +55,12 @@ void test_backend_fail_pins(int n);
  * events, poisons fresh and released buffers with NaN (so an early or late read
  * shows), and can fail late. */
 ct_status test_backend_install_async(int n, const char *ops);
+/* The same devices, those of the bits of `shared` with memory that is the host's
+ * (CT_DEVICE_HOST_SHARED, as PoCL): their copies of host data are buffers over the host
+ * copy's own bytes (ct_backend_ops.alias, at 64-byte boundaries), never poisoned. */
+ct_status test_backend_install_shared(int n, const char *ops, bool async, uint32_t shared);
+/* Buffers device i made over host memory since install. */
+int test_backend_aliases(int dev);
 /* Device i has this many bytes (0: 1 GiB); allocations beyond fail with CT_ERR_DEVICE_OOM. */
 void test_backend_set_capacity(int dev, uint64_t bytes);
 /* Every op on device i sleeps this long first (a deliberately slow producer). */
