@@ -3,6 +3,8 @@
  *   element-wise GB/s (bytes read + written per op / time) on 64M-element tensors, next to a
  *   device-to-device clEnqueueCopyBuffer of the same bytes in a context of our own on the
  *   same device (2 x bytes / time);
+ *   host data through an op and back (the transfers both ways), zero-copy next to copied on a
+ *   device whose memory is the host's (PoCL);
  *   f32 and f16 GEMM GFLOP/s through ct_matmul on the OpenCL device (CLBlast for f32 where
  *   it loads, own kernels otherwise), next to the same ops on cuda:0 (cuBLAS, f32 without
  *   TF32) when there is one.
@@ -75,17 +77,75 @@ static ct_status do_mul_s(ct_tensor *const *in, ct_tensor **out) { return ct_mul
 static ct_status do_exp(ct_tensor *const *in, ct_tensor **out) { return ct_exp_out(in[0], *out); }
 static ct_status do_matmul(ct_tensor *const *in, ct_tensor **out) { return ct_matmul_out(in[0], in[1], *out); }
 
-/* The device's description for the copy yardstick's device match, and whether it exists. */
-static bool dev_desc(const char *dev, char *desc, size_t cap)
+/* The device's description for the copy yardstick's device match (and its CT_DEVICE_*
+ * flags), and whether it exists. */
+static bool dev_desc(const char *dev, char *desc, size_t cap, uint32_t *flags)
 {
     for (int i = 0; i < ct_device_count(); i++) {
         ct_device_info info;
         if (ct_device_get(i, &info) == CT_OK && !strcmp(info.name, dev)) {
             snprintf(desc, cap, "%s", info.description);
+            if (flags) *flags = info.flags;
             return true;
         }
     }
     return false;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Host data through an op on dev and back: the host writes x, x *= 1 runs on dev in place,
+ * the host reads x (the read waits for it). Microseconds a round, the median of 7 after one
+ * warm-up: the transfers both ways and the op. */
+static double round_trip_us(const char *dev, int64_t n)
+{
+    ct_tensor *x = NULL;
+    if (ct_randn(1, &n, CT_F32, 7, &x) != CT_OK) db_die("randn");
+    double t[8];
+    for (int r = 0; r < 8; r++) {
+        float *p = NULL;
+        const void *d = NULL;
+        if (ct_tensor_data_mut(x, (void **)&p) != CT_OK) db_die("write");
+        p[0] = (float)r; /* new host data: the device's copy is stale */
+        double t0 = db_now();
+        if (ct_exec_force_device(dev) != CT_OK || ct_mul_scalar_out(x, 1.0, x) != CT_OK) db_die("mul_scalar");
+        ct_exec_record rec;
+        if (ct_exec_last(&rec) != CT_OK || strcmp(rec.device, dev) != 0) db_die("the op ran elsewhere");
+        ct_exec_force_device(NULL);
+        if (ct_tensor_data(x, &d) != CT_OK) db_die("read");
+        t[r] = db_now() - t0;
+    }
+    ct_tensor_free(x);
+    qsort(t + 1, 7, sizeof *t, cmp_double);
+    return 1e6 * t[4];
+}
+
+/* Round trips of host data on dev; where its memory is the host's (zero-copy), the same with
+ * the copies (CTORCH_OPENCL_ZERO_COPY=0, the devices made anew) beside them. */
+static void host_rows(const char *dev, uint32_t flags)
+{
+    static const int lg[] = {16, 20, 24};
+    enum { NS = sizeof lg / sizeof lg[0] };
+    double zc[NS], cp[NS];
+    for (int i = 0; i < NS; i++) zc[i] = round_trip_us(dev, (int64_t)1 << lg[i]);
+    bool shared = flags & CT_DEVICE_HOST_SHARED;
+    if (shared) {
+        ct_exec_shutdown();
+        setenv("CTORCH_OPENCL_ZERO_COPY", "0", 1);
+        for (int i = 0; i < NS; i++) cp[i] = round_trip_us(dev, (int64_t)1 << lg[i]);
+        unsetenv("CTORCH_OPENCL_ZERO_COPY");
+        ct_exec_shutdown();
+    }
+    for (int i = 0; i < NS; i++) {
+        printf("| host f32 in, x *= 1, read back | %lld | %.0f us (%s) | ", (long long)1 << lg[i], zc[i],
+               shared ? "zero-copy" : "copied");
+        if (shared) printf("copied both ways %.0f us | %.1fx |\n", cp[i], cp[i] / zc[i]);
+        else printf("- | - |\n");
+    }
 }
 
 static void ew_rows(const char *dev, const char *desc, int64_t n)
@@ -132,14 +192,16 @@ int main(int argc, char **argv)
     char desc[256] = "";
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (ct_exec_init() != CT_OK) db_die("init");
-    if (!dev_desc(dev, desc, sizeof desc)) {
+    uint32_t flags = 0;
+    if (!dev_desc(dev, desc, sizeof desc, &flags)) {
         fprintf(stderr, "bench ocl_ops: no device %s\n", dev);
         return 77;
     }
     char cdesc[256];
-    bool cuda = dev_desc("cuda:0", cdesc, sizeof cdesc);
+    bool cuda = dev_desc("cuda:0", cdesc, sizeof cdesc, NULL);
     printf("%s: %s\n\n| op | size | ctorch %s | yardstick | ratio |\n|---|---|---|---|---|\n", dev, desc, dev);
     ew_rows(dev, desc, (int64_t)1 << (lg > 10 && lg < 31 ? lg : 26));
+    host_rows(dev, flags);
     static const int64_t ns[] = {256, 512, 1024, 2048, 4096};
     for (int h = 0; h < 2; h++)
         for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {

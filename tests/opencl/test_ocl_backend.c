@@ -46,6 +46,80 @@ static void test_round_trip_odd_offsets(void)
     ct_tensor_free(t);
 }
 
+/* A device whose memory is the host's and that passed the zero-copy probe (PoCL:
+ * CT_DEVICE_HOST_SHARED) reads and writes host data in place: the transfers are zero-copy,
+ * and the values are right both ways with a CPU op writing the same bytes between two device
+ * ops. With CTORCH_OPENCL_ZERO_COPY=0 the same work copies. Values i % 13 keep every product
+ * exact in f32. */
+static void zero_copy_round(bool shared)
+{
+    enum { N = 4099 };
+    float v[N];
+    for (int i = 0; i < N; i++) v[i] = (float)(i % 13);
+    int64_t shape[1] = {N};
+    ct_tensor *x = NULL, *y = NULL;
+    CHECK_OK(ct_tensor_from_data(1, shape, CT_F32, v, &x));
+    ct_exec_stats_reset();
+    CHECK_OK(ct_exec_force_device(g_dev));
+    CHECK_OK(ct_mul_scalar(x, 2.0, &y)); /* x read on the device */
+    CHECK_OK(ct_mul_out(x, x, x));       /* x = v^2 written there */
+    CHECK_OK(ct_exec_force_device("cpu"));
+    CHECK_OK(ct_add_out(x, x, x)); /* 2 v^2 by the host, into the same bytes */
+    CHECK_OK(ct_exec_force_device(g_dev));
+    CHECK_OK(ct_mul_out(x, x, x)); /* 4 v^4: the device sees the host's write */
+    CHECK_OK(ct_exec_force_device(NULL));
+    const float *px = NULL, *py = NULL;
+    CHECK_OK(ct_tensor_data(x, (const void **)&px));
+    CHECK_OK(ct_tensor_data(y, (const void **)&py));
+    int bad = -1;
+    for (int i = 0; px && py && i < N && bad < 0; i++)
+        if (px[i] != 4 * v[i] * v[i] * v[i] * v[i] || py[i] != 2 * v[i]) bad = i;
+    CHECK_MSG(px && py && bad < 0, "element %d: x %g y %g (v %g)", bad, bad >= 0 ? px[bad] : 0.0, bad >= 0 ? py[bad] : 0.0,
+              bad >= 0 ? v[bad] : 0.0);
+    ct_transfer_stats t[CT_TRANSFER_METHOD_COUNT];
+    ct_exec_transfer_stats(t);
+    /* x: in, back to the host, in again, back; y: made on the device, a copy of its own */
+    uint64_t sh = t[CT_TRANSFER_SHARED].count, up = t[CT_TRANSFER_HOST_TO_DEVICE].count,
+             down = t[CT_TRANSFER_DEVICE_TO_HOST].count;
+    CHECK_MSG(shared ? sh == 4 && up == 0 && down == 1 : sh == 0 && up == 2 && down == 3,
+              "%s: %llu zero-copy, %llu uploads, %llu downloads", shared ? "shared" : "copying", (unsigned long long)sh,
+              (unsigned long long)up, (unsigned long long)down);
+    ct_tensor_free(y);
+    ct_tensor_free(x);
+}
+
+static uint32_t dev_flags(void)
+{
+    ct_device_info info;
+    for (int i = 0; i < ct_device_count(); i++)
+        if (ct_device_get(i, &info) == CT_OK && !strcmp(info.name, g_dev)) return info.flags;
+    return 0;
+}
+
+/* The devices made anew (a reinit keeps the ones it has), so the probe runs again. */
+static void reinit_chain(void)
+{
+    ct_exec_shutdown();
+    CHECK_OK(ct_exec_reinit());
+    CHECK_OK(ct_exec_set_devices("opencl,cpu"));
+}
+
+static void test_zero_copy(void)
+{
+    uint32_t f = dev_flags();
+    if (!(f & CT_DEVICE_UNIFIED)) return th_skip("%s does not share the host's memory", g_dev);
+    CHECK_MSG(f & CT_DEVICE_HOST_SHARED, "%s reports unified memory but failed the zero-copy probe", g_dev);
+    if (!(f & CT_DEVICE_HOST_SHARED)) return;
+    zero_copy_round(true);
+    setenv("CTORCH_OPENCL_ZERO_COPY", "0", 1);
+    reinit_chain();
+    CHECK(!(dev_flags() & CT_DEVICE_HOST_SHARED));
+    zero_copy_round(false);
+    unsetenv("CTORCH_OPENCL_ZERO_COPY");
+    reinit_chain();
+    CHECK(dev_flags() & CT_DEVICE_HOST_SHARED);
+}
+
 /* Reads into pinned host memory (ct_host_pin) land in the range's shadow and reach the
  * caller's bytes by the time the read returns, at any offset inside the range, read
  * after read; after ct_host_unpin reads go straight to the bytes again. Forced on PoCL,
@@ -402,6 +476,7 @@ int main(int argc, char **argv)
     if (ct_exec_set_devices("opencl,cpu") != CT_OK) th_skip("chain opencl,cpu: %s", ct_last_error());
     RUN(test_round_trip_odd_offsets);
     RUN(test_pinned_reads);
+    RUN(test_zero_copy);
     RUN(test_events_between_devices);
     RUN(test_kernel_cache);
     RUN(test_failover);

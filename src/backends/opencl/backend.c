@@ -189,6 +189,7 @@ static ct_status ocl_device_init(ct_device *dev, int index)
         if (s == CT_OK && prof) ocl_prof_init(od);
     }
     if (s == CT_OK) s = ocl_programs_init(od);
+    if (s == CT_OK) od->zero_copy = ocl_probe_zero_copy(od);
     if (s != CT_OK) {
         ocl_device_release(dev);
         return s;
@@ -202,8 +203,7 @@ static ct_status ocl_device_init(ct_device *dev, int index)
         if (t != CT_C64 && (t != CT_F64 || od->info.fp64)) dev->info.dtype_mask |= 1u << t;
     dev->info.flags = 0;
     if (od->info.unified) dev->info.flags |= CT_DEVICE_UNIFIED;
-    /* not CT_DEVICE_HOST_SHARED: its buffers are host memory, but copies of the CPU's, not
-     * aliases of them (no zero-copy transfers yet) */
+    if (od->zero_copy) dev->info.flags |= CT_DEVICE_HOST_SHARED; /* its copies of host data are that data */
     if (f->type & CL_DEVICE_TYPE_CPU) dev->info.flags |= CT_DEVICE_HOST_CPU;
     return CT_OK;
 }
@@ -351,7 +351,8 @@ static ct_status ocl_alloc(ct_device *dev, size_t bytes, ct_buffer *buf)
 
 static void ocl_release(ct_device *dev, ct_buffer *buf)
 {
-    if (buf->ptr) free_mem(dev, (cl_mem)buf->ptr, (size_t)(uintptr_t)buf->priv);
+    if (buf->ptr && ocl_is_alias(buf)) ocl_cl.clReleaseMemObject((cl_mem)buf->ptr); /* never cached: not ours */
+    else if (buf->ptr) free_mem(dev, (cl_mem)buf->ptr, (size_t)(uintptr_t)buf->priv);
     buf->ptr = NULL;
 }
 
@@ -497,6 +498,7 @@ const ct_backend_ops opencl_backend_ops = {
     .supports = ocl_supports,
     .alloc = ocl_alloc,
     .release = ocl_release,
+    .alias = ocl_alias,
     .upload = ocl_upload,
     .download = ocl_download,
     .run = ocl_run,

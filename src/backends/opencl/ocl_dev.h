@@ -45,9 +45,15 @@ typedef struct ocl_dev {
     struct ocl_capture *cap;  /* a step being captured (capture.c): launches are recorded, not enqueued */
     struct ocl_prof *prof;    /* CTORCH_OPENCL_PROFILE (profile.c): per-kernel times */
     struct ocl_pins *pins;    /* pinned host ranges and reads landing in them (pin.c) */
+    bool zero_copy;           /* buffers over host memory are that memory (shared.c's probe) */
 } ocl_dev;
 
 static inline ocl_dev *ocl_dev_of(const ct_device *dev) { return (ocl_dev *)dev->priv; }
+
+/* shared.c: zero-copy buffers over the host's memory on a device that shares it */
+bool ocl_probe_zero_copy(ocl_dev *od);
+ct_status ocl_alias(ct_device *dev, void *host, size_t bytes, ct_buffer *buf);
+bool ocl_is_alias(const ct_buffer *buf);
 
 /* capture.c: while od->cap is set, program.c's ocl_kernel/ocl_args/ocl_launch record
  * instead of enqueueing (see there) */
