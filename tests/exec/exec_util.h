@@ -48,6 +48,16 @@ static inline ct_status xu_matmul(const ct_tensor *a, const ct_tensor *b, ct_ten
     return ops_submit(&op, out);
 }
 
+/* Elements of t that differ from f(i), i its row-major index; -1 if t cannot be read. */
+static inline int xu_count_wrong(const ct_tensor *t, double (*f)(int64_t i))
+{
+    double *v = th_values(t);
+    int bad = 0;
+    for (int64_t i = 0; v && i < ct_tensor_numel(t); i++) bad += v[i] != f(i);
+    free(v);
+    return v ? bad : -1;
+}
+
 /* The op forced onto dev (unary when b is NULL); its result. */
 static inline ct_tensor *xu_run_on(const char *dev, ct_op_kind k, const ct_tensor *a, const ct_tensor *b)
 {

@@ -21,16 +21,6 @@ static void reset_async(int n_test)
     ct_exec_stats_reset();
 }
 
-/* Every element equals f(i) (the inputs are i % 1000 * scale + bias). */
-static int count_wrong(const ct_tensor *t, double (*f)(int64_t i))
-{
-    double *v = th_values(t);
-    int bad = 0;
-    for (int64_t i = 0; v && i < N_ELEM; i++) bad += v[i] != f(i);
-    free(v);
-    return v ? bad : -1;
-}
-
 static double in_a(int64_t i) { return (double)(i % 1000); }
 static double twice(int64_t i) { return 2 * in_a(i); }                         /* a + a */
 static double sum_sq(int64_t i) { return (2 * in_a(i)) * (2 * in_a(i)); } /* (a + a)^2 */
@@ -57,8 +47,8 @@ static void ordering(bool peer)
     CHECK_MSG(submit_ns < 50000000u, "submitting a 100 ms op took %.1f ms", submit_ns / 1e6);
     ct_tensor *d = xu_run_on("test:1", CT_OP_MUL, c, c);
     ct_tensor *e = xu_run_on("cpu", CT_OP_ADD, c, c);
-    CHECK_MSG(count_wrong(d, sum_sq) == 0, "test:1 read c before test:0 finished it (%s)", peer ? "peer" : "staged");
-    CHECK(count_wrong(e, sum_plus) == 0);
+    CHECK_MSG(xu_count_wrong(d, sum_sq) == 0, "test:1 read c before test:0 finished it (%s)", peer ? "peer" : "staged");
+    CHECK(xu_count_wrong(e, sum_plus) == 0);
     test_backend_log_entry log[16];
     int n = test_backend_log(log, 16);
     const test_backend_log_entry *prod = find_log(log, n, 0, CT_OP_ADD), *cons = find_log(log, n, 1, CT_OP_MUL);
@@ -89,7 +79,7 @@ static void test_stream_ordered_release(void)
     ct_tensor *busy = xu_run_on("test:1", CT_OP_RELU, a, NULL); /* test:1's queue is busy for 100 ms */
     ct_tensor *d = xu_run_on("test:1", CT_OP_MUL, c, c);        /* its peer copy of c waits behind it */
     ct_tensor_free(c);                                       /* test:0 must not release c before that */
-    CHECK_MSG(count_wrong(d, sum_sq) == 0, "c was released before test:1 read it");
+    CHECK_MSG(xu_count_wrong(d, sum_sq) == 0, "c was released before test:1 read it");
     ct_tensor_free(d);
     ct_tensor_free(busy);
     ct_tensor_free(a);
@@ -133,7 +123,7 @@ static void test_late_fault_loses_device(void)
     reset_async(1);
     a = xu_host_f32(2, g_shape, 1, 0);
     c = xu_run_on("test:0", CT_OP_ADD, a, a);
-    CHECK(count_wrong(c, twice) == 0);
+    CHECK(xu_count_wrong(c, twice) == 0);
     ct_tensor_free(a);
     ct_tensor_free(c);
 }
@@ -157,7 +147,7 @@ static void test_download_failure_charged_to_source(void)
     CHECK(xu_device_stats("cpu", &st) && st.fallbacks == 0);
     /* the CPU still runs what does not need the lost data */
     CHECK_OK(xu_binary(CT_OP_ADD, a, a, &e));
-    CHECK(count_wrong(e, twice) == 0);
+    CHECK(xu_count_wrong(e, twice) == 0);
     ct_tensor *all[] = {a, c, d, e};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ct_tensor_free(all[i]);
 }
@@ -173,7 +163,7 @@ static void test_sync_mode_retries(void)
     test_backend_fail_late(0, 0);
     CHECK_OK(xu_binary(CT_OP_ADD, a, a, &c));
     CHECK_LAST("add@cpu/fallback");
-    CHECK(count_wrong(c, twice) == 0);
+    CHECK(xu_count_wrong(c, twice) == 0);
     ct_device_stats st = {0};
     CHECK(xu_device_stats("test:0", &st) && st.fallbacks == 1);
     CHECK(xu_device_stats("cpu", &st) && st.fallbacks == 0 && st.ops == 1);
@@ -237,7 +227,7 @@ static void test_no_copy_limit(void)
     for (int i = 0; i < 4; i++) CHECK_OK(ct_tensor_prefetch(a, devs[i]));
     CHECK_MSG(!strcmp(xu_residency(a), "cpu,test:0,test:1,test:2,test:3"), "residency %s", xu_residency(a));
     ct_tensor *c = xu_run_on("test:3", CT_OP_ADD, a, a);
-    CHECK(count_wrong(c, twice) == 0);
+    CHECK(xu_count_wrong(c, twice) == 0);
     ct_tensor_free(a);
     ct_tensor_free(c);
 }

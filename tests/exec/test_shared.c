@@ -24,16 +24,6 @@ static void reset_shared(int n_test, uint32_t shared)
     ct_exec_stats_reset();
 }
 
-/* Elements of t (n of them) that differ from f(i). */
-static int wrong(const ct_tensor *t, int64_t n, double (*f)(int64_t i))
-{
-    double *v = th_values(t);
-    int bad = 0;
-    for (int64_t i = 0; v && i < n; i++) bad += v[i] != f(i);
-    free(v);
-    return v ? bad : -1;
-}
-
 static double in_a(int64_t i) { return (double)(i % 1000); }
 static double twice(int64_t i) { return 2 * in_a(i); }
 static double square(int64_t i) { return in_a(i) * in_a(i); }
@@ -55,13 +45,13 @@ static void test_zero_copy(void)
     CHECK(ct_exec_transfer_method("cpu", "test:1") == CT_TRANSFER_HOST_TO_DEVICE);
     ct_tensor *a = xu_host_f32(2, g_shape, 1, 0), *out = xu_host_f32(2, g_shape, 0, 0);
     ct_tensor *c = xu_run_on("test:0", CT_OP_ADD, a, a); /* a read where it lies */
-    CHECK_MSG(wrong(c, N_ELEM, twice) == 0, "a + a on the shared device");
+    CHECK_MSG(xu_count_wrong(c, twice) == 0, "a + a on the shared device");
     CHECK(test_backend_aliases(0) == 1 && test_backend_uploaded(0) == 0);
     CHECK(test_backend_downloaded(0) == N_ELEM * 4); /* c was made there: a copy of its own */
     CHECK_OK(ct_exec_force_device("test:0"));
     CHECK_OK(ct_mul_out(a, a, out)); /* written where the caller reads it */
     ct_exec_force_device(NULL);
-    CHECK_MSG(wrong(out, N_ELEM, square) == 0, "a * a into a host tensor on the shared device");
+    CHECK_MSG(xu_count_wrong(out, square) == 0, "a * a into a host tensor on the shared device");
     CHECK(test_backend_aliases(0) == 2 && test_backend_uploaded(0) == 0 && test_backend_downloaded(0) == N_ELEM * 4);
     ct_transfer_stats sh = transfers(CT_TRANSFER_SHARED);
     CHECK_MSG(sh.count == 2 && sh.bytes == 2 * N_ELEM * 4, "zero-copy: %llu x %llu bytes (a in, out back)",
@@ -76,7 +66,7 @@ static void test_zero_copy(void)
     ct_exec_stats_format(text, sizeof text);
     CHECK_MSG(strstr(text, "zero-copy") != NULL, "the summary does not show the zero-copy transfers:\n%s", text);
     ct_tensor *d = xu_run_on("test:1", CT_OP_ADD, a, a); /* the other device uploads */
-    CHECK(wrong(d, N_ELEM, twice) == 0 && test_backend_uploaded(1) == N_ELEM * 4 && test_backend_aliases(1) == 0);
+    CHECK(xu_count_wrong(d, twice) == 0 && test_backend_uploaded(1) == N_ELEM * 4 && test_backend_aliases(1) == 0);
     ct_tensor *all[] = {a, out, c, d};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ct_tensor_free(all[i]);
     CHECK_OK(ct_device_sync(NULL));
@@ -98,7 +88,7 @@ static void test_host_write_waits(void)
     ct_tensor *a = xu_host_f32(2, g_shape, 1, 0);
     ct_tensor *c = xu_run_on("test:0", CT_OP_ADD, a, a);
     fill(a, -1.0f); /* the host's bytes are test:0's */
-    CHECK_MSG(wrong(c, N_ELEM, twice) == 0, "test:0 read a after the host overwrote it");
+    CHECK_MSG(xu_count_wrong(c, twice) == 0, "test:0 read a after the host overwrote it");
     ct_tensor_free(c);
     ct_tensor_free(a);
     CHECK_OK(ct_device_sync(NULL));
@@ -116,8 +106,8 @@ static void test_device_write_waits(void)
     CHECK_OK(ct_exec_force_device("test:0"));
     CHECK_OK(ct_add_out(a, a, a)); /* in place, over the host bytes test:1 still has to read */
     ct_exec_force_device(NULL);
-    CHECK_MSG(wrong(d, N_ELEM, square) == 0, "test:1 uploaded a after test:0 overwrote it");
-    CHECK_MSG(wrong(a, N_ELEM, twice) == 0, "a + a in place on test:0");
+    CHECK_MSG(xu_count_wrong(d, square) == 0, "test:1 uploaded a after test:0 overwrote it");
+    CHECK_MSG(xu_count_wrong(a, twice) == 0, "a + a in place on test:0");
     ct_tensor *all[] = {a, b, busy, d};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ct_tensor_free(all[i]);
     CHECK_OK(ct_device_sync(NULL));
@@ -137,7 +127,7 @@ static void test_free_waits(void)
     ct_tensor *c = xu_run_on("test:0", CT_OP_ADD, a, a);
     ct_tensor_free(a);
     ct_tensor *b = xu_host_f32(2, shape, 0, -7.0f);
-    CHECK_MSG(wrong(c, 128 * 128, recycled) == 0, "test:0 read a's memory after it was freed");
+    CHECK_MSG(xu_count_wrong(c, recycled) == 0, "test:0 read a's memory after it was freed");
     ct_tensor_free(b);
     ct_tensor_free(c);
     CHECK_OK(ct_device_sync(NULL));
@@ -198,7 +188,7 @@ static void test_unaligned_copies(void)
         for (int64_t i = 0; i < N_ELEM; i++) mem[i] = (float)(i % 1000);
     CHECK_OK(ct_tensor_from_blob(2, g_shape, CT_F32, p, NULL, NULL, &a));
     ct_tensor *c = xu_run_on("test:0", CT_OP_ADD, a, a);
-    CHECK(wrong(c, N_ELEM, twice) == 0);
+    CHECK(xu_count_wrong(c, twice) == 0);
     CHECK(test_backend_aliases(0) == 0 && test_backend_uploaded(0) == N_ELEM * 4);
     CHECK(transfers(CT_TRANSFER_HOST_TO_DEVICE).count == 1 && transfers(CT_TRANSFER_SHARED).count == 0);
     ct_tensor_free(c);

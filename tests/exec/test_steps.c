@@ -442,21 +442,43 @@ static void device_case(bool async)
     test_backend_uninstall();
 }
 
+/* A capturing test:0 heads the chain, with x and b (n random values each) placed there. */
+static void capture_setup(bool async, uint64_t seed, int64_t n, ct_tensor **x, ct_tensor **b)
+{
+    CHECK_OK(async ? test_backend_install_async(1, "add,mul") : test_backend_install(1, "add,mul"));
+    test_backend_set_capture(true);
+    CHECK_OK(ct_exec_set_devices("test:0,cpu"));
+    ct_exec_set_small_bytes(0);
+    th_rng r = {seed};
+    *x = th_random(&r, 1, &n, CT_F32, -1, 1);
+    *b = th_random(&r, 1, &n, CT_F32, -1, 1);
+    CHECK_OK(ct_tensor_place(*x, "test:0"));
+    CHECK_OK(ct_tensor_place(*b, "test:0"));
+}
+
+/* x and b unplaced and freed, the default chain and settings back. */
+static void capture_teardown(ct_tensor *x, ct_tensor *b)
+{
+    CHECK_OK(ct_tensor_place(x, NULL));
+    CHECK_OK(ct_tensor_place(b, NULL));
+    ct_tensor_free(x);
+    ct_tensor_free(b);
+    CHECK_OK(ct_device_sync(NULL));
+    ct_exec_set_small_bytes(64 * 1024);
+    CHECK_OK(ct_exec_set_devices(NULL));
+    test_backend_uninstall();
+}
+
 /* Every op on test:0, whose backend captures: one launch per replay. A replay skips the
  * checks of operands it found valid before while their storage is unchanged, so b's bytes
  * must still go up when the host wrote b (replay 1), when its device copy was dropped (2)
  * or evicted (3), and only then; x is written before every replay. */
 static void capture_case(bool async)
 {
-    CHECK_OK(async ? test_backend_install_async(1, "add,mul") : test_backend_install(1, "add,mul"));
-    test_backend_set_capture(true);
-    CHECK_OK(ct_exec_set_devices("test:0,cpu"));
-    ct_exec_set_small_bytes(0);
-    th_rng r = {13};
     int64_t n = 1024;
-    ct_tensor *x = th_random(&r, 1, &n, CT_F32, -1, 1), *b = th_random(&r, 1, &n, CT_F32, -1, 1);
-    CHECK_OK(ct_tensor_place(x, "test:0"));
-    CHECK_OK(ct_tensor_place(b, "test:0"));
+    ct_tensor *x = NULL, *b = NULL;
+    capture_setup(async, 13, n, &x, &b);
+    th_rng r = {14}; /* the values written before the replays */
     ct_tensor *t[8] = {0};
     int k = 0;
     /* x*b + x, squared, + b: every op on test:0 */
@@ -497,14 +519,7 @@ static void capture_case(bool async)
     }
     ct_step_free(st);
     for (int i = 0; i < k; i++) ct_tensor_free(t[i]);
-    CHECK_OK(ct_tensor_place(x, NULL));
-    CHECK_OK(ct_tensor_place(b, NULL));
-    ct_tensor_free(x);
-    ct_tensor_free(b);
-    CHECK_OK(ct_device_sync(NULL));
-    ct_exec_set_small_bytes(64 * 1024);
-    CHECK_OK(ct_exec_set_devices(NULL));
-    test_backend_uninstall();
+    capture_teardown(x, b);
 }
 
 /* Fused ops that test:0 lacks (rms_norm, swiglu) run there as their parts: the parts are
@@ -596,15 +611,8 @@ static void test_decomposed_replay(void)
  * is not (the backend must keep writing it). */
 static void test_captured_private(void)
 {
-    CHECK_OK(test_backend_install(1, "add,mul"));
-    test_backend_set_capture(true);
-    CHECK_OK(ct_exec_set_devices("test:0,cpu"));
-    ct_exec_set_small_bytes(0);
-    th_rng r = {17};
-    int64_t n = 256;
-    ct_tensor *x = th_random(&r, 1, &n, CT_F32, -1, 1), *b = th_random(&r, 1, &n, CT_F32, -1, 1);
-    CHECK_OK(ct_tensor_place(x, "test:0"));
-    CHECK_OK(ct_tensor_place(b, "test:0"));
+    ct_tensor *x = NULL, *b = NULL;
+    capture_setup(false, 17, 256, &x, &b);
     ct_tensor *t0 = NULL, *t1 = NULL, *t2 = NULL, *t3 = NULL;
     ct_step *st = NULL;
     CHECK_OK(ct_step_begin());
@@ -624,14 +632,7 @@ static void test_captured_private(void)
     ct_step_free(st);
     ct_tensor_free(t1);
     ct_tensor_free(t3);
-    CHECK_OK(ct_tensor_place(x, NULL));
-    CHECK_OK(ct_tensor_place(b, NULL));
-    ct_tensor_free(x);
-    ct_tensor_free(b);
-    CHECK_OK(ct_device_sync(NULL));
-    ct_exec_set_small_bytes(64 * 1024);
-    CHECK_OK(ct_exec_set_devices(NULL));
-    test_backend_uninstall();
+    capture_teardown(x, b);
 }
 
 static void test_captured_replay(void) { capture_case(false); }
