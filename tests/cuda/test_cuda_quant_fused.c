@@ -110,15 +110,12 @@ typedef struct host_q8 {
     float *d, *s8;
 } host_q8;
 
-/* gs: elements a scale (32; 8 for the d8 form, 4 for the d4 form); a sum per 8 elements,
- * or per 4 in the d4 form (sum_run) */
-static int sum_run(int gs) { return gs < 8 ? gs : 8; }
+/* gs: elements a scale (32; 8 for the d8 form) */
 static void host_quantize_gs(const float *y, int64_t M, int64_t K, int gs, host_q8 *h)
 {
-    int sr = sum_run(gs);
     h->q = malloc((size_t)(M * K));
     h->d = malloc(sizeof(float) * (size_t)(M * K / gs));
-    h->s8 = malloc(sizeof(float) * (size_t)(M * K / sr));
+    h->s8 = malloc(sizeof(float) * (size_t)(M * K / 8));
     for (int64_t b = 0; b < M * K / gs; b++) {
         const float *v = y + b * gs;
         float amax = 0.f;
@@ -129,10 +126,10 @@ static void host_quantize_gs(const float *y, int64_t M, int64_t K, int gs, host_
             float r = nearbyintf(v[i] * id);
             h->q[b * gs + i] = (int8_t)(r > 127.f ? 127 : r < -127.f ? -127 : r);
         }
-        for (int j = 0; j < gs / sr; j++) {
+        for (int j = 0; j < gs / 8; j++) {
             int s = 0;
-            for (int i = 0; i < sr; i++) s += h->q[b * gs + sr * j + i];
-            h->s8[b * gs / sr + j] = d * (float)s;
+            for (int i = 0; i < 8; i++) s += h->q[b * gs + 8 * j + i];
+            h->s8[b * gs / 8 + j] = d * (float)s;
         }
     }
 }
@@ -145,23 +142,21 @@ static void host_q8_free(host_q8 *h)
     free(h->s8);
 }
 
-/* The device q8 form (any kind: dq->d8, dq->d4) equals the host's rounding of y, bit for bit
- * (the d4 form holds no sums). */
+/* The device q8 form (either kind, dq->d8) equals the host's rounding of y, bit for bit. */
 static void check_q8(const cuq_q8 *dq, const float *y, int64_t M, int64_t K, const char *what)
 {
-    int gs = dq->d4 ? 4 : dq->d8 ? 8 : 32, sr = sum_run(gs);
+    int gs = dq->d8 ? 8 : 32;
     host_q8 h;
     host_quantize_gs(y, M, K, gs, &h);
     int8_t *q = malloc((size_t)(M * K));
-    float *d = malloc(sizeof(float) * (size_t)(M * K / gs)), *s8 = malloc(sizeof(float) * (size_t)(M * K / sr));
+    float *d = malloc(sizeof(float) * (size_t)(M * K / gs)), *s8 = malloc(sizeof(float) * (size_t)(M * K / 8));
     CHECK_CUDA(cudaMemcpy(q, dq->q, (size_t)(M * K), cudaMemcpyDeviceToHost));
     CHECK_CUDA(cudaMemcpy(d, dq->d, sizeof(float) * (size_t)(M * K / gs), cudaMemcpyDeviceToHost));
-    if (dq->s8) CHECK_CUDA(cudaMemcpy(s8, dq->s8, sizeof(float) * (size_t)(M * K / sr), cudaMemcpyDeviceToHost));
-    else memcpy(s8, h.s8, sizeof(float) * (size_t)(M * K / sr));
+    CHECK_CUDA(cudaMemcpy(s8, dq->s8, sizeof(float) * (size_t)(M * K / 8), cudaMemcpyDeviceToHost));
     CHECK_MSG(memcmp(q, h.q, (size_t)(M * K)) == 0, "%s: quants differ (M %lld K %lld)", what, (long long)M,
               (long long)K);
     CHECK_MSG(memcmp(d, h.d, sizeof(float) * (size_t)(M * K / gs)) == 0, "%s: scales differ", what);
-    CHECK_MSG(memcmp(s8, h.s8, sizeof(float) * (size_t)(M * K / sr)) == 0, "%s: sums of runs differ", what);
+    CHECK_MSG(memcmp(s8, h.s8, sizeof(float) * (size_t)(M * K / 8)) == 0, "%s: sums of 8 differ", what);
     free(q);
     free(d);
     free(s8);
@@ -362,19 +357,14 @@ typedef struct job_spec {
     bool no_y; /* norm without y (the run keeps the normed rows to itself) */
     bool d8; /* x's form with a scale per 8 given (rounded on the host: a gated job's output form) */
     bool glu_d8; /* the gated job also writes its output's d8 form (cuq_mv_job::glu_q8) */
-    /* The job (one part with an add) also writes the next norm's input form (cuq_mv_job::
-     * res_q8), that norm's weight coded as `norm`'s (0: no form) */
-    int res;
-    bool ss_in; /* x given as a deferred norm's form (cuq_q8::ss, rounded on the host), M 1 */
 } job_spec;
 
 static void job_name(const job_spec *s, char *buf, size_t len)
 {
     static const char *nn[] = {"", " norm(f32)", " norm(f16)", " norm(bf16)", " norm(no weight)"};
-    int o = snprintf(buf, len, "M %lld K %lld%s%s%s%s%s%s glu %d:", (long long)s->M, (long long)s->K,
-                     s->strided_x ? " strided" : "", s->caller_q8 ? " q8-given" : "", s->d8 ? " d8" : "",
-                     s->ss_in ? " deferred-norm-form" : "", nn[s->norm], s->norm && s->no_y ? " no-y" : "", s->glu);
-    if (s->res && o > 0 && (size_t)o < len) o += snprintf(buf + o, len - (size_t)o, " writing the next%s", nn[s->res]);
+    int o = snprintf(buf, len, "M %lld K %lld%s%s%s%s glu %d:", (long long)s->M, (long long)s->K,
+                     s->strided_x ? " strided" : "", s->caller_q8 ? " q8-given" : "", nn[s->norm],
+                     s->norm && s->no_y ? " no-y" : "", s->glu);
     for (int i = 0; i < s->n_parts && o > 0 && (size_t)o < len; i++)
         o += snprintf(buf + o, len - (size_t)o, " %s[%lld]%s", ct_dtype_name(s->t[i]), (long long)s->N[i],
                       s->add[i] ? "+add" : "");
@@ -516,7 +506,7 @@ static void same_as_separate(const cuq_mv_job *job, const char *name)
  * double: the quantized products exactly, so only the GPU's f32 sums differ. */
 static void q8_refs(const weight *w, const cuq_q8 *dq, double *ref)
 {
-    int64_t M = dq->M, K = dq->K, gs = dq->d4 ? 4 : dq->d8 ? 8 : 32;
+    int64_t M = dq->M, K = dq->K, gs = dq->d8 ? 8 : 32;
     int8_t *q = malloc((size_t)(M * K));
     float *d = malloc(sizeof(float) * (size_t)(M * K / gs));
     CHECK_CUDA(cudaMemcpy(q, dq->q, (size_t)(M * K), cudaMemcpyDeviceToHost));
@@ -529,67 +519,6 @@ static void q8_refs(const weight *w, const cuq_q8 *dq, double *ref)
         }
     free(q);
     free(d);
-}
-
-/* ss [n / 4] = the sums of squares of v's runs of 4, as res_epilogue adds them: each square
- * rounded to f32 (volatile: no fused multiply-add), then added in order. */
-static void host_ss4(const float *v, int64_t n, float *ss)
-{
-    for (int64_t b = 0; b < n / 4; b++) {
-        float a = 0.f;
-        for (int i = 0; i < 4; i++) {
-            volatile float sq = v[4 * b + i] * v[4 * b + i];
-            a = a + sq;
-        }
-        ss[b] = a;
-    }
-}
-
-/* x [1, K] given as a deferred norm's form (cuq_q8::d4 and ss, as a job's res_epilogue
- * writes it): x times a random weight rounded per 4 into a form at *qmem, and x's sums of
- * squares per 4;
- * x becomes the norm's output as the references read it (x * w / rms, rms in double); the
- * scale the job must apply (in double from the f32 sums) in *sd. */
-static cuq_q8 deferred_form(th_rng *r, float *x, int64_t K, float eps, void **qmem, double *sd)
-{
-    float *w = random_f(r, K, 0.5, 1.5), *z = malloc(sizeof(float) * (size_t)K), *ss = malloc(sizeof(float) * (size_t)(K / 4));
-    double tot = 0;
-    host_ss4(x, K, ss);
-    for (int64_t b = 0; b < K / 4; b++) tot += ss[b];
-    *sd = 1.0 / sqrt(tot / (double)K + eps);
-    for (int64_t k = 0; k < K; k++) {
-        z[k] = x[k] * w[k];
-        x[k] = (float)((double)x[k] * w[k] * *sd);
-    }
-    *qmem = dev_poisoned(cuq_q8_bytes_ss(1, K));
-    cuq_q8 q = cuq_q8_at_ss(*qmem, 1, K, eps);
-    host_q8 h;
-    host_quantize_gs(z, 1, K, 4, &h);
-    CHECK_CUDA(cudaMemcpy(q.q, h.q, (size_t)K, cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemcpy(q.d, h.d, sizeof(float) * (size_t)(K / 4), cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemcpy(q.ss, ss, sizeof(float) * (size_t)(K / 4), cudaMemcpyHostToDevice));
-    host_q8_free(&h);
-    free(w);
-    free(z);
-    free(ss);
-    return q;
-}
-
-/* The next norm's input form a job with an add wrote (res_epilogue): its sum o2 [N] times
- * the weight w (NULL: none) rounded per 4, bit for bit the host's rounding of the same f32
- * products, and the sums of squares of o2's runs of 4, the same f32 steps in row order. */
-static void check_res(const cuq_q8 *rq, const float *o2, const float *w, int64_t N, const char *name)
-{
-    float *z = malloc(sizeof(float) * (size_t)N), *ss = malloc(sizeof(float) * (size_t)(N / 4));
-    float *got = malloc(sizeof(float) * (size_t)(N / 4));
-    for (int64_t n = 0; n < N; n++) z[n] = w ? o2[n] * w[n] : o2[n];
-    check_q8(rq, z, 1, N, "the next norm's input form");
-    host_ss4(o2, N, ss);
-    CHECK_CUDA(cudaMemcpy(got, rq->ss, sizeof(float) * (size_t)(N / 4), cudaMemcpyDeviceToHost));
-    CHECK_MSG(memcmp(got, ss, sizeof(float) * (size_t)(N / 4)) == 0, "%s: the sums of squares per 4 differ", name);
-    free(z);
-    free(ss);
-    free(got);
 }
 
 static void run_job(const job_spec *s, th_rng *r)
@@ -632,13 +561,7 @@ static void run_job(const job_spec *s, th_rng *r)
     if (s->glu) job.glu_out = dev_poisoned(sizeof(float) * (size_t)(M * s->N[0]));
     void *qmem = NULL;
     cuq_q8 q = {0};
-    double ss_sd = 0;
-    if (s->ss_in) { /* x raw, its form of a deferred norm; then the references read the normed x */
-        for (int64_t i = 0; i < M * xr; i++) x[i] *= 3.f;
-        CHECK_CUDA(cudaMemcpy(dx, x, sizeof(float) * (size_t)(M * xr), cudaMemcpyHostToDevice));
-        q = deferred_form(r, x, K, 1e-5f, &qmem, &ss_sd);
-        job.xq = &q;
-    } else if (s->caller_q8 && s->d8) { /* rounded here, rows of x packed */
+    if (s->caller_q8 && s->d8) { /* rounded here, rows of x packed */
         qmem = dev_poisoned(cuq_q8_bytes8(M, K));
         q = cuq_q8_at8(qmem, M, K);
         float *xp = malloc(sizeof(float) * (size_t)(M * K));
@@ -664,28 +587,6 @@ static void run_job(const job_spec *s, th_rng *r)
         gq = cuq_q8_at8(gmem, M, s->N[0]);
         job.glu_q8 = &gq;
     }
-    void *rmem = NULL, *drw = NULL;
-    float *rw = NULL; /* the next norm's weight as the kernel reads it */
-    cuq_q8 rq = {0};
-    if (s->res) {
-        int64_t N = s->N[0];
-        rmem = dev_poisoned(cuq_q8_bytes_ss(M, N));
-        rq = cuq_q8_at_ss(rmem, M, N, 1e-5f);
-        if (s->res != 4) {
-            float *w0 = random_f(r, N, 0.5, 1.5);
-            void *hw;
-            weight_as(w0, N, norm_dt[s->res], &hw);
-            rw = malloc(sizeof(float) * (size_t)N);
-            CHECK_OK(quant_dequantize_row(norm_dt[s->res], hw, rw, N));
-            drw = dev_copy(hw, ct_dtype_block_bytes(norm_dt[s->res]) * (size_t)N);
-            free(w0);
-            free(hw);
-        }
-        job.res_q8 = &rq;
-        job.res_w = drw;
-        job.res_wdt = norm_dt[s->res];
-        job.res_w_early = s->res % 2 == 0; /* both ways of reading it */
-    }
     if (s->norm)
         /* half the norms read their weight before the PDL wait (a separate norm kernel's w_early) */
         job.norm = (cuq_mv_norm){.on = true, .w = dnw, .wdt = norm_dt[s->norm], .eps = 1e-5f, .y = dy,
@@ -699,7 +600,7 @@ static void run_job(const job_spec *s, th_rng *r)
     /* one row of x, no q8 form, a small job: the dequantizing path, x exact (quant_fused.cu's FU_FMA_MAX_ELEMS) */
     int64_t rows = 0;
     for (int i = 0; i < s->n_parts; i++) rows += s->N[i];
-    bool exact_x = M == 1 && !s->caller_q8 && !s->ss_in && !s->norm && rows * K <= ((int64_t)1 << 22) && !q4k_job(&job);
+    bool exact_x = M == 1 && !s->caller_q8 && !s->norm && rows * K <= ((int64_t)1 << 22) && !q4k_job(&job);
     if (dy) { /* the norm's rows, written once and whole */
         bool guard;
         float *y = fetch(dy, M * K, &guard);
@@ -721,9 +622,8 @@ static void run_job(const job_spec *s, th_rng *r)
         } else {
             check_nmse(outs[i], exact, n, 1e-4, "vs exact", name);
             check_nmse(outs[i], cpu, n, 2e-4, "vs the CPU's dots", name);
-            if (s->caller_q8 || s->ss_in) { /* a deferred norm's form: its products times 1 / rms */
+            if (s->caller_q8) {
                 q8_refs(&w[i], &q, exact);
-                for (int64_t j = 0; s->ss_in && j < n; j++) exact[j] *= ss_sd;
                 check_nmse(outs[i], exact, n, 1e-9, "vs its own q8 x, exact", name);
             }
         }
@@ -733,7 +633,6 @@ static void run_job(const job_spec *s, th_rng *r)
             double *want = malloc(sizeof(double) * (size_t)n);
             for (int64_t j = 0; j < n; j++) want[j] = (double)(hadd[i][j] + outs[i][j]);
             check_nmse(o2, want, n, 1e-12, "add epilogue", name);
-            if (s->res && i == 0) check_res(&rq, o2, rw, n, name);
             free(o2);
             free(want);
         }
@@ -781,9 +680,6 @@ static void run_job(const job_spec *s, th_rng *r)
     cudaFree(tmp);
     cudaFree(qmem);
     cudaFree(gmem);
-    cudaFree(rmem);
-    cudaFree(drw);
-    free(rw);
 }
 
 static bool format_fits(ct_dtype t, int64_t K) { return K % ct_dtype_block_size(t) == 0; }
@@ -962,47 +858,6 @@ static void test_d8(void)
     }
 }
 
-/* A norm deferred from a job with a residual add into the job after it (cuq_mv_job::res_q8,
- * cuq_q8::ss). The writers: TinyLlama's o (Q4_K, x's per-32 form) and down projections (Q4_K
- * and Q6_K, x's d8 form from the gated job) with the next norm's weight of each float dtype
- * or none, and 36 rows (a last unit of 4 where a unit is 8); their form bit for bit the
- * host's rounding per 4 of their own sums times that weight (run_job's check_res). The
- * readers: q/k/v (Q4_K, and Q4_K + Q6_K:
- * the mixed kernel), gate/up writing the down projection's d8 form, a Q6_K output rows
- * and a job both reading and writing the form; against the exact products of the form they
- * read times 1 / rms (1e-9: a missing or doubled scale, or another job's sums, moves every
- * product by O(its size)), and within 1e-4 of the norm's exact output's products (the
- * 8-bit rounding). Their rope epilogue is the step planner's (test_cuda_fuse). */
-static void test_res(void)
-{
-    if (!have_dev()) return;
-    th_rng r = {123};
-    static const ct_dtype fmt[] = {CT_Q4_K, CT_Q6_K};
-    for (int wt = 1; wt <= 4; wt++) {
-        job_spec o = {.n_parts = 1, .t = {CT_Q4_K}, .N = {2048}, .add = {true}, .M = 1, .K = 2048, .caller_q8 = true,
-                      .res = wt};
-        run_job(&o, &r);
-        job_spec d = {.n_parts = 1, .t = {fmt[wt % 2]}, .N = {2048}, .add = {true}, .M = 1, .K = 5632, .caller_q8 = true,
-                      .d8 = true, .res = wt};
-        run_job(&d, &r);
-    }
-    job_spec e = {.n_parts = 1, .t = {CT_Q6_K}, .N = {36}, .add = {true}, .M = 1, .K = 256, .caller_q8 = true, .res = 2};
-    run_job(&e, &r);
-    job_spec q = {.n_parts = 3, .t = {CT_Q4_K, CT_Q4_K, CT_Q4_K}, .N = {2048, 256, 256}, .M = 1, .K = 2048, .ss_in = true};
-    run_job(&q, &r);
-    job_spec m = {.n_parts = 3, .t = {CT_Q4_K, CT_Q4_K, CT_Q6_K}, .N = {2048, 256, 256}, .M = 1, .K = 2048, .ss_in = true};
-    run_job(&m, &r);
-    for (int f = 0; f < 2; f++) {
-        job_spec g = {.n_parts = 2, .t = {fmt[f], fmt[f]}, .N = {5632, 5632}, .glu = 1 + f, .M = 1, .K = 2048,
-                      .ss_in = true, .glu_d8 = true};
-        run_job(&g, &r);
-    }
-    job_spec v = {.n_parts = 1, .t = {CT_Q6_K}, .N = {32000}, .M = 1, .K = 2048, .ss_in = true};
-    run_job(&v, &r);
-    job_spec b = {.n_parts = 1, .t = {CT_Q4_K}, .N = {1024}, .add = {true}, .M = 1, .K = 768, .ss_in = true, .res = 1};
-    run_job(&b, &r);
-}
-
 /* Device scratch for the jobs only cuq_mv_ok looks at: a weight, x, an output, and room for
  * x's q8 forms (qbytes; 0: none). */
 typedef struct scratch {
@@ -1075,91 +930,6 @@ static void test_d8_refused(void)
     CHECK_MSG(!cuq_mv_ok(&m2), "M 2 reading the d8 form");
     CHECK(!cuq_quantize_q8(sc.x, 2048, 1, 2048, &q8, 0)); /* the separate kernels write the per-32 form only */
     CHECK(!cuq_rms_norm_q8(sc.x, 2048, 1, 2048, NULL, CT_F32, false, 1e-6f, sc.o, &q8, 0));
-    scratch_free(&sc);
-}
-
-/* Jobs that cannot write the next norm's input form, or read a deferred norm's, are refused
- * (cuq_mv_ok): one part with an add, N a multiple of 8, M 1, a one-format kernel, the form
- * with a scale per 8 and room for the sums of squares, a weight of a float dtype. */
-static void test_res_refused(void)
-{
-    if (!have_dev()) return;
-    scratch sc = scratch_alloc(2 * cuq_q8_bytes_ss(2, 2048));
-    char *qb = sc.qb, *qb2 = qb + cuq_q8_bytes_ss(2, 2048);
-    cuq_q8 x32 = cuq_q8_at(qb2, 1, 2048), rs = cuq_q8_at_ss(qb, 1, 8, 1e-5f);
-    static const ct_dtype kinds[] = {CT_Q4_K, CT_Q6_K, CT_Q5_0, CT_Q8_0, CT_F16};
-    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
-        cuq_mv_job j = two_parts(&sc, (const ct_dtype[]){kinds[k], kinds[k]}, 1, &x32);
-        j.n_parts = 1;
-        j.part[0].add = sc.x;
-        j.part[0].out2 = sc.o;
-        j.res_q8 = &rs;
-        j.res_w = sc.x;
-        j.res_wdt = CT_BF16;
-        bool want = q4k_job(&j) || q6k_job(&j);
-        CHECK_MSG(cuq_mv_ok(&j) == want, "%s writing the next norm's form: ok %d, expected %d", ct_dtype_name(kinds[k]),
-                  cuq_mv_ok(&j), want);
-        if (!want) continue;
-        cuq_mv_job t = j;
-        t.res_wdt = CT_F64;
-        CHECK_MSG(!cuq_mv_ok(&t), "a norm weight of no float dtype");
-        t = j;
-        t.part[0].add = NULL;
-        t.part[0].out2 = NULL;
-        CHECK_MSG(!cuq_mv_ok(&t), "no add");
-        t = j;
-        t.n_parts = 2;
-        CHECK_MSG(!cuq_mv_ok(&t), "two parts");
-        t = j;
-        t.part[0].N = 6;
-        cuq_q8 r6 = cuq_q8_at_ss(qb, 1, 6, 1e-5f);
-        t.res_q8 = &r6;
-        CHECK_MSG(!cuq_mv_ok(&t), "N not a multiple of 4");
-        t = j;
-        cuq_q8 r16 = cuq_q8_at_ss(qb, 1, 16, 1e-5f);
-        t.res_q8 = &r16;
-        CHECK_MSG(!cuq_mv_ok(&t), "a form of another size");
-        t = j;
-        cuq_q8 nss = rs;
-        nss.ss = NULL;
-        t.res_q8 = &nss;
-        CHECK_MSG(!cuq_mv_ok(&t), "a form without room for the sums of squares");
-        t = j;
-        cuq_q8 r8 = cuq_q8_at8(qb, 1, 8);
-        r8.ss = rs.ss;
-        t.res_q8 = &r8;
-        CHECK_MSG(!cuq_mv_ok(&t), "the d8 form");
-        t = j;
-        cuq_q8 r32 = cuq_q8_at(qb, 1, 8);
-        r32.ss = rs.ss;
-        t.res_q8 = &r32;
-        CHECK_MSG(!cuq_mv_ok(&t), "the per-32 form");
-        t = j;
-        t.res_w = NULL;
-        CHECK_MSG(cuq_mv_ok(&t), "no norm weight");
-    }
-    /* readers of a deferred norm's form: the d4 form with its sums of squares only, on
-     * one-format kernels, M 1 (the gated pair, the rope epilogue and the mixed kernel too:
-     * test_res, test_cuda_fuse) */
-    cuq_q8 in = cuq_q8_at_ss(qb, 1, 2048, 1e-5f), in2 = cuq_q8_at_ss(qb, 2, 2048, 1e-5f), in32 = cuq_q8_at(qb, 1, 2048);
-    cuq_q8 in8 = cuq_q8_at8(qb, 1, 2048), nss = in;
-    in32.ss = in.ss;
-    in8.ss = in.ss;
-    nss.ss = NULL;
-    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
-        cuq_mv_job j = two_parts(&sc, (const ct_dtype[]){kinds[k], kinds[k]}, 1, &in);
-        bool want = q4k_job(&j) || q6k_job(&j);
-        CHECK_MSG(cuq_mv_ok(&j) == want, "%s reading a deferred norm's form: ok %d, expected %d", ct_dtype_name(kinds[k]),
-                  cuq_mv_ok(&j), want);
-        j.xq = &in32;
-        CHECK_MSG(!cuq_mv_ok(&j), "%s reading a deferred norm's per-32 form", ct_dtype_name(kinds[k]));
-        j.xq = &in8;
-        CHECK_MSG(!cuq_mv_ok(&j), "%s reading a deferred norm's d8 form", ct_dtype_name(kinds[k]));
-        j.xq = &nss;
-        CHECK_MSG(!cuq_mv_ok(&j), "%s reading the d4 form without sums of squares", ct_dtype_name(kinds[k]));
-        j = two_parts(&sc, (const ct_dtype[]){kinds[k], kinds[k]}, 2, &in2);
-        CHECK_MSG(!cuq_mv_ok(&j), "%s, M 2, reading a deferred norm's form", ct_dtype_name(kinds[k]));
-    }
     scratch_free(&sc);
 }
 
@@ -1270,8 +1040,6 @@ int main(int argc, char **argv)
     RUN(test_one_format);
     RUN(test_d8);
     RUN(test_d8_refused);
-    RUN(test_res);
-    RUN(test_res_refused);
     return th_finish();
 }
 

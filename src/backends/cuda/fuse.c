@@ -154,56 +154,8 @@ static ct_status run_norm_add(ct_device *dev, const ct_op *ops, const fuse_group
 
 /* ---- norm + linears + epilogue (quant_kernels.h: the fused decode contract) ---- */
 
-/* A link between a group whose one linear ends in a residual add and the group after it,
- * whose norm reads that sum (the decode step's o + add -> norm + gate/up, down + add ->
- * the next layer's norm + q/k/v): the first job writes the second's input form (its sum
- * times the norm's weight, rounded per 4, and the sums of squares per 4; cuq_mv_job::res_q8)
- * and the second runs on it with no norm kernel, scaling its products by 1 / rms. Made per
- * step by link_plan; `written` once the first job was launched writing it, so that the
- * second never reads a form nobody wrote (it makes its norm itself otherwise).
- * CTORCH_CUDA_DEFER_NORM=0 makes none. Measured on the H200 (TinyLlama-shaped Q4_K_M,
- * `ctorch bench -d cuda -p 0 -n 128 -r 3`, alternated, two rounds): 1,420 / 1,420 t/s
- * against 1,405 / 1,407 without; 157 -> 113 kernels a step, the device span 686 -> 678 us
- * (bench/gpu/step_timeline.py): the 43 norm kernels' ~2.1 us a step each come back as
- * ~1.4 us more in each job reading the form (gate/up 8.3 -> 10.0 us, q/k/v 4.3 -> 5.6) and
- * ~0.3 in each writing it. A form per 8 rows, which made each add give a row one warp
- * instead of two, measured 1,365 against 1,401 (its downs 2-5 us slower). */
-typedef struct mv_link {
-    bool on, written;
-    void *mem;
-    size_t bytes;
-    cuq_q8 q;
-    const void *w; /* the norm's weight */
-    ct_dtype wdt;
-    bool w_early;
-} mv_link;
-
-/* The step's links, one per group (lk[i]: group i to i + 1), or none (lk NULL). */
-typedef struct mv_links {
-    mv_link *lk;
-    const fuse_group *plan;
-} mv_links;
-
-static mv_link *link_out_of(const mv_links *L, const fuse_group *g)
-{
-    if (!L || !L->lk) return NULL;
-    mv_link *l = &L->lk[g - L->plan];
-    return l->on ? l : NULL;
-}
-
-static mv_link *link_in_of(const mv_links *L, const fuse_group *g)
-{
-    if (!L || !L->lk || g == L->plan) return NULL;
-    mv_link *l = &L->lk[g - L->plan - 1];
-    return l->on && l->written ? l : NULL;
-}
-
 typedef struct mv_plan {
     cuq_mv_job job;
-    mv_link *out; /* the link this job writes, where it can (launch_mv) */
-    bool in;      /* the job reads its norm's input form from the job before it */
-    const ct_op *ops;
-    const fuse_group *g;
 } mv_plan;
 
 static bool plain_float(ct_dtype t) { return t == CT_F32 || t == CT_F16 || t == CT_BF16; }
@@ -278,72 +230,31 @@ static bool caps_mv(void *ctx, const ct_op *ops, const fuse_group *g)
     return mv_job(ctx, ops, g, &p);
 }
 
-/* mv_job, then g's links: its norm read from the form the job before wrote (where the job
- * can run on it; else the norm stays), and the form it may write for the job after. */
-static bool mv_job_linked(const ct_device *dev, const ct_op *ops, const fuse_group *g, const mv_links *L, mv_plan *p)
-{
-    if (!mv_job(dev, ops, g, p)) return false;
-    p->ops = ops;
-    p->g = g;
-    const mv_link *in = link_in_of(L, g);
-    if (in && p->job.norm.on) {
-        cuq_mv_job t = p->job;
-        t.norm.on = false;
-        t.xq = &in->q;
-        if (cuq_mv_ok(&t)) {
-            p->job = t;
-            p->in = true;
-        }
-    }
-    p->out = link_out_of(L, g);
-    return true;
-}
-
-/* The trace's line for a job on a link (mv_link). */
-static void note_link(const ct_device *dev, const mv_plan *p, const char *how)
-{
-    char what[128];
-    core_note("%s: step: %s %s", dev->info.name, fuse_describe(p->ops, p->g, what, sizeof what), how);
-}
-
-/* *launched: the job's kernels are in the stream (writing p's link where the job can). */
-static ct_status launch_mv(ct_device *dev, mv_plan *p, bool *launched)
+/* *launched: the job's kernels are in the stream. */
+static ct_status launch_mv(ct_device *dev, const cuq_mv_job *j, bool *launched)
 {
     cuda_dev *cd = cuda_of(dev);
-    cuq_mv_job j = p->job;
-    if (p->out) {
-        j.res_q8 = &p->out->q;
-        j.res_w = p->out->w;
-        j.res_wdt = p->out->wdt;
-        j.res_w_early = p->out->w_early;
-        if (!cuq_mv_ok(&j)) j = p->job;
-    }
     void *tmp = NULL;
-    size_t tbytes = cuq_mv_tmp_bytes(&j);
+    size_t tbytes = cuq_mv_tmp_bytes(j);
     ct_status s = CT_OK;
     *launched = false;
     if (tbytes && (s = cuda_tmp_alloc(dev, tbytes, &tmp)) != CT_OK) return s;
     /* a run that launched nothing declines the group; one that launched a norm or quantize
      * kernel and then failed leaves a launch error for the check */
-    if (cuq_mv_run(&j, tmp, cd->sm_count, cd->stream)) {
+    if (cuq_mv_run(j, tmp, cd->sm_count, cd->stream)) {
         if ((s = cuda_check_launch(dev, "fused norm + matvecs")) == CT_OK) *launched = true;
     }
     /* stream order (and, in a capture, the graph) keeps it until the kernels are done */
     if (tmp) cuda_tmp_free(dev, tmp, tbytes);
-    if (*launched && p->in) note_link(dev, p, "runs on its norm's input as the job before it wrote it (norm deferred)");
-    if (*launched && j.res_q8) {
-        p->out->written = true;
-        note_link(dev, p, "writes the input of the norm after it");
-    }
     return s;
 }
 
-static ct_status run_mv(ct_device *dev, const ct_op *ops, const fuse_group *g, const mv_links *L, int *done)
+static ct_status run_mv(ct_device *dev, const ct_op *ops, const fuse_group *g, int *done)
 {
     mv_plan p;
-    if (!mv_job_linked(dev, ops, g, L, &p)) return CT_OK;
+    if (!mv_job(dev, ops, g, &p)) return CT_OK;
     bool launched;
-    ct_status s = launch_mv(dev, &p, &launched);
+    ct_status s = launch_mv(dev, &p.job, &launched);
     if (launched) *done = g->n;
     return s;
 }
@@ -353,8 +264,7 @@ static ct_status run_mv(ct_device *dev, const ct_op *ops, const fuse_group *g, c
 /* A pairing's switch: on unless the variable starts with 0 (read at each capture, so a test
  * can record a step both ways): CTORCH_CUDA_ROPE_JOB=0 keeps the prologue's own kernel,
  * CTORCH_CUDA_SDPA_Q8=0 lets the linears quantize sdpa's output themselves (and
- * CTORCH_CUDA_GLU_Q8=0 those after a gated job its output, CTORCH_CUDA_DEFER_NORM=0 the
- * jobs after a residual add their norm: mv_link). */
+ * CTORCH_CUDA_GLU_Q8=0 those after a gated job its output). */
 static bool switch_on(const char *name)
 {
     const char *e = getenv(name);
@@ -370,10 +280,10 @@ static int part_of(const cuq_mv_job *j, const float *x)
 
 /* g's linears whose outputs are exactly what h's ropes and plain row writes read (dense
  * heads), as one job: the prologue's kernel launch and its loads of q/k/v go away. */
-static bool mv_rope_job(const ct_device *dev, const ct_op *ops, const fuse_group *g, const fuse_group *h,
-                        const mv_links *L, mv_plan *p, fusek_prologue *rp)
+static bool mv_rope_job(const ct_device *dev, const ct_op *ops, const fuse_group *g, const fuse_group *h, mv_plan *p,
+                        fusek_prologue *rp)
 {
-    if (!mv_job_linked(dev, ops, g, L, p) || !rope_job(dev, ops, h, rp)) return false;
+    if (!mv_job(dev, ops, g, p) || !rope_job(dev, ops, h, rp)) return false;
     cuq_mv_job *j = &p->job;
     for (int r = 0; r < rp->n_rope; r++) {
         j->rope_part[r] = part_of(j, rp->rope[r].x);
@@ -389,25 +299,24 @@ static bool mv_rope_job(const ct_device *dev, const ct_op *ops, const fuse_group
     return cuq_mv_ok(j);
 }
 
-static ct_status run_mv_rope(ct_device *dev, const ct_op *ops, const fuse_group *g, const fuse_group *h,
-                             const mv_links *L, bool *done)
+static ct_status run_mv_rope(ct_device *dev, const ct_op *ops, const fuse_group *g, const fuse_group *h, bool *done)
 {
     mv_plan p;
     fusek_prologue rp;
     *done = false;
-    if (!mv_rope_job(dev, ops, g, h, L, &p, &rp)) return CT_OK;
-    return launch_mv(dev, &p, done);
+    if (!mv_rope_job(dev, ops, g, h, &p, &rp)) return CT_OK;
+    return launch_mv(dev, &p.job, done);
 }
 
 /* ---- sdpa writing the q8 form of the x of the linears after it ---- */
 
 /* h's linears (job j) on the q8 form of x that the kernel before them writes; *h_done: h's
  * ops, where they were launched. */
-static ct_status launch_on_q8(ct_device *dev, mv_plan *p, const cuq_q8 *xq, const fuse_group *h, int *h_done)
+static ct_status launch_on_q8(ct_device *dev, cuq_mv_job *j, const cuq_q8 *xq, const fuse_group *h, int *h_done)
 {
     bool launched = false;
-    p->job.xq = xq;
-    ct_status s = launch_mv(dev, p, &launched);
+    j->xq = xq;
+    ct_status s = launch_mv(dev, j, &launched);
     if (launched) *h_done = h->n;
     return s;
 }
@@ -418,13 +327,13 @@ static ct_status launch_on_q8(ct_device *dev, mv_plan *p, const cuq_q8 *xq, cons
  * on the H100, TinyLlama-shaped Q4_K_M: 22 launches a token fewer, ~1.2 us of a step each).
  * Where h runs on a one-format kernel, attention lets it launch early (nn_sdpa::early_next).
  * *sd_done and *h_done (ops) say what was launched. */
-static ct_status run_sdpa_mv(ct_device *dev, const ct_op *ops, const ct_op *sd, const fuse_group *h,
-                             const mv_links *L, bool *sd_done, int *h_done)
+static ct_status run_sdpa_mv(ct_device *dev, const ct_op *ops, const ct_op *sd, const fuse_group *h, bool *sd_done,
+                             int *h_done)
 {
     *sd_done = false;
     *h_done = 0;
     mv_plan p;
-    if (sd->kind != CT_OP_SDPA || h->kind != FUSE_MV || !mv_job_linked(dev, ops, h, L, &p)) return CT_OK;
+    if (sd->kind != CT_OP_SDPA || h->kind != FUSE_MV || !mv_job(dev, ops, h, &p)) return CT_OK;
     cuq_mv_job *j = &p.job;
     const ct_tensor *o = sd->dst;
     if (!cuq_mv_wants_q8(j) || j->x != op_data(o, dev) || !tensor_is_contiguous(o) ||
@@ -436,7 +345,7 @@ static ct_status run_sdpa_mv(ct_device *dev, const ct_op *ops, const ct_op *sd, 
     if (s != CT_OK) return s;
     cuq_q8 xq = cuq_q8_at(tmp, j->M, j->K);
     s = cuda_sdpa_q8(dev, sd, xq.q, xq.d, xq.s8, cuq_mv_one_format(j), sd_done);
-    if (s == CT_OK && *sd_done) s = launch_on_q8(dev, &p, &xq, h, h_done);
+    if (s == CT_OK && *sd_done) s = launch_on_q8(dev, j, &xq, h, h_done);
     cuda_tmp_free(dev, tmp, bytes);
     return s;
 }
@@ -454,14 +363,13 @@ static ct_status run_sdpa_mv(ct_device *dev, const ct_op *ops, const ct_op *sd, 
  * Q4_K gate/up weights: a Q6_K model's gated job (whose kernel writes the form as well)
  * decoded at 1,147 t/s against 1,151 with the launch (two rounds), SmolLM2's shapes 1,268
  * either way. */
-static ct_status run_glu_mv(ct_device *dev, const ct_op *ops, const fuse_group *g, const fuse_group *h,
-                            const mv_links *L, bool *g_done, int *h_done)
+static ct_status run_glu_mv(ct_device *dev, const ct_op *ops, const fuse_group *g, const fuse_group *h, bool *g_done,
+                            int *h_done)
 {
     *g_done = false;
     *h_done = 0;
     mv_plan pg, ph;
-    if (g->glu < 0 || h->kind != FUSE_MV || !mv_job_linked(dev, ops, g, L, &pg) || !mv_job_linked(dev, ops, h, L, &ph))
-        return CT_OK;
+    if (g->glu < 0 || h->kind != FUSE_MV || !mv_job(dev, ops, g, &pg) || !mv_job(dev, ops, h, &ph)) return CT_OK;
     cuq_mv_job *jg = &pg.job, *jh = &ph.job;
     if (!jg->glu || jg->part[0].wt != CT_Q4_K || jg->part[1].wt != CT_Q4_K || !cuq_mv_wants_q8(jh) ||
         jh->x != jg->glu_out || jh->x_row != jh->K || jh->M != jg->M || jh->K != jg->part[0].N)
@@ -473,8 +381,8 @@ static ct_status run_glu_mv(ct_device *dev, const ct_op *ops, const fuse_group *
     cuq_q8 xq = cuq_q8_at8(tmp, jh->M, jh->K);
     jg->glu_q8 = &xq;
     jh->xq = &xq;
-    if (cuq_mv_ok(jg) && cuq_mv_ok(jh)) s = launch_mv(dev, &pg, g_done);
-    if (s == CT_OK && *g_done) s = launch_on_q8(dev, &ph, &xq, h, h_done);
+    if (cuq_mv_ok(jg) && cuq_mv_ok(jh)) s = launch_mv(dev, jg, g_done);
+    if (s == CT_OK && *g_done) s = launch_on_q8(dev, jh, &xq, h, h_done);
     cuda_tmp_free(dev, tmp, bytes);
     return s;
 }
@@ -522,99 +430,22 @@ static ct_status run_norm_add_mv(ct_device *dev, const ct_op *ops, const fuse_gr
         j->x_row = j->K;
         j->xq = q8 ? &xq : NULL;
         bool launched = false;
-        s = launch_mv(dev, &p, &launched);
+        s = launch_mv(dev, j, &launched);
         if (launched) *h_done = h->n;
     }
     if (tmp) cuda_tmp_free(dev, tmp, bytes);
     return s;
 }
 
-/* ---- links: a residual add writing the next norm's input (mv_link) ---- */
-
-/* The norm's output y is read by nothing but h's linears (a link leaves it unwritten):
- * neither the caller nor an op outside this run (ct_op::dst_private), nor an op of the run
- * after it: no other source of its storage meets its bytes. (Another storage's tensor in
- * the same bytes of the step's arena is a later intermediate: fuse_overlap says they meet,
- * but their lifetimes do not.) */
-static bool norm_out_private(const ct_op *ops, int n, const fuse_group *h)
-{
-    const ct_tensor *y = ops[h->norm].dst;
-    if (!ops[h->norm].dst_private) return false;
-    for (int k = h->norm + 1; k < n; k++) {
-        bool lin = false;
-        for (int i = 0; i < h->n_lin; i++) lin = lin || h->lin[i] == k;
-        for (int i = 0; !lin && i < ops[k].n_src; i++) {
-            const ct_tensor *t = ops[k].src[i];
-            if (t && t->st == y->st && fuse_overlap(t, y)) return false;
-        }
-    }
-    return true;
-}
-
-/* Whether g (one linear + add) and h (a norm of g's sum, then linears) can be linked, and
- * the link made (its form allocated) if so: both jobs as launched alone must take it. */
-static ct_status link_make(ct_device *dev, const ct_op *ops, int n, const fuse_group *g, const fuse_group *h, mv_link *l)
-{
-    memset(l, 0, sizeof *l);
-    if (g->kind != FUSE_MV || h->kind != FUSE_MV || g->add < 0 || g->glu >= 0 || g->n_lin != 1 || h->norm < 0)
-        return CT_OK;
-    mv_plan pg, ph;
-    if (!mv_job(dev, ops, g, &pg) || !mv_job(dev, ops, h, &ph)) return CT_OK;
-    cuq_mv_job *jg = &pg.job, *jh = &ph.job;
-    const cuq_mv_part *pt = &jg->part[0];
-    if (jg->M != 1 || jh->M != 1 || !jh->norm.on || jh->x != pt->out2 || jh->K != pt->N || !norm_out_private(ops, n, h))
-        return CT_OK;
-    l->bytes = cuq_q8_bytes_ss(1, jh->K);
-    ct_status s = cuda_tmp_alloc(dev, l->bytes, &l->mem);
-    if (s != CT_OK) return s;
-    l->q = cuq_q8_at_ss(l->mem, 1, jh->K, jh->norm.eps);
-    l->w = jh->norm.w;
-    l->wdt = jh->norm.wdt;
-    l->w_early = unwritten_before(ops, g, ops[h->norm].src[1]);
-    jg->res_q8 = &l->q;
-    jg->res_w = l->w;
-    jg->res_wdt = l->wdt;
-    jg->res_w_early = l->w_early;
-    jh->norm.on = false;
-    jh->xq = &l->q;
-    l->on = cuq_mv_ok(jg) && cuq_mv_ok(jh);
-    if (!l->on) {
-        cuda_tmp_free(dev, l->mem, l->bytes);
-        l->mem = NULL;
-    }
-    return CT_OK;
-}
-
-/* The step's links (CTORCH_CUDA_DEFER_NORM=0: none); *out NULL where there are none. */
-static ct_status link_plan(ct_device *dev, const ct_op *ops, int n, const fuse_group *plan, int ng, mv_link **out)
-{
-    *out = NULL;
-    if (ng < 2) return CT_OK;
-    mv_link *lk = calloc((size_t)ng, sizeof *lk);
-    if (!lk) return core_err(CT_ERR_OOM, "%s: out of host memory planning a step's links", dev->info.name);
-    ct_status s = CT_OK;
-    for (int i = 0; i + 1 < ng && s == CT_OK; i++) s = link_make(dev, ops, n, &plan[i], &plan[i + 1], &lk[i]);
-    *out = lk;
-    return s;
-}
-
-/* After the step's launches: stream order keeps the forms until the kernels are done. */
-static void link_free(ct_device *dev, mv_link *lk, int ng)
-{
-    for (int i = 0; lk && i < ng; i++)
-        if (lk[i].mem) cuda_tmp_free(dev, lk[i].mem, lk[i].bytes);
-    free(lk);
-}
-
 /* ---- the plan ---- */
 
 /* Launches group g fused; *done = how many of its leading ops that covered (0: the kernels
  * declined it, nothing was launched; the caller runs the rest op by op). */
-static ct_status run_fused(ct_device *dev, const ct_op *ops, const fuse_group *g, const mv_links *L, int *done)
+static ct_status run_fused(ct_device *dev, const ct_op *ops, const fuse_group *g, int *done)
 {
     *done = 0;
     switch (g->kind) {
-    case FUSE_MV: return run_mv(dev, ops, g, L, done);
+    case FUSE_MV: return run_mv(dev, ops, g, done);
     case FUSE_ROPE: return run_rope(dev, ops, g, done);
     case FUSE_NORM_ADD: return run_norm_add(dev, ops, g, done);
     default: return CT_OK;
@@ -642,14 +473,13 @@ ct_status cuda_fuse_run(ct_device *dev, const ct_op *ops, int n, cuda_run_fn run
     int ng = fuse_plan(ops, n, &caps, plan);
     bool sdpa_q8 = caps.mv_ok && switch_on("CTORCH_CUDA_SDPA_Q8"), rope_q = caps.mv_ok && switch_on("CTORCH_CUDA_ROPE_JOB");
     bool norm_q8 = caps.mv_ok && switch_on("CTORCH_CUDA_NORM_Q8"), glu_q8 = caps.mv_ok && switch_on("CTORCH_CUDA_GLU_Q8");
-    mv_links links = {NULL, plan}, *L = &links;
-    ct_status s = caps.mv_ok && switch_on("CTORCH_CUDA_DEFER_NORM") ? link_plan(dev, ops, n, plan, ng, &links.lk) : CT_OK;
+    ct_status s = CT_OK;
     for (int i = 0; i < ng && s == CT_OK; i++) {
         const fuse_group *g = &plan[i], *h = i + 1 < ng ? &plan[i + 1] : NULL;
         int done = 0;
         if (g->kind == FUSE_MV && h && h->kind == FUSE_ROPE && rope_q) {
             bool both = false;
-            s = run_mv_rope(dev, ops, g, h, L, &both);
+            s = run_mv_rope(dev, ops, g, h, &both);
             if (s == CT_OK && both) {
                 char what[128], with[128];
                 core_note("%s: step: fused %s with %s", dev->info.name, fuse_describe(ops, g, what, sizeof what),
@@ -673,7 +503,7 @@ ct_status cuda_fuse_run(ct_device *dev, const ct_op *ops, int n, cuda_run_fn run
         if (g->kind == FUSE_MV && h && glu_q8) {
             bool g_done = false;
             int h_done = 0;
-            s = run_glu_mv(dev, ops, g, h, L, &g_done, &h_done);
+            s = run_glu_mv(dev, ops, g, h, &g_done, &h_done);
             if (s == CT_OK && g_done) {
                 note_group(dev, ops, g, g->n, " writing the q8 form of the linears after it");
                 if (h_done) {
@@ -685,7 +515,7 @@ ct_status cuda_fuse_run(ct_device *dev, const ct_op *ops, int n, cuda_run_fn run
             }
         }
         if (g->kind != FUSE_NONE && s == CT_OK) {
-            s = run_fused(dev, ops, g, L, &done);
+            s = run_fused(dev, ops, g, &done);
             if (s == CT_OK) note_group(dev, ops, g, done, "");
         }
         /* a last op of g that sdpa runs alone may hand its q8 form to h */
@@ -695,14 +525,13 @@ ct_status cuda_fuse_run(ct_device *dev, const ct_op *ops, int n, cuda_run_fn run
         if (!pair || s != CT_OK) continue;
         bool sd_done = false;
         int h_done = 0;
-        s = run_sdpa_mv(dev, ops, tail, h, L, &sd_done, &h_done);
+        s = run_sdpa_mv(dev, ops, tail, h, &sd_done, &h_done);
         if (s == CT_OK && !sd_done) s = run_one(dev, tail);
         if (s == CT_OK && h_done) {
             note_group(dev, ops, h, h_done, " on sdpa's q8 form");
             i++;
         }
     }
-    link_free(dev, links.lk, ng);
     free(plan);
     return s;
 }

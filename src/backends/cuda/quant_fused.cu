@@ -427,14 +427,6 @@ bool d8_ok(const cuq_mv_job *job)
     return true;
 }
 
-/* x's d4 form (cuq_q8::d4, a deferred norm's, with its sums of squares): every job of the
- * one-format Q4_K / Q6_K kernels reads it (the gated pair, the rope epilogue, the mixed
- * Q4_K + Q6_K kernel). */
-bool d4_ok(const cuq_mv_job *job)
-{
-    return job->xq->d4 && job->xq->ss && !job->xq->d8 && one_format_job(job);
-}
-
 /* The gated job can write glu_out's d8 form (cuq_mv_job::glu_q8): spec_job's epilogue, on a
  * one-format kernel, a unit of 8 whole rows a block. */
 bool glu_q8_ok(const cuq_mv_job *job)
@@ -442,19 +434,6 @@ bool glu_q8_ok(const cuq_mv_job *job)
     const cuq_q8 *q = job->glu_q8;
     if (!job->glu || job->part[0].N % 8 != 0) return false;
     if (!q->q || !q->d || !q->s8 || !q->d8 || q->M != 1 || q->K != job->part[0].N) return false;
-    return one_format_job(job);
-}
-
-/* The job writes the next norm's input form (cuq_mv_job::res_q8): spec_job's res_epilogue,
- * one part with an add on a one-format kernel, a unit of 8 whole rows a block, the norm's
- * weight of a float dtype. */
-bool res_q8_ok(const cuq_mv_job *job)
-{
-    const cuq_q8 *q = job->res_q8;
-    const cuq_mv_part *p = &job->part[0];
-    if (job->glu || job->rope || job->glu_q8 || job->n_parts != 1 || !p->add || p->N % 4 != 0) return false;
-    if (!q->q || !q->d || !q->ss || !q->d4 || q->d8 || q->M != 1 || q->K != p->N) return false;
-    if (job->res_w && job->res_wdt != CT_F32 && job->res_wdt != CT_F16 && job->res_wdt != CT_BF16) return false;
     return one_format_job(job);
 }
 
@@ -477,30 +456,11 @@ extern "C" size_t cuq_q8_bytes(int64_t M, int64_t K) { return q8_size(M, K); }
 extern "C" size_t cuq_q8_bytes8(int64_t M, int64_t K) { return q8_size(M, K, 8); }
 extern "C" cuq_q8 cuq_q8_at(void *mem, int64_t M, int64_t K) { return q8_at(mem, M, K, 32); }
 extern "C" cuq_q8 cuq_q8_at8(void *mem, int64_t M, int64_t K) { return q8_at(mem, M, K, 8); }
-/* The d4 form: quants, then scales and sums of squares per 4, each 16-byte aligned (the
- * readers' float4 loads) */
-extern "C" size_t cuq_q8_bytes_ss(int64_t M, int64_t K)
-{
-    return q8_d_off(M, K) + 2 * q8_r16(sizeof(float) * (size_t)(M * K / 4));
-}
-extern "C" cuq_q8 cuq_q8_at_ss(void *mem, int64_t M, int64_t K, float eps)
-{
-    size_t per4 = q8_r16(sizeof(float) * (size_t)(M * K / 4));
-    cuq_q8 r = {};
-    r.q = (int8_t *)mem;
-    r.d = (float *)((char *)mem + q8_d_off(M, K));
-    r.ss = (float *)((char *)r.d + per4);
-    r.M = M;
-    r.K = K;
-    r.d4 = true;
-    r.eps = eps;
-    return r;
-}
 
 extern "C" bool cuq_quantize_q8(const float *x, int64_t x_row, int64_t M, int64_t K, const cuq_q8 *q,
                                 cudaStream_t stream)
 {
-    if (!x || !q || q->d8 || q->d4 || M < 1 || K < 32 || K % 32 != 0 || x_row < K || q->M != M || q->K != K) return false;
+    if (!x || !q || q->d8 || M < 1 || K < 32 || K % 32 != 0 || x_row < K || q->M != M || q->K != K) return false;
     int64_t threads = M * (K / 32) * 32;
     launch_pdl(quantize_q8_kernel, (unsigned)((threads + FU_THREADS - 1) / FU_THREADS), FU_THREADS, stream, x, x_row,
                M, K, q->q, q->d, q->s8);
@@ -511,7 +471,7 @@ extern "C" bool cuq_rms_norm_q8(const float *x, int64_t x_row, int64_t M, int64_
                                 bool w_early, float eps, float *y, const cuq_q8 *q, cudaStream_t stream)
 {
     if (!x || !y || M < 1 || K < 1 || x_row < K || M > INT32_MAX) return false;
-    if (q && (q->d8 || q->d4 || K % 32 != 0 || q->M != M || q->K != K)) return false;
+    if (q && (q->d8 || K % 32 != 0 || q->M != M || q->K != K)) return false;
     int8_t *qq = q ? q->q : NULL;
     float *qd = q ? q->d : NULL, *qs = q ? q->s8 : NULL;
     int G = rms_slices(K);
@@ -540,7 +500,7 @@ extern "C" bool cuq_norm_add_rms_q8(const fusek_norm_add *na, const void *w2, ct
     if (!na || !na->x || !na->r || !na->y || !na->z || !y2 || na->M < 1 || na->M > 65535 || na->K < 1 ||
         na->K > CUQ_NA_Q8_MAX_K)
         return false;
-    if (q && (q->d8 || q->d4 || na->K % 32 != 0 || q->M != na->M || q->K != na->K)) return false;
+    if (q && (q->d8 || na->K % 32 != 0 || q->M != na->M || q->K != na->K)) return false;
     if (w2 && w2dt != CT_F32 && w2dt != CT_F16 && w2dt != CT_BF16) return false;
     NaqArgs a = {*na, w2, w2dt, w2_early && dev_facts().w_early, eps2, y2, q ? q->q : NULL, q ? q->d : NULL,
                  q ? q->s8 : NULL};
@@ -573,8 +533,7 @@ extern "C" bool cuq_mv_ok(const cuq_mv_job *job)
         if (job->part[0].N != job->part[1].N || job->part[0].add || job->part[1].add) return false;
     }
     if (job->xq && job->xq->d8 && !d8_ok(job)) return false;
-    if (job->xq && (job->xq->d4 || job->xq->ss) && !d4_ok(job)) return false; /* a deferred norm's form */
-    return (!job->rope || rope_ok(job)) && (!job->glu_q8 || glu_q8_ok(job)) && (!job->res_q8 || res_q8_ok(job));
+    return (!job->rope || rope_ok(job)) && (!job->glu_q8 || glu_q8_ok(job));
 }
 
 extern "C" size_t cuq_mv_tmp_bytes(const cuq_mv_job *job)
@@ -641,20 +600,12 @@ extern "C" bool cuq_mv_run(const cuq_mv_job *job, void *tmp, int sm_count, cudaS
         a.xq = xq->q;
         a.xd = xq->d;
         a.xs8 = xq->s8;
-        a.xg = xq->d4 ? 4 : xq->d8 ? 8 : 0;
-        a.xss = xq->ss;
-        a.xeps = xq->eps;
+        a.xd8 = xq->d8;
     }
-    if (const cuq_q8 *g = job->glu_q8 ? job->glu_q8 : job->res_q8) {
-        a.gq = g->q;
-        a.gqd = g->d;
-        a.gqs8 = g->s8;
-    }
-    if (job->res_q8) {
-        a.gss = job->res_q8->ss;
-        a.gw = job->res_w;
-        a.gwdt = job->res_wdt;
-        a.gw_early = job->res_w_early && dev_facts().w_early;
+    if (job->glu_q8) {
+        a.gq = job->glu_q8->q;
+        a.gqd = job->glu_q8->d;
+        a.gqs8 = job->glu_q8->s8;
     }
     int n = job->glu ? 1 : job->n_parts;
     a.n_parts = n;
@@ -698,7 +649,7 @@ extern "C" bool cuq_mv_run(const cuq_mv_job *job, void *tmp, int sm_count, cudaS
     for (int i = 0; i < job->n_parts; i++) a.seg = a.seg && seg_format(job->part[i].wt);
     if (launch_q4k_job(a, job->M, job->glu != 0, rows, sm_count, stream)) return true;
     if (launch_q6k_job(a, job->M, job->glu != 0, rows, sm_count, stream)) return true;
-    if (a.xg || a.gq) return false; /* cuq_mv_ok (d8_ok, d4_ok, glu_q8_ok, res_q8_ok) keeps these jobs off the rest */
+    if (a.xd8 || a.gq) return false; /* cuq_mv_ok (d8_ok, glu_q8_ok) keeps these jobs off the rest */
     if (launch_q8v_job(a, job->M, job->glu != 0, sm_count, stream)) return true;
     if (a.rp) return false; /* cuq_mv_ok (rope_ok) keeps these jobs off this path */
     return job->glu ? launch_m<true>(a, job->M, rows, sm_count, stream)

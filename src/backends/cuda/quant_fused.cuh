@@ -126,25 +126,11 @@ struct FuArgs {
     bool rp;
     signed char part_rope[CUQ_MV_MAX_PARTS], part_rows[CUQ_MV_MAX_PARTS];
     fusek_prologue rpp;
-    /* xd holds a scale per xg elements where xg is not 0 (per 32): 8 the d8 form (cuq_q8::d8),
-     * 4 the d4 form (cuq_q8::d4, no xs8), read by the one-format kernels only */
-    int xg;
+    bool xd8; /* xd holds a scale per 8 elements (cuq_q8::d8): the one-format kernels' D8 forms */
     /* The gated job's glu_out in q8 form too, a scale per 8 rows (gq: NULL, none;
      * spec_job's gq_epilogue, one unit of 8 rows a block) */
     int8_t *gq;
     float *gqd, *gqs8;
-    /* A job of one part with an add writes gq too, in the d4 form (cuq_mv_job::res_q8;
-     * spec_job's res_epilogue, units of 4 or 8 rows; gqs8 unused): out2 times gw (the next
-     * norm's weight, gwdt; NULL: none; gw_early: read before the PDL wait) rounded per 4, and
-     * gss the sums of squares of out2's runs of 4. */
-    float *gss;
-    const void *gw;
-    ct_dtype gwdt;
-    bool gw_early;
-    /* x's d4 form is of a norm's input times its weight (cuq_q8::ss): the sums of squares of
-     * its runs of 4 and the norm's eps; the products are scaled by 1 / rms (NULL: none) */
-    const float *xss;
-    float xeps;
 };
 
 /* Where the dots read x: its q8 form (q, d, s8) and f32 rows (f, f_row apart). */
@@ -189,58 +175,6 @@ __device__ __forceinline__ float chunk_dot8(const uint32_t *q, float a, float b,
     int s1 = __dp4a((int)q[2], X.z, 0);
     s1 = __dp4a((int)q[3], X.w, s1);
     return fmaf(a, fmaf(D.x, (float)s0, D.y * (float)s1), fmaf(b, xs, acc));
-}
-
-/* The same against x's d4 form (a deferred norm's, cuq_q8::d4): each run of 4 its own scale
- * D. The form holds no sums: the chunk's sum of x is made here from its quants (a dp4a with
- * ones a run), each run's d * sum as round_run would store it, added in pairs as the d8
- * form's readers add theirs; one 16-byte load a chunk fewer than reading sums per 4. */
-__device__ __forceinline__ float chunk_dot4(const uint32_t *q, float a, float b, int4 X, float4 D, float acc)
-{
-    int s0 = __dp4a((int)q[0], X.x, 0), s1 = __dp4a((int)q[1], X.y, 0);
-    int s2 = __dp4a((int)q[2], X.z, 0), s3 = __dp4a((int)q[3], X.w, 0);
-    const int ones = 0x01010101;
-    int c0 = __dp4a(X.x, ones, 0), c1 = __dp4a(X.y, ones, 0), c2 = __dp4a(X.z, ones, 0), c3 = __dp4a(X.w, ones, 0);
-    float xs = __fadd_rn(__fadd_rn(__fmul_rn(D.x, (float)c0), __fmul_rn(D.y, (float)c1)),
-                         __fadd_rn(__fmul_rn(D.z, (float)c2), __fmul_rn(D.w, (float)c3)));
-    float t = fmaf(D.x, (float)s0, fmaf(D.y, (float)s1, fmaf(D.z, (float)s2, D.w * (float)s3)));
-    return fmaf(a, t, fmaf(b, xs, acc));
-}
-
-/* x's scales for the in-order 16-element chunk at element e of row m, in the form of XG
- * elements a scale (32: d.x, the chunk's unit's; 8: d.x, d.y; 4: all four), and xs the
- * chunk's sum of x from the sums per 8 (the d4 form has none: chunk_dot4 makes it). */
-struct XScales {
-    float4 d;
-    float xs;
-};
-template <int XG>
-__device__ __forceinline__ XScales x_scales(const float *__restrict__ xd, const float *__restrict__ xs8, int64_t K, int m,
-                                            int64_t e)
-{
-    XScales r;
-    if (XG == 4) {
-        r.d = ld_act((const float4 *)(xd + m * (K / 4) + e / 4));
-        r.xs = 0.f;
-        return r;
-    }
-    float2 S = ld_act((const float2 *)(xs8 + m * (K / 8) + e / 8));
-    r.xs = S.x + S.y;
-    if (XG == 8) {
-        float2 D = ld_act((const float2 *)(xd + m * (K / 8) + e / 8));
-        r.d = make_float4(D.x, D.y, 0.f, 0.f);
-    } else {
-        r.d = make_float4(ld_act(xd + m * (K / 32) + e / 32), 0.f, 0.f, 0.f);
-    }
-    return r;
-}
-
-/* An in-order chunk against x's d8 or d4 form (XG 8 or 4). */
-template <int XG>
-__device__ __forceinline__ float chunk_dot_g(const uint32_t *q, float a, float b, int4 X, const XScales &x, float acc)
-{
-    if (XG == 4) return chunk_dot4(q, a, b, X, x.d, acc);
-    return chunk_dot8(q, a, b, X, make_float2(x.d.x, x.d.y), x.xs, acc);
 }
 
 /* acc[m] += the products of x's q8 form with this lane's 32-element units of a quantized
@@ -737,122 +671,41 @@ __device__ __forceinline__ void rope_epilogue(const FuArgs &a, int pi, int64_t n
     __syncthreads(); /* rs.v is free for the next unit */
 }
 
-/* G row values v (in row order) rounded as quantize_q8 rounds a run, with the run's own
- * scale, into a form of G elements a scale (q, d, and s: the scale times the run's sum;
- * none where s is NULL) at row n0: G 8 the d8 form, 4 the d4 form. */
-template <int G> __device__ __forceinline__ void round_run(const float *v, int64_t n0, int8_t *q, float *d, float *s)
-{
-    float amax = 0.f;
-#pragma unroll
-    for (int i = 0; i < G; i++) amax = fmaxf(amax, fabsf(v[i]));
-    float dd = amax / 127.f, id = dd != 0.f ? 1.f / dd : 0.f;
-    int sq = 0;
-    uint32_t w[2] = {0, 0};
-#pragma unroll
-    for (int i = 0; i < G; i++) {
-        int qi = max(-127, min(127, __float2int_rn(v[i] * id)));
-        sq += qi;
-        w[i / 4] |= (uint32_t)(qi & 0xFF) << (8 * (i % 4));
-    }
-    if (G == 8) *(uint2 *)(q + n0) = make_uint2(w[0], w[1]);
-    else *(uint32_t *)(q + n0) = w[0];
-    d[n0 / G] = dd;
-    if (s) s[n0 / G] = dd * (float)sq;
-}
-
-/* Lane 0 of the warp holding row slot i of a run of G rows leaves its NV values in buf
- * (value k at k * FU_WARPS + slot) and counts itself in at cnt (zeroed at the block's
- * start): true in the run's last warp, which then sees every row's values. No warp waits
- * for another: a barrier for the 8 values instead measured 1,457 against 1,464-1,466 t/s
- * (the gated job's d8 form, TinyLlama Q4_K_M, H200, alternated). */
-template <int G, int NV>
-__device__ __forceinline__ bool run_last(float *buf, unsigned *cnt, int slot, const float *vals)
-{
-#pragma unroll
-    for (int k = 0; k < NV; k++) buf[k * FU_WARPS + slot] = vals[k];
-    __threadfence_block();
-    if (atomicAdd(cnt, 1u) != G - 1) return false;
-    __threadfence_block();
-    return true;
-}
-
 /* The gated job writing glu_out's d8 form as well (FuArgs::gq; a unit of 8 rows a block,
- * warp rb its row n, acc[0] and acc[1] the row's gate and up sums in lane 0). A block a unit
- * (spec_launch's grid). */
+ * warp rb its row n, acc[0] and acc[1] the row's gate and up sums in lane 0): each warp's
+ * lane 0 leaves its row's value in buf and counts itself in (cnt, zeroed at the block's
+ * start); the unit's last warp rounds all 8 in its lane 0 as quantize_q8 rounds a run of 8,
+ * with the run's own scale. No warp waits for another: a barrier for the 8 values instead
+ * measured 1,457 against 1,464-1,466 t/s (TinyLlama Q4_K_M, H200, alternated). A block a
+ * unit (spec_launch's grid). */
 __device__ __forceinline__ void gq_epilogue(const FuArgs &a, const FuPart &p, int64_t n, unsigned u, int rb, int lane,
                                             const float *acc, float *buf, unsigned *cnt)
 {
     if (lane != 0) return;
-    float g = n < p.N ? gate_act(a.glu, acc[0]) * acc[1] : 0.f;
-    if (!run_last<FU_WARPS, 1>(buf, cnt, rb, &g)) return;
+    buf[rb] = n < p.N ? gate_act(a.glu, acc[0]) * acc[1] : 0.f;
+    __threadfence_block();
+    if (atomicAdd(cnt, 1u) != FU_WARPS - 1) return;
+    __threadfence_block();
     int64_t n0 = (int64_t)u * FU_WARPS;
     if (n0 >= p.N) return;
-    float v[FU_WARPS];
+    float v[FU_WARPS], amax = 0.f;
 #pragma unroll
-    for (int i = 0; i < FU_WARPS; i++) v[i] = ((volatile float *)buf)[i];
-    round_run<FU_WARPS>(v, n0, a.gq, a.gqd, a.gqs8);
-}
-
-/* The next norm's input form, written by a job with an add (FuArgs::gq without a gated
- * pair; units of R = 4 or 8 rows, part 0, row n the unit's row rb, acc0 its product in lane
- * 0 of its first warp): the row's sum s (out2's value) times the norm's weight g, rounded
- * per 4 (a run of 4 rows lies in one block whichever of 1 or 2 warps a row the job takes),
- * and the sum of the 4 squares of s in row order (exactly rounded steps: the host's test
- * repeats them). */
-__device__ __forceinline__ void res_epilogue(const FuArgs &a, const FuPart &p, int64_t n, int rb, int s, int lane,
-                                             float acc0, float g, float *buf, unsigned *cnt)
-{
-    if (s != 0 || lane != 0) return;
-    float v = n < p.N ? p.add[n] + acc0 : 0.f;
-    float vals[2] = {__fmul_rn(v, g), __fmul_rn(v, v)};
-    int r0 = rb & ~3;
-    if (!run_last<4, 2>(buf, cnt + r0 / 4, rb, vals)) return;
-    int64_t n0 = n - (rb - r0);
-    if (n0 >= p.N) return;
-    float z[4], ss = 0.f;
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        z[i] = ((volatile float *)buf)[r0 + i];
-        ss = __fadd_rn(ss, ((volatile float *)buf)[FU_WARPS + r0 + i]);
+    for (int i = 0; i < FU_WARPS; i++) {
+        v[i] = ((volatile float *)buf)[i];
+        amax = fmaxf(amax, fabsf(v[i]));
     }
-    round_run<4>(z, n0, a.gq, a.gqd, nullptr);
-    a.gss[n0 / 4] = ss;
-}
-
-/* The norm's weight for this warp's row of unit u (part 0; 1 past the rows or without one). */
-__device__ __forceinline__ float res_gamma(const FuArgs &a, unsigned u, int R, int rb)
-{
-    int64_t n = (int64_t)u * R + rb;
-    return a.gw && n < a.p[0].N ? cudyn::ld_dyn(a.gw, n, a.gwdt) : 1.f;
-}
-
-/* The deferred norm's scale (FuArgs::xss, K / 4 sums of squares): each thread of the block
- * loads a float4 of them in ss_load, before the dots' loads, and ss_scale adds them after
- * the dots, so that the loads' round trip hides behind the dots'; the warps' sums meet in
- * shared memory (one barrier) and are added in order by every thread (the same total in
- * every block), then 1 / sqrt(mean + eps) in double as rms_block_scale. A block reads the
- * sums once, not once a warp. */
-__device__ __forceinline__ float4 ss_load(const FuArgs &a)
-{
-    int n4 = (int)(a.K / 16);
-    return (int)threadIdx.x < n4 ? ld_act((const float4 *)a.xss + threadIdx.x) : make_float4(0.f, 0.f, 0.f, 0.f);
-}
-__device__ __forceinline__ float ss_scale(const FuArgs &a, float4 v, float *part)
-{
-    int n4 = (int)(a.K / 16), lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    float t = (v.x + v.y) + (v.z + v.w);
-    for (int i = threadIdx.x + FU_THREADS; i < n4; i += FU_THREADS) {
-        float4 w = ld_act((const float4 *)a.xss + i);
-        t += (w.x + w.y) + (w.z + w.w);
+    float dd = amax / 127.f, id = dd != 0.f ? 1.f / dd : 0.f;
+    int sq = 0;
+    uint32_t w[2] = {0, 0};
+#pragma unroll
+    for (int i = 0; i < FU_WARPS; i++) {
+        int qi = max(-127, min(127, __float2int_rn(v[i] * id)));
+        sq += qi;
+        w[i / 4] |= (uint32_t)(qi & 0xFF) << (8 * (i % 4));
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
-    if (lane == 0) part[warp] = t;
-    __syncthreads();
-    float tt = 0.f;
-#pragma unroll
-    for (int i = 0; i < FU_WARPS; i++) tt += part[i];
-    return (float)(1.0 / sqrt((double)tt / (double)a.K + (double)a.xeps));
+    *(uint2 *)(a.gq + n0) = make_uint2(w[0], w[1]);
+    a.gqd[n0 / 8] = dd;
+    a.gqs8[n0 / 8] = dd * (float)sq;
 }
 
 /* Blocks take units of R rows (a grid of at most one wave looping over them, or with
@@ -872,26 +725,20 @@ template <int M, bool GLU, bool RP, typename Dots> __device__ __forceinline__ vo
 {
     __shared__ float red[FU_WARPS][2 * CUQ_MV_MAX_ROWS];
     __shared__ RopeState rs;
-    __shared__ float gq_buf[2 * FU_WARPS];
-    __shared__ unsigned gq_cnt[2];
-    __shared__ float ss_part[FU_WARPS];
+    __shared__ float gq_buf[GLU ? FU_WARPS : 1];
+    __shared__ unsigned gq_cnt;
     pdl_launch_next();
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int S = a.S, R = FU_WARPS / S, rb = warp / S, s = warp % S;
     unsigned units = a.first_unit[a.n_parts];
-    bool gq = M == 1 && a.gq, res = !GLU && gq, xs = M == 1 && a.xss;
-    if (gq) {
-        if (threadIdx.x < 2) gq_cnt[threadIdx.x] = 0;
+    if (GLU && M == 1 && a.gq) {
+        if (threadIdx.x == 0) gq_cnt = 0;
         __syncthreads();
     }
     if (a.prefetch) prefetch_units<GLU>(a, units, R, rb, s, S, lane);
     if (RP && a.rp && a.rpp.early) rope_prep(a, R, rb, s, lane, rs);
-    float gw = res && a.gw_early ? res_gamma(a, blockIdx.x, R, rb) : 1.f; /* a block a unit */
     pdl_wait();
     if (RP && a.rp && !a.rpp.early) rope_prep(a, R, rb, s, lane, rs);
-    if (res && !a.gw_early) gw = res_gamma(a, blockIdx.x, R, rb);
-    float4 ssp = xs ? ss_load(a) : make_float4(0.f, 0.f, 0.f, 0.f);
-    float xsc = 0.f;
     for (unsigned u = blockIdx.x; u < units; u += gridDim.x) {
         int pi = unit_part(a, u);
         const FuPart &p = a.p[pi];
@@ -905,15 +752,8 @@ template <int M, bool GLU, bool RP, typename Dots> __device__ __forceinline__ vo
             dots(p, rows, s * 32 + lane, 32 * S, acc);
         }
         reduce_row<NA>(acc, red, warp, s, S, lane);
-        if (xs) {
-            if (u == blockIdx.x) xsc = ss_scale(a, ssp, ss_part); /* every warp of the block (one barrier) */
-#pragma unroll
-            for (int m = 0; m < NA; m++) acc[m] *= xsc;
-        }
         if (RP && !GLU && M == 1 && a.rp) rope_epilogue(a, pi, n, u, acc[0], rb, s, lane, rs);
-        /* a block a unit (spec_launch): the gated job's of 8 rows (S = 1), an add's of 4 or 8 */
-        if (GLU && gq) gq_epilogue(a, p, n, u, rb, lane, acc, gq_buf, gq_cnt);
-        if (res) res_epilogue(a, p, n, rb, s, lane, acc[0], gw, gq_buf, gq_cnt);
+        if (GLU && M == 1 && a.gq) gq_epilogue(a, p, n, u, rb, lane, acc, gq_buf, &gq_cnt); /* S = 1 (spec_launch) */
         if (s != 0 || n >= p.N) continue;
         write_row<M, GLU>(a, p, n, lane, acc);
     }
@@ -931,9 +771,8 @@ void spec_launch(Kern kern, int &occ, FuArgs &a, int64_t rows, int64_t per_row, 
         occ = nb;
     }
     int64_t resident = (int64_t)sm_count * occ * FU_WARPS;
-    /* the rope epilogue pairs rows in a unit; the gated job's d8 epilogue rounds a unit's 8
-     * rows, an add's d4 epilogue runs of 4 */
-    int S = 1, smax = a.rp ? FU_WARPS / 2 : a.gq ? (a.glu ? 1 : 2) : FU_WARPS;
+    /* the rope epilogue pairs rows in a unit; the d8 epilogue rounds a unit's 8 rows */
+    int S = 1, smax = a.rp ? FU_WARPS / 2 : a.gq ? 1 : FU_WARPS;
     while (S < smax && rows * S * 2 <= resident && per_row >= 32 * S * 2) S *= 2;
     a.S = S;
     int R = FU_WARPS / S;

@@ -30,18 +30,18 @@ namespace {
 constexpr int Q4K_MIN_BLOCKS = 4;
 
 /* spec_job with the Q4_K rows above. */
-template <int M, bool GLU, bool RP, int XG>
+template <int M, bool GLU, bool RP, bool D8>
 __global__ void __launch_bounds__(FU_THREADS, RP ? SPEC_RP_MIN_BLOCKS : Q4K_MIN_BLOCKS) q4k_job_kernel(const FuArgs a)
 {
     spec_job<M, GLU, RP>(a, [&](const FuPart &, const uint8_t *const *rows, int l0, int stride, float *acc) {
-        q4k_rows<M, GLU ? 2 : 1, XG>(rows, l0, stride, a, acc);
+        q4k_rows<M, GLU ? 2 : 1, D8>(rows, l0, stride, a, acc);
     });
 }
 
-template <int M, bool GLU, bool RP, int XG = 32> void launch(FuArgs &a, int64_t rows, int sm_count, cudaStream_t st)
+template <int M, bool GLU, bool RP, bool D8 = false> void launch(FuArgs &a, int64_t rows, int sm_count, cudaStream_t st)
 {
     static int occ;
-    spec_launch(q4k_job_kernel<M, GLU, RP, XG>, occ, a, rows, a.K / 256 * Q4K_HALVES, sm_count, st);
+    spec_launch(q4k_job_kernel<M, GLU, RP, D8>, occ, a, rows, a.K / 256 * Q4K_HALVES, sm_count, st);
 }
 
 bool all_q4k(const FuArgs &a, bool glu)
@@ -56,14 +56,10 @@ bool all_q4k(const FuArgs &a, bool glu)
 bool launch_q4k_job(FuArgs &a, int64_t M, bool glu, int64_t rows, int sm_count, cudaStream_t st)
 {
     if (!dev_facts().q4k || a.stage || !a.xq || M != 1 || a.K % 256 != 0 || !all_q4k(a, glu)) return false;
-    if (a.xg == 8) { /* the linear after a gated job (d8_ok: no gated job, no rope epilogue) */
+    if (a.xd8) { /* the linear after a gated job (d8_ok: no gated job, no rope epilogue) */
         if (glu || a.rp) return false;
-        launch<1, false, false, 8>(a, rows, sm_count, st);
-    } else if (a.xg == 4) { /* a job whose norm the job before it deferred */
-        if (glu) launch<1, true, false, 4>(a, rows, sm_count, st); /* no rope epilogue (rope_ok) */
-        else if (a.rp) launch<1, false, true, 4>(a, rows, sm_count, st);
-        else launch<1, false, false, 4>(a, rows, sm_count, st);
-    } else if (glu) launch<1, true, false>(a, rows, sm_count, st);
+        launch<1, false, false, true>(a, rows, sm_count, st);
+    } else if (glu) launch<1, true, false>(a, rows, sm_count, st); /* no rope epilogue (rope_ok) */
     else if (a.rp) launch<1, false, true>(a, rows, sm_count, st);
     else launch<1, false, false>(a, rows, sm_count, st);
     return true;

@@ -85,8 +85,8 @@ __device__ __forceinline__ void window(const uint4 &a, const uint4 &b, unsigned 
 }
 
 /* acc[m] += run ru (chunks g0 = 8 h + 2 kl + i % 2 and g0 + 4 of its block) times x's row m,
- * each chunk as chunk_dot computes it (XG: x's elements a scale, as q4k_half_dot's). */
-template <int M, int XG>
+ * each chunk as chunk_dot computes it. */
+template <int M, bool D8>
 __device__ __forceinline__ void q6k_run_dot(const Q6KRun &r, int ru, int64_t K, const int8_t *__restrict__ xq,
                                             const float *__restrict__ xd, const float *__restrict__ xs8, float *acc)
 {
@@ -112,12 +112,12 @@ __device__ __forceinline__ void q6k_run_dot(const Q6KRun &r, int ru, int64_t K, 
         for (int c = 0; c < 2; c++) {
             int64_t e = e0 + 64 * c;
             int4 x4 = ld_act((const int4 *)(xq + m * K + e));
-            if (XG != 32) { /* x's d8 / d4 form: each run its own scale */
-                XScales xsc = x_scales<XG>(xd, xs8, K, m, e);
-                acc[m] = chunk_dot_g<XG>(q[c], a[c], -32.f * a[c], x4, xsc, acc[m]);
+            float2 s2 = ld_act((const float2 *)(xs8 + m * (K / 8) + e / 8));
+            if (D8) { /* x's d8 form: each run of 8 its own scale */
+                float2 D = ld_act((const float2 *)(xd + m * (K / 8) + e / 8));
+                acc[m] = chunk_dot8(q[c], a[c], -32.f * a[c], x4, D, s2.x + s2.y, acc[m]);
                 continue;
             }
-            float2 s2 = ld_act((const float2 *)(xs8 + m * (K / 8) + e / 8));
             float dx = ld_act(xd + m * (K / 32) + e / 32);
             /* chunk_dot's run layout for an in-order chunk: its 16 quants against X[4h'..4h'+3] */
             int X[8] = {x4.x, x4.y, x4.z, x4.w, x4.x, x4.y, x4.z, x4.w};
@@ -129,7 +129,7 @@ __device__ __forceinline__ void q6k_run_dot(const Q6KRun &r, int ru, int64_t K, 
 
 /* acc[r * M + m] += row r (of NR) times x's row m over this lane's runs (l0, l0 + step, ...):
  * every row's loads of a run before the math on them. */
-template <int M, int NR, int XG>
+template <int M, int NR, bool D8>
 __device__ __forceinline__ void q6k_rows(const uint8_t *const *rows, int l0, int step, const FuArgs &a, float *acc)
 {
     int64_t K = a.K;
@@ -139,27 +139,27 @@ __device__ __forceinline__ void q6k_rows(const uint8_t *const *rows, int l0, int
 #pragma unroll
         for (int i = 0; i < NR; i++) q6k_load(rows[i], r0, r[i]);
 #pragma unroll
-        for (int i = 0; i < NR; i++) q6k_run_dot<M, XG>(r[i], r0, K, a.xq, a.xd, a.xs8, acc + i * M);
+        for (int i = 0; i < NR; i++) q6k_run_dot<M, D8>(r[i], r0, K, a.xq, a.xd, a.xs8, acc + i * M);
     }
 }
 
 /* spec_job with the Q6_K rows above; MIX: parts of Q4_K and Q6_K (the qkv job whose v is
  * Q6_K), each row through its format's dots (uniform per warp: a warp takes one row). */
-template <int M, bool GLU, bool MIX, bool RP, int XG>
+template <int M, bool GLU, bool MIX, bool RP, bool D8>
 __global__ void __launch_bounds__(FU_THREADS, RP ? SPEC_RP_MIN_BLOCKS : Q6K_MIN_BLOCKS) q6k_job_kernel(const FuArgs a)
 {
     spec_job<M, GLU, RP>(a, [&](const FuPart &p, const uint8_t *const *rows, int l0, int stride, float *acc) {
-        if (MIX && p.wt == CT_Q4_K) q4k_rows<M, 1, XG>(rows, l0, stride, a, acc);
-        else q6k_rows<M, GLU ? 2 : 1, XG>(rows, l0, stride, a, acc);
+        if (MIX && p.wt == CT_Q4_K) q4k_rows<M, 1>(rows, l0, stride, a, acc);
+        else q6k_rows<M, GLU ? 2 : 1, D8>(rows, l0, stride, a, acc);
     });
 }
 
 /* every lane at least one run (a Q4_K half where there are Q4_K rows: as many per block) */
-template <int M, bool GLU, bool MIX, bool RP, int XG = 32>
+template <int M, bool GLU, bool MIX, bool RP, bool D8 = false>
 void launch(FuArgs &a, int64_t rows, int sm_count, cudaStream_t st)
 {
     static int occ;
-    spec_launch(q6k_job_kernel<M, GLU, MIX, RP, XG>, occ, a, rows, a.K / 256 * (MIX ? Q4K_HALVES : Q6K_RUNS), sm_count,
+    spec_launch(q6k_job_kernel<M, GLU, MIX, RP, D8>, occ, a, rows, a.K / 256 * (MIX ? Q4K_HALVES : Q6K_RUNS), sm_count,
                 st);
 }
 
@@ -182,22 +182,16 @@ bool launch_q6k_job(FuArgs &a, int64_t M, bool glu, int64_t rows, int sm_count, 
     if (!dev_facts().q6k || a.stage || !a.xq || M != 1 || a.K % 256 != 0) return false;
     switch (q6k_kind(a, glu)) {
     case 1:
-        if (a.xg == 8) { /* the linear after a gated job (d8_ok: no gated job, no rope epilogue) */
+        if (a.xd8) { /* the linear after a gated job (d8_ok: no gated job, no rope epilogue) */
             if (glu || a.rp) return false;
-            launch<1, false, false, false, 8>(a, rows, sm_count, st);
-        } else if (a.xg == 4) { /* a job whose norm the job before it deferred */
-            if (glu) launch<1, true, false, false, 4>(a, rows, sm_count, st);
-            else if (a.rp) launch<1, false, false, true, 4>(a, rows, sm_count, st);
-            else launch<1, false, false, false, 4>(a, rows, sm_count, st);
+            launch<1, false, false, false, true>(a, rows, sm_count, st);
         } else if (glu) launch<1, true, false, false>(a, rows, sm_count, st); /* no rope epilogue (rope_ok) */
         else if (a.rp) launch<1, false, false, true>(a, rows, sm_count, st);
         else launch<1, false, false, false>(a, rows, sm_count, st);
         return true;
     case 2:
-        if (!dev_facts().q6mix || a.xg == 8) return false;
-        if (a.xg == 4 && a.rp) launch<1, false, true, true, 4>(a, rows, sm_count, st);
-        else if (a.xg == 4) launch<1, false, true, false, 4>(a, rows, sm_count, st);
-        else if (a.rp) launch<1, false, true, true>(a, rows, sm_count, st);
+        if (!dev_facts().q6mix || a.xd8) return false;
+        if (a.rp) launch<1, false, true, true>(a, rows, sm_count, st);
         else launch<1, false, true, false>(a, rows, sm_count, st);
         return true;
     default: return false;

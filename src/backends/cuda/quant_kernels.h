@@ -88,25 +88,12 @@ typedef struct cuq_q8 {
      * its own output (cuq_mv_job::glu_q8), where a block holds 8 consecutive rows; only the
      * one-format Q4_K / Q6_K kernels read it (cuq_mv_ok says no elsewhere) */
     bool d8;
-    /* d holds a scale per 4 elements ([M, K/4]) and s8 is NULL (a reader adds a run's
-     * quants itself): the form a job writes of x * w when it defers the RMS norm of its
-     * output x (weight w) into the job after it (cuq_mv_job::res_q8), where each block holds
-     * 4 or 8 consecutive rows; ss [M, K/4] then holds the sums of squares of x's runs of 4,
-     * and a reader multiplies its products by 1 / sqrt(mean(x^2) + eps), a scale the 8-bit
-     * rounding does not change. Only the one-format Q4_K / Q6_K kernels read it (cuq_mv_ok
-     * says no elsewhere). */
-    bool d4;
-    float *ss;
-    float eps;
 } cuq_q8;
 size_t cuq_q8_bytes(int64_t M, int64_t K);
 cuq_q8 cuq_q8_at(void *mem, int64_t M, int64_t K);
 /* The same for the form with a scale per 8 elements (d8). */
 size_t cuq_q8_bytes8(int64_t M, int64_t K);
 cuq_q8 cuq_q8_at8(void *mem, int64_t M, int64_t K);
-/* The d4 form with ss (a deferred norm's, eps its epsilon). */
-size_t cuq_q8_bytes_ss(int64_t M, int64_t K);
-cuq_q8 cuq_q8_at_ss(void *mem, int64_t M, int64_t K, float eps);
 /* q = the q8 form of x [M, K] (rows x_row floats apart, K % 32 == 0). */
 bool cuq_quantize_q8(const float *x, int64_t x_row, int64_t M, int64_t K, const cuq_q8 *q, cudaStream_t stream);
 /* RMS norm of each row over its K elements, as the CPU's rms_norm (weight of dtype wdt:
@@ -173,16 +160,6 @@ typedef struct cuq_mv_job {
      * NULL: not), so that the linear after it needs no quantize_q8 launch: M = 1, N a
      * multiple of 8, on the one-format Q4_K / Q6_K kernels (cuq_mv_ok says no elsewhere). */
     const cuq_q8 *glu_q8;
-    /* A job of one part with an add also writes, here, the d4 form (with ss) of its sum
-     * (part[0].out2) times res_w (N elements of res_wdt: f32 f16 bf16; NULL: none), the
-     * next RMS norm's weight: the job after it reads that and needs no norm kernel (NULL:
-     * not). M = 1, N a multiple of 4, on the one-format Q4_K / Q6_K kernels (cuq_mv_ok says
-     * no elsewhere). res_w_early: nothing before the job writes res_w (read before the PDL
-     * wait). */
-    const cuq_q8 *res_q8;
-    const void *res_w;
-    ct_dtype res_wdt;
-    bool res_w_early;
 } cuq_mv_job;
 /* Whether cuq_mv_run has a kernel for this job (formats, M, K, alignment). */
 bool cuq_mv_ok(const cuq_mv_job *job);
