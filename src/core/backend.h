@@ -86,10 +86,6 @@ typedef struct ct_op {
     const ct_tensor *src[CT_OP_MAX_SRC];
     ct_tensor *dst;
     ct_op_params p;
-    /* Set only in the ops a backend's step_capture gets: dst is an intermediate of the
-     * recorded step that neither the caller nor any op outside the captured run reads, so
-     * a backend may leave it unwritten where no op of the run reads it either. */
-    bool dst_private;
 } ct_op;
 
 struct ct_backend_ops;

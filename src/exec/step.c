@@ -592,10 +592,7 @@ static bool capture_run(ct_step *s, int first, int n)
     step_seg *g = &s->segs[s->n_segs];
     *g = (step_seg){first, n, d, NULL, malloc(sizeof *g->list * (size_t)n), NULL, 0, NULL, 0};
     if (!g->list) return false;
-    for (int i = 0; i < n; i++) {
-        g->list[i] = s->ops[first + i].op;
-        g->list[i].dst_private = seg_internal(s, g, s->ops[first + i].dst.st);
-    }
+    for (int i = 0; i < n; i++) g->list[i] = s->ops[first + i].op;
     if (d->ops->step_capture(d, g->list, n, &g->handle) != CT_OK) {
         core_log(CT_LOG_INFO, "ct_step: %s could not capture %d ops (%s); they are replayed one by one", d->info.name,
                  n, ct_last_error());

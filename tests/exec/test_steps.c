@@ -606,35 +606,6 @@ static void test_decomposed_replay(void)
     for (int m = 0; m < 8; m++) decomposed_case(m & 1, m & 2, m & 4);
 }
 
-/* What a captured run's ops tell the backend of their outputs (ct_op::dst_private): an
- * intermediate the caller let go of before the step ended is private, one it still holds
- * is not (the backend must keep writing it). */
-static void test_captured_private(void)
-{
-    ct_tensor *x = NULL, *b = NULL;
-    capture_setup(false, 17, 256, &x, &b);
-    ct_tensor *t0 = NULL, *t1 = NULL, *t2 = NULL, *t3 = NULL;
-    ct_step *st = NULL;
-    CHECK_OK(ct_step_begin());
-    CHECK_OK(ct_mul(x, b, &t0));
-    CHECK_OK(ct_add(t0, x, &t1));
-    ct_tensor_free(t0);
-    CHECK_OK(ct_mul(t1, t1, &t2));
-    CHECK_OK(ct_add(t2, b, &t3));
-    ct_tensor_free(t2);
-    CHECK_OK(ct_step_end(&st));
-    bool priv[4] = {0};
-    int got = test_backend_captured_private(priv, 4);
-    static const bool want[4] = {true, false, true, false};
-    CHECK_MSG(got == 4, "%d ops captured, expected 4", got);
-    for (int i = 0; i < 4 && got == 4; i++)
-        CHECK_MSG(priv[i] == want[i], "op %d: dst_private %d, expected %d", i, priv[i], want[i]);
-    ct_step_free(st);
-    ct_tensor_free(t1);
-    ct_tensor_free(t3);
-    capture_teardown(x, b);
-}
-
 static void test_captured_replay(void) { capture_case(false); }
 static void test_captured_replay_async(void) { capture_case(true); }
 
@@ -653,7 +624,6 @@ int main(int argc, char **argv)
     RUN(test_device_replay_async);
     RUN(test_captured_replay);
     RUN(test_captured_replay_async);
-    RUN(test_captured_private);
     RUN(test_decomposed_replay);
     return th_finish();
 }

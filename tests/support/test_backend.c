@@ -589,15 +589,9 @@ typedef struct tb_graph {
     ct_op *ops;
 } tb_graph;
 
-/* The last capture's ops' dst_private flags (test_backend_captured_private). */
-static bool g_private[256];
-static int g_n_private;
-
 static ct_status tb_step_capture(ct_device *dev, const ct_op *ops, int n, void **handle)
 {
     if (!g_capture) return core_err(CT_ERR_UNSUPPORTED, "%s: step capture is off", dev->info.name);
-    g_n_private = n;
-    for (int i = 0; i < n && i < 256; i++) g_private[i] = ops[i].dst_private;
     tb_graph *g = calloc(1, sizeof *g);
     if (g) g->ops = malloc(sizeof *ops * (size_t)n);
     if (!g || !g->ops) {
@@ -630,12 +624,6 @@ static void tb_step_release(ct_device *dev, void *handle)
 }
 
 void test_backend_set_capture(bool enabled) { g_capture = enabled; }
-
-int test_backend_captured_private(bool *priv, int max)
-{
-    for (int i = 0; i < g_n_private && i < max && i < 256; i++) priv[i] = g_private[i];
-    return g_n_private;
-}
 int test_backend_launches(int dev) { return g_launches[dev]; }
 
 static ct_status tb_mem_info(ct_device *dev, uint64_t *free_bytes, uint64_t *total_bytes)

@@ -38,9 +38,6 @@ void test_backend_refuse_runs(int dev, ct_op_kind kind, int after, int n, ct_sta
 /* Recorded steps whose every op runs on one test device are captured (kept as a list and
  * submitted whole at each launch, a CUDA-graph stand-in); off after install. */
 void test_backend_set_capture(bool enabled);
-/* The ops of the last step captured: their count, and in priv[0..max) their dst_private
- * flags as the backend got them. */
-int test_backend_captured_private(bool *priv, int max);
 /* Captured steps launched on device i since install. */
 int test_backend_launches(int dev);
 
