@@ -238,4 +238,10 @@ static inline bool status_is_device_error(ct_status s)
     return s == CT_ERR_DEVICE_OOM || s == CT_ERR_DEVICE_FAULT || s == CT_ERR_UNSUPPORTED;
 }
 
+/* dev's copies of host data may be buffers over that data itself (zero-copy). */
+static inline bool device_aliases_host(const ct_device *dev)
+{
+    return dev->ops->alias && (dev->info.flags & CT_DEVICE_HOST_SHARED);
+}
+
 #endif

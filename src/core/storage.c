@@ -224,7 +224,7 @@ static bool aliases_host(const ct_storage *st, const ct_storage_copy *c, const c
 {
     if (c && c->buf.ptr) return c->alias;
     const ct_buffer *h = &st->copies[0].buf;
-    return dev->ops->alias && (dev->info.flags & CT_DEVICE_HOST_SHARED) && h->ptr && !h->borrowed && st->nbytes;
+    return device_aliases_host(dev) && h->ptr && !h->borrowed && st->nbytes;
 }
 
 static bool try_alias(ct_storage *st, ct_device *dev, ct_storage_copy *c)

@@ -37,9 +37,7 @@ ct_transfer_method ct_exec_transfer_method(const char *src, const char *dst)
     if (!a || !b || a == b) return CT_TRANSFER_NONE;
     bool ha = a->info.kind == CT_DEVICE_CPU, hb = b->info.kind == CT_DEVICE_CPU;
     if (ha && hb) return CT_TRANSFER_NONE;
-    if ((ha && b->ops->alias && (b->info.flags & CT_DEVICE_HOST_SHARED)) ||
-        (hb && a->ops->alias && (a->info.flags & CT_DEVICE_HOST_SHARED)))
-        return CT_TRANSFER_SHARED;
+    if ((ha && device_aliases_host(b)) || (hb && device_aliases_host(a))) return CT_TRANSFER_SHARED;
     if (ha) return CT_TRANSFER_HOST_TO_DEVICE;
     if (hb) return CT_TRANSFER_DEVICE_TO_HOST;
     return a->ops == b->ops && a->ops->copy_peer ? CT_TRANSFER_PEER : CT_TRANSFER_STAGED;
